@@ -1,0 +1,53 @@
+#pragma once
+
+// MetricsSink: what the domain modules (state, extender) report, independent of Prometheus. The
+// server module implements it on a prometheus-cpp registry (server/prometheus_metrics.h) and
+// renders it at GET /metrics; tests use NullMetrics or a recording fake.
+//
+// Thread-safety: implementations must be safe to call from any thread.
+
+#include <cstdint>
+#include <string_view>
+
+namespace linkfit {
+
+enum class Verb { kFilter, kPrioritize, kBind, kPreempt };
+
+class MetricsSink {
+ public:
+  virtual ~MetricsSink() = default;
+
+  // One extender call: its verb, outcome label ("ok", "error", "bad_request", ...) and the time
+  // spent in linkfit's own code.
+  virtual void ObserveRequest(Verb verb, std::string_view outcome, double seconds) = 0;
+
+  // Filter results per node: how many nodes passed / failed (resolvable) / failed unresolvable.
+  virtual void CountFilterNodes(std::uint64_t passed, std::uint64_t failed,
+                                std::uint64_t unresolvable) = 0;
+
+  // Cache sizes (nodes known, pods assumed but not confirmed, pods confirmed).
+  virtual void SetCacheSizes(std::uint64_t nodes, std::uint64_t assumed_pods,
+                             std::uint64_t bound_pods) = 0;
+
+  // Whole-GPU-equivalent devices in use and free on one node, labelled by GPU model.
+  virtual void SetNodeDevices(std::string_view node, std::string_view gpu_model, double used,
+                              double free) = 0;
+  virtual void RemoveNode(std::string_view node) = 0;
+
+  // Cluster fragmentation: the share (0..1) of free whole GPUs that cannot serve the node's
+  // largest well-connected request any more (see state/cluster_cache.h).
+  virtual void SetFragmentation(double ratio) = 0;
+};
+
+// A sink that drops everything.
+class NullMetrics final : public MetricsSink {
+ public:
+  void ObserveRequest(Verb, std::string_view, double) override {}
+  void CountFilterNodes(std::uint64_t, std::uint64_t, std::uint64_t) override {}
+  void SetCacheSizes(std::uint64_t, std::uint64_t, std::uint64_t) override {}
+  void SetNodeDevices(std::string_view, std::string_view, double, double) override {}
+  void RemoveNode(std::string_view) override {}
+  void SetFragmentation(double) override {}
+};
+
+}  // namespace linkfit

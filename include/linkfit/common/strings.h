@@ -1,0 +1,38 @@
+#pragma once
+
+// Small string helpers shared by the parsers (topology documents, nvidia-smi text, config, wire).
+//
+// Thread-safety: pure functions.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace linkfit {
+
+// Returns `text` without leading and trailing ASCII whitespace.
+std::string_view Trim(std::string_view text);
+
+// Splits on `separator`; empty fields are kept ("a,,b" gives three fields).
+std::vector<std::string_view> Split(std::string_view text, char separator);
+
+// Splits on runs of ASCII whitespace; no empty fields.
+std::vector<std::string_view> SplitWhitespace(std::string_view text);
+
+// Parses a base-10 integer that must span the whole text (after trimming); nullopt otherwise.
+std::optional<std::int64_t> ParseInt(std::string_view text);
+
+// Returns a copy of `text` in ASCII lower case.
+std::string ToLower(std::string_view text);
+
+bool StartsWith(std::string_view text, std::string_view prefix);
+
+// Joins integers with `separator`, e.g. {0,1,4} -> "0,1,4".
+std::string JoinInts(const std::vector<int>& values, std::string_view separator = ",");
+
+// Quotes a string for an error message, shortening it to `max_length` characters.
+std::string QuoteForMessage(std::string_view text, std::size_t max_length = 60);
+
+}  // namespace linkfit

@@ -1,0 +1,117 @@
+#pragma once
+
+// TopologySpec: the plain-data description of one node's GPUs and interconnect, as read from a
+// topology document (gpu-topology-fixture/v1, or linkfit's compact node annotation) or from
+// `nvidia-smi topo -m` text plus `nvidia-smi --query-gpu=...` CSV. Both loaders produce this
+// type; BuildTopology() (topology.h) validates it and derives the immutable model.
+//
+// Thread-safety: plain values.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "linkfit/common/result.h"
+
+namespace linkfit::topology {
+
+// linkfit models nodes of up to 16 GPUs: placement tables are indexed by a 16-bit free mask.
+inline constexpr int kMaxGpus = 16;
+
+// The PCIe common ancestor of two GPUs, as NVML's GetTopologyCommonAncestor (and the PCIe cells
+// of `nvidia-smi topo -m`) report it. Ordered from farthest to closest, so `a < b` means a is the
+// worse relation.
+enum class PcieRelation : std::uint8_t {
+  kSys = 0,   // across the inter-socket (SMP) interconnect
+  kNode = 1,  // between host bridges within one NUMA node
+  kPhb = 2,   // through one PCIe host bridge
+  kPxb = 3,   // through several PCIe switches, without a host bridge
+  kPix = 4,   // through at most one PCIe switch
+};
+
+// Parses "SYS", "NODE", "PHB", "PXB", "PIX" (case-insensitive; "SOC" is the old name of SYS).
+Result<PcieRelation> ParsePcieRelation(std::string_view text);
+std::string_view ToString(PcieRelation relation);
+
+enum class NvlinkFabricKind : std::uint8_t { kNone, kDirect, kBridge, kNvswitch };
+Result<NvlinkFabricKind> ParseNvlinkFabricKind(std::string_view text);
+std::string_view ToString(NvlinkFabricKind kind);
+
+struct NvlinkFabric {
+  NvlinkFabricKind kind = NvlinkFabricKind::kNone;
+  int nvlink_generation = 0;    // 2 = V100, 3 = A100/GA102, 4 = H100/H200; 0 = unknown/none
+  int nvswitch_generation = 0;  // 1 = DGX-2, 2 = DGX A100, 3 = DGX H100; 0 = none/unknown
+  int nvswitch_count = 0;
+  double per_link_gbps = 0;     // per direction, from the document; 0 = unknown
+};
+
+// One PCIe tree vertex above the GPUs (host bridge or switch).
+struct PcieNode {
+  std::string id;
+  bool is_switch = false;  // false: host bridge (root complex)
+  std::string parent;      // empty for host bridges
+  int numa_node = -1;      // for host bridges, when known
+  int gen = 0;
+};
+
+struct GpuSpec {
+  int index = -1;
+  std::string uuid;               // "GPU-..." when known, else empty
+  std::string model;              // e.g. "NVIDIA H100 80GB HBM3"
+  std::uint64_t memory_mib = 0;
+  int numa_node = 0;
+  int socket = 0;
+  std::vector<std::string> pcie_path;  // host bridge -> ... -> nearest switch (ids in pcie_tree)
+  int pcie_gen = 0;                    // 0 = unknown (the bandwidth model then assumes gen 4)
+  bool mig_capable = false;
+  std::string mig_profile_set;         // id of a MIG profile set (e.g. "a100-40gb"), or empty
+  bool p2p_supported = true;           // false: GeForce-style, traffic staged through host memory
+  std::string pci_bus_id;
+  int nvlink_physical_links = 0;
+};
+
+// One unordered GPU pair (a < b). Pairs missing from TopologySpec::links are an error.
+struct LinkSpec {
+  int a = -1;
+  int b = -1;
+  int nvlink_count = 0;        // 0 = no NVLink; on NVSwitch systems the per-pair class (NV12, ...)
+  bool via_nvswitch = false;   // the NVLinks reach the peer through NVSwitches
+  PcieRelation pcie = PcieRelation::kSys;
+};
+
+struct TopologySpec {
+  std::string id;    // e.g. "dgx-h100"; may be empty
+  std::string name;  // human-readable
+  NvlinkFabric fabric;
+  std::vector<PcieNode> pcie_tree;  // may be empty (nvidia-smi text has no tree)
+  std::vector<GpuSpec> gpus;        // sorted by index, indexes 0..n-1
+  std::vector<LinkSpec> links;      // one per unordered pair
+  // Non-fatal findings of the loader (unknown cells treated as SYS, missing fields defaulted...).
+  std::vector<std::string> warnings;
+};
+
+// Parses a topology document (JSON). Accepts the gpu-topology-fixture/v1 schema
+// (../shared/topologies/README.md) and linkfit's compact annotation form (same keys, optional
+// provenance/system/topo_matrix/nics). Errors name the offending field.
+Result<TopologySpec> ParseTopologyDocument(std::string_view json_text);
+
+// Parses `nvidia-smi topo -m` text and, optionally, the CSV printed by
+// `nvidia-smi --query-gpu=index,uuid,name,memory.total,pci.bus_id --format=csv` (with or without
+// the header, with or without units). An empty `query_gpu_csv` leaves models and UUIDs unknown.
+Result<TopologySpec> ParseNvidiaSmi(std::string_view topo_matrix_text,
+                                    std::string_view query_gpu_csv);
+
+// Detects which of the above `text` is: a JSON document (first non-space character '{'), or
+// nvidia-smi text, optionally followed by the query-gpu CSV in the same file (the CSV starts at
+// the first line beginning with "index," or at a line of the form "0, GPU-...").
+Result<TopologySpec> ParseTopologyText(std::string_view text);
+
+// Reads a file and calls ParseTopologyText; errors start with the path.
+Result<TopologySpec> LoadTopologyFile(const std::string& path);
+
+// Serialises a spec as a compact topology document (the node annotation form), parseable by
+// ParseTopologyDocument.
+std::string ToTopologyDocument(const TopologySpec& spec);
+
+}  // namespace linkfit::topology

@@ -1,0 +1,118 @@
+#pragma once
+
+// Topology: the immutable model of one node's GPU interconnect, derived once from a TopologySpec.
+// Internally a Boost.Graph of GPUs, PCIe switches, host bridges, NUMA nodes, sockets and
+// NVSwitches is built (see topology_graph.cc); this header exposes only what placement needs:
+//
+//   - the pair bandwidth matrix b(i,j) in MB/s (integers, so comparisons are exact);
+//   - NVLink islands (GPUs connected by NVLink, directly or through NVSwitches);
+//   - the NUMA node and socket of each GPU, and the GPU groups that share a PCIe switch, a NUMA
+//     node or a socket (bit masks, bit i = GPU i);
+//   - a fingerprint: identical nodes share one Topology and one placement table.
+//
+// Invariants established by BuildTopology (tests check them on every fixture):
+//   b is symmetric and positive off the diagonal; an NVLink (or NVSwitch) pair is faster than
+//   every PCIe-only pair; PCIe-only pairs of one PCIe generation order SYS <= NODE <= PHB <= PXB
+//   <= PIX; b(i,i) = 0.
+//
+// Thread-safety: immutable after construction; share it as TopologyPtr across threads.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "linkfit/common/result.h"
+#include "linkfit/topology/bandwidth.h"
+#include "linkfit/topology/spec.h"
+
+namespace linkfit::topology {
+
+using GpuMask = std::uint16_t;  // bit i = GPU i; nodes have at most kMaxGpus GPUs
+
+class Topology;
+using TopologyPtr = std::shared_ptr<const Topology>;
+
+// Validates `spec` (GPU indexes 0..n-1 without duplicates, 1..16 GPUs, one link per pair, links
+// naming existing GPUs) and derives the model. Asymmetric or unknown links were already turned
+// into SYS with a warning by the parsers; a missing pair here is an error.
+Result<TopologyPtr> BuildTopology(TopologySpec spec,
+                                  const BandwidthModel& bandwidth = BandwidthModel::Defaults());
+
+class Topology {
+ public:
+  int gpu_count() const { return gpu_count_; }
+  GpuMask all_gpus() const { return static_cast<GpuMask>((1u << gpu_count_) - 1u); }
+  const TopologySpec& spec() const { return spec_; }
+  const GpuSpec& gpu(int index) const { return spec_.gpus[static_cast<std::size_t>(index)]; }
+
+  // Pair bandwidth in MB/s per direction (GB/s x 1000); 0 on the diagonal.
+  std::uint32_t bandwidth_mbps(int a, int b) const {
+    return bandwidth_[static_cast<std::size_t>(a * gpu_count_ + b)];
+  }
+  double bandwidth_gbps(int a, int b) const { return bandwidth_mbps(a, b) / 1000.0; }
+
+  bool has_nvlink(int a, int b) const { return (nvlink_neighbors_[Idx(a)] >> b) & 1u; }
+  GpuMask nvlink_neighbors(int gpu) const { return nvlink_neighbors_[Idx(gpu)]; }
+  // The fastest PCIe-only pair bandwidth in this node (0 if every pair has NVLink).
+  std::uint32_t max_pcie_only_mbps() const { return max_pcie_only_mbps_; }
+  // The slowest NVLink pair bandwidth (0 if there is no NVLink).
+  std::uint32_t min_nvlink_mbps() const { return min_nvlink_mbps_; }
+
+  // Connected components of the NVLink graph (NVSwitches included), as GPU masks, in order of
+  // their lowest GPU. GPUs without NVLink form singleton islands.
+  const std::vector<GpuMask>& nvlink_islands() const { return islands_; }
+
+  int numa_node(int gpu) const { return spec_.gpus[Idx(gpu)].numa_node; }
+  int socket(int gpu) const { return spec_.gpus[Idx(gpu)].socket; }
+
+  // GPU groups (each a mask), used by closeness levels. A set is "under one PCIe switch" iff it is
+  // a subset of one switch group, "on one NUMA node" iff a subset of one NUMA group, and so on.
+  const std::vector<GpuMask>& pcie_switch_groups() const { return switch_groups_; }
+  const std::vector<GpuMask>& numa_groups() const { return numa_groups_; }
+  const std::vector<GpuMask>& socket_groups() const { return socket_groups_; }
+
+  // The number of distinct NUMA nodes the GPUs of `mask` touch.
+  int NumaSpan(GpuMask mask) const;
+
+  // A stable hash of everything placement depends on (GPU count, models, NUMA/socket layout,
+  // groups and the bandwidth matrix); equal fingerprints mean interchangeable topologies.
+  const std::string& fingerprint() const { return fingerprint_; }
+
+  // Warnings from parsing and from deriving the model (e.g. "NVLink pair 0-1 raised above the
+  // fastest PCIe pair"). Logged once at load.
+  const std::vector<std::string>& warnings() const { return spec_.warnings; }
+
+  // Internal: use BuildTopology().
+  struct Derived;
+  Topology(TopologySpec spec, Derived derived);
+
+ private:
+  static std::size_t Idx(int i) { return static_cast<std::size_t>(i); }
+
+  TopologySpec spec_;
+  int gpu_count_ = 0;
+  std::vector<std::uint32_t> bandwidth_;
+  std::vector<GpuMask> nvlink_neighbors_;
+  std::uint32_t max_pcie_only_mbps_ = 0;
+  std::uint32_t min_nvlink_mbps_ = 0;
+  std::vector<GpuMask> islands_;
+  std::vector<GpuMask> switch_groups_;
+  std::vector<GpuMask> numa_groups_;
+  std::vector<GpuMask> socket_groups_;
+  std::string fingerprint_;
+};
+
+struct Topology::Derived {
+  std::vector<std::uint32_t> bandwidth;
+  std::vector<GpuMask> nvlink_neighbors;
+  std::uint32_t max_pcie_only_mbps = 0;
+  std::uint32_t min_nvlink_mbps = 0;
+  std::vector<GpuMask> islands;
+  std::vector<GpuMask> switch_groups;
+  std::vector<GpuMask> numa_groups;
+  std::vector<GpuMask> socket_groups;
+  std::string fingerprint;
+};
+
+}  // namespace linkfit::topology
