@@ -1,1 +1,58 @@
-// Placeholder: implementation in progress.
+#include "linkfit/topology/spec.h"
+
+#include "linkfit/common/strings.h"
+
+namespace linkfit::topology {
+
+Result<PcieRelation> ParsePcieRelation(std::string_view text) {
+  const std::string lower = ToLower(Trim(text));
+  if (lower == "sys" || lower == "soc") return PcieRelation::kSys;
+  if (lower == "node") return PcieRelation::kNode;
+  if (lower == "phb") return PcieRelation::kPhb;
+  if (lower == "pxb") return PcieRelation::kPxb;
+  if (lower == "pix") return PcieRelation::kPix;
+  return MakeError("unknown PCIe relation " + QuoteForMessage(text) +
+                   " (expected SYS, NODE, PHB, PXB or PIX)");
+}
+
+std::string_view ToString(PcieRelation relation) {
+  switch (relation) {
+    case PcieRelation::kSys:
+      return "SYS";
+    case PcieRelation::kNode:
+      return "NODE";
+    case PcieRelation::kPhb:
+      return "PHB";
+    case PcieRelation::kPxb:
+      return "PXB";
+    case PcieRelation::kPix:
+      return "PIX";
+  }
+  return "SYS";
+}
+
+Result<NvlinkFabricKind> ParseNvlinkFabricKind(std::string_view text) {
+  const std::string lower = ToLower(Trim(text));
+  if (lower == "none" || lower.empty()) return NvlinkFabricKind::kNone;
+  if (lower == "direct") return NvlinkFabricKind::kDirect;
+  if (lower == "bridge") return NvlinkFabricKind::kBridge;
+  if (lower == "nvswitch") return NvlinkFabricKind::kNvswitch;
+  return MakeError("unknown NVLink fabric kind " + QuoteForMessage(text) +
+                   " (expected none, direct, bridge or nvswitch)");
+}
+
+std::string_view ToString(NvlinkFabricKind kind) {
+  switch (kind) {
+    case NvlinkFabricKind::kNone:
+      return "none";
+    case NvlinkFabricKind::kDirect:
+      return "direct";
+    case NvlinkFabricKind::kBridge:
+      return "bridge";
+    case NvlinkFabricKind::kNvswitch:
+      return "nvswitch";
+  }
+  return "none";
+}
+
+}  // namespace linkfit::topology

@@ -1,1 +1,233 @@
-// Placeholder: implementation in progress.
+#include "linkfit/topology/topology.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "linkfit/common/strings.h"
+#include "topology/topology_graph.h"
+
+namespace linkfit::topology {
+namespace {
+
+GpuMask Bit(int gpu) { return static_cast<GpuMask>(1u << gpu); }
+
+std::string Pair(int a, int b) { return std::to_string(a) + "-" + std::to_string(b); }
+
+bool ModelContains(const GpuSpec& gpu, std::string_view needle) {
+  return ToLower(gpu.model).find(needle) != std::string::npos;
+}
+
+// GA102-class boards (RTX A6000/A5000, A40, RTX 3090) use 4 narrow NVLink bridge links.
+bool IsGa102Bridge(const TopologySpec& spec, const GpuSpec& gpu) {
+  if (spec.fabric.per_link_gbps > 0 && spec.fabric.per_link_gbps < 20) return true;
+  return ModelContains(gpu, "rtx a") || ModelContains(gpu, "a40") || ModelContains(gpu, "3090") ||
+         ModelContains(gpu, "a5500");
+}
+
+int NvlinkGeneration(const TopologySpec& spec, const GpuSpec& gpu) {
+  if (spec.fabric.nvlink_generation > 0) return spec.fabric.nvlink_generation;
+  if (ModelContains(gpu, "v100")) return 2;
+  if (ModelContains(gpu, "h100") || ModelContains(gpu, "h200") || ModelContains(gpu, "h800")) {
+    return 4;
+  }
+  return 3;
+}
+
+std::string NvswitchKey(const TopologySpec& spec, const GpuSpec& gpu) {
+  int generation = spec.fabric.nvswitch_generation;
+  if (generation == 0) generation = NvlinkGeneration(spec, gpu) - 1;
+  if (generation <= 1) return "NVSWITCH_V100_DGX2";
+  if (generation == 2) return "NVSWITCH_A100";
+  return "NVSWITCH_H100";
+}
+
+std::string DirectNvlinkKey(const TopologySpec& spec, const GpuSpec& gpu) {
+  switch (NvlinkGeneration(spec, gpu)) {
+    case 2:
+      return "NVLINK_DIRECT_per_link_gen2";
+    case 4:
+      return "NVLINK_DIRECT_per_link_gen4";
+    default:
+      return IsGa102Bridge(spec, gpu) ? "NVLINK_DIRECT_per_link_ga102"
+                                      : "NVLINK_DIRECT_per_link_gen3_sxm";
+  }
+}
+
+std::uint32_t ToMbps(double gbps) { return static_cast<std::uint32_t>(gbps * 1000.0 + 0.5); }
+
+// PCIe pair rate for a relation and generation, made monotone in the relation so that operator
+// overrides cannot break SYS <= NODE <= PHB <= PXB <= PIX.
+std::uint32_t PcieMbps(const BandwidthModel& model, PcieRelation relation, int gen) {
+  static constexpr const char* kNames[] = {"SYS", "NODE", "PHB", "PXB", "PIX"};
+  const int clamped_gen = std::clamp(gen, 3, 5);
+  std::uint32_t best = 0;
+  for (int r = 0; r <= static_cast<int>(relation); ++r) {
+    const auto value = model.Get(std::string(kNames[r]) + "_gen" + std::to_string(clamped_gen));
+    if (value) best = std::max(best, ToMbps(*value));
+  }
+  return best;
+}
+
+Result<void> Validate(TopologySpec& spec) {
+  const int n = static_cast<int>(spec.gpus.size());
+  if (n == 0) return MakeError("topology has no GPUs");
+  if (n > kMaxGpus) {
+    return MakeError("topology has " + std::to_string(n) + " GPUs; at most " +
+                     std::to_string(kMaxGpus) + " are supported");
+  }
+  std::sort(spec.gpus.begin(), spec.gpus.end(),
+            [](const GpuSpec& a, const GpuSpec& b) { return a.index < b.index; });
+  for (int i = 0; i < n; ++i) {
+    const int index = spec.gpus[static_cast<std::size_t>(i)].index;
+    if (index != i) {
+      if (i > 0 && spec.gpus[static_cast<std::size_t>(i - 1)].index == index) {
+        return MakeError("duplicate GPU index " + std::to_string(index));
+      }
+      return MakeError("GPU indexes must be 0.." + std::to_string(n - 1) + "; found " +
+                       std::to_string(index));
+    }
+  }
+  std::map<std::pair<int, int>, LinkSpec> links;
+  for (LinkSpec link : spec.links) {
+    if (link.a > link.b) std::swap(link.a, link.b);
+    if (link.a < 0 || link.b >= n || link.a == link.b) {
+      return MakeError("link " + Pair(link.a, link.b) + " names a GPU that does not exist");
+    }
+    if (!links.emplace(std::make_pair(link.a, link.b), link).second) {
+      return MakeError("link " + Pair(link.a, link.b) + " is listed twice");
+    }
+  }
+  spec.links.clear();
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      const auto it = links.find({a, b});
+      if (it == links.end()) return MakeError("no link given for GPU pair " + Pair(a, b));
+      spec.links.push_back(it->second);
+    }
+  }
+  return {};
+}
+
+std::uint64_t Fnv1a(std::string_view text) {
+  std::uint64_t hash = 1469598103934665603ull;
+  for (char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+std::vector<GpuMask> GroupBy(const TopologySpec& spec, bool by_socket) {
+  std::map<int, GpuMask> groups;
+  for (const GpuSpec& gpu : spec.gpus) {
+    const int key = by_socket ? gpu.socket : gpu.numa_node;
+    groups[key] = static_cast<GpuMask>(groups[key] | Bit(gpu.index));
+  }
+  std::vector<GpuMask> out;
+  for (const auto& entry : groups) out.push_back(entry.second);
+  return out;
+}
+
+}  // namespace
+
+Topology::Topology(TopologySpec spec, Derived derived)
+    : spec_(std::move(spec)),
+      gpu_count_(static_cast<int>(spec_.gpus.size())),
+      bandwidth_(std::move(derived.bandwidth)),
+      nvlink_neighbors_(std::move(derived.nvlink_neighbors)),
+      max_pcie_only_mbps_(derived.max_pcie_only_mbps),
+      min_nvlink_mbps_(derived.min_nvlink_mbps),
+      islands_(std::move(derived.islands)),
+      switch_groups_(std::move(derived.switch_groups)),
+      numa_groups_(std::move(derived.numa_groups)),
+      socket_groups_(std::move(derived.socket_groups)),
+      fingerprint_(std::move(derived.fingerprint)) {}
+
+int Topology::NumaSpan(GpuMask mask) const {
+  int span = 0;
+  for (GpuMask group : numa_groups_) {
+    if ((group & mask) != 0) ++span;
+  }
+  return span;
+}
+
+Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandwidth) {
+  if (auto valid = Validate(spec); !valid) return tl::unexpected(valid.error());
+  const int n = static_cast<int>(spec.gpus.size());
+  Topology::Derived derived;
+  derived.bandwidth.assign(static_cast<std::size_t>(n * n), 0);
+  derived.nvlink_neighbors.assign(static_cast<std::size_t>(n), 0);
+
+  bool unknown_gen = false;
+  for (const GpuSpec& gpu : spec.gpus) unknown_gen = unknown_gen || gpu.pcie_gen == 0;
+  if (unknown_gen) spec.warnings.push_back("PCIe generation unknown for some GPUs; assuming gen 4");
+
+  auto at = [&](int a, int b) -> std::uint32_t& {
+    return derived.bandwidth[static_cast<std::size_t>(a * n + b)];
+  };
+  for (const LinkSpec& link : spec.links) {
+    const GpuSpec& ga = spec.gpus[static_cast<std::size_t>(link.a)];
+    const GpuSpec& gb = spec.gpus[static_cast<std::size_t>(link.b)];
+    const int gen =
+        std::min(ga.pcie_gen == 0 ? 4 : ga.pcie_gen, gb.pcie_gen == 0 ? 4 : gb.pcie_gen);
+    std::uint32_t mbps = 0;
+    if (link.nvlink_count > 0) {
+      if (link.via_nvswitch) {
+        mbps = ToMbps(bandwidth.Get(NvswitchKey(spec, ga)).value_or(230.0));
+      } else {
+        mbps = ToMbps(bandwidth.Get(DirectNvlinkKey(spec, ga)).value_or(20.0) * link.nvlink_count);
+      }
+      derived.nvlink_neighbors[static_cast<std::size_t>(link.a)] |= Bit(link.b);
+      derived.nvlink_neighbors[static_cast<std::size_t>(link.b)] |= Bit(link.a);
+    } else {
+      // Without P2P (GeForce), traffic is staged through host memory: the SYS rate.
+      const PcieRelation relation =
+          (ga.p2p_supported && gb.p2p_supported) ? link.pcie : PcieRelation::kSys;
+      mbps = PcieMbps(bandwidth, relation, gen);
+      derived.max_pcie_only_mbps = std::max(derived.max_pcie_only_mbps, mbps);
+    }
+    at(link.a, link.b) = mbps;
+    at(link.b, link.a) = mbps;
+  }
+  // An NVLink pair must beat every PCIe-only pair of the node (e.g. NV1 at 20 GB/s next to a
+  // gen5 PIX pair at 48 GB/s would otherwise rank below it).
+  std::uint32_t min_nvlink = 0;
+  for (const LinkSpec& link : spec.links) {
+    if (link.nvlink_count == 0) continue;
+    std::uint32_t& mbps = at(link.a, link.b);
+    if (mbps <= derived.max_pcie_only_mbps) {
+      spec.warnings.push_back("NVLink pair " + Pair(link.a, link.b) + " (" +
+                              std::to_string(mbps / 1000) + " GB/s) raised above the fastest " +
+                              "PCIe-only pair of the node");
+      mbps = derived.max_pcie_only_mbps + 1000;
+      at(link.b, link.a) = mbps;
+    }
+    min_nvlink = min_nvlink == 0 ? mbps : std::min(min_nvlink, mbps);
+  }
+  derived.min_nvlink_mbps = min_nvlink;
+
+  internal::GraphDerivations graph = internal::DeriveFromGraph(spec, spec.warnings);
+  derived.islands = std::move(graph.nvlink_islands);
+  derived.switch_groups = std::move(graph.pcie_switch_groups);
+  derived.numa_groups = GroupBy(spec, /*by_socket=*/false);
+  derived.socket_groups = GroupBy(spec, /*by_socket=*/true);
+
+  std::string canonical = std::to_string(n);
+  for (const GpuSpec& gpu : spec.gpus) {
+    canonical += "|" + gpu.model + "/" + std::to_string(gpu.memory_mib) + "/" +
+                 std::to_string(gpu.numa_node) + "/" + std::to_string(gpu.socket) + "/" +
+                 gpu.mig_profile_set + "/" + (gpu.mig_capable ? "m" : "-");
+  }
+  for (std::uint32_t value : derived.bandwidth) canonical += "," + std::to_string(value);
+  for (GpuMask g : derived.switch_groups) canonical += ";s" + std::to_string(g);
+  for (GpuMask g : derived.islands) canonical += ";i" + std::to_string(g);
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(Fnv1a(canonical)));
+  derived.fingerprint = hex;
+
+  return std::make_shared<const Topology>(std::move(spec), std::move(derived));
+}
+
+}  // namespace linkfit::topology

@@ -32,3 +32,15 @@ inline tl::unexpected<Error> WithContext(const Error& error, const std::string& 
 }
 
 }  // namespace linkfit
+
+// Evaluates `expr` (a Result); on error returns it from the enclosing function, otherwise moves
+// the value into `lhs` (an existing variable or member). Declares a local named after `lhs`'s
+// block-scoped, so it can be used any number of times in one scope.
+#define LINKFIT_ASSIGN_OR_RETURN(lhs, expr)                      \
+  do {                                                           \
+    auto linkfit_result_ = (expr);                               \
+    if (!linkfit_result_) {                                      \
+      return tl::unexpected(std::move(linkfit_result_).error()); \
+    }                                                            \
+    lhs = std::move(*linkfit_result_);                           \
+  } while (false)

@@ -43,7 +43,7 @@ struct NvlinkFabric {
   int nvlink_generation = 0;    // 2 = V100, 3 = A100/GA102, 4 = H100/H200; 0 = unknown/none
   int nvswitch_generation = 0;  // 1 = DGX-2, 2 = DGX A100, 3 = DGX H100; 0 = none/unknown
   int nvswitch_count = 0;
-  double per_link_gbps = 0;     // per direction, from the document; 0 = unknown
+  double per_link_gbps = 0;  // per direction, from the document; 0 = unknown
 };
 
 // One PCIe tree vertex above the GPUs (host bridge or switch).
@@ -57,16 +57,16 @@ struct PcieNode {
 
 struct GpuSpec {
   int index = -1;
-  std::string uuid;               // "GPU-..." when known, else empty
-  std::string model;              // e.g. "NVIDIA H100 80GB HBM3"
+  std::string uuid;   // "GPU-..." when known, else empty
+  std::string model;  // e.g. "NVIDIA H100 80GB HBM3"
   std::uint64_t memory_mib = 0;
   int numa_node = 0;
   int socket = 0;
   std::vector<std::string> pcie_path;  // host bridge -> ... -> nearest switch (ids in pcie_tree)
   int pcie_gen = 0;                    // 0 = unknown (the bandwidth model then assumes gen 4)
   bool mig_capable = false;
-  std::string mig_profile_set;         // id of a MIG profile set (e.g. "a100-40gb"), or empty
-  bool p2p_supported = true;           // false: GeForce-style, traffic staged through host memory
+  std::string mig_profile_set;  // id of a MIG profile set (e.g. "a100-40gb"), or empty
+  bool p2p_supported = true;    // false: GeForce-style, traffic staged through host memory
   std::string pci_bus_id;
   int nvlink_physical_links = 0;
 };
@@ -75,8 +75,8 @@ struct GpuSpec {
 struct LinkSpec {
   int a = -1;
   int b = -1;
-  int nvlink_count = 0;        // 0 = no NVLink; on NVSwitch systems the per-pair class (NV12, ...)
-  bool via_nvswitch = false;   // the NVLinks reach the peer through NVSwitches
+  int nvlink_count = 0;       // 0 = no NVLink; on NVSwitch systems the per-pair class (NV12, ...)
+  bool via_nvswitch = false;  // the NVLinks reach the peer through NVSwitches
   PcieRelation pcie = PcieRelation::kSys;
 };
 

@@ -1,0 +1,32 @@
+#pragma once
+
+// ModelRegistry: one PlacementTable per distinct topology. Nodes with identical hardware (equal
+// Topology::fingerprint()) share one model and one table, so a cluster of 5,000 DGX nodes builds
+// a handful of tables, not 5,000.
+//
+// Thread-safety: all methods are safe to call concurrently; Get() builds a missing table outside
+// the registry lock, so a slow 16-GPU build never blocks lookups of other topologies.
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "linkfit/alloc/placement_table.h"
+
+namespace linkfit::alloc {
+
+class ModelRegistry {
+ public:
+  // Returns the shared table for `topology`, building it on first use.
+  PlacementTablePtr Get(const topology::TopologyPtr& topology);
+
+  std::size_t size() const;
+  std::size_t MemoryBytes() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, PlacementTablePtr> tables_;  // GUARDED_BY(mutex_)
+};
+
+}  // namespace linkfit::alloc
