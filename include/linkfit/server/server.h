@@ -1,0 +1,105 @@
+#pragma once
+
+// Server: linkfit's HTTP front end. It owns transport only: routes, body-size limits, timeouts,
+// keep-alive, TLS (optionally mTLS) and the status codes for transport problems. What a body
+// means is the ExtenderHandler's business (server/handler.h); the server never decides a
+// placement.
+//
+// Routes (the verb prefix is ServerOptions::url_prefix, "/scheduler" by default):
+//
+//   POST {prefix}/filter|prioritize|bind|preempt  -> ExtenderHandler::Filter/... (exact body)
+//   GET  /inspect, /inspect/{node}                -> ExtenderHandler::Inspect
+//   POST /explain                                 -> ExtenderHandler::Explain
+//   GET  /healthz                                 -> 200 "ok" while the process serves
+//   GET  /readyz                                  -> 200 when ExtenderHandler::Ready(), else 503
+//   GET  /metrics                                 -> Prometheus text exposition
+//
+// Unknown paths get 404 and known paths with the wrong method 405, both with a JSON body
+// {"error":"..."}. An empty body on a POST route is 400, a body over max_body_bytes is 413, and
+// anything the handler throws becomes a 500 with a JSON body: no request can stop the server.
+// The time spent in the handler is reported per verb through PrometheusMetrics::ObserveRequest
+// with the outcome "ok" (2xx), "bad_request" (4xx), "error" (5xx) or "exception"; the extender
+// module therefore must not report ObserveRequest itself.
+//
+// Lifecycle:  NewServer --> Start (bound, accepting) --> Stop --> (Wait returns)
+//
+// Thread-safety: Start, Stop and Wait may be called from different threads (typically Start and
+// Wait from main and Stop from a signal-handling thread). Stop closes the listening socket,
+// lets requests in flight finish and closes idle keep-alive connections, so Wait returns
+// promptly; Stop and Wait are idempotent. The destructor stops and waits.
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "linkfit/common/result.h"
+#include "linkfit/server/handler.h"
+
+namespace linkfit::server {
+
+class PrometheusMetrics;
+
+struct TlsOptions {
+  // PEM certificate chain and private key. TLS is on when both are set.
+  std::string cert_file;
+  std::string key_file;
+  // PEM CA bundle used to verify client certificates. Set it to verify certificates that
+  // clients present; with require_client_cert a client without a valid certificate is refused
+  // during the handshake (mTLS).
+  std::string client_ca_file;
+  bool require_client_cert = false;
+
+  bool enabled() const { return !cert_file.empty() && !key_file.empty(); }
+};
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";
+  // 0 binds a free port; Server::port() returns the one chosen.
+  int port = 8888;
+  // Prefix of the extender verbs, without a trailing '/' ("" serves them at "/filter" ...).
+  std::string url_prefix = "/scheduler";
+  TlsOptions tls;
+
+  std::size_t max_body_bytes = std::size_t{64} << 20;
+  std::chrono::milliseconds read_timeout{10000};
+  std::chrono::milliseconds write_timeout{10000};
+  // Worker threads. Every open keep-alive connection holds one worker while it is open, so keep
+  // this above the number of connections clients keep (kube-scheduler keeps a few).
+  int threads = 16;
+  // Go's http.Transport closes idle connections after 90 s; the server keeps them at least as
+  // long, and for effectively unlimited requests, so that kube-scheduler's connection is reused
+  // (httplib's defaults, 5 s and 5 requests, cost a new connection every few pods).
+  std::chrono::seconds keep_alive_timeout{90};
+  std::size_t keep_alive_max_requests = 100000;
+};
+
+class Server {
+ public:
+  virtual ~Server() = default;
+
+  // Binds and starts accepting. Returns once the socket is listening, so a client may connect
+  // as soon as Start returns. An error names the address (in use, permission, bad host).
+  // REQUIRES: called at most once.
+  virtual Result<void> Start() = 0;
+
+  // The bound port (the chosen one when ServerOptions::port was 0); 0 before Start.
+  virtual int port() const = 0;
+
+  // Stops accepting, finishes requests in flight and closes keep-alive connections.
+  virtual void Stop() = 0;
+
+  // Blocks until the server has stopped (after Stop, or at once if Start was never called or
+  // failed).
+  virtual void Wait() = 0;
+};
+
+using ServerPtr = std::unique_ptr<Server>;
+
+// Returns a server for `options`, or an error naming the bad option (an unreadable certificate
+// or key, a key that does not match the certificate, an unreadable client CA, a bad prefix).
+// `handler` and `metrics` must outlive the server.
+Result<ServerPtr> NewServer(const ServerOptions& options, ExtenderHandler& handler,
+                            PrometheusMetrics& metrics);
+
+}  // namespace linkfit::server
