@@ -1,0 +1,179 @@
+#pragma once
+
+// The kube-scheduler extender wire codec (k8s.io/kube-scheduler/extender/v1), byte for byte as
+// described in shared/spec/extender-protocol.md:
+//
+//   - Decoding: envelope keys (`Pod`, `Nodes`, `NodeNames`, `PodName`, ...) match
+//     case-insensitively, like Go's encoding/json (which also folds U+212A KELVIN SIGN to 'k' and
+//     U+017F LONG S to 's'); a repeated key overrides the earlier one; `null` means absent;
+//     unknown keys are ignored. Embedded Kubernetes objects (Pod, Node) are camelCase and matched
+//     case-sensitively. The whole body is validated as JSON (simdjson; invalid UTF-8 and lone
+//     UTF-16 surrogates in escapes are rejected, Go would replace them with U+FFFD, but
+//     kube-scheduler never sends them). Any problem is an Error naming it; nothing throws.
+//   - Encoding: PascalCase keys in the Go struct order, compact, no trailing newline, map keys
+//     sorted by bytes, strings escaped as Go's encoding/json does (see AppendJsonString).
+//
+// Memory: DecodeExtenderArgs does not copy node names or node objects: ExtenderArgs::node_names
+// and NodeItem::raw_json are string_views into the caller's `body`, which must stay alive and
+// unchanged while the ExtenderArgs is used (names that contained JSON escapes are unescaped into
+// ExtenderArgs::owned_strings instead). Everything else (PodView, NodeView, BindingArgs,
+// PreemptionArgs) is owned. The encoders take string_views that need only live for the call.
+//
+// Thread-safety: all functions are safe to call concurrently; each thread keeps its own parser
+// and scratch buffer (thread_local), sized by the largest body that thread has decoded.
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "linkfit/common/result.h"
+#include "linkfit/kube/types.h"
+
+namespace linkfit::kube {
+
+// Score range an extender is meant to use (MinExtenderPriority / MaxExtenderPriority); the
+// scheduler multiplies by weight * 10 and does not clamp.
+inline constexpr std::int64_t kMinExtenderPriority = 0;
+inline constexpr std::int64_t kMaxExtenderPriority = 10;
+
+// ---------------------------------------------------------------------------------------------
+// filter and prioritize: ExtenderArgs
+
+// One item of a non-cache-mode request's `Nodes.items`.
+struct NodeItem {
+  std::string_view raw_json;  // the Node object's exact bytes in the request body, `{` to `}`
+  NodeView view;
+};
+
+// The ExtenderArgs of a filter or prioritize request. Move-only: its string_views point into the
+// request body and into its own `owned_strings`, which moves keep in place.
+struct ExtenderArgs {
+  ExtenderArgs() = default;
+  ExtenderArgs(ExtenderArgs&&) noexcept = default;
+  ExtenderArgs& operator=(ExtenderArgs&&) noexcept = default;
+  ExtenderArgs(const ExtenderArgs&) = delete;
+  ExtenderArgs& operator=(const ExtenderArgs&) = delete;
+  ~ExtenderArgs() = default;
+
+  PodView pod;
+  bool nodes_given = false;       // `Nodes` was a NodeList (non-cache mode)
+  bool node_names_given = false;  // `NodeNames` was an array (cache mode)
+  // The candidate node names, in request order: `NodeNames` when given, otherwise the
+  // metadata.name of each `Nodes` item (parallel to `nodes`).
+  std::vector<std::string_view> node_names;
+  std::vector<NodeItem> nodes;  // `Nodes.items`, in request order (non-cache mode only)
+  // Backing store for the few names that contained JSON escapes (stable under moves).
+  std::deque<std::string> owned_strings;
+};
+
+// Decodes a filter or prioritize request body. See the file comment for lifetime rules.
+Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body);
+
+// Which node list a filter reply carries. kube-scheduler reads `NodeNames` in cache mode and
+// `Nodes` otherwise; answer in the mode the request used (ReplyListFor).
+enum class NodeListKind {
+  kNone,     // "Nodes":null,"NodeNames":null (every node rejected, or an error reply)
+  kNames,    // "Nodes":null,"NodeNames":[...]
+  kObjects,  // "Nodes":{"metadata":{},"items":[<raw node JSON>...]},"NodeNames":null
+};
+
+// Returns kNames when the request carried NodeNames, else kObjects when it carried Nodes, else
+// kNone.
+NodeListKind ReplyListFor(const ExtenderArgs& args);
+
+struct NodeFailure {
+  std::string_view node;
+  std::string reason;
+};
+
+struct FilterResult {
+  NodeListKind list = NodeListKind::kNames;
+  std::vector<std::string_view> node_names;  // kNames: passing names, written in this order
+  std::vector<std::string_view> nodes_json;  // kObjects: raw JSON of passing nodes, as received
+  // Written as JSON objects sorted by node name; if a node repeats, its last reason wins.
+  std::vector<NodeFailure> failed_nodes;
+  std::vector<NodeFailure> failed_and_unresolvable_nodes;
+  std::string error;  // non-empty: the whole filter call failed
+};
+
+// Returns {"Nodes":...,"NodeNames":...,"FailedNodes":{...},"FailedAndUnresolvableNodes":{...},
+// "Error":"..."}.
+std::string EncodeFilterResult(const FilterResult& result);
+
+// Returns the reply for a failed filter call: both lists null, both maps {}, Error = message.
+std::string EncodeFilterError(std::string_view message);
+
+struct HostPriority {
+  std::string_view host;
+  std::int64_t score = 0;
+};
+
+// Returns the bare JSON array [{"Host":"a","Score":8},...] in the given order; [] when empty.
+std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities);
+
+// ---------------------------------------------------------------------------------------------
+// bind
+
+struct BindingArgs {
+  std::string pod_name;
+  std::string pod_namespace;
+  std::string pod_uid;
+  std::string node;
+};
+
+// Decodes ExtenderBindingArgs; all four fields are required non-empty strings.
+Result<BindingArgs> DecodeBindingArgs(std::string_view body);
+
+// Returns {"Error":"..."}; an empty error means success.
+std::string EncodeBindingResult(std::string_view error);
+
+// ---------------------------------------------------------------------------------------------
+// preempt
+
+struct Victim {
+  std::string uid;
+  std::int32_t priority = 0;   // spec.priority of a full victim pod; 0 for MetaPods
+  std::optional<PodView> pod;  // the full pod (NodeNameToVictims only)
+};
+
+struct NodeVictims {
+  std::string node;
+  std::vector<Victim> pods;  // in request order: highest priority first; keep it
+  std::int64_t num_pdb_violations = 0;
+};
+
+struct PreemptionArgs {
+  PodView pod;
+  bool victims_given = false;       // NodeNameToVictims was a map (non-cache mode)
+  bool meta_victims_given = false;  // NodeNameToMetaVictims was a map (cache mode)
+  // Map entries in request order (a repeated node keeps its first position, last value); a
+  // `null` entry is an empty NodeVictims.
+  std::vector<NodeVictims> node_victims;       // from NodeNameToVictims
+  std::vector<NodeVictims> node_meta_victims;  // from NodeNameToMetaVictims
+};
+
+Result<PreemptionArgs> DecodePreemptionArgs(std::string_view body);
+
+// Returns {"NodeNameToMetaVictims":{"node":{"Pods":[{"UID":"..."}],"NumPDBViolations":N},...}}
+// with nodes sorted by name (the last entry wins for a repeated node) and victims in the given
+// order; {"NodeNameToMetaVictims":{}} when empty. kube-scheduler rejects a kept node with no
+// victims, so callers leave such nodes out.
+std::string EncodePreemptionResult(const std::vector<NodeVictims>& nodes);
+
+// ---------------------------------------------------------------------------------------------
+// helpers for other modules
+
+// Appends `text` as a JSON string literal, quotes included, escaped exactly as Go's
+// encoding/json Marshal does (Go 1.19/1.20, as in Kubernetes v1.26): `"` and `\` as `\"` `\\`,
+// \n \r \t as such, other control characters as \u00xx (lower-case hex, so \b is \u0008), `<` `>`
+// `&` as \u003c \u003e \u0026, U+2028/U+2029 as \u2028 \u2029, and each byte of invalid UTF-8 as
+// \ufffd. Everything else, including other non-ASCII text, is copied as is.
+void AppendJsonString(std::string& out, std::string_view text);
+
+// Returns {"Error":"<message>"}, the body linkfit sends with a 4xx/5xx or a failed bind.
+std::string EncodeErrorBody(std::string_view message);
+
+}  // namespace linkfit::kube

@@ -1,0 +1,122 @@
+#pragma once
+
+// Internal to module `kube`: helpers for reading JSON with simdjson's On-Demand API while
+// validating everything (On-Demand alone validates only what is read). Each function returns
+// false after recording the first error, as a message naming the place, in the Ctx.
+//
+// Thread-safety: a Ctx belongs to one decode call on one thread.
+
+#include <simdjson.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "linkfit/common/result.h"
+#include "linkfit/kube/types.h"
+
+namespace linkfit::kube::json {
+
+namespace od = simdjson::ondemand;
+
+// Kubernetes objects nest a dozen levels at most (managedFields included); Go allows 10,000.
+constexpr int kMaxDepth = 512;
+
+// Decoding context: where the padded copy lives (to map views back into the caller's body),
+// where escaped names are kept, and the first error.
+struct Ctx {
+  const char* padded = nullptr;
+  const char* body = nullptr;
+  std::deque<std::string>* owned = nullptr;
+  std::string error;
+};
+
+bool Fail(Ctx& c, std::string message);
+bool JsonFail(Ctx& c, std::string_view where, simdjson::error_code code);
+const char* TypeName(od::json_type type);
+bool WrongType(Ctx& c, std::string_view where, std::string_view expected, od::json_type got);
+// Returns the text in double quotes, shortened to 128 bytes.
+std::string Quoted(std::string_view text);
+bool IsSpace(char ch);
+std::string_view TrimRight(std::string_view s);
+// Trims ASCII white space at both ends, as Go's strings.TrimSpace does for ASCII.
+std::string_view TrimSpace(std::string_view s);
+// Returns whether `s` matches the JSON number grammar.
+bool IsJsonNumber(std::string_view s);
+// Parses a JSON integer token as Go decodes into an int64: no fraction, no exponent, in range.
+bool ParseJsonInt(std::string_view s, std::int64_t* out);
+// Case-insensitive key match as Go's encoding/json does it for struct fields; `want` is lower
+// case ASCII. Besides ASCII case, Go folds U+212A (Kelvin) to 'k' and U+017F to 's'.
+bool KeyIs(std::string_view key, std::string_view want);
+bool GetType(Ctx& c, od::value& v, od::json_type* type, std::string_view where);
+// Validates a scalar token that is not a string (numbers, true, false, null).
+bool CheckScalar(Ctx& c, od::value& v, od::json_type type, std::string_view where);
+// Visits, and so validates, a value that is not read.
+bool Skip(Ctx& c, od::value v, int depth, std::string_view where);
+std::string Indexed(std::string_view where, std::size_t index);
+std::string Keyed(std::string_view where, std::string_view key);
+// Reads a string (null reads as ""), copying it.
+bool ReadString(Ctx& c, od::value& v, std::string_view where, std::string* out);
+// Reads a string without copying: a view into the caller's body when the JSON string has no
+// escapes (the common case), otherwise the unescaped text kept in c.owned.
+// `where` names the place in messages, followed by "[index]" unless index is kNoIndex (the
+// message is only built on failure: this runs once per node name).
+inline constexpr std::size_t kNoIndex = static_cast<std::size_t>(-1);
+bool ReadStringView(Ctx& c, od::value& v, std::string_view where, std::size_t index,
+                    std::string_view* out);
+// Reads an object of strings (null is empty; a null value reads as "").
+bool ReadStringMap(Ctx& c, od::value& v, std::string_view where, StringMap* out);
+// Reads a Kubernetes quantity into *milli: a JSON string (trimmed, as Quantity.UnmarshalJSON
+// does), a bare number, or null (zero); *milli is an Error for a value that is not a quantity.
+bool ReadQuantity(Ctx& c, od::value& v, std::string_view where, Result<std::int64_t>* milli);
+// Reads a ResourceList (resource name -> quantity). A value that is not a quantity becomes a
+// problem naming it, and that resource is left out.
+bool ReadResources(Ctx& c, od::value& v, std::string_view where, ResourceMap* out,
+                   std::vector<std::string>* problems);
+// Reads an integer in [min, max] (null reads as 0). Anything else is an error when `problems` is
+// null, otherwise a problem (for advisory fields such as a pod's priority).
+bool ReadInt(Ctx& c, od::value& v, std::string_view where, std::int64_t min, std::int64_t max,
+             std::int64_t* out, std::vector<std::string>* problems);
+
+// Iterates an object's fields, calling on_field(key, value) for each; null is accepted as an
+// empty object when `null_ok`.
+template <typename OnField>
+bool ForEachField(Ctx& c, od::value& v, std::string_view where, bool null_ok, OnField&& on_field) {
+  od::json_type type;
+  if (!GetType(c, v, &type, where)) return false;
+  if (type == od::json_type::null && null_ok) return CheckScalar(c, v, type, where);
+  if (type != od::json_type::object) return WrongType(c, where, "an object", type);
+  od::object object;
+  if (auto code = v.get_object().get(object)) return JsonFail(c, where, code);
+  for (auto field : object) {
+    std::string_view key;
+    if (auto code = field.unescaped_key().get(key)) return JsonFail(c, where, code);
+    od::value child;
+    if (auto code = field.value().get(child)) return JsonFail(c, where, code);
+    if (!on_field(key, child)) return false;
+  }
+  return true;
+}
+
+template <typename OnElement>
+bool ForEachElement(Ctx& c, od::value& v, std::string_view where, OnElement&& on_element) {
+  od::json_type type;
+  if (!GetType(c, v, &type, where)) return false;
+  if (type == od::json_type::null) return CheckScalar(c, v, type, where);
+  if (type != od::json_type::array) return WrongType(c, where, "an array", type);
+  od::array array;
+  if (auto code = v.get_array().get(array)) return JsonFail(c, where, code);
+  std::size_t index = 0;
+  for (auto element : array) {
+    od::value child;
+    if (auto code = element.get(child)) return JsonFail(c, where, code);
+    if (!on_element(index, child)) return false;
+    ++index;
+  }
+  return true;
+}
+
+}  // namespace linkfit::kube::json

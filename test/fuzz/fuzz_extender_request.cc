@@ -1,0 +1,53 @@
+// Feeds arbitrary bytes to every extender wire decoder (module `kube`), then re-encodes what
+// decoded: nothing may crash, hang or read out of bounds, and the raw node JSON echoed in a
+// non-cache reply must lie inside the request body.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "linkfit/kube/codec.h"
+#include "linkfit/kube/quantity.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace linkfit::kube;  // NOLINT: a fuzz harness
+  using linkfit::Result;
+  const std::string body(reinterpret_cast<const char*>(data), size);
+
+  if (Result<ExtenderArgs> args = DecodeExtenderArgs(body)) {
+    FilterResult result;
+    result.list = ReplyListFor(*args);
+    std::vector<HostPriority> priorities;
+    for (std::string_view name : args->node_names) {
+      result.node_names.push_back(name);
+      result.failed_nodes.push_back({name, std::string(name)});
+      priorities.push_back({name, static_cast<std::int64_t>(name.size())});
+    }
+    for (const NodeItem& node : args->nodes) {
+      if (node.raw_json.size() < 2 || node.raw_json.data() < body.data() ||
+          node.raw_json.data() + node.raw_json.size() > body.data() + body.size() ||
+          node.raw_json.front() != '{' || node.raw_json.back() != '}') {
+        std::abort();
+      }
+      result.nodes_json.push_back(node.raw_json);
+    }
+    for (const std::string& problem : args->pod.problems) result.error += problem;
+    (void)EncodeFilterResult(result);
+    (void)EncodeHostPriorityList(priorities);
+  }
+  if (Result<BindingArgs> binding = DecodeBindingArgs(body)) {
+    (void)EncodeBindingResult(binding->pod_uid + binding->node);
+  }
+  if (Result<PreemptionArgs> preemption = DecodePreemptionArgs(body)) {
+    (void)EncodePreemptionResult(preemption->node_victims);
+    (void)EncodePreemptionResult(preemption->node_meta_victims);
+  }
+  (void)ParseQuantityMilli(body);
+  (void)ParseQuantityValue(body);
+  std::string escaped;
+  AppendJsonString(escaped, body);
+  return 0;
+}

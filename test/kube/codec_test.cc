@@ -1,0 +1,509 @@
+#include "linkfit/kube/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace linkfit::kube {
+namespace {
+
+constexpr std::int64_t kGiMilli = (std::int64_t{1} << 30) * 1000;
+
+ExtenderArgs MustDecode(std::string_view body) {
+  Result<ExtenderArgs> args = DecodeExtenderArgs(body);
+  EXPECT_TRUE(args.has_value()) << args.error().message;
+  if (!args) return ExtenderArgs{};
+  return std::move(*args);
+}
+
+std::string DecodeError(std::string_view body) {
+  Result<ExtenderArgs> args = DecodeExtenderArgs(body);
+  EXPECT_FALSE(args.has_value()) << "decoded: " << body;
+  return args ? std::string() : args.error().message;
+}
+
+std::vector<std::string> Names(const ExtenderArgs& args) {
+  return {args.node_names.begin(), args.node_names.end()};
+}
+
+// ---------------------------------------------------------------------------------------------
+// ExtenderArgs
+
+TEST(DecodeExtenderArgsTest, CacheModeFromSpecExample) {
+  const std::string body =
+      R"({"Pod":{"metadata":{"name":"trainer-0","namespace":"ml","uid":"6f1c2b7e","labels":)"
+      R"({"app":"trainer"},"annotations":{"linkfit.io/closeness":"nvlink"}},"spec":{"containers":)"
+      R"([{"name":"main","resources":{"limits":{"example.com/gpu":"2"},"requests":{"cpu":"500m",)"
+      R"("example.com/gpu":"2","memory":"1Gi"}}}],"priority":1000,"schedulerName":"default-)"
+      R"(scheduler"},"status":{"phase":"Pending"}},"Nodes":null,"NodeNames":["node-a","node-b",)"
+      R"("node-c"]})";
+  ExtenderArgs args = MustDecode(body);
+  EXPECT_EQ(args.pod.name, "trainer-0");
+  EXPECT_EQ(args.pod.pod_namespace, "ml");
+  EXPECT_EQ(args.pod.uid, "6f1c2b7e");
+  EXPECT_EQ(args.pod.priority, 1000);
+  EXPECT_EQ(args.pod.phase, "Pending");
+  EXPECT_EQ(args.pod.scheduler_name, "default-scheduler");
+  EXPECT_EQ(args.pod.labels.at("app"), "trainer");
+  EXPECT_EQ(args.pod.annotations.at("linkfit.io/closeness"), "nvlink");
+  EXPECT_EQ(args.pod.requests.at("cpu"), 500);
+  EXPECT_EQ(args.pod.requests.at("memory"), kGiMilli);
+  EXPECT_EQ(args.pod.requests.at("example.com/gpu"), 2000);
+  EXPECT_TRUE(args.pod.problems.empty());
+  EXPECT_TRUE(args.node_names_given);
+  EXPECT_FALSE(args.nodes_given);
+  EXPECT_EQ(Names(args), (std::vector<std::string>{"node-a", "node-b", "node-c"}));
+  // Names without escapes are views into the body.
+  EXPECT_GE(args.node_names[0].data(), body.data());
+  EXPECT_LT(args.node_names[0].data(), body.data() + body.size());
+  EXPECT_EQ(ReplyListFor(args), NodeListKind::kNames);
+}
+
+TEST(DecodeExtenderArgsTest, EnvelopeKeysAreCaseInsensitive) {
+  ExtenderArgs lower = MustDecode(R"({"pod":{"metadata":{"name":"p"}},"nodes":null,)"
+                                  R"("nodenames":["a","b"]})");
+  EXPECT_EQ(lower.pod.name, "p");
+  EXPECT_EQ(Names(lower), (std::vector<std::string>{"a", "b"}));
+  ExtenderArgs mixed = MustDecode(R"({"POD":{"metadata":{"name":"p"}},"nODEnAMES":["x"]})");
+  EXPECT_EQ(mixed.pod.name, "p");
+  EXPECT_EQ(Names(mixed), (std::vector<std::string>{"x"}));
+  // Go folds U+212A KELVIN SIGN to 'k' and U+017F LONG S to 's'; "NodeNames" has an 's'.
+  ExtenderArgs folded = MustDecode("{\"Pod\":{},\"NodeName\xC5\xBF\":[\"y\"]}");
+  EXPECT_EQ(Names(folded), (std::vector<std::string>{"y"}));
+  // An escaped key is matched after unescaping.
+  ExtenderArgs escaped = MustDecode(R"({"\u0050od":{},"NodeNames":[]})");
+  EXPECT_TRUE(escaped.node_names_given);
+}
+
+TEST(DecodeExtenderArgsTest, EmbeddedObjectKeysAreCaseSensitive) {
+  ExtenderArgs args = MustDecode(R"({"Pod":{"Metadata":{"name":"ignored"}},"NodeNames":[]})");
+  EXPECT_EQ(args.pod.name, "");
+}
+
+TEST(DecodeExtenderArgsTest, NullsMeanAbsent) {
+  ExtenderArgs args = MustDecode(
+      R"({"Pod":{"metadata":{"name":"p","labels":null,"annotations":{"a":null},)"
+      R"("creationTimestamp":null},"spec":{"containers":null,"initContainers":null,)"
+      R"("priority":null,"nodeName":null},"status":null},"Nodes":null,"NodeNames":null})");
+  EXPECT_FALSE(args.nodes_given);
+  EXPECT_FALSE(args.node_names_given);
+  EXPECT_TRUE(args.node_names.empty());
+  EXPECT_EQ(args.pod.annotations.at("a"), "");
+  EXPECT_EQ(args.pod.priority, 0);
+  EXPECT_EQ(ReplyListFor(args), NodeListKind::kNone);
+}
+
+TEST(DecodeExtenderArgsTest, LaterDuplicateKeyWins) {
+  ExtenderArgs args = MustDecode(R"({"NodeNames":["a"],"Pod":{},"nodenames":["b","c"]})");
+  EXPECT_EQ(Names(args), (std::vector<std::string>{"b", "c"}));
+  ExtenderArgs cleared = MustDecode(R"({"NodeNames":["a"],"Pod":{},"NODENAMES":null})");
+  EXPECT_FALSE(cleared.node_names_given);
+  EXPECT_TRUE(cleared.node_names.empty());
+}
+
+TEST(DecodeExtenderArgsTest, EscapedNamesAreUnescapedAndOwned) {
+  ExtenderArgs args =
+      MustDecode(R"({"Pod":{},"NodeNames":["a\u003cb","\u00e9t\u00e9","tab\tx","\ud83d\ude00"]})");
+  EXPECT_EQ(Names(args),
+            (std::vector<std::string>{"a<b", "\xC3\xA9t\xC3\xA9", "tab\tx", "\xF0\x9F\x98\x80"}));
+  // Moving keeps the views valid.
+  ExtenderArgs moved = std::move(args);
+  EXPECT_EQ(moved.node_names[0], "a<b");
+}
+
+TEST(DecodeExtenderArgsTest, NonCacheModeKeepsRawNodeBytes) {
+  const std::string node_a =
+      R"({"metadata":{"name":"node-a","labels":{"kubernetes.io/hostname":"node-a"},)"
+      R"("annotations":{"x":"\u003ctopo\u003e"},"creationTimestamp":null},"spec":)"
+      R"({"podCIDR":"10.244.1.0/24"},"status":{"capacity":{"cpu":"16"},"allocatable":)"
+      R"({"cpu":"15800m","memory":"63Gi","nvidia.com/gpu":"8","pods":"110"},"daemonEndpoints":)"
+      R"({"kubeletEndpoint":{"Port":10250}},"nodeInfo":{"machineID":"","x":1.5e3}}})";
+  const std::string node_b = R"({"metadata":{"name":"node-b"},"spec":{"unschedulable":true}})";
+  const std::string body = R"({"Pod":{"metadata":{"name":"p"}},"Nodes":{"metadata":{},"items":[)" +
+                           node_a + " ,\n " + node_b + R"( ]},"NodeNames":null})";
+  ExtenderArgs args = MustDecode(body);
+  EXPECT_TRUE(args.nodes_given);
+  EXPECT_FALSE(args.node_names_given);
+  ASSERT_EQ(args.nodes.size(), 2U);
+  EXPECT_EQ(args.nodes[0].raw_json, node_a);
+  EXPECT_EQ(args.nodes[1].raw_json, node_b);
+  EXPECT_EQ(args.nodes[0].view.name, "node-a");
+  EXPECT_EQ(args.nodes[0].view.labels.at("kubernetes.io/hostname"), "node-a");
+  EXPECT_EQ(args.nodes[0].view.annotations.at("x"), "<topo>");
+  EXPECT_EQ(args.nodes[0].view.allocatable.at("cpu"), 15800);
+  EXPECT_EQ(args.nodes[0].view.allocatable.at("nvidia.com/gpu"), 8000);
+  EXPECT_EQ(args.nodes[0].view.allocatable.at("memory"), 63 * kGiMilli);
+  EXPECT_FALSE(args.nodes[0].view.unschedulable);
+  EXPECT_TRUE(args.nodes[1].view.unschedulable);
+  EXPECT_EQ(Names(args), (std::vector<std::string>{"node-a", "node-b"}));
+  EXPECT_EQ(ReplyListFor(args), NodeListKind::kObjects);
+}
+
+TEST(DecodeExtenderArgsTest, EmptyAndNullItems) {
+  ExtenderArgs empty = MustDecode(R"({"Pod":{},"Nodes":{"metadata":{},"items":[]}})");
+  EXPECT_TRUE(empty.nodes_given);
+  EXPECT_TRUE(empty.nodes.empty());
+  ExtenderArgs null_items = MustDecode(R"({"Pod":{},"Nodes":{"items":null}})");
+  EXPECT_TRUE(null_items.nodes_given);
+  EXPECT_TRUE(null_items.nodes.empty());
+}
+
+TEST(DecodeExtenderArgsTest, NodeWithoutNameIsAProblemNotAnError) {
+  ExtenderArgs args = MustDecode(R"({"Pod":{},"Nodes":{"items":[{"metadata":{}}]}})");
+  ASSERT_EQ(args.nodes.size(), 1U);
+  ASSERT_EQ(args.nodes[0].view.problems.size(), 1U);
+  EXPECT_NE(args.nodes[0].view.problems[0].find("metadata.name"), std::string::npos);
+}
+
+TEST(DecodeExtenderArgsTest, BadNodeQuantityIsRecorded) {
+  ExtenderArgs args =
+      MustDecode(R"({"Pod":{},"Nodes":{"items":[{"metadata":{"name":"n"},"status":{"allocatable":)"
+                 R"({"cpu":"lots","memory":"1Gi"}}}]}})");
+  ASSERT_EQ(args.nodes[0].view.problems.size(), 1U);
+  EXPECT_NE(args.nodes[0].view.problems[0].find("\"lots\""), std::string::npos);
+  EXPECT_NE(args.nodes[0].view.problems[0].find("cpu"), std::string::npos);
+  EXPECT_EQ(args.nodes[0].view.allocatable.count("cpu"), 0U);
+  EXPECT_EQ(args.nodes[0].view.allocatable.at("memory"), kGiMilli);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pod requests
+
+PodView DecodePod(const std::string& pod_json) {
+  ExtenderArgs args = MustDecode(R"({"Pod":)" + pod_json + R"(,"NodeNames":[]})");
+  return std::move(args.pod);
+}
+
+TEST(PodRequestsTest, SumsContainersAndTakesLimitsWhenNoRequest) {
+  PodView pod = DecodePod(
+      R"({"spec":{"containers":[)"
+      R"({"name":"a","resources":{"requests":{"cpu":"1","memory":"1Gi"},"limits":{"cpu":"2",)"
+      R"("nvidia.com/gpu":"2"}}},)"
+      R"({"name":"b","resources":{"limits":{"nvidia.com/gpu":"1","cpu":"250m"}}},)"
+      R"({"name":"c"}]}})");
+  EXPECT_EQ(pod.requests.at("cpu"), 1250);  // request 1 (not the limit) + limit 250m
+  EXPECT_EQ(pod.requests.at("memory"), kGiMilli);
+  EXPECT_EQ(pod.requests.at("nvidia.com/gpu"), 3000);
+  EXPECT_TRUE(pod.problems.empty());
+}
+
+TEST(PodRequestsTest, InitContainersSetAFloor) {
+  PodView pod = DecodePod(
+      R"({"spec":{"initContainers":[)"
+      R"({"name":"i1","resources":{"requests":{"cpu":"3","memory":"100Mi"}}},)"
+      R"({"name":"i2","resources":{"limits":{"nvidia.com/gpu":"4"}}}],)"
+      R"("containers":[{"name":"a","resources":{"requests":{"cpu":"1","nvidia.com/gpu":"1"}}},)"
+      R"({"name":"b","resources":{"requests":{"cpu":"1","nvidia.com/gpu":"1"}}}],)"
+      R"("overhead":{"cpu":"100m"}}})");
+  EXPECT_EQ(pod.requests.at("cpu"), 3100);             // max(2, 3) + overhead
+  EXPECT_EQ(pod.requests.at("nvidia.com/gpu"), 4000);  // max(2, 4)
+  EXPECT_EQ(pod.requests.at("memory"), 100 * (std::int64_t{1} << 20) * 1000);
+}
+
+TEST(PodRequestsTest, SidecarInitContainersAddUp) {
+  // A restartable init container runs beside the app: it adds to the sum, and to the floor of
+  // every init container after it.
+  PodView pod =
+      DecodePod(R"({"spec":{"initContainers":[)"
+                R"({"name":"side","restartPolicy":"Always","resources":{"requests":{"cpu":"1"}}},)"
+                R"({"name":"init","resources":{"requests":{"cpu":"5"}}}],)"
+                R"("containers":[{"name":"a","resources":{"requests":{"cpu":"2"}}}]}})");
+  EXPECT_EQ(pod.requests.at("cpu"), 6000);  // max(2 + 1, 5 + 1)
+}
+
+TEST(PodRequestsTest, BadQuantityIsRecordedWithItsPlace) {
+  PodView pod =
+      DecodePod(R"({"spec":{"containers":[{"name":"a","resources":{"requests":{"cpu":"1.2.3",)"
+                R"("memory":" 1Gi "},"limits":{"nvidia.com/gpu":2,"x.io/y":true}}}]}})");
+  ASSERT_EQ(pod.problems.size(), 2U);
+  EXPECT_NE(pod.problems[0].find("Pod.spec.containers[0].resources.requests[\"cpu\"]"),
+            std::string::npos)
+      << pod.problems[0];
+  EXPECT_NE(pod.problems[0].find("\"1.2.3\""), std::string::npos) << pod.problems[0];
+  EXPECT_NE(pod.problems[1].find("x.io/y"), std::string::npos) << pod.problems[1];
+  EXPECT_EQ(pod.requests.count("cpu"), 0U);
+  EXPECT_EQ(pod.requests.at("memory"), kGiMilli);      // trimmed, as Quantity.UnmarshalJSON
+  EXPECT_EQ(pod.requests.at("nvidia.com/gpu"), 2000);  // a bare JSON number is a quantity
+}
+
+TEST(PodRequestsTest, BadPriorityIsRecorded) {
+  PodView pod = DecodePod(R"({"spec":{"priority":1.5}})");
+  ASSERT_EQ(pod.problems.size(), 1U);
+  EXPECT_NE(pod.problems[0].find("priority"), std::string::npos);
+  PodView big = DecodePod(R"({"spec":{"priority":2147483648}})");
+  EXPECT_EQ(big.problems.size(), 1U);
+  PodView neg = DecodePod(R"({"spec":{"priority":-2147483648}})");
+  EXPECT_TRUE(neg.problems.empty());
+  EXPECT_EQ(neg.priority, -2147483647 - 1);
+}
+
+TEST(PodRequestsTest, OverflowingSumIsAProblem) {
+  PodView pod =
+      DecodePod(R"({"spec":{"containers":[{"resources":{"requests":{"cpu":"9000000000000000"}}},)"
+                R"({"resources":{"requests":{"cpu":"9000000000000000"}}}]}})");
+  EXPECT_EQ(pod.problems.size(), 1U);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Malformed bodies
+
+TEST(DecodeExtenderArgsTest, MalformedBodiesNameTheProblem) {
+  struct Case {
+    std::string body;
+    std::string expect;  // a substring of the message
+  };
+  const Case cases[] = {
+      {"", "empty"},
+      {"  \n", "empty"},
+      {"nope", "JSON"},
+      {"[]", "must be a JSON object, got an array"},
+      {"42", "must be a JSON object"},
+      {"\"x\"", "must be a JSON object"},
+      {"null", "must be a JSON object"},
+      {"{}", "no Pod"},
+      {R"({"Pod":null,"NodeNames":[]})", "no Pod"},
+      {R"({"Pod":[],"NodeNames":[]})", "Pod: expected a Pod object, got an array"},
+      {R"({"Pod":"x"})", "Pod: expected a Pod object"},
+      {R"({"Pod":{},"NodeNames":"a"})", "NodeNames: expected an array, got a string"},
+      {R"({"Pod":{},"NodeNames":[1]})", "NodeNames[0]: expected a string, got a number"},
+      {R"({"Pod":{},"NodeNames":["a",null]})", "NodeNames[1]: expected a string, got null"},
+      {R"({"Pod":{},"NodeNames":["a",["b"]]})", "NodeNames[1]"},
+      {R"({"Pod":{},"Nodes":[]})", "Nodes: expected an object, got an array"},
+      {R"({"Pod":{},"Nodes":{"items":{}}})", "Nodes.items: expected an array"},
+      {R"({"Pod":{},"Nodes":{"items":[1]}})", "Nodes.items[0]: expected a Node object"},
+      {R"({"Pod":{},"NodeNames":[]} x)", ""},
+      {R"({"Pod":{},"NodeNames":[]}})", "trailing"},
+      {R"({"Pod":{},"NodeNames":[]}{})", ""},
+      {R"({"Pod":{},"NodeNames":[],})", ""},
+      {R"({"Pod":{},"NodeNames":["a",]})", ""},
+      {R"({"Pod":{},"NodeNames":["a"})", ""},
+      {R"({"Pod":{},"NodeNames":["a)", ""},
+      {R"({"Pod":{"spec":{"x":tru}},"NodeNames":[]})", "tru"},
+      {R"({"Pod":{"spec":{"x":01}},"NodeNames":[]})", ""},
+      {R"({"Pod":{"spec":{"x":-}},"NodeNames":[]})", ""},
+      {R"({"Pod":{"spec":{"x":"\q"}},"NodeNames":[]})", ""},
+      {R"({"Pod":{"spec":{"x":[1 2]}},"NodeNames":[]})", ""},
+      {R"({"Pod":{"spec":{"x":{"a" 1}}},"NodeNames":[]})", ""},
+      {R"({"Pod":{"spec":{"x":{1:1}}},"NodeNames":[]})", ""},
+      {R"({"Pod":{"spec":{"x":[}}},"NodeNames":[]})", ""},
+      {R"({"Pod":{"metadata":{"labels":{"a":1}}},"NodeNames":[]})", "labels"},
+      {R"({"Pod":{"metadata":{"name":5}}})", "Pod.metadata.name: expected a string"},
+      {R"({"Pod":{"spec":{"containers":{}}}})", "containers: expected an array"},
+      {"{\"Pod\":{},\"NodeNames\":[\"a\tb\"]}", ""},  // raw control character
+      {"{\"Pod\":{},\"NodeNames\":[\"\xff\"]}", ""},  // invalid UTF-8
+      {R"({"Pod":{},"NodeNames":["\ud800"]})", ""},   // lone surrogate
+      {"\xEF\xBB\xBF{\"Pod\":{}}", ""},               // byte-order mark
+      {std::string(600, '[') + std::string(600, ']'), ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body.substr(0, 80));
+    const std::string message = DecodeError(c.body);
+    EXPECT_FALSE(message.empty());
+    EXPECT_NE(message.find(c.expect), std::string::npos) << message;
+  }
+}
+
+TEST(DecodeExtenderArgsTest, DeepNestingIsRejectedNotACrash) {
+  std::string deep = R"({"Pod":{"spec":{"x":)";
+  for (int i = 0; i < 5000; ++i) deep += "[";
+  for (int i = 0; i < 5000; ++i) deep += "]";
+  deep += "}}}";
+  EXPECT_FALSE(DecodeError(deep).empty());
+}
+
+TEST(DecodeExtenderArgsTest, UnknownKeysAndWhitespaceAreFine) {
+  ExtenderArgs args = MustDecode(
+      " {\n \"Extra\" : {\"a\":[1,2.5e-3,true,false,null,{\"b\":\"c\"}]} ,\n \"Pod\" : { } ,"
+      " \"NodeNames\" : [ \"a\" , \"b\" ] }\n");
+  EXPECT_EQ(Names(args), (std::vector<std::string>{"a", "b"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+std::string Escaped(std::string_view text) {
+  std::string out;
+  AppendJsonString(out, text);
+  return out;
+}
+
+TEST(AppendJsonStringTest, EscapesLikeGo) {
+  EXPECT_EQ(Escaped(""), R"("")");
+  EXPECT_EQ(Escaped("plain node-1"), R"("plain node-1")");
+  EXPECT_EQ(Escaped("a\"b\\c"), R"("a\"b\\c")");
+  EXPECT_EQ(Escaped("\n\r\t"), R"("\n\r\t")");
+  EXPECT_EQ(Escaped(std::string_view("\x00\x01\x08\x0c\x1f", 5)),
+            R"("\u0000\u0001\u0008\u000c\u001f")");
+  EXPECT_EQ(Escaped("<a&b>"), R"("\u003ca\u0026b\u003e")");
+  EXPECT_EQ(Escaped("\x7f/"), "\"\x7f/\"");
+  EXPECT_EQ(Escaped("\xC3\xA9t\xC3\xA9 \xF0\x9F\x98\x80 \xE4\xB8\xAD"),
+            "\"\xC3\xA9t\xC3\xA9 \xF0\x9F\x98\x80 \xE4\xB8\xAD\"");
+  EXPECT_EQ(Escaped("\xE2\x80\xA8\xE2\x80\xA9\xE2\x80\xAA"), "\"\\u2028\\u2029\xE2\x80\xAA\"");
+  // Invalid UTF-8: each bad byte becomes U+FFFD, as utf8.DecodeRuneInString reads it.
+  EXPECT_EQ(Escaped("a\xff"
+                    "b"),
+            R"("a\ufffdb")");
+  EXPECT_EQ(Escaped("\xC0\xAF"), R"("\ufffd\ufffd")");                      // overlong
+  EXPECT_EQ(Escaped("\xED\xA0\x80"), R"("\ufffd\ufffd\ufffd")");            // surrogate
+  EXPECT_EQ(Escaped("\xE2\x82"), R"("\ufffd\ufffd")");                      // truncated
+  EXPECT_EQ(Escaped("\xF4\x90\x80\x80"), R"("\ufffd\ufffd\ufffd\ufffd")");  // > U+10FFFF
+  EXPECT_EQ(Escaped("\xF4\x8F\xBF\xBF"), "\"\xF4\x8F\xBF\xBF\"");
+}
+
+TEST(EncodeFilterResultTest, CacheMode) {
+  FilterResult result;
+  result.list = NodeListKind::kNames;
+  result.node_names = {"node-a"};
+  result.failed_nodes = {{"node-b", "example.com/gpu: 1 free, 2 requested"}};
+  result.failed_and_unresolvable_nodes = {{"node-c", "node has no example.com/gpu devices"}};
+  EXPECT_EQ(EncodeFilterResult(result),
+            R"({"Nodes":null,"NodeNames":["node-a"],"FailedNodes":{"node-b":"example.com/gpu: )"
+            R"(1 free, 2 requested"},"FailedAndUnresolvableNodes":{"node-c":"node has no )"
+            R"(example.com/gpu devices"},"Error":""})");
+}
+
+TEST(EncodeFilterResultTest, MapsAreSortedAndLastDuplicateWins) {
+  FilterResult result;
+  result.list = NodeListKind::kNames;
+  result.failed_nodes = {{"b", "1"}, {"a", "2"}, {"c", "3"}, {"a", "4"}, {"B", "5"}};
+  EXPECT_EQ(EncodeFilterResult(result),
+            R"({"Nodes":null,"NodeNames":[],"FailedNodes":{"B":"5","a":"4","b":"1","c":"3"},)"
+            R"("FailedAndUnresolvableNodes":{},"Error":""})");
+}
+
+TEST(EncodeFilterResultTest, ObjectModeEchoesRawNodes) {
+  FilterResult result;
+  result.list = NodeListKind::kObjects;
+  result.nodes_json = {R"({"metadata":{"name":"a"}})", R"({"metadata":{"name":"b"}})"};
+  EXPECT_EQ(EncodeFilterResult(result),
+            R"({"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a"}},{"metadata":)"
+            R"({"name":"b"}}]},"NodeNames":null,"FailedNodes":{},)"
+            R"("FailedAndUnresolvableNodes":{},"Error":""})");
+  result.nodes_json.clear();
+  EXPECT_EQ(EncodeFilterResult(result),
+            R"({"Nodes":{"metadata":{},"items":[]},"NodeNames":null,"FailedNodes":{},)"
+            R"("FailedAndUnresolvableNodes":{},"Error":""})");
+}
+
+TEST(EncodeFilterResultTest, ErrorReply) {
+  EXPECT_EQ(EncodeFilterError("device inventory unavailable <now>"),
+            R"({"Nodes":null,"NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":{},)"
+            R"("Error":"device inventory unavailable \u003cnow\u003e"})");
+}
+
+TEST(EncodeHostPriorityListTest, BareArray) {
+  EXPECT_EQ(EncodeHostPriorityList({}), "[]");
+  EXPECT_EQ(EncodeHostPriorityList({{"myhost", 1}}), R"([{"Host":"myhost","Score":1}])");
+  EXPECT_EQ(EncodeHostPriorityList({{"node-a", 8}, {"node-d", 3}, {"n", -9223372036854775807}}),
+            R"([{"Host":"node-a","Score":8},{"Host":"node-d","Score":3},)"
+            R"({"Host":"n","Score":-9223372036854775807}])");
+}
+
+// ---------------------------------------------------------------------------------------------
+// bind
+
+TEST(BindingTest, DecodesAndEncodes) {
+  Result<BindingArgs> args = DecodeBindingArgs(
+      R"({"PodName":"mypodname","PodNamespace":"mypodnamespace","PodUID":"mypoduid",)"
+      R"("Node":"mynode"})");
+  ASSERT_TRUE(args.has_value()) << args.error().message;
+  EXPECT_EQ(args->pod_name, "mypodname");
+  EXPECT_EQ(args->pod_namespace, "mypodnamespace");
+  EXPECT_EQ(args->pod_uid, "mypoduid");
+  EXPECT_EQ(args->node, "mynode");
+  Result<BindingArgs> lower = DecodeBindingArgs(
+      R"({"podname":"a","podnamespace":"b","poduid":"c","node":"d","extra":[1]})");
+  ASSERT_TRUE(lower.has_value());
+  EXPECT_EQ(lower->node, "d");
+  EXPECT_EQ(EncodeBindingResult("myerror"), R"({"Error":"myerror"})");
+  EXPECT_EQ(EncodeBindingResult(""), R"({"Error":""})");
+  EXPECT_EQ(EncodeErrorBody("bad \"x\""), R"({"Error":"bad \"x\""})");
+}
+
+TEST(BindingTest, RejectsMissingFields) {
+  Result<BindingArgs> missing = DecodeBindingArgs(R"({"PodName":"a","PodUID":null,"Node":""})");
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().message, "binding request lacks PodNamespace, PodUID, Node");
+  EXPECT_FALSE(DecodeBindingArgs("").has_value());
+  EXPECT_FALSE(DecodeBindingArgs("[]").has_value());
+  Result<BindingArgs> wrong = DecodeBindingArgs(R"({"PodName":1})");
+  ASSERT_FALSE(wrong.has_value());
+  EXPECT_NE(wrong.error().message.find("PodName: expected a string"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// preempt
+
+TEST(PreemptionTest, CacheMode) {
+  Result<PreemptionArgs> args =
+      DecodePreemptionArgs(R"({"Pod":{"metadata":{"name":"trainer-0"},"spec":{"priority":1000}},)"
+                           R"("NodeNameToVictims":null,"NodeNameToMetaVictims":{)"
+                           R"("node-b":{"Pods":[{"UID":"u2"},{"UID":"u3"}],"NumPDBViolations":1},)"
+                           R"("node-a":{"Pods":[{"UID":"u1"}],"NumPDBViolations":0}}})");
+  ASSERT_TRUE(args.has_value()) << args.error().message;
+  EXPECT_EQ(args->pod.priority, 1000);
+  EXPECT_FALSE(args->victims_given);
+  EXPECT_TRUE(args->meta_victims_given);
+  ASSERT_EQ(args->node_meta_victims.size(), 2U);
+  EXPECT_EQ(args->node_meta_victims[0].node, "node-b");
+  ASSERT_EQ(args->node_meta_victims[0].pods.size(), 2U);
+  EXPECT_EQ(args->node_meta_victims[0].pods[0].uid, "u2");
+  EXPECT_EQ(args->node_meta_victims[0].pods[1].uid, "u3");
+  EXPECT_FALSE(args->node_meta_victims[0].pods[0].pod.has_value());
+  EXPECT_EQ(args->node_meta_victims[0].num_pdb_violations, 1);
+  EXPECT_EQ(EncodePreemptionResult(args->node_meta_victims),
+            R"({"NodeNameToMetaVictims":{"node-a":{"Pods":[{"UID":"u1"}],"NumPDBViolations":0},)"
+            R"("node-b":{"Pods":[{"UID":"u2"},{"UID":"u3"}],"NumPDBViolations":1}}})");
+}
+
+TEST(PreemptionTest, NonCacheModeReadsFullVictims) {
+  Result<PreemptionArgs> args = DecodePreemptionArgs(
+      R"({"pod":{"metadata":{"name":"p"}},"nodenametometavictims":null,"nodenametovictims":{)"
+      R"("node-a":{"pods":[{"metadata":{"name":"v1","uid":"u1"},"spec":{"priority":100,)"
+      R"("containers":[{"resources":{"limits":{"nvidia.com/gpu":"2"}}}]}},)"
+      R"({"metadata":{"name":"v2","uid":"u2"},"spec":{"priority":50}}],"numpdbviolations":2},)"
+      R"("node-b":null}})");
+  ASSERT_TRUE(args.has_value()) << args.error().message;
+  EXPECT_TRUE(args->victims_given);
+  EXPECT_FALSE(args->meta_victims_given);
+  ASSERT_EQ(args->node_victims.size(), 2U);
+  const NodeVictims& a = args->node_victims[0];
+  ASSERT_EQ(a.pods.size(), 2U);
+  EXPECT_EQ(a.pods[0].uid, "u1");
+  EXPECT_EQ(a.pods[0].priority, 100);
+  ASSERT_TRUE(a.pods[0].pod.has_value());
+  EXPECT_EQ(a.pods[0].pod->requests.at("nvidia.com/gpu"), 2000);
+  EXPECT_EQ(a.pods[1].uid, "u2");
+  EXPECT_EQ(a.num_pdb_violations, 2);
+  EXPECT_TRUE(args->node_victims[1].pods.empty());
+  std::vector<NodeVictims> keep = {args->node_victims[0]};
+  EXPECT_EQ(EncodePreemptionResult(keep),
+            R"({"NodeNameToMetaVictims":{"node-a":{"Pods":[{"UID":"u1"},{"UID":"u2"}],)"
+            R"("NumPDBViolations":2}}})");
+}
+
+TEST(PreemptionTest, EmptyResultAndErrors) {
+  EXPECT_EQ(EncodePreemptionResult({}), R"({"NodeNameToMetaVictims":{}})");
+  EXPECT_FALSE(DecodePreemptionArgs(R"({"NodeNameToMetaVictims":{}})").has_value());
+  Result<PreemptionArgs> bad =
+      DecodePreemptionArgs(R"({"Pod":{},"NodeNameToMetaVictims":{"n":{"Pods":[null]}}})");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("Pods[0]"), std::string::npos) << bad.error().message;
+  Result<PreemptionArgs> pdb = DecodePreemptionArgs(
+      R"({"Pod":{},"NodeNameToMetaVictims":{"n":{"Pods":[],"NumPDBViolations":1.0}}})");
+  ASSERT_FALSE(pdb.has_value());
+  EXPECT_NE(pdb.error().message.find("NumPDBViolations"), std::string::npos);
+  Result<PreemptionArgs> dup = DecodePreemptionArgs(
+      R"({"Pod":{},"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":"a"}]},"m":null,)"
+      R"("n":{"Pods":[{"UID":"b"}]}}})");
+  ASSERT_TRUE(dup.has_value());
+  ASSERT_EQ(dup->node_meta_victims.size(), 2U);
+  EXPECT_EQ(dup->node_meta_victims[0].pods[0].uid, "b");
+}
+
+}  // namespace
+}  // namespace linkfit::kube
