@@ -1,0 +1,480 @@
+#include "linkfit/alloc/mig.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace linkfit::alloc {
+namespace {
+
+using nlohmann::json;
+
+const std::string kMigDir = std::string(LINKFIT_SOURCE_DIR) + "/config/mig";
+const std::vector<std::string> kSetIds = {"a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb"};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+const MigCatalog& Catalog() {
+  static const MigCatalog* catalog = [] {
+    auto loaded = MigCatalog::LoadDirectory(kMigDir);
+    EXPECT_TRUE(loaded.has_value()) << loaded.error().message;
+    return new MigCatalog(loaded ? std::move(*loaded) : MigCatalog());
+  }();
+  return *catalog;
+}
+
+const MigPlanner& Planner(const std::string& id) {
+  const MigPlanner* planner = Catalog().FindPlanner(id);
+  EXPECT_NE(planner, nullptr) << id;
+  return *planner;
+}
+
+int Profile(const MigPlanner& planner, const std::string& name) {
+  const int index = planner.set().FindProfile(name);
+  EXPECT_GE(index, 0) << name;
+  return index;
+}
+
+MigGpuView MigGpu(int index, MigGpuState state = {}, int pods = -1) {
+  MigGpuView view;
+  view.index = index;
+  view.mig_enabled = true;
+  view.state = state;
+  view.pods = pods >= 0 ? pods : state.instance_count();
+  return view;
+}
+
+TEST(MigCatalogTest, LoadsAllSets) {
+  ASSERT_EQ(Catalog().planners().size(), 4U);
+  for (const std::string& id : kSetIds) {
+    const MigProfileSet* set = Catalog().FindSet(id);
+    ASSERT_NE(set, nullptr) << id;
+    EXPECT_EQ(set->profiles.size(), 7U);
+    EXPECT_EQ(set->compute_slices, 7);
+    EXPECT_EQ(set->max_gpu_instances, 7);
+  }
+  EXPECT_EQ(Catalog().FindSet("v100"), nullptr);
+  const MigProfileSet& a100 = *Catalog().FindSet("a100-40gb");
+  const MigProfile& three_g = a100.profiles[static_cast<std::size_t>(a100.FindProfile("3g.20gb"))];
+  EXPECT_EQ(three_g.compute_slices, 3);
+  EXPECT_EQ(three_g.size, 4);
+  EXPECT_EQ(three_g.starts, (std::vector<int>{0, 4}));
+  EXPECT_EQ(three_g.max_instances, 2);
+  EXPECT_TRUE(
+      a100.profiles[static_cast<std::size_t>(a100.FindProfile("1g.5gb+me"))].media_extensions);
+}
+
+TEST(MigCatalogTest, ProfileNamesCollideAcrossSets) {
+  // "1g.10gb" is the double-memory 1g on the A100-40GB and the plain 1g elsewhere.
+  auto refs = Catalog().FindProfile("1g.10gb");
+  ASSERT_EQ(refs.size(), 3U);
+  std::set<int> sizes;
+  for (const auto& ref : refs) {
+    sizes.insert(ref.planner->set().profiles[static_cast<std::size_t>(ref.profile)].size);
+  }
+  EXPECT_EQ(sizes, (std::set<int>{1, 2}));
+  EXPECT_EQ(Catalog().FindProfile("7g.141gb").size(), 1U);
+  EXPECT_TRUE(Catalog().FindProfile("9g.1tb").empty());
+}
+
+TEST(MigCatalogTest, MissingDirectoryIsAnError) {
+  auto catalog = MigCatalog::LoadDirectory(kMigDir + "/does-not-exist");
+  ASSERT_FALSE(catalog.has_value());
+  EXPECT_NE(catalog.error().message.find("does-not-exist"), std::string::npos);
+}
+
+TEST(MigParseTest, RejectsBadDocumentsNamingTheField) {
+  const json base = json::parse(ReadFile(kMigDir + "/a100-40gb.json"));
+  struct Case {
+    const char* name;
+    std::function<void(json&)> mutate;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {"schema", [](json& d) { d["schema"] = "mig-profile-set/v0"; }, "schema"},
+      {"no id", [](json& d) { d.erase("id"); }, "id: missing"},
+      {"start 8", [](json& d) { d["profiles"][0]["placements"]["starts"][6] = 8; },
+       "profiles[0].placements.starts[6]: 8 is outside 0..7"},
+      {"negative start", [](json& d) { d["profiles"][0]["placements"]["starts"][0] = -1; },
+       "profiles[0].placements.starts[0]"},
+      {"start+size>8", [](json& d) { d["profiles"][4]["placements"]["starts"][1] = 5; },
+       "exceeds 8 memory slices"},
+      {"size != memory", [](json& d) { d["profiles"][3]["placements"]["size"] = 3; },
+       "profiles[3].placements.size"},
+      {"compute > geometry", [](json& d) { d["profiles"][6]["compute_slices"] = 8; },
+       "profiles[6].compute_slices"},
+      {"string count", [](json& d) { d["profiles"][1]["max_instances"] = "1"; },
+       "profiles[1].max_instances: expected an integer"},
+      {"duplicate name", [](json& d) { d["profiles"][1]["name"] = "1g.5gb"; }, "duplicate"},
+      {"duplicate start", [](json& d) { d["profiles"][2]["placements"]["starts"][1] = 0; },
+       "ascending"},
+      {"memory slices 16", [](json& d) { d["geometry"]["memory_slices"] = 16; },
+       "geometry.memory_slices"},
+      {"no profiles", [](json& d) { d["profiles"] = json::array(); }, "profiles"},
+      {"profiles not array", [](json& d) { d["profiles"] = 3; }, "profiles: expected an array"},
+      {"me not bool", [](json& d) { d["profiles"][1]["media_extensions_profile"] = 1; },
+       "media_extensions_profile"},
+  };
+  for (const Case& c : cases) {
+    json document = base;
+    c.mutate(document);
+    auto set = ParseMigProfileSet(document.dump());
+    ASSERT_FALSE(set.has_value()) << c.name;
+    EXPECT_NE(set.error().message.find(c.expected), std::string::npos)
+        << c.name << ": " << set.error().message;
+  }
+  EXPECT_FALSE(ParseMigProfileSet("{").has_value());
+  EXPECT_FALSE(ParseMigProfileSet("").has_value());
+  EXPECT_FALSE(ParseMigProfileSet("[1,2]").has_value());
+  EXPECT_TRUE(ParseMigProfileSet(base.dump()).has_value());
+}
+
+TEST(MigGpuStateTest, IsCompact) { EXPECT_LE(sizeof(MigGpuState), 8U); }
+
+TEST(MigGpuStateTest, EnforcesEveryRule) {
+  const MigPlanner& planner = Planner("a100-80gb");
+  const MigProfileSet& set = planner.set();
+  const int one_g = Profile(planner, "1g.10gb");
+  const int one_g_me = Profile(planner, "1g.10gb+me");
+  const int two_g = Profile(planner, "2g.20gb");
+  const int three_g = Profile(planner, "3g.40gb");
+  const int four_g = Profile(planner, "4g.40gb");
+  const int seven_g = Profile(planner, "7g.80gb");
+
+  MigGpuState state;
+  EXPECT_FALSE(state.CanPlace(set, three_g, 2));  // not a legal start
+  EXPECT_FALSE(state.CanPlace(set, one_g, 7));    // 1g starts are 0..6
+  EXPECT_FALSE(state.CanPlace(set, -1, 0));
+  EXPECT_FALSE(state.CanPlace(set, 7, 0));
+  EXPECT_TRUE(state.Place(set, three_g, 4));
+  EXPECT_FALSE(state.CanPlace(set, one_g, 5));  // overlaps [4,8)
+  EXPECT_FALSE(state.CanPlace(set, seven_g, 0));
+  EXPECT_TRUE(state.CanPlace(set, four_g, 0));
+  EXPECT_TRUE(state.Place(set, one_g_me, 0));
+  EXPECT_FALSE(state.CanPlace(set, one_g_me, 1));  // one +me per GPU
+  EXPECT_TRUE(state.Place(set, two_g, 2));
+  EXPECT_EQ(state.slice_mask(), 0xFD);
+  EXPECT_EQ(state.compute_used(), 6);
+  EXPECT_TRUE(state.Place(set, one_g, 1));
+  EXPECT_EQ(state.compute_used(), 7);
+  EXPECT_EQ(state.instance_count(), 4);
+  EXPECT_EQ(planner.Headroom(state), 0);
+
+  // Remove checks that such an instance can be there.
+  EXPECT_FALSE(state.Remove(set, four_g, 0));
+  EXPECT_FALSE(state.Remove(set, seven_g, 0));
+  // The compact state cannot tell a 1g at 6 from part of the 3g at 4 (the caller keeps the
+  // instance list); it only rejects what cannot be there.
+  EXPECT_FALSE(state.Remove(set, one_g, 7));  // not a legal start
+  EXPECT_TRUE(state.Remove(set, one_g_me, 0));
+  EXPECT_FALSE(state.has_media_extensions());
+  EXPECT_TRUE(state.CanPlace(set, one_g_me, 0));
+  EXPECT_TRUE(state.Remove(set, three_g, 4));
+  EXPECT_TRUE(state.Remove(set, two_g, 2));
+  EXPECT_TRUE(state.Remove(set, one_g, 1));
+  EXPECT_FALSE(state.Remove(set, one_g, 1));  // already removed
+  EXPECT_TRUE(state.empty());
+  EXPECT_EQ(state, MigGpuState());
+
+  // Compute budget: four 1g.20gb use all memory slices; 7 plain 1g use all compute slices.
+  MigGpuState ones;
+  for (int start = 0; start < 7; ++start) EXPECT_TRUE(ones.Place(set, one_g, start));
+  EXPECT_EQ(ones.slice_mask(), 0x7F);
+  EXPECT_FALSE(ones.CanPlace(set, one_g, 0));
+  EXPECT_EQ(planner.Headroom(ones), 0);  // slice 7 is free but no compute is left
+}
+
+TEST(MigGpuStateTest, FromInstancesReportsTheBadInstance) {
+  const MigPlanner& planner = Planner("a100-40gb");
+  const int three_g = Profile(planner, "3g.20gb");
+  const int four_g = Profile(planner, "4g.20gb");
+  std::vector<MigInstance> ok = {{three_g, 4}, {four_g, 0}};
+  EXPECT_TRUE(MigGpuState::FromInstances(planner.set(), ok).has_value());
+  std::vector<MigInstance> overlap = {{three_g, 0}, {four_g, 0}};
+  auto state = MigGpuState::FromInstances(planner.set(), overlap);
+  ASSERT_FALSE(state.has_value());
+  EXPECT_NE(state.error().message.find("instance 1: 4g.20gb"), std::string::npos)
+      << state.error().message;
+  std::vector<MigInstance> bad = {{42, 0}};
+  EXPECT_FALSE(MigGpuState::FromInstances(planner.set(), bad).has_value());
+}
+
+// Independently counts how many more instances of `profile` fit, by search with CanPlace.
+int BruteForceRemaining(const MigProfileSet& set, MigGpuState state, int profile) {
+  int best = 0;
+  for (int start : set.profiles[static_cast<std::size_t>(profile)].starts) {
+    MigGpuState next = state;
+    if (next.Place(set, profile, start)) {
+      best = std::max(best, 1 + BruteForceRemaining(set, next, profile));
+    }
+  }
+  return best;
+}
+
+TEST(MigPlannerTest, HeadroomTableIsExactOnEveryReachableState) {
+  for (const std::string& id : kSetIds) {
+    const MigPlanner& planner = Planner(id);
+    const MigProfileSet& set = planner.set();
+    // Every state reachable from an empty GPU.
+    std::vector<MigGpuState> frontier = {MigGpuState()};
+    std::vector<MigGpuState> seen = frontier;
+    while (!frontier.empty()) {
+      MigGpuState state = frontier.back();
+      frontier.pop_back();
+      for (std::size_t p = 0; p < set.profiles.size(); ++p) {
+        for (int start : set.profiles[p].starts) {
+          MigGpuState next = state;
+          if (!next.Place(set, static_cast<int>(p), start)) continue;
+          if (std::find(seen.begin(), seen.end(), next) != seen.end()) continue;
+          seen.push_back(next);
+          frontier.push_back(next);
+        }
+      }
+    }
+    EXPECT_GT(seen.size(), 100U) << id;
+    for (const MigGpuState& state : seen) {
+      for (std::size_t p = 0; p < set.profiles.size(); ++p) {
+        ASSERT_EQ(planner.RemainingInstances(state, static_cast<int>(p)),
+                  BruteForceRemaining(set, state, static_cast<int>(p)))
+            << id << " mask " << int{state.slice_mask()} << " profile " << set.profiles[p].name;
+      }
+    }
+    EXPECT_EQ(planner.Headroom(MigGpuState()), 7 + 1 + 4 + 3 + 2 + 1 + 1) << id;
+  }
+}
+
+// Every fragmentation case of every profile set, as one request on one GPU.
+TEST(MigPlannerTest, ReproducesFragmentationCases) {
+  int checked = 0;
+  for (const std::string& id : kSetIds) {
+    const MigPlanner& planner = Planner(id);
+    const MigProfileSet& set = planner.set();
+    const json document = json::parse(ReadFile(kMigDir + "/" + id + ".json"));
+    int case_index = 0;
+    for (const json& c : document.at("fragmentation_cases")) {
+      const std::string label = id + " case " + std::to_string(case_index++);
+      std::vector<MigInstance> occupied;
+      for (const json& o : c.at("occupied")) {
+        occupied.push_back(
+            {Profile(planner, o.at("profile").get<std::string>()), o.at("start").get<int>()});
+      }
+      auto state = MigGpuState::FromInstances(set, occupied);
+      ASSERT_TRUE(state.has_value()) << label << ": " << state.error().message;
+      std::vector<int> request;
+      for (const json& name : c.at("request")) {
+        request.push_back(Profile(planner, name.get<std::string>()));
+      }
+      const std::vector<MigGpuView> gpus = {MigGpu(0, *state)};
+      auto decision = planner.ChooseRequest(gpus, request);
+      ASSERT_TRUE(decision.has_value()) << label << ": " << decision.error().message;
+      ASSERT_EQ(decision->fits, c.at("feasible").get<bool>())
+          << label << ": " << c.at("why").get<std::string>() << " / " << decision->reason;
+      ++checked;
+      if (!decision->fits) {
+        EXPECT_FALSE(decision->reason.empty()) << label;
+        continue;
+      }
+      ASSERT_EQ(decision->instances.size(), request.size()) << label;
+      MigGpuState placed = *state;
+      for (std::size_t i = 0; i < request.size(); ++i) {
+        EXPECT_EQ(decision->instances[i].gpu, 0) << label;
+        EXPECT_TRUE(placed.Place(set, request[i], decision->instances[i].start))
+            << label << ": instance " << i << " at " << decision->instances[i].start;
+      }
+      if (request.size() == 1) {
+        // A single instance through Choose agrees with ChooseRequest.
+        auto single = planner.Choose(gpus, request[0]);
+        ASSERT_TRUE(single.has_value());
+        EXPECT_TRUE(single->fits);
+        EXPECT_EQ(single->start, decision->instances[0].start) << label;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 28);
+}
+
+TEST(MigPlannerTest, BestFitBeatsFirstFit) {
+  const MigPlanner& planner = Planner("a100-80gb");
+  const MigProfileSet& set = planner.set();
+  const int three_g = Profile(planner, "3g.40gb");
+  const int four_g = Profile(planner, "4g.40gb");
+
+  // First fit: lowest legal start that fits.
+  MigGpuState first_fit;
+  for (int start : set.profiles[static_cast<std::size_t>(three_g)].starts) {
+    if (first_fit.Place(set, three_g, start)) break;
+  }
+  bool four_fits = false;
+  for (int start : set.profiles[static_cast<std::size_t>(four_g)].starts) {
+    four_fits = four_fits || first_fit.CanPlace(set, four_g, start);
+  }
+  EXPECT_FALSE(four_fits) << "first fit strands 4g.40gb";
+
+  // Best fit, one instance after the other.
+  std::vector<MigGpuView> gpus = {MigGpu(0)};
+  auto first = planner.Choose(gpus, three_g);
+  ASSERT_TRUE(first.has_value());
+  ASSERT_TRUE(first->fits);
+  EXPECT_EQ(first->start, 4);
+  ASSERT_TRUE(gpus[0].state.Place(set, three_g, first->start));
+  auto second = planner.Choose(gpus, four_g);
+  ASSERT_TRUE(second.has_value());
+  ASSERT_TRUE(second->fits) << second->reason;
+  EXPECT_EQ(second->start, 0);
+}
+
+TEST(MigPlannerTest, PacksOntoPartiallyUsedGpus) {
+  const MigPlanner& planner = Planner("h100-80gb");
+  const MigProfileSet& set = planner.set();
+  const int one_g = Profile(planner, "1g.10gb");
+  const int three_g = Profile(planner, "3g.40gb");
+  MigGpuState used;
+  ASSERT_TRUE(used.Place(set, three_g, 0));
+  // GPU 0 idle (MIG mode, no instances), GPU 1 half used.
+  const std::vector<MigGpuView> gpus = {MigGpu(0), MigGpu(1, used)};
+  auto decision = planner.Choose(gpus, three_g);
+  ASSERT_TRUE(decision.has_value());
+  ASSERT_TRUE(decision->fits);
+  EXPECT_EQ(decision->gpu, 1);
+  EXPECT_EQ(decision->start, 4);
+  decision = planner.Choose(gpus, one_g);
+  ASSERT_TRUE(decision.has_value());
+  ASSERT_TRUE(decision->fits);
+  EXPECT_EQ(decision->gpu, 1);
+  // Lowest index among equals.
+  const std::vector<MigGpuView> twins = {MigGpu(3, used), MigGpu(2, used)};
+  decision = planner.Choose(twins, three_g);
+  ASSERT_TRUE(decision.has_value());
+  EXPECT_EQ(decision->gpu, 2);
+}
+
+TEST(MigPlannerTest, ExplainsWhyNothingFitsAndSuggestsReconfiguration) {
+  const MigPlanner& planner = Planner("a100-80gb");
+  const MigProfileSet& set = planner.set();
+  const int one_g = Profile(planner, "1g.10gb");
+  const int three_g = Profile(planner, "3g.40gb");
+  const int four_g = Profile(planner, "4g.40gb");
+  MigGpuState half;
+  ASSERT_TRUE(half.Place(set, three_g, 0));
+  MigGpuState holes;
+  for (int start : {0, 1, 5}) ASSERT_TRUE(holes.Place(set, one_g, start));
+
+  MigGpuView whole_busy;  // MIG disabled, used by a pod
+  whole_busy.index = 2;
+  whole_busy.pods = 1;
+  MigGpuView whole_idle;  // MIG disabled, idle
+  whole_idle.index = 3;
+  const std::vector<MigGpuView> gpus = {MigGpu(0, half), MigGpu(1, holes), whole_busy, whole_idle,
+                                        MigGpu(4, holes, /*pods=*/0)};
+  auto decision = planner.Choose(gpus, four_g);
+  ASSERT_TRUE(decision.has_value());
+  EXPECT_FALSE(decision->fits);
+  EXPECT_NE(decision->reason.find("no MIG-enabled GPU has a free 4g.40gb window"),
+            std::string::npos)
+      << decision->reason;
+  EXPECT_NE(decision->reason.find("GPU 1 slices 0-1,5 used"), std::string::npos)
+      << decision->reason;
+  EXPECT_NE(decision->reason.find("GPU 0 slices 0-3 used"), std::string::npos) << decision->reason;
+  EXPECT_NE(decision->reason.find("idle GPU 3 could be switched to MIG mode for 4g.40gb"),
+            std::string::npos)
+      << decision->reason;
+  EXPECT_EQ(decision->reconfigurable_gpus, (std::vector<int>{3, 4}));
+
+  std::vector<int> request = {three_g, four_g};
+  auto multi = planner.ChooseRequest(gpus, request);
+  ASSERT_TRUE(multi.has_value());
+  EXPECT_FALSE(multi->fits);
+  EXPECT_NE(multi->reason.find("cannot hold 3g.40gb + 4g.40gb together"), std::string::npos)
+      << multi->reason;
+  EXPECT_EQ(multi->reconfigurable_gpus, (std::vector<int>{3, 4}));
+
+  const std::vector<MigGpuView> none = {whole_busy};
+  decision = planner.Choose(none, one_g);
+  ASSERT_TRUE(decision.has_value());
+  EXPECT_FALSE(decision->fits);
+  EXPECT_EQ(decision->reason, "no GPU is in MIG mode");
+  EXPECT_TRUE(decision->reconfigurable_gpus.empty());
+}
+
+TEST(MigPlannerTest, RejectsBadRequests) {
+  const MigPlanner& planner = Planner("a100-40gb");
+  const std::vector<MigGpuView> gpus = {MigGpu(0)};
+  EXPECT_FALSE(planner.Choose(gpus, -1).has_value());
+  EXPECT_FALSE(planner.Choose(gpus, 7).has_value());
+  EXPECT_FALSE(planner.ChooseRequest(gpus, std::vector<int>{}).has_value());
+  EXPECT_FALSE(planner.ChooseRequest(gpus, std::vector<int>{0, 99}).has_value());
+  EXPECT_FALSE(planner.ChooseRequest(gpus, std::vector<int>(65, 0)).has_value());
+  // An empty node is not an error: nothing fits.
+  auto empty = planner.Choose({}, 0);
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_FALSE(empty->fits);
+}
+
+// Naive exhaustive search without memoisation or symmetry breaking.
+bool NaiveFeasible(const MigProfileSet& set, std::vector<MigGpuState>& states,
+                   const std::vector<int>& items, std::size_t next) {
+  if (next == items.size()) return true;
+  for (MigGpuState& state : states) {
+    for (int start : set.profiles[static_cast<std::size_t>(items[next])].starts) {
+      const MigGpuState saved = state;
+      if (!state.Place(set, items[next], start)) continue;
+      const bool ok = NaiveFeasible(set, states, items, next + 1);
+      state = saved;
+      if (ok) return true;
+    }
+  }
+  return false;
+}
+
+TEST(MigPlannerTest, MultiGpuRequestsAreExact) {
+  const MigPlanner& planner = Planner("h200-141gb");
+  const MigProfileSet& set = planner.set();
+  std::mt19937 rng(7);
+  int feasible = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<MigGpuView> gpus;
+    for (int g = 0; g < 3; ++g) {
+      MigGpuState state;
+      const int fill = static_cast<int>(rng() % 4);
+      for (int i = 0; i < fill; ++i) {
+        const int p = static_cast<int>(rng() % set.profiles.size());
+        const auto& starts = set.profiles[static_cast<std::size_t>(p)].starts;
+        state.Place(set, p, starts[rng() % starts.size()]);
+      }
+      gpus.push_back(MigGpu(g, state));
+    }
+    std::vector<int> request(1 + rng() % 5);
+    for (int& p : request) p = static_cast<int>(rng() % set.profiles.size());
+    std::vector<MigGpuState> states;
+    for (const MigGpuView& gpu : gpus) states.push_back(gpu.state);
+    const bool expected = NaiveFeasible(set, states, request, 0);
+    auto decision = planner.ChooseRequest(gpus, request);
+    ASSERT_TRUE(decision.has_value()) << decision.error().message;
+    ASSERT_EQ(decision->fits, expected) << "trial " << trial;
+    if (!expected) continue;
+    ++feasible;
+    for (std::size_t i = 0; i < request.size(); ++i) {
+      const MigDecision& d = decision->instances[i];
+      ASSERT_TRUE(d.gpu >= 0 && d.gpu < 3);
+      ASSERT_TRUE(gpus[static_cast<std::size_t>(d.gpu)].state.Place(set, request[i], d.start))
+          << "trial " << trial << " instance " << i;
+    }
+  }
+  EXPECT_GT(feasible, 50);
+}
+
+}  // namespace
+}  // namespace linkfit::alloc
