@@ -1,0 +1,154 @@
+#pragma once
+
+// The simulator's cluster: nodes with CPU (milli), memory (MiB), a GPU model, GPUs with per-GPU
+// free share (thousandths; 1000 = idle, 0 = owned whole), MIG memory-slice masks, and an optional
+// interconnect topology. Pods ask for nothing, k whole GPUs, a share of k GPUs, or one MIG
+// instance. A Placement says exactly which devices a pod holds, so departures free them.
+//
+// Fit rules (the FGD paper's, ../shared/baselines/README.md): CPU and memory must fit; the GPU
+// model must be allowed; k whole GPUs need k idle GPUs; a share needs k GPUs with that much free
+// share each; a MIG profile needs a legal start whose slices are free on a GPU not used otherwise.
+//
+// Thread-safety: none; one simulation owns one Cluster.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/node_topology.h"
+
+namespace linkfit::bench {
+
+inline constexpr int kMaxNodeGpus = 16;
+inline constexpr int kWholeGpuMilli = 1000;
+inline constexpr int kMigSlices = 8;
+inline constexpr int kMigComputeSlices = 7;
+
+struct MigProfile {
+  std::string name;  // e.g. "3g.40gb"
+  int memory_slices = 0;
+  int compute_slices = 0;
+  std::vector<int> starts;
+};
+
+enum class GpuDemand { kNone, kWhole, kShare, kMig };
+
+struct PodSpec {
+  std::string name;
+  std::string uid;
+  std::int64_t cpu_milli = 0;
+  std::int64_t memory_mib = 0;
+  GpuDemand demand = GpuDemand::kNone;
+  int gpu_count = 0;  // GPUs (whole or shared); 1 for MIG
+  int gpu_milli = 0;  // per GPU: 1000 for whole GPUs, < 1000 for shares
+  std::string mig_profile;
+  std::vector<std::string> gpu_models;  // allowed models; empty = any
+  std::string closeness;                // linkfit.io/closeness hint, empty = none
+  bool closeness_required = false;
+  double arrival_s = 0;
+  double duration_s = 0;  // 0 = never departs
+  int shape = -1;         // dense id of the pod's resource shape (for score memoisation)
+
+  // Requested GPUs (k x milli / 1000; MIG counts as 0).
+  double RequestedGpus() const { return gpu_count * gpu_milli / 1000.0; }
+};
+
+// Assigns dense shape ids: pods with equal requests and hints share one.
+void AssignShapes(std::vector<PodSpec>& pods);
+
+struct Placement {
+  int node = -1;
+  GpuMask gpus = 0;   // GPUs held (whole or shared)
+  int gpu_milli = 0;  // per GPU in `gpus`
+  int mig_gpu = -1;
+  int mig_start = -1;
+  int mig_size = 0;
+  int mig_compute = 0;
+};
+
+struct SimNode {
+  std::string name;
+  std::string gpu_model;
+  std::int64_t cpu_capacity = 0;
+  std::int64_t cpu_free = 0;
+  std::int64_t memory_capacity = 0;
+  std::int64_t memory_free = 0;
+  int gpu_count = 0;
+  std::array<std::int16_t, kMaxNodeGpus> gpu_free_milli{};
+  std::array<std::uint8_t, kMaxNodeGpus> mig_slices_used{};
+  std::array<std::uint8_t, kMaxNodeGpus> mig_compute_used{};
+  NodeTopologyPtr topology;  // may be null (openb nodes in experiments that ignore topology)
+  // The topology document linkfit serve reads for this node (absolute path); empty: the linkfit
+  // placer synthesises a single-socket PCIe (PHB) document of gpu_count GPUs.
+  std::string topology_file;
+  int pods = 0;
+  // Pods per class for the Clustering baseline: share, 1, 2, 4, 8 GPUs (others go to the nearest).
+  std::array<int, 5> class_pods{};
+  std::uint64_t version = 0;  // bumped on every change (score memo invalidation)
+
+  // Idle GPUs: full share free and no MIG instance.
+  GpuMask IdleGpus() const;
+  int IdleGpuCount() const;
+  std::int64_t FreeGpuMilli() const;
+  bool ModelAllowed(const std::vector<std::string>& models) const;
+};
+
+// The Clustering class of a pod (index into SimNode::class_pods), or -1 for CPU-only pods.
+int PodClass(const PodSpec& pod);
+
+class Cluster {
+ public:
+  void AddNode(SimNode node);
+  void AddMigProfiles(const std::string& profile_set, std::vector<MigProfile> profiles);
+
+  std::vector<SimNode>& nodes() { return nodes_; }
+  const std::vector<SimNode>& nodes() const { return nodes_; }
+  const SimNode& node(int index) const { return nodes_[static_cast<std::size_t>(index)]; }
+  int NodeIndex(const std::string& name) const;
+
+  std::int64_t total_gpu_milli() const { return total_gpu_milli_; }
+  std::int64_t allocated_gpu_milli() const { return allocated_gpu_milli_; }
+  int total_gpus() const { return total_gpus_; }
+  std::int64_t max_cpu() const { return max_cpu_; }
+  std::int64_t max_memory() const { return max_memory_; }
+  std::int64_t max_gpu_milli() const { return max_gpu_milli_; }
+
+  // kube-scheduler's in-tree filters: CPU, memory, GPU model label, and the GPU count the device
+  // plugin advertises (whole GPUs only; shares and MIG are left to the extender or the policy).
+  bool InTreeFits(int node, const PodSpec& pod) const;
+  // The exact device-level fit (the FGD paper's rule, plus MIG).
+  bool DeviceFits(int node, const PodSpec& pod) const;
+
+  // The MIG profile of `pod` on the node's profile set, or null.
+  const MigProfile* FindMigProfile(int node, const std::string& profile) const;
+
+  // Device choices shared by baselines. Each returns a placement with node = -1 when impossible.
+  // k idle GPUs, lowest indexes first.
+  Placement LowestIdleGpus(int node, const PodSpec& pod) const;
+  // Shares on the k GPUs with the least free share that still fits (best fit).
+  Placement BestFitShares(int node, const PodSpec& pod) const;
+  // A MIG instance: among legal (GPU, start) pairs, the one leaving the fewest free slices on its
+  // GPU (best fit), lowest GPU and start first.
+  Placement BestFitMig(int node, const PodSpec& pod) const;
+  // Whole GPUs by go-gpuallocator (needs a topology; falls back to the lowest idle GPUs).
+  Placement DevicePluginGpus(int node, const PodSpec& pod) const;
+
+  // Commits or undoes a placement. REQUIRES: the devices are free (Apply) or held (Release).
+  void Apply(const PodSpec& pod, const Placement& placement);
+  void Release(const PodSpec& pod, const Placement& placement);
+
+ private:
+  std::vector<SimNode> nodes_;
+  std::map<std::string, int> index_;
+  std::map<std::string, std::vector<MigProfile>> mig_profiles_;
+  std::int64_t total_gpu_milli_ = 0;
+  std::int64_t allocated_gpu_milli_ = 0;
+  int total_gpus_ = 0;
+  std::int64_t max_cpu_ = 1;
+  std::int64_t max_memory_ = 1;
+  std::int64_t max_gpu_milli_ = 1;
+};
+
+}  // namespace linkfit::bench

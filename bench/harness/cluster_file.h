@@ -1,0 +1,26 @@
+#pragma once
+
+// Writes the simulator's cluster as the standalone cluster file `linkfit serve --cluster` reads
+// (issue 3 §3): one entry per node with its topology document and its GPU model label. Nodes
+// without a topology file get a synthesised single-socket PCIe document (every pair PHB, one NUMA
+// node) of their GPU count, written once per (GPU count, model) next to the cluster file.
+//
+// Thread-safety: pure function over its arguments (writes files under `dir`).
+
+#include <string>
+
+#include "harness/cluster.h"
+#include "linkfit/common/result.h"
+
+namespace linkfit::bench {
+
+// Returns the path of the cluster file written into `dir`.
+Result<std::string> WriteClusterFile(const Cluster& cluster, const std::string& dir);
+
+// The topology document (JSON text) of a single-socket PCIe node of `gpu_count` `model` GPUs.
+Result<std::string> SynthesizedPcieDocument(int gpu_count, const std::string& model);
+
+// A fresh private temporary directory (mkdtemp under $TMPDIR or /tmp).
+Result<std::string> MakeTempDir(const std::string& prefix);
+
+}  // namespace linkfit::bench

@@ -1,0 +1,53 @@
+#pragma once
+
+// The experiments `linkfit-bench` runs (issue 4 §2). Each writes its CSV series and plots under
+// `options.out_dir` and returns the summary object that becomes OUT/summary.json:
+//   {"experiment": "...", "results": [{"policy": "...", ...figures...}, ...], ...}
+//
+// Thread-safety: each call owns its clusters and placers; calls may not share an out_dir.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/scheduler.h"
+#include "linkfit/common/result.h"
+
+namespace linkfit::bench {
+
+struct BenchOptions {
+  std::string experiment;
+  std::string repo_root = ".";
+  std::string trace_dir;  // empty: the experiment's default under ../shared/traces
+  std::string workload = "default";
+  std::vector<std::uint64_t> seeds = {42};
+  std::vector<std::string> policies;  // empty: the experiment's default set
+  std::string out_dir = "out";
+  std::string linkfit_binary = "build/release/src/app/linkfit";
+  std::string linkfit_config;           // empty: a generated config with defaults only
+  int extender_weight = 5;              // kube-scheduler's `weight` for the extender
+  std::string in_tree_score = "least";  // least | most | none: the in-tree score beside linkfit
+  int percentage_of_nodes_to_score = 100;
+  double demand_limit = 1.3;
+  std::size_t max_pods = 0;  // 0 = no cap (the smoke test caps)
+  bool quiet = false;
+};
+
+// Parses "42-51" or "1,2,5" or "7".
+Result<std::vector<std::uint64_t>> ParseSeeds(const std::string& text);
+
+// Builds the placer for a policy name ("linkfit" or a baseline). `trace` is the workload's pod
+// list (fgd's typical shapes); `cluster` is the simulator's cluster in its initial state (the
+// linkfit placer writes it out as the server's cluster file).
+Result<PlacerPtr> MakePlacer(const std::string& policy, std::uint64_t seed,
+                             const std::vector<PodSpec>& trace, const Cluster& cluster,
+                             const BenchOptions& options);
+
+Result<nlohmann::json> RunFgdExperiment(const BenchOptions& options);
+Result<nlohmann::json> RunTopologyExperiment(const BenchOptions& options);
+Result<nlohmann::json> RunMigExperiment(const BenchOptions& options);
+Result<nlohmann::json> RunLatencyExperiment(const BenchOptions& options);
+
+}  // namespace linkfit::bench

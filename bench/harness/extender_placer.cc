@@ -1,0 +1,381 @@
+// The `linkfit` policy: the simulator plays kube-scheduler against a real `linkfit serve` over
+// HTTP, in the exact wire format of ../shared/spec/extender-protocol.md (nodeCacheCapable mode):
+//
+//   in-tree filters (simulator) -> POST /scheduler/filter {"Pod", "Nodes":null, "NodeNames"}
+//   -> if >= 2 pass: POST /scheduler/prioritize, total = in-tree score + Score x weight x 10
+//   -> seeded tie-break -> POST /scheduler/bind -> GET /inspect/{node} (which devices linkfit
+//   gave the pod) -> the simulator applies the same devices to its own cluster.
+// Departures: POST /standalone/release {"PodUID"}.
+//
+// cpp-httplib stays inside this file (DESIGN.md §3).
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/cluster_file.h"
+#include "harness/experiment.h"
+#include "harness/linkfit_process.h"
+
+namespace linkfit::bench {
+namespace {
+
+constexpr const char* kNamespace = "bench";
+
+std::string Quantity(std::int64_t value, const char* suffix) {
+  return std::to_string(value) + suffix;
+}
+
+// The pod object kube-scheduler would send: resources in requests and limits, linkfit's hints as
+// annotations (issue 3's public API).
+nlohmann::json PodJson(const PodSpec& pod) {
+  nlohmann::json resources = {{"cpu", Quantity(pod.cpu_milli, "m")},
+                              {"memory", Quantity(pod.memory_mib, "Mi")}};
+  nlohmann::json annotations = nlohmann::json::object();
+  switch (pod.demand) {
+    case GpuDemand::kNone:
+      break;
+    case GpuDemand::kWhole:
+      resources["nvidia.com/gpu"] = std::to_string(pod.gpu_count);
+      break;
+    case GpuDemand::kShare:
+      annotations["linkfit.io/gpu-share"] = std::to_string(pod.gpu_milli);
+      annotations["linkfit.io/gpus"] = std::to_string(pod.gpu_count);
+      break;
+    case GpuDemand::kMig:
+      resources["nvidia.com/mig-" + pod.mig_profile] = "1";
+      break;
+  }
+  if (!pod.gpu_models.empty()) {
+    std::string models;
+    for (const std::string& model : pod.gpu_models) models += (models.empty() ? "" : "|") + model;
+    annotations["linkfit.io/gpu-model"] = models;
+  }
+  if (!pod.closeness.empty()) {
+    annotations["linkfit.io/closeness"] = pod.closeness;
+    annotations["linkfit.io/closeness-policy"] = pod.closeness_required ? "required" : "preferred";
+  }
+  return {{"metadata",
+           {{"name", pod.name},
+            {"namespace", kNamespace},
+            {"uid", pod.uid},
+            {"annotations", annotations}}},
+          {"spec",
+           {{"schedulerName", "default-scheduler"},
+            {"containers",
+             {{{"name", "main"},
+               {"image", "bench"},
+               {"resources", {{"requests", resources}, {"limits", resources}}}}}}}},
+          {"status", {{"phase", "Pending"}}}};
+}
+
+// Finds a JSON key case-insensitively (Go's decoder semantics for envelope keys).
+const nlohmann::json* Field(const nlohmann::json& object, std::string_view key) {
+  if (!object.is_object()) return nullptr;
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    const std::string& name = it.key();
+    if (name.size() == key.size() &&
+        std::equal(name.begin(), name.end(), key.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return &it.value();
+    }
+  }
+  return nullptr;
+}
+
+// True when object[key] is the string `expected` (without nlohmann's value(), whose string
+// overload trips GCC 12's -Wnull-dereference).
+bool StringEquals(const nlohmann::json& object, const char* key, const std::string& expected) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() && it->get_ref<const std::string&>() == expected;
+}
+
+class ExtenderPlacer : public Placer {
+ public:
+  ExtenderPlacer(std::uint64_t seed, const BenchOptions& options, std::string temp_dir,
+                 std::unique_ptr<LinkfitProcess> process)
+      : options_(options),
+        rng_(seed),
+        temp_dir_(std::move(temp_dir)),
+        process_(std::move(process)),
+        client_("127.0.0.1", process_->port()) {
+    client_.set_keep_alive(true);
+    client_.set_tcp_nodelay(true);
+    client_.set_connection_timeout(5, 0);
+    client_.set_read_timeout(30, 0);
+    client_.set_write_timeout(30, 0);
+  }
+
+  ~ExtenderPlacer() override {
+    client_.stop();
+    process_.reset();
+    std::error_code ignored;
+    std::filesystem::remove_all(temp_dir_, ignored);
+  }
+
+  std::string name() const override { return "linkfit"; }
+
+  std::map<std::string, std::vector<double>> VerbLatenciesMs() const override { return latencies_; }
+
+  Result<std::optional<Placement>> Place(Cluster& cluster, const PodSpec& pod) override {
+    // In-tree filters, then kube-scheduler's sampling of feasible nodes.
+    std::vector<int> feasible;
+    const int node_count = static_cast<int>(cluster.nodes().size());
+    for (int node = 0; node < node_count; ++node) {
+      if (cluster.InTreeFits(node, pod)) feasible.push_back(node);
+    }
+    if (feasible.empty()) return std::optional<Placement>();
+    if (options_.percentage_of_nodes_to_score < 100) {
+      const std::size_t keep = std::max<std::size_t>(
+          std::min<std::size_t>(feasible.size(), 100),
+          feasible.size() * static_cast<std::size_t>(options_.percentage_of_nodes_to_score) / 100);
+      feasible.resize(std::min(keep, feasible.size()));
+    }
+    const std::string pod_json = PodJson(pod).dump();
+    std::string names = "[";
+    for (std::size_t i = 0; i < feasible.size(); ++i) {
+      names += (i == 0 ? "\"" : ",\"") + cluster.node(feasible[i]).name + "\"";
+    }
+    names += "]";
+    const std::string args =
+        "{\"Pod\":" + pod_json + ",\"Nodes\":null,\"NodeNames\":" + names + "}";
+
+    auto filtered = Post("filter", "/scheduler/filter", args);
+    if (!filtered) return tl::unexpected(filtered.error());
+    if (const auto* error = Field(*filtered, "Error");
+        error && error->is_string() && !error->get<std::string>().empty()) {
+      return MakeError("filter Error for pod " + pod.name + ": " + error->get<std::string>());
+    }
+    std::vector<int> passing;
+    if (const auto* passed = Field(*filtered, "NodeNames"); passed && passed->is_array()) {
+      for (const auto& name : *passed) {
+        const int index = name.is_string() ? cluster.NodeIndex(name.get<std::string>()) : -1;
+        if (index < 0)
+          return MakeError("filter returned a node not in the request: " + name.dump());
+        passing.push_back(index);
+      }
+    }
+    if (passing.empty()) return std::optional<Placement>();
+
+    int chosen = passing.front();
+    if (passing.size() >= 2) {
+      std::string passing_names = "[";
+      for (std::size_t i = 0; i < passing.size(); ++i) {
+        passing_names += (i == 0 ? "\"" : ",\"") + cluster.node(passing[i]).name + "\"";
+      }
+      passing_names += "]";
+      auto priorities =
+          Post("prioritize", "/scheduler/prioritize",
+               "{\"Pod\":" + pod_json + ",\"Nodes\":null,\"NodeNames\":" + passing_names + "}");
+      if (!priorities) return tl::unexpected(priorities.error());
+      std::map<std::string, double> extender_score;
+      if (priorities->is_array()) {
+        for (const auto& entry : *priorities) {
+          const auto* host = Field(entry, "Host");
+          const auto* score = Field(entry, "Score");
+          if (host && host->is_string() && score && score->is_number_integer()) {
+            extender_score[host->get<std::string>()] = score->get<double>();
+          }
+        }
+      }
+      TieBreaker ties(&rng_);
+      for (int node : passing) {
+        double total = 0;
+        if (options_.in_tree_score == "least") total = LeastAllocatedScore(cluster.node(node), pod);
+        if (options_.in_tree_score == "most") total = MostAllocatedScore(cluster.node(node), pod);
+        auto it = extender_score.find(cluster.node(node).name);
+        if (it != extender_score.end()) total += it->second * options_.extender_weight * 10;
+        if (ties.Offer(total)) chosen = node;
+      }
+    }
+
+    const std::string& node_name = cluster.node(chosen).name;
+    nlohmann::json binding = {{"PodName", pod.name},
+                              {"PodNamespace", kNamespace},
+                              {"PodUID", pod.uid},
+                              {"Node", node_name}};
+    auto bound = Post("bind", "/scheduler/bind", binding.dump());
+    if (!bound) return tl::unexpected(bound.error());
+    if (const auto* error = Field(*bound, "Error");
+        error && error->is_string() && !error->get<std::string>().empty()) {
+      // kube-scheduler would requeue the pod; the replay counts it as not placed.
+      ++bind_errors_;
+      return std::optional<Placement>();
+    }
+    auto placement = LearnDevices(cluster, chosen, pod);
+    if (!placement) return tl::unexpected(placement.error());
+    cluster.Apply(pod, *placement);
+    return std::optional<Placement>(*placement);
+  }
+
+  Result<void> Release(Cluster& cluster, const PodSpec& pod, const Placement& placement) override {
+    auto released =
+        Post("release", "/standalone/release", nlohmann::json{{"PodUID", pod.uid}}.dump());
+    if (!released) return tl::unexpected(released.error());
+    cluster.Release(pod, placement);
+    return {};
+  }
+
+ private:
+  Result<nlohmann::json> Post(const std::string& verb, const std::string& path,
+                              const std::string& body) {
+    const auto start = std::chrono::steady_clock::now();
+    httplib::Result response = client_.Post(path, body, "application/json");
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (!response) {
+      return MakeError("POST " + path + " failed: " + httplib::to_string(response.error()) +
+                       (process_->Alive() ? "" : " (linkfit serve exited)"));
+    }
+    if (response->status != 200) {
+      return MakeError("POST " + path + " answered HTTP " + std::to_string(response->status) +
+                       ": " + response->body.substr(0, 300));
+    }
+    latencies_[verb].push_back(ms);
+    try {
+      return nlohmann::json::parse(response->body);
+    } catch (const nlohmann::json::exception& error) {
+      return MakeError("POST " + path + ": reply is not JSON: " + error.what());
+    }
+  }
+
+  // Asks the server which devices it recorded for the pod on `node`.
+  Result<Placement> LearnDevices(const Cluster& cluster, int node, const PodSpec& pod) {
+    Placement placement;
+    placement.node = node;
+    if (pod.demand == GpuDemand::kNone) return placement;
+    const std::string path = "/inspect/" + cluster.node(node).name;
+    httplib::Result response = client_.Get(path);
+    if (!response || response->status != 200) {
+      return MakeError("GET " + path + " failed" +
+                       (response ? ": HTTP " + std::to_string(response->status) : std::string()));
+    }
+    nlohmann::json inspect;
+    try {
+      inspect = nlohmann::json::parse(response->body);
+    } catch (const nlohmann::json::exception& error) {
+      return MakeError("GET " + path + ": reply is not JSON: " + error.what());
+    }
+    if (inspect.contains("nodes") && inspect["nodes"].is_array() && !inspect["nodes"].empty()) {
+      inspect = inspect["nodes"][0];
+    }
+    const std::string qualified = std::string(kNamespace) + "/" + pod.name;
+    auto holds = [&](const nlohmann::json& pods) {
+      if (!pods.is_array()) return false;
+      for (const auto& entry : pods) {
+        if (entry.is_string() && (entry == pod.uid || entry == qualified)) return true;
+        if (entry.is_object() &&
+            (StringEquals(entry, "uid", pod.uid) || StringEquals(entry, "pod", pod.uid))) {
+          return true;
+        }
+      }
+      return false;
+    };
+    unsigned gpus = 0;
+    if (inspect.contains("gpus") && inspect["gpus"].is_array()) {
+      for (const auto& gpu : inspect["gpus"]) {
+        const auto found = gpu.find("index");
+        const int index = found != gpu.end() && found->is_number_integer() ? found->get<int>() : -1;
+        if (index < 0 || index >= cluster.node(node).gpu_count) continue;
+        bool held = gpu.contains("pods") && holds(gpu["pods"]);
+        // MIG instances and shares may be listed per device with their own pod lists.
+        for (const char* key : {"mig_instances", "mig", "shares"}) {
+          if (!gpu.contains(key) || !gpu[key].is_array()) continue;
+          for (const auto& item : gpu[key]) {
+            const bool mine =
+                (item.contains("pods") && holds(item["pods"])) ||
+                (item.contains("pod") && holds(nlohmann::json::array({item["pod"]}))) ||
+                (item.contains("uid") && item["uid"] == pod.uid);
+            if (!mine) continue;
+            held = true;
+            if (pod.demand == GpuDemand::kMig && item.contains("start")) {
+              placement.mig_start = item["start"].get<int>();
+            }
+          }
+        }
+        if (held) gpus |= 1u << index;
+      }
+    }
+    if (pod.demand == GpuDemand::kMig) {
+      if (std::popcount(gpus) != 1) {
+        return MakeError("inspect of " + cluster.node(node).name + " does not show pod " + pod.uid +
+                         " on exactly one GPU");
+      }
+      placement.mig_gpu = std::countr_zero(gpus);
+      const MigProfile* profile = cluster.FindMigProfile(node, pod.mig_profile);
+      if (profile == nullptr) return MakeError("unknown MIG profile " + pod.mig_profile);
+      placement.mig_size = profile->memory_slices;
+      placement.mig_compute = profile->compute_slices;
+      if (placement.mig_start < 0) {
+        // The server did not say where; take the first legal free start on that GPU.
+        const unsigned used =
+            cluster.node(node).mig_slices_used[static_cast<std::size_t>(placement.mig_gpu)];
+        for (int start : profile->starts) {
+          const unsigned range = ((1u << profile->memory_slices) - 1u) << start;
+          if ((used & range) == 0) {
+            placement.mig_start = start;
+            break;
+          }
+        }
+      }
+      if (placement.mig_start < 0) return MakeError("no free MIG start matches linkfit's choice");
+      return placement;
+    }
+    if (std::popcount(gpus) != pod.gpu_count) {
+      return MakeError("inspect of " + cluster.node(node).name + " shows pod " + pod.uid + " on " +
+                       std::to_string(std::popcount(gpus)) + " GPUs, expected " +
+                       std::to_string(pod.gpu_count));
+    }
+    placement.gpus = static_cast<GpuMask>(gpus);
+    placement.gpu_milli = pod.gpu_milli;
+    // The simulator's own fit rule must agree with linkfit's choice.
+    for (int g = 0; g < cluster.node(node).gpu_count; ++g) {
+      if (((gpus >> g) & 1u) &&
+          cluster.node(node).gpu_free_milli[static_cast<std::size_t>(g)] < pod.gpu_milli) {
+        return MakeError("linkfit gave pod " + pod.uid + " GPU " + std::to_string(g) + " of " +
+                         cluster.node(node).name + ", which the simulator sees as full");
+      }
+    }
+    return placement;
+  }
+
+  BenchOptions options_;
+  std::mt19937_64 rng_;
+  std::string temp_dir_;
+  std::unique_ptr<LinkfitProcess> process_;
+  httplib::Client client_;
+  std::map<std::string, std::vector<double>> latencies_;
+  int bind_errors_ = 0;
+};
+
+}  // namespace
+
+Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
+                                     const BenchOptions& options) {
+  auto dir = MakeTempDir("linkfit-bench-");
+  if (!dir) return tl::unexpected(dir.error());
+  auto cluster_file = WriteClusterFile(cluster, *dir);
+  if (!cluster_file) return tl::unexpected(cluster_file.error());
+  std::string config = options.linkfit_config;
+  if (config.empty()) {
+    config = *dir + "/linkfit.yaml";
+    std::ofstream out(config);
+    out << "# written by linkfit-bench: defaults only\nlisten: \"127.0.0.1:0\"\n";
+  }
+  auto process = LinkfitProcess::Start(options.linkfit_binary, config, *cluster_file,
+                                       *dir + "/linkfit.log", 60.0);
+  if (!process) return tl::unexpected(process.error());
+  return PlacerPtr(std::make_unique<ExtenderPlacer>(seed, options, *dir, std::move(*process)));
+}
+
+}  // namespace linkfit::bench

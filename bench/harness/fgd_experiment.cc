@@ -1,0 +1,195 @@
+// `linkfit-bench fgd`: the FGD paper's protocol (openb trace, 130 % arrived demand, no
+// departures), every policy with the same seeds. Figures per policy are means over the seeds.
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "harness/experiment.h"
+#include "harness/openb_workload.h"
+#include "harness/report.h"
+
+namespace linkfit::bench {
+namespace {
+
+constexpr int kDemandSteps = 130;  // the allocation ratio is sampled at 0..130 % arrived demand
+
+struct SeedRun {
+  std::vector<double> ratio_at_level;  // index = arrived demand in %, value = allocation in %
+  double ratio_100 = 0;
+  double ratio_130 = 0;
+  int pods = 0;
+  int failed_pods = 0;
+  double failed_gpus = 0;
+  int first_behind_level = -1;  // first level where allocation < demand - 1 point
+  double seconds = 0;
+};
+
+Result<SeedRun> ReplayOneSeed(const std::string& policy, std::uint64_t seed,
+                              const std::vector<PodSpec>& trace,
+                              const std::vector<NodeRecord>& node_records,
+                              const BenchOptions& options) {
+  Cluster cluster = BuildOpenbCluster(node_records);
+  const double capacity = cluster.total_gpus();
+  std::vector<PodSpec> arrivals = FgdArrivals(trace, seed, capacity, options.demand_limit);
+  if (options.max_pods > 0 && arrivals.size() > options.max_pods) {
+    arrivals.resize(options.max_pods);
+  }
+  auto placer = MakePlacer(policy, seed, trace, cluster, options);
+  if (!placer) return tl::unexpected(placer.error());
+
+  SeedRun run;
+  run.ratio_at_level.assign(kDemandSteps + 1, -1.0);
+  run.ratio_at_level[0] = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double arrived = 0;
+  bool passed_100 = false;
+  for (const PodSpec& pod : arrivals) {
+    auto placed = (*placer)->Place(cluster, pod);
+    if (!placed) return WithContext(placed.error(), policy + " seed " + std::to_string(seed));
+    ++run.pods;
+    if (!*placed) {
+      ++run.failed_pods;
+      run.failed_gpus += pod.RequestedGpus();
+    }
+    arrived += pod.RequestedGpus();
+    const double demand_pct = 100.0 * arrived / capacity;
+    const double allocated_pct = 100.0 * static_cast<double>(cluster.allocated_gpu_milli()) /
+                                 static_cast<double>(cluster.total_gpu_milli());
+    const int level = std::min(kDemandSteps, static_cast<int>(std::floor(demand_pct)));
+    for (int l = 0; l <= level; ++l) {
+      if (run.ratio_at_level[static_cast<std::size_t>(l)] < 0) {
+        run.ratio_at_level[static_cast<std::size_t>(l)] = allocated_pct;
+      }
+    }
+    if (!passed_100 && demand_pct >= 100.0) {
+      passed_100 = true;
+      run.ratio_100 = allocated_pct;
+    }
+    if (run.first_behind_level < 0 && allocated_pct < demand_pct - 1.0) {
+      run.first_behind_level = static_cast<int>(std::floor(demand_pct));
+    }
+    run.ratio_130 = allocated_pct;
+  }
+  double last = 0;
+  for (double& value : run.ratio_at_level) {  // levels never reached keep the last value
+    if (value < 0) value = last;
+    last = value;
+  }
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return run;
+}
+
+double Mean(const std::vector<double>& values) {
+  double sum = 0;
+  for (double value : values) sum += value;
+  return values.empty() ? 0 : sum / static_cast<double>(values.size());
+}
+
+double StdDev(const std::vector<double>& values) {
+  const double mean = Mean(values);
+  double sum = 0;
+  for (double value : values) sum += (value - mean) * (value - mean);
+  return values.size() < 2 ? 0 : std::sqrt(sum / static_cast<double>(values.size() - 1));
+}
+
+// The FGD paper's table (../shared/baselines/README.md), ratio at 130 % and unallocated GPUs.
+const std::map<std::string, std::pair<double, int>>& PaperFigures() {
+  static const std::map<std::string, std::pair<double, int>> figures = {
+      {"random", {87.47, 778}},  {"dotprod", {90.85, 568}}, {"clustering", {91.88, 505}},
+      {"packing", {92.00, 497}}, {"bestfit", {93.08, 430}}, {"fgd", {95.39, 286}}};
+  return figures;
+}
+
+}  // namespace
+
+Result<nlohmann::json> RunFgdExperiment(const BenchOptions& options) {
+  const std::string trace_dir = options.trace_dir.empty()
+                                    ? options.repo_root + "/../shared/traces/alibaba-gpu-2023"
+                                    : options.trace_dir;
+  auto nodes = LoadOpenbNodes(trace_dir + "/openb_node_list_gpu_node.csv");
+  if (!nodes) return tl::unexpected(nodes.error());
+  auto records = LoadOpenbPods(trace_dir + "/openb_pod_list_" + options.workload + ".csv");
+  if (!records) return tl::unexpected(records.error());
+  const std::vector<PodSpec> trace = ToPodSpecs(*records);
+  const int total_gpus = BuildOpenbCluster(*nodes).total_gpus();
+
+  std::vector<std::string> policies = options.policies;
+  if (policies.empty()) {
+    policies = {"linkfit",    "default-scheduler", "random",  "dotprod",
+                "clustering", "packing",           "bestfit", "fgd"};
+  }
+  nlohmann::json results = nlohmann::json::array();
+  std::vector<Series> series;
+  for (const std::string& policy : policies) {
+    std::vector<SeedRun> runs;
+    for (std::uint64_t seed : options.seeds) {
+      auto run = ReplayOneSeed(policy, seed, trace, *nodes, options);
+      if (!run) return tl::unexpected(run.error());
+      if (!options.quiet) {
+        std::fprintf(stderr,
+                     "fgd %-18s seed %3llu: %.2f %% at 130 %% (%d/%d pods failed, %.1f s)\n",
+                     policy.c_str(), static_cast<unsigned long long>(seed), run->ratio_130,
+                     run->failed_pods, run->pods, run->seconds);
+      }
+      runs.push_back(std::move(*run));
+    }
+    std::vector<double> at_130, at_100, behind, seconds, failed;
+    for (const SeedRun& run : runs) {
+      at_130.push_back(run.ratio_130);
+      at_100.push_back(run.ratio_100);
+      behind.push_back(run.first_behind_level < 0 ? 130.0 : run.first_behind_level);
+      seconds.push_back(run.seconds);
+      failed.push_back(run.failed_pods);
+    }
+    const double ratio = Mean(at_130);
+    nlohmann::json result = {{"policy", policy},
+                             {"gpu_allocation_ratio", ratio / 100.0},
+                             {"gpu_allocation_ratio_pct", ratio},
+                             {"gpu_allocation_ratio_pct_stddev", StdDev(at_130)},
+                             {"unallocated_gpus", (1.0 - ratio / 100.0) * total_gpus},
+                             {"gpu_allocation_ratio_at_100_pct", Mean(at_100)},
+                             {"unallocated_gpus_at_100", (1.0 - Mean(at_100) / 100.0) * total_gpus},
+                             {"first_demand_pct_one_point_behind", Mean(behind)},
+                             {"failed_pods", Mean(failed)},
+                             {"seeds", runs.size()},
+                             {"seconds_per_seed", Mean(seconds)}};
+    auto paper = PaperFigures().find(policy);
+    if (paper != PaperFigures().end()) {
+      result["paper_gpu_allocation_ratio_pct"] = paper->second.first;
+      result["paper_unallocated_gpus"] = paper->second.second;
+    }
+    results.push_back(result);
+    Series curve{policy, {}, {}};
+    for (int level = 0; level <= kDemandSteps; ++level) {
+      std::vector<double> values;
+      for (const SeedRun& run : runs) {
+        values.push_back(run.ratio_at_level[static_cast<std::size_t>(level)]);
+      }
+      curve.x.push_back(level);
+      curve.y.push_back(Mean(values));
+    }
+    series.push_back(std::move(curve));
+  }
+  auto written =
+      WriteSeriesCsv(options.out_dir + "/allocation_vs_demand.csv", "arrived_demand_pct", series);
+  if (!written) return tl::unexpected(written.error());
+  Plot plot{"GPU allocation vs arrived demand (openb " + options.workload + ", FGD protocol)",
+            "arrived GPU demand (% of capacity)",
+            "GPUs allocated (% of capacity)",
+            options.out_dir + "/allocation_vs_demand.csv",
+            options.out_dir + "/allocation_vs_demand.svg",
+            series.size(),
+            "set key bottom right\n"
+            "set xrange [60:130]\nset yrange [60:100]\n"};
+  PlotLines(plot);
+  return nlohmann::json{{"experiment", "fgd"},
+                        {"workload", options.workload},
+                        {"seeds", options.seeds},
+                        {"cluster_gpus", total_gpus},
+                        {"demand_limit_pct", options.demand_limit * 100},
+                        {"results", results}};
+}
+
+}  // namespace linkfit::bench

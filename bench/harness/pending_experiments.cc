@@ -1,0 +1,15 @@
+#include "harness/experiment.h"
+
+namespace linkfit::bench {
+
+Result<nlohmann::json> RunTopologyExperiment(const BenchOptions&) {
+  return MakeError("not implemented yet");
+}
+Result<nlohmann::json> RunMigExperiment(const BenchOptions&) {
+  return MakeError("not implemented yet");
+}
+Result<nlohmann::json> RunLatencyExperiment(const BenchOptions&) {
+  return MakeError("not implemented yet");
+}
+
+}  // namespace linkfit::bench
