@@ -195,7 +195,7 @@ void ShutdownAcceptedConnections(int port) {
   }
 }
 
-enum class Route { kNotFound, kVerb, kInspect, kExplain, kHealthz, kReadyz, kMetrics };
+enum class Route { kNotFound, kVerb, kInspect, kExplain, kRelease, kHealthz, kReadyz, kMetrics };
 
 struct RouteMatch {
   Route route = Route::kNotFound;
@@ -218,6 +218,7 @@ RouteMatch MatchRoute(std::string_view path, std::string_view prefix) {
             false};
   }
   if (path == "/explain") return {Route::kExplain, Verb::kFilter, {}, true};
+  if (path == "/standalone/release") return {Route::kRelease, Verb::kFilter, {}, true};
   if (path == "/healthz") return {Route::kHealthz, Verb::kFilter, {}, false};
   if (path == "/readyz") return {Route::kReadyz, Verb::kFilter, {}, false};
   if (path == "/metrics") return {Route::kMetrics, Verb::kFilter, {}, false};
@@ -409,6 +410,7 @@ HttpReply HttpServer::Dispatch(const httplib::Request& request, httplib::Respons
     }
     case Route::kVerb:
     case Route::kExplain:
+    case Route::kRelease:
       break;
     case Route::kNotFound:
       return JsonError(404, "no route");
@@ -431,6 +433,9 @@ HttpReply HttpServer::Dispatch(const httplib::Request& request, httplib::Respons
   if (body.empty()) {
     if (is_verb) metrics_.CountRequest(match.verb, "empty_body");
     return JsonError(400, "empty request body; expected JSON");
+  }
+  if (match.route == Route::kRelease) {
+    return CallHandler("release", [&] { return handler_.Release(body); });
   }
   if (!is_verb) return CallHandler("explain", [&] { return handler_.Explain(body); });
   return CallVerb(match.verb, body);

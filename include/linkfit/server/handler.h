@@ -35,6 +35,14 @@ class ExtenderHandler {
   // POST /explain with a Pod JSON body: one line per node saying why the pod does or does not fit.
   virtual HttpReply Explain(std::string_view pod_json) = 0;
 
+  // POST /standalone/release with {"PodUID":"..."}: frees a pod's devices in standalone mode
+  // (departures in the benchmark harness; a cluster learns them from its pod watch). 404 when
+  // the handler does not support it.
+  virtual HttpReply Release(std::string_view body) {
+    (void)body;
+    return HttpReply{404, R"({"error":"release is only available in standalone mode"})"};
+  }
+
   // /readyz: true once the initial node and pod state is loaded.
   virtual bool Ready() const = 0;
 };

@@ -1,0 +1,38 @@
+#pragma once
+
+// FitOnNode: whether a GpuRequest fits on one node's current state, and on which devices. This
+// is the single placement decision used by filter (does it fit?), prioritize (how well?), bind
+// (re-check and reserve exactly these devices) and preempt (does it fit once victims are gone?).
+//
+// Thread-safety: pure function of its arguments.
+
+#include <cstdint>
+#include <string>
+
+#include "linkfit/alloc/share.h"
+#include "linkfit/extender/gpu_request.h"
+#include "linkfit/state/node_state.h"
+
+namespace linkfit::extender {
+
+struct NodeFit {
+  bool fits = false;
+  // Set when !fits and no change of occupancy can help (wrong model, too few GPUs in the node,
+  // a required closeness the hardware lacks, no MIG support): FailedAndUnresolvableNodes.
+  bool unresolvable = false;
+  std::string reason;            // why not; or, when it fits, a missed preference (may be empty)
+  state::Assignment assignment;  // when fits: the devices (pod identity left empty)
+  alloc::SetQuality quality;     // whole GPUs: the chosen set's quality
+};
+
+struct FitOptions {
+  alloc::SharePolicy share_policy = alloc::SharePolicy::kPack;
+};
+
+// The GPU model name of a node (its first GPU's model).
+const std::string& NodeGpuModel(const state::NodeState& node);
+
+NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
+                  const FitOptions& options);
+
+}  // namespace linkfit::extender

@@ -1,0 +1,114 @@
+#pragma once
+
+// NodeState: one GPU node as the scheduler sees it at one moment: its immutable hardware model
+// (NodeInfo: topology, placement table, MIG planner, labels) and the occupancy of every GPU:
+//
+//   whole   the GPU is held entirely by one pod
+//   shared  pods hold thousandths of it (fractional GPUs, time-slice replicas)
+//   mig     the GPU is in MIG mode; pods hold GPU instances on its 8 memory slices
+//   idle    none of the above
+//
+// A NodeState is a value: Apply() and Remove() return a new state and never change this one, so
+// snapshots handed to filter/prioritize stay valid while binds go on.
+//
+// Thread-safety: NodeInfo and NodeState are immutable once shared; share them as shared_ptr<const>.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "linkfit/alloc/mig.h"
+#include "linkfit/alloc/placement_table.h"
+#include "linkfit/common/result.h"
+
+namespace linkfit::state {
+
+using topology::GpuMask;
+
+struct NodeInfo {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  alloc::PlacementTablePtr table;          // shared by nodes of identical topology
+  const alloc::MigPlanner* mig = nullptr;  // the GPUs' MIG profile set; nullptr if not capable
+  GpuMask mig_enabled = 0;                 // GPUs configured in MIG mode
+  const topology::Topology& topology() const { return table->topology(); }
+  int gpu_count() const { return table->gpu_count(); }
+};
+using NodeInfoPtr = std::shared_ptr<const NodeInfo>;
+
+// What one pod holds on one node.
+struct Assignment {
+  enum class Kind : std::uint8_t { kWhole, kMig, kShared };
+  struct MigSlot {
+    int gpu = 0;
+    alloc::MigInstance instance;
+    friend bool operator==(const MigSlot&, const MigSlot&) = default;
+  };
+  struct ShareSlot {
+    int gpu = 0;
+    int milli = 0;
+    friend bool operator==(const ShareSlot&, const ShareSlot&) = default;
+  };
+
+  std::string pod_uid;
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string node;
+  Kind kind = Kind::kWhole;
+  GpuMask gpus = 0;               // every GPU the pod touches (all kinds)
+  std::vector<MigSlot> mig;       // kMig
+  std::vector<ShareSlot> shares;  // kShared
+
+  std::string PodKey() const { return pod_namespace + "/" + pod_name; }
+  friend bool operator==(const Assignment&, const Assignment&) = default;
+};
+
+class NodeState;
+using NodeStatePtr = std::shared_ptr<const NodeState>;
+
+class NodeState {
+ public:
+  explicit NodeState(NodeInfoPtr info);
+
+  const NodeInfo& info() const { return *info_; }
+  const NodeInfoPtr& info_ptr() const { return info_; }
+  const std::string& name() const { return info_->name; }
+
+  // GPUs free for whole-GPU use: not held, not shared, not in MIG mode.
+  GpuMask whole_free() const;
+  GpuMask whole_used() const { return whole_used_; }
+  // GPUs that can take shares: not held whole and not in MIG mode.
+  GpuMask share_eligible() const;
+  int shared_milli(int gpu) const { return shared_milli_[Idx(gpu)]; }
+  const alloc::MigGpuState& mig_state(int gpu) const { return mig_[Idx(gpu)]; }
+  int pods_on_gpu(int gpu) const { return pods_per_gpu_[Idx(gpu)]; }
+
+  // Whole-GPU equivalents in use (whole GPUs + shares/1000 + MIG compute slices/7).
+  double UsedGpuEquivalents() const;
+
+  // The pods on this node, by UID.
+  const std::map<std::string, Assignment>& pods() const { return pods_; }
+
+  // Returns a new state with `assignment` added; an error if it collides with what is there
+  // (a GPU already held, a share beyond 1000, a MIG instance that does not fit, a UID already
+  // on the node). This is the re-check of bind: it never double-allocates.
+  Result<NodeStatePtr> Apply(const Assignment& assignment) const;
+  // Returns a new state without the pod `uid` (unchanged copy if it is not here).
+  NodeStatePtr Remove(const std::string& uid) const;
+
+ private:
+  static std::size_t Idx(int gpu) { return static_cast<std::size_t>(gpu); }
+  Result<void> AddInPlace(const Assignment& assignment);
+
+  NodeInfoPtr info_;
+  GpuMask whole_used_ = 0;
+  std::array<std::uint16_t, topology::kMaxGpus> shared_milli_{};
+  std::array<std::uint8_t, topology::kMaxGpus> pods_per_gpu_{};
+  std::array<alloc::MigGpuState, topology::kMaxGpus> mig_{};
+  std::map<std::string, Assignment> pods_;
+};
+
+}  // namespace linkfit::state

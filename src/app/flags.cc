@@ -1,0 +1,71 @@
+#include "app/flags.h"
+
+#include "linkfit/common/strings.h"
+
+namespace linkfit::app {
+
+Result<Flags> Flags::Parse(const std::vector<std::string>& args,
+                           const std::vector<FlagSpec>& known) {
+  Flags flags;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (!StartsWith(arg, "--") || arg.size() == 2) {
+      return MakeError("unexpected argument " + QuoteForMessage(arg));
+    }
+    std::string name = arg.substr(2);
+    std::optional<std::string> inline_value;
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      inline_value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    const FlagSpec* spec = nullptr;
+    for (const FlagSpec& candidate : known) {
+      if (candidate.name == name) spec = &candidate;
+    }
+    if (spec == nullptr) {
+      std::string names;
+      for (const FlagSpec& candidate : known)
+        names += (names.empty() ? "--" : ", --") + candidate.name;
+      return MakeError("unknown flag --" + name + " (known: " + names + ")");
+    }
+    if (flags.values_.count(name) != 0) return MakeError("flag --" + name + " given twice");
+    if (!spec->takes_value) {
+      if (inline_value) return MakeError("flag --" + name + " takes no value");
+      flags.values_[name] = "true";
+      continue;
+    }
+    if (inline_value) {
+      flags.values_[name] = *inline_value;
+    } else if (i + 1 < args.size()) {
+      flags.values_[name] = args[++i];
+    } else {
+      return MakeError("flag --" + name + " needs a value");
+    }
+  }
+  return flags;
+}
+
+std::optional<std::string> Flags::Get(const std::string& name) const {
+  const auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+Result<std::string> Flags::Require(const std::string& name) const {
+  auto value = Get(name);
+  if (!value) return MakeError("missing required flag --" + name);
+  return *value;
+}
+
+Result<std::optional<long>> Flags::GetInt(const std::string& name, long min, long max) const {
+  auto value = Get(name);
+  if (!value) return std::optional<long>();
+  const auto parsed = ParseInt(*value);
+  if (!parsed || *parsed < min || *parsed > max) {
+    return MakeError("--" + name + " must be an integer from " + std::to_string(min) + " to " +
+                     std::to_string(max) + ", got " + QuoteForMessage(*value));
+  }
+  return std::optional<long>(static_cast<long>(*parsed));
+}
+
+}  // namespace linkfit::app

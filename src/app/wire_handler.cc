@@ -1,0 +1,140 @@
+#include "app/wire_handler.h"
+
+#include <nlohmann/json.hpp>
+
+#include "linkfit/kube/codec.h"
+
+namespace linkfit::app {
+namespace {
+
+server::HttpReply BadRequest(const std::string& message) {
+  return server::HttpReply{400, kube::EncodeErrorBody(message)};
+}
+
+nlohmann::json GpuJson(const state::NodeState& node, int g) {
+  const topology::GpuSpec& spec = node.info().topology().gpu(g);
+  nlohmann::json pods = nlohmann::json::array();
+  nlohmann::json names = nlohmann::json::array();
+  nlohmann::json instances = nlohmann::json::array();
+  nlohmann::json shares = nlohmann::json::array();
+  for (const auto& [uid, a] : node.pods()) {
+    if (((a.gpus >> g) & 1u) == 0) continue;
+    pods.push_back(uid);
+    names.push_back(a.PodKey());
+    for (const auto& slot : a.mig) {
+      if (slot.gpu != g) continue;
+      const alloc::MigProfile& profile =
+          node.info().mig->set().profiles[static_cast<std::size_t>(slot.instance.profile)];
+      instances.push_back({{"profile", profile.name},
+                           {"start", slot.instance.start},
+                           {"slices", {slot.instance.start, slot.instance.start + profile.size}},
+                           {"pod", uid}});
+    }
+    for (const auto& slot : a.shares) {
+      if (slot.gpu == g) shares.push_back({{"milli", slot.milli}, {"pod", uid}});
+    }
+  }
+  const bool mig_mode = ((node.info().mig_enabled >> g) & 1u) != 0;
+  std::string mode = "idle";
+  if (mig_mode) {
+    mode = "mig";
+  } else if ((node.whole_used() >> g) & 1u) {
+    mode = "whole";
+  } else if (node.shared_milli(g) > 0) {
+    mode = "shared";
+  }
+  nlohmann::json gpu = {{"index", g},   {"model", spec.model}, {"numa", spec.numa_node},
+                        {"mode", mode}, {"pods", pods},        {"pod_names", names}};
+  if (!spec.uuid.empty()) gpu["uuid"] = spec.uuid;
+  if (mode == "shared") {
+    gpu["shared_milli"] = node.shared_milli(g);
+    gpu["shares"] = shares;
+  }
+  if (mig_mode) {
+    gpu["mig_instances"] = instances;
+    gpu["mig_slices_used"] = node.mig_state(g).slice_mask();
+  }
+  return gpu;
+}
+
+nlohmann::json NodeJson(const state::NodeState& node) {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (int g = 0; g < node.info().gpu_count(); ++g) gpus.push_back(GpuJson(node, g));
+  return {{"name", node.name()},
+          {"model", node.info().topology().gpu(0).model},
+          {"topology", node.info().topology().spec().id},
+          {"fingerprint", node.info().topology().fingerprint()},
+          {"labels", node.info().labels},
+          {"gpus", gpus},
+          {"free_whole_gpus", alloc::MaskToIndexes(node.whole_free())},
+          {"used_gpu_equivalents", node.UsedGpuEquivalents()}};
+}
+
+}  // namespace
+
+server::HttpReply WireHandler::Filter(std::string_view body) {
+  auto args = kube::DecodeExtenderArgs(body);
+  if (!args) return BadRequest(args.error().message);
+  return server::HttpReply{200, kube::EncodeFilterResult(extender_.Filter(*args))};
+}
+
+server::HttpReply WireHandler::Prioritize(std::string_view body) {
+  auto args = kube::DecodeExtenderArgs(body);
+  if (!args) return BadRequest(args.error().message);
+  return server::HttpReply{200, kube::EncodeHostPriorityList(extender_.Prioritize(*args))};
+}
+
+server::HttpReply WireHandler::Bind(std::string_view body) {
+  auto args = kube::DecodeBindingArgs(body);
+  if (!args) return BadRequest(args.error().message);
+  return server::HttpReply{200, kube::EncodeBindingResult(extender_.Bind(*args))};
+}
+
+server::HttpReply WireHandler::Preempt(std::string_view body) {
+  auto args = kube::DecodePreemptionArgs(body);
+  if (!args) return BadRequest(args.error().message);
+  return server::HttpReply{200, kube::EncodePreemptionResult(extender_.Preempt(*args))};
+}
+
+server::HttpReply WireHandler::Inspect(std::string_view node) {
+  const state::SnapshotPtr snapshot = extender_.cache().Snapshot();
+  if (!node.empty()) {
+    const state::NodeState* found = snapshot->Find(node);
+    if (found == nullptr) {
+      return server::HttpReply{404, kube::EncodeErrorBody("unknown node " + std::string(node))};
+    }
+    return server::HttpReply{200, NodeJson(*found).dump()};
+  }
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const state::NodeStatePtr& state : snapshot->nodes()) nodes.push_back(NodeJson(*state));
+  const state::ClusterCache::Sizes sizes = extender_.cache().sizes();
+  return server::HttpReply{
+      200, nlohmann::json{{"nodes", nodes},
+                          {"pods", {{"assumed", sizes.assumed}, {"bound", sizes.added}}}}
+               .dump()};
+}
+
+server::HttpReply WireHandler::Explain(std::string_view pod_json) {
+  // The body is a Pod; reuse the request decoder by wrapping it in an ExtenderArgs envelope.
+  std::string envelope = R"({"Pod":)";
+  envelope.append(pod_json);
+  envelope.append(R"(,"Nodes":null,"NodeNames":[]})");
+  auto args = kube::DecodeExtenderArgs(envelope);
+  if (!args) return BadRequest("explain expects a Pod object: " + args.error().message);
+  return server::HttpReply{200, nlohmann::json{{"lines", extender_.Explain(args->pod)}}.dump()};
+}
+
+server::HttpReply WireHandler::Release(std::string_view body) {
+  const auto json = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
+  if (json.is_discarded() || !json.is_object() || !json.contains("PodUID") ||
+      !json["PodUID"].is_string()) {
+    return BadRequest(R"(release expects {"PodUID":"..."})");
+  }
+  const std::string uid = json["PodUID"].get<std::string>();
+  if (!extender_.Release(uid)) {
+    return server::HttpReply{404, kube::EncodeErrorBody("pod " + uid + " holds no devices")};
+  }
+  return server::HttpReply{200, R"({"Error":""})"};
+}
+
+}  // namespace linkfit::app

@@ -1,0 +1,37 @@
+#pragma once
+
+// WireHandler: the bridge between the HTTP server and the Extender. It decodes wire JSON with the
+// kube codec, calls the Extender on domain types and encodes the exact replies of
+// ../shared/spec/extender-protocol.md. Bodies that are not the verb's JSON get 400 with a JSON
+// error; logical failures are 200 with the protocol's Error field.
+//
+// Thread-safety: as the Extender (every method may be called concurrently).
+
+#include <atomic>
+
+#include "linkfit/extender/extender.h"
+#include "linkfit/server/handler.h"
+
+namespace linkfit::app {
+
+class WireHandler final : public server::ExtenderHandler {
+ public:
+  explicit WireHandler(extender::Extender& extender) : extender_(extender) {}
+
+  server::HttpReply Filter(std::string_view body) override;
+  server::HttpReply Prioritize(std::string_view body) override;
+  server::HttpReply Bind(std::string_view body) override;
+  server::HttpReply Preempt(std::string_view body) override;
+  server::HttpReply Inspect(std::string_view node) override;
+  server::HttpReply Explain(std::string_view pod_json) override;
+  server::HttpReply Release(std::string_view body) override;
+  bool Ready() const override { return ready_.load(); }
+
+  void SetReady(bool ready) { ready_.store(ready); }
+
+ private:
+  extender::Extender& extender_;
+  std::atomic<bool> ready_{false};
+};
+
+}  // namespace linkfit::app

@@ -1,0 +1,231 @@
+#include "linkfit/extender/extender.h"
+
+#include "linkfit/common/log.h"
+#include "linkfit/common/strings.h"
+
+namespace linkfit::extender {
+namespace {
+
+constexpr const char* kUnknownNode =
+    "node is unknown to linkfit (no GPU topology published for it)";
+
+std::string DescribeDevices(const state::Assignment& a) {
+  switch (a.kind) {
+    case state::Assignment::Kind::kWhole:
+      return "GPUs " + JoinInts(alloc::MaskToIndexes(a.gpus));
+    case state::Assignment::Kind::kShared: {
+      std::string out;
+      for (const auto& slot : a.shares) {
+        out += (out.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(slot.gpu) + " (" +
+               std::to_string(slot.milli) + "/1000)";
+      }
+      return out;
+    }
+    case state::Assignment::Kind::kMig: {
+      std::string out;
+      for (const auto& slot : a.mig) {
+        out += (out.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(slot.gpu) +
+               " slice " + std::to_string(slot.instance.start);
+      }
+      return out;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+Extender::Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& binder,
+                   MetricsSink& metrics)
+    : cache_(cache), options_(std::move(options)), binder_(binder), metrics_(metrics) {}
+
+void Extender::Remember(const kube::PodView& pod, const GpuRequest& request) {
+  if (pod.uid.empty()) return;
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  const auto [it, inserted] =
+      pending_.insert_or_assign(pod.uid, PendingPod{request, pod.pod_namespace, pod.name});
+  if (!inserted) return;
+  pending_order_.push_back(pod.uid);
+  while (pending_order_.size() > options_.remembered_pods) {
+    pending_.erase(pending_order_.front());
+    pending_order_.pop_front();
+  }
+}
+
+std::optional<Extender::PendingPod> Extender::Recall(const std::string& uid) {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  const auto it = pending_.find(uid);
+  if (it == pending_.end()) return std::nullopt;
+  return it->second;
+}
+
+kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) {
+  kube::FilterResult result;
+  result.list = kube::ReplyListFor(args);
+  const auto request = ParseGpuRequest(args.pod, options_.defaults);
+  const auto pass = [&](std::size_t i) {
+    if (result.list == kube::NodeListKind::kObjects) {
+      result.nodes_json.push_back(args.nodes[i].raw_json);
+    } else {
+      result.node_names.push_back(args.node_names[i]);
+    }
+  };
+  if (!request) {
+    // A bad hint is never ignored: nothing passes, every node says why.
+    for (std::string_view name : args.node_names) {
+      result.failed_and_unresolvable_nodes.push_back({name, request.error().message});
+    }
+    metrics_.CountFilterNodes(0, 0, args.node_names.size());
+    return result;
+  }
+  Remember(args.pod, *request);
+  shapes_.Record(*request);
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  std::uint64_t failed = 0;
+  std::uint64_t unresolvable = 0;
+  for (std::size_t i = 0; i < args.node_names.size(); ++i) {
+    if (request->kind == GpuRequest::Kind::kNone) {
+      pass(i);
+      continue;
+    }
+    const state::NodeState* node = snapshot->Find(args.node_names[i]);
+    if (node == nullptr) {
+      result.failed_and_unresolvable_nodes.push_back({args.node_names[i], kUnknownNode});
+      ++unresolvable;
+      continue;
+    }
+    NodeFit fit = FitOnNode(*request, *node, options_.fit);
+    if (fit.fits) {
+      pass(i);
+    } else if (fit.unresolvable) {
+      result.failed_and_unresolvable_nodes.push_back({args.node_names[i], std::move(fit.reason)});
+      ++unresolvable;
+    } else {
+      result.failed_nodes.push_back({args.node_names[i], std::move(fit.reason)});
+      ++failed;
+    }
+  }
+  metrics_.CountFilterNodes(args.node_names.size() - failed - unresolvable, failed, unresolvable);
+  return result;
+}
+
+std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& args) {
+  std::vector<kube::HostPriority> priorities;
+  priorities.reserve(args.node_names.size());
+  for (std::string_view name : args.node_names) priorities.push_back({name, 0});
+  const auto request = ParseGpuRequest(args.pod, options_.defaults);
+  if (!request || request->kind == GpuRequest::Kind::kNone) {
+    return priorities;
+  }
+  Remember(args.pod, *request);
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  std::vector<Candidate> candidates;
+  std::vector<std::size_t> positions;
+  for (std::size_t i = 0; i < args.node_names.size(); ++i) {
+    const state::NodeState* node = snapshot->Find(args.node_names[i]);
+    if (node == nullptr) continue;
+    NodeFit fit = FitOnNode(*request, *node, options_.fit);
+    if (!fit.fits) continue;
+    candidates.push_back({node, std::move(fit)});
+    positions.push_back(i);
+  }
+  const std::vector<std::int64_t> scores =
+      ScoreNodes(*request, candidates, shapes_.Typical(), options_.weights, options_.score_range);
+  for (std::size_t c = 0; c < candidates.size(); ++c) priorities[positions[c]].score = scores[c];
+  return priorities;
+}
+
+std::string Extender::Bind(const kube::BindingArgs& args) {
+  const BindTarget target{args.pod_name, args.pod_namespace, args.pod_uid, args.node};
+  const std::optional<PendingPod> pending = Recall(args.pod_uid);
+  if (!pending) {
+    if (const auto existing = cache_.Find(args.pod_uid)) {
+      return existing->node == args.node
+                 ? std::string()
+                 : "pod " + args.pod_uid + " is already bound to node " + existing->node;
+    }
+    return "linkfit has not seen pod " + args.pod_namespace + "/" + args.pod_name + " (" +
+           args.pod_uid + ") in a filter call; cannot bind it";
+  }
+  if (pending->request.kind == GpuRequest::Kind::kNone) {
+    auto bound = binder_.Bind(target, state::Assignment{});
+    return bound ? "" : bound.error().message;
+  }
+  auto assumed = cache_.Assume(
+      args.pod_uid, args.node, [&](const state::NodeState& node) -> Result<state::Assignment> {
+        NodeFit fit = FitOnNode(pending->request, node, options_.fit);
+        if (!fit.fits) return MakeError("pod no longer fits on " + args.node + ": " + fit.reason);
+        fit.assignment.pod_namespace = args.pod_namespace;
+        fit.assignment.pod_name = args.pod_name;
+        return std::move(fit.assignment);
+      });
+  if (!assumed) return assumed.error().message;
+  if (assumed->already) return "";
+  auto bound = binder_.Bind(target, assumed->assignment);
+  if (!bound) {
+    cache_.Forget(args.pod_uid);
+    log::Warning("bind of " + args.pod_namespace + "/" + args.pod_name + " to " + args.node +
+                 " failed, devices released: " + bound.error().message);
+    return bound.error().message;
+  }
+  cache_.Confirm(args.pod_uid);
+  return "";
+}
+
+std::vector<kube::NodeVictims> Extender::Preempt(const kube::PreemptionArgs& args) {
+  const std::vector<kube::NodeVictims>& candidates =
+      args.meta_victims_given ? args.node_meta_victims : args.node_victims;
+  std::vector<kube::NodeVictims> kept;
+  const auto request = ParseGpuRequest(args.pod, options_.defaults);
+  if (!request) {
+    return kept;
+  }
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  for (const kube::NodeVictims& victims : candidates) {
+    if (victims.pods.empty()) continue;  // never keep a node without victims
+    if (request->kind == GpuRequest::Kind::kNone) {
+      kept.push_back(victims);
+      continue;
+    }
+    const state::NodeState* node = snapshot->Find(victims.node);
+    if (node == nullptr) continue;
+    state::NodeStatePtr freed = std::make_shared<state::NodeState>(*node);
+    for (const kube::Victim& victim : victims.pods) freed = freed->Remove(victim.uid);
+    if (FitOnNode(*request, *freed, options_.fit).fits) kept.push_back(victims);
+  }
+  return kept;
+}
+
+bool Extender::Release(const std::string& pod_uid) {
+  if (!cache_.Remove(pod_uid)) return false;
+  binder_.Released(pod_uid);
+  return true;
+}
+
+std::vector<std::string> Extender::Explain(const kube::PodView& pod) {
+  std::vector<std::string> lines;
+  const auto request = ParseGpuRequest(pod, options_.defaults);
+  if (!request) {
+    lines.push_back("pod cannot be placed anywhere: " + request.error().message);
+    return lines;
+  }
+  lines.push_back("pod " + pod.pod_namespace + "/" + pod.name + " asks for " + request->Describe());
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  for (const state::NodeStatePtr& node : snapshot->nodes()) {
+    const NodeFit fit = FitOnNode(*request, *node, options_.fit);
+    std::string line = node->name() + ": ";
+    if (fit.fits) {
+      line += "fits on " + DescribeDevices(fit.assignment);
+      if (fit.quality.ring_mbps > 0) {
+        line += " (ring " + std::to_string(fit.quality.ring_mbps / 1000) + " GB/s)";
+      }
+      if (!fit.reason.empty()) line += "; preferred closeness missed: " + fit.reason;
+    } else {
+      line += std::string(fit.unresolvable ? "never fits: " : "does not fit now: ") + fit.reason;
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+}  // namespace linkfit::extender

@@ -1,0 +1,140 @@
+#include "linkfit/extender/node_fit.h"
+
+#include <vector>
+
+namespace linkfit::extender {
+namespace {
+
+NodeFit NotFit(std::string reason, bool unresolvable) {
+  NodeFit fit;
+  fit.reason = std::move(reason);
+  fit.unresolvable = unresolvable;
+  return fit;
+}
+
+NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node) {
+  const alloc::WholeGpuPlacement placement = alloc::PlaceWholeGpus(
+      *node.info().table, node.whole_free(),
+      alloc::WholeGpuRequest{request.count, request.closeness, request.policy});
+  if (!placement.fits) return NotFit(placement.reason, placement.unresolvable);
+  NodeFit fit;
+  fit.fits = true;
+  fit.reason = placement.closeness_met ? "" : placement.reason;
+  fit.quality = placement.quality;
+  fit.assignment.kind = state::Assignment::Kind::kWhole;
+  fit.assignment.gpus = placement.gpus;
+  fit.assignment.node = node.name();
+  return fit;
+}
+
+NodeFit FitMig(const GpuRequest& request, const state::NodeState& node) {
+  const alloc::MigPlanner* planner = node.info().mig;
+  if (planner == nullptr) {
+    return NotFit("node's GPUs (" + NodeGpuModel(node) + ") are not MIG-capable", true);
+  }
+  const int profile = planner->set().FindProfile(request.mig_profile);
+  if (profile < 0) {
+    std::string known;
+    for (const alloc::MigProfile& p : planner->set().profiles) {
+      known += (known.empty() ? "" : ", ") + p.name;
+    }
+    return NotFit("node's GPUs (" + NodeGpuModel(node) + ") have no MIG profile " +
+                      request.mig_profile + " (they offer " + known + ")",
+                  true);
+  }
+  std::vector<alloc::MigGpuView> views;
+  for (int g = 0; g < node.info().gpu_count(); ++g) {
+    if (node.info().topology().gpu(g).mig_profile_set != planner->set().id) continue;
+    alloc::MigGpuView view;
+    view.index = g;
+    view.mig_enabled = ((node.info().mig_enabled >> g) & 1u) != 0;
+    view.pods = node.pods_on_gpu(g);
+    view.state = node.mig_state(g);
+    views.push_back(view);
+  }
+  const std::vector<int> profiles(static_cast<std::size_t>(request.count), profile);
+  auto decision = planner->ChooseRequest(views, profiles);
+  if (!decision) return NotFit(decision.error().message, true);
+  if (!decision->fits) {
+    // Freeing instances (preemption) can help only where GPUs are in MIG mode already.
+    return NotFit(decision->reason, node.info().mig_enabled == 0);
+  }
+  NodeFit fit;
+  fit.fits = true;
+  fit.assignment.kind = state::Assignment::Kind::kMig;
+  fit.assignment.node = node.name();
+  for (const alloc::MigDecision& instance : decision->instances) {
+    fit.assignment.mig.push_back({instance.gpu, alloc::MigInstance{profile, instance.start}});
+    fit.assignment.gpus =
+        static_cast<topology::GpuMask>(fit.assignment.gpus | (1u << instance.gpu));
+  }
+  return fit;
+}
+
+NodeFit FitShared(const GpuRequest& request, const state::NodeState& node,
+                  const FitOptions& options) {
+  if (request.count > node.info().gpu_count()) {
+    return NotFit("node has " + std::to_string(node.info().gpu_count()) + " GPUs, shares on " +
+                      std::to_string(request.count) + " distinct GPUs requested",
+                  true);
+  }
+  std::vector<alloc::SharedGpuView> views;
+  const topology::GpuMask eligible = node.share_eligible();
+  for (int g = 0; g < node.info().gpu_count(); ++g) {
+    alloc::SharedGpuView view;
+    view.index = g;
+    view.eligible = ((eligible >> g) & 1u) != 0;
+    if (node.shared_milli(g) > 0) view.state.Take(0, node.shared_milli(g));
+    views.push_back(view);
+  }
+  alloc::ShareRequest share;
+  share.count = request.count;
+  share.milli = request.share_milli;
+  auto decision = alloc::ChooseShares(views, share, options.share_policy);
+  if (!decision) return NotFit(decision.error().message, true);
+  if (!decision->fits) return NotFit(decision->reason, false);
+  NodeFit fit;
+  fit.fits = true;
+  fit.assignment.kind = state::Assignment::Kind::kShared;
+  fit.assignment.node = node.name();
+  for (std::size_t i = 0; i < decision->gpus.size(); ++i) {
+    fit.assignment.shares.push_back({decision->gpus[i], decision->milli[i]});
+    fit.assignment.gpus =
+        static_cast<topology::GpuMask>(fit.assignment.gpus | (1u << decision->gpus[i]));
+  }
+  return fit;
+}
+
+}  // namespace
+
+const std::string& NodeGpuModel(const state::NodeState& node) {
+  return node.info().topology().gpu(0).model;
+}
+
+NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
+                  const FitOptions& options) {
+  if (request.kind == GpuRequest::Kind::kNone) {
+    NodeFit fit;
+    fit.fits = true;
+    return fit;
+  }
+  if (!ModelAllowed(request, NodeGpuModel(node))) {
+    std::string allowed;
+    for (const std::string& model : request.gpu_models)
+      allowed += (allowed.empty() ? "" : "|") + model;
+    return NotFit("GPU model " + NodeGpuModel(node) + " is not one of " + allowed, true);
+  }
+  switch (request.kind) {
+    case GpuRequest::Kind::kWhole:
+      return FitWhole(request, node);
+    case GpuRequest::Kind::kMig:
+      return FitMig(request, node);
+    case GpuRequest::Kind::kShared:
+      return FitShared(request, node, options);
+    case GpuRequest::Kind::kNone:
+      break;
+  }
+  return NotFit("unknown request kind", true);
+}
+
+}  // namespace linkfit::extender

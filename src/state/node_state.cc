@@ -1,0 +1,120 @@
+#include "linkfit/state/node_state.h"
+
+namespace linkfit::state {
+namespace {
+GpuMask Bit(int gpu) { return static_cast<GpuMask>(1u << gpu); }
+}  // namespace
+
+NodeState::NodeState(NodeInfoPtr info) : info_(std::move(info)) {}
+
+GpuMask NodeState::whole_free() const {
+  unsigned busy = whole_used_ | info_->mig_enabled;
+  for (int g = 0; g < info_->gpu_count(); ++g) {
+    if (shared_milli_[Idx(g)] > 0) busy |= Bit(g);
+  }
+  return static_cast<GpuMask>(info_->table->topology().all_gpus() & ~busy);
+}
+
+GpuMask NodeState::share_eligible() const {
+  return static_cast<GpuMask>(info_->table->topology().all_gpus() &
+                              ~(whole_used_ | info_->mig_enabled));
+}
+
+double NodeState::UsedGpuEquivalents() const {
+  double used = __builtin_popcount(whole_used_);
+  for (int g = 0; g < info_->gpu_count(); ++g) {
+    used += shared_milli_[Idx(g)] / 1000.0;
+    if (info_->mig != nullptr && ((info_->mig_enabled >> g) & 1u)) {
+      used += mig_[Idx(g)].compute_used() / static_cast<double>(info_->mig->set().compute_slices);
+    }
+  }
+  return used;
+}
+
+Result<void> NodeState::AddInPlace(const Assignment& a) {
+  const int n = info_->gpu_count();
+  if (a.node != info_->name) {
+    return MakeError("assignment for node " + a.node + " applied to " + info_->name);
+  }
+  if (pods_.count(a.pod_uid) != 0) return MakeError("pod " + a.pod_uid + " already on this node");
+  if ((a.gpus & ~info_->table->topology().all_gpus()) != 0 || a.gpus == 0) {
+    return MakeError("assignment names GPUs this node does not have");
+  }
+  switch (a.kind) {
+    case Assignment::Kind::kWhole:
+      if ((a.gpus & ~whole_free()) != 0) {
+        return MakeError("GPU already in use on " + info_->name);
+      }
+      whole_used_ = static_cast<GpuMask>(whole_used_ | a.gpus);
+      break;
+    case Assignment::Kind::kShared:
+      for (const Assignment::ShareSlot& slot : a.shares) {
+        if (slot.gpu < 0 || slot.gpu >= n || ((share_eligible() >> slot.gpu) & 1u) == 0) {
+          return MakeError("GPU " + std::to_string(slot.gpu) + " cannot take shares");
+        }
+        if (slot.milli <= 0 || shared_milli_[Idx(slot.gpu)] + slot.milli > 1000) {
+          return MakeError("GPU " + std::to_string(slot.gpu) + " has " +
+                           std::to_string(1000 - shared_milli_[Idx(slot.gpu)]) + " milli free, " +
+                           std::to_string(slot.milli) + " requested");
+        }
+        shared_milli_[Idx(slot.gpu)] =
+            static_cast<std::uint16_t>(shared_milli_[Idx(slot.gpu)] + slot.milli);
+      }
+      break;
+    case Assignment::Kind::kMig:
+      if (info_->mig == nullptr) return MakeError(info_->name + " has no MIG-capable GPUs");
+      for (const Assignment::MigSlot& slot : a.mig) {
+        if (slot.gpu < 0 || slot.gpu >= n || ((info_->mig_enabled >> slot.gpu) & 1u) == 0) {
+          return MakeError("GPU " + std::to_string(slot.gpu) + " is not in MIG mode");
+        }
+        if (!mig_[Idx(slot.gpu)].Place(info_->mig->set(), slot.instance.profile,
+                                       slot.instance.start)) {
+          return MakeError("MIG instance does not fit on GPU " + std::to_string(slot.gpu) +
+                           " at slice " + std::to_string(slot.instance.start));
+        }
+      }
+      break;
+  }
+  for (int g = 0; g < n; ++g) {
+    if ((a.gpus >> g) & 1u) ++pods_per_gpu_[Idx(g)];
+  }
+  pods_.emplace(a.pod_uid, a);
+  return {};
+}
+
+Result<NodeStatePtr> NodeState::Apply(const Assignment& assignment) const {
+  auto next = std::make_shared<NodeState>(*this);
+  if (auto added = next->AddInPlace(assignment); !added) return tl::unexpected(added.error());
+  return NodeStatePtr(std::move(next));
+}
+
+NodeStatePtr NodeState::Remove(const std::string& uid) const {
+  auto next = std::make_shared<NodeState>(*this);
+  const auto it = next->pods_.find(uid);
+  if (it == next->pods_.end()) return next;
+  const Assignment& a = it->second;
+  switch (a.kind) {
+    case Assignment::Kind::kWhole:
+      next->whole_used_ = static_cast<GpuMask>(next->whole_used_ & ~a.gpus);
+      break;
+    case Assignment::Kind::kShared:
+      for (const Assignment::ShareSlot& slot : a.shares) {
+        next->shared_milli_[Idx(slot.gpu)] =
+            static_cast<std::uint16_t>(next->shared_milli_[Idx(slot.gpu)] - slot.milli);
+      }
+      break;
+    case Assignment::Kind::kMig:
+      for (const Assignment::MigSlot& slot : a.mig) {
+        next->mig_[Idx(slot.gpu)].Remove(info_->mig->set(), slot.instance.profile,
+                                         slot.instance.start);
+      }
+      break;
+  }
+  for (int g = 0; g < info_->gpu_count(); ++g) {
+    if ((a.gpus >> g) & 1u) --next->pods_per_gpu_[Idx(g)];
+  }
+  next->pods_.erase(it);
+  return next;
+}
+
+}  // namespace linkfit::state
