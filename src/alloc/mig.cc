@@ -6,7 +6,8 @@
 #include <bit>
 #include <cstddef>
 #include <exception>
-#include <set>
+#include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -116,89 +117,189 @@ struct Candidate {
   }
 };
 
-// Exact search for a multi-instance request over the GPUs' states. Failed sub-problems are
-// memoised under (next item, sorted GPU states), which also collapses GPUs in identical states
-// and orders of identical items.
-class RequestSearch {
- public:
-  RequestSearch(const MigPlanner& planner, std::vector<int> items)
-      : planner_(planner), items_(std::move(items)) {}
+// A multi-instance request as a count per profile, 7 bits each (a request has at most 64
+// instances, so no count overflows).
+using CountKey = std::uint64_t;
 
-  bool Feasible(std::size_t next, std::vector<MigGpuState>& states) {
-    if (next == items_.size()) return true;
-    if (!QuickCheck(next, states)) return false;
-    std::vector<std::uint64_t> key = Key(next, states);
-    if (failed_.count(key) != 0) return false;
-    const MigProfileSet& set = planner_.set();
-    const int profile = items_[next];
-    const MigProfile& p = set.profiles[static_cast<std::size_t>(profile)];
-    for (std::size_t g = 0; g < states.size(); ++g) {
-      bool duplicate = false;
-      for (std::size_t h = 0; h < g && !duplicate; ++h) duplicate = states[h] == states[g];
-      if (duplicate) continue;
-      for (int start : p.starts) {
-        if (!states[g].CanPlace(set, profile, start)) continue;
-        const MigGpuState saved = states[g];
-        states[g].Place(set, profile, start);
-        const bool ok = Feasible(next + 1, states);
-        states[g] = saved;
-        if (ok) return true;
-      }
-    }
-    failed_.insert(std::move(key));
-    return false;
+int CountOf(CountKey key, std::size_t profile) {
+  return static_cast<int>((key >> (7U * profile)) & 0x7FU);
+}
+
+CountKey AddCount(CountKey key, std::size_t profile, int delta) {
+  return static_cast<CountKey>(static_cast<std::int64_t>(key) +
+                               static_cast<std::int64_t>(delta) *
+                                   static_cast<std::int64_t>(CountKey{1} << (7U * profile)));
+}
+
+bool FitsWithin(CountKey part, CountKey whole, std::size_t profiles) {
+  for (std::size_t p = 0; p < profiles; ++p) {
+    if (CountOf(part, p) > CountOf(whole, p)) return false;
+  }
+  return true;
+}
+
+// The best way to add one count vector of instances to one GPU.
+struct Addition {
+  int loss = 0;  // headroom lost on the GPU
+  std::vector<MigInstance> instances;
+};
+
+// Every count vector (bounded by `limit`) that can be added to a GPU in `state`, each with the
+// placement that loses the least headroom. Exact: every set of instances is visited once, in
+// canonical order (profile ascending, then start ascending).
+class AdditionEnumerator {
+ public:
+  AdditionEnumerator(const MigPlanner& planner, CountKey limit)
+      : planner_(planner), limit_(limit) {}
+
+  std::map<CountKey, Addition> Enumerate(const MigGpuState& state) {
+    result_.clear();
+    before_ = planner_.Headroom(state);
+    path_.clear();
+    Visit(state, 0, 0, 0);
+    return std::move(result_);
   }
 
  private:
-  // Necessary conditions: enough free compute and memory slices in total.
-  bool QuickCheck(std::size_t next, const std::vector<MigGpuState>& states) const {
+  void Visit(const MigGpuState& state, std::size_t first_profile, std::size_t first_start,
+             CountKey counts) {
+    const int loss = before_ - planner_.Headroom(state);
+    auto [it, inserted] = result_.try_emplace(counts, Addition{loss, path_});
+    if (!inserted && loss < it->second.loss) it->second = Addition{loss, path_};
     const MigProfileSet& set = planner_.set();
-    int compute = 0;
-    int memory = 0;
-    for (std::size_t i = next; i < items_.size(); ++i) {
-      const MigProfile& p = set.profiles[static_cast<std::size_t>(items_[i])];
-      compute += p.compute_slices;
-      memory += p.size;
+    for (std::size_t p = first_profile; p < set.profiles.size(); ++p) {
+      if (CountOf(counts, p) >= CountOf(limit_, p)) continue;
+      const std::vector<int>& starts = set.profiles[p].starts;
+      for (std::size_t i = (p == first_profile ? first_start : 0); i < starts.size(); ++i) {
+        MigGpuState next = state;
+        if (!next.Place(set, static_cast<int>(p), starts[i])) continue;
+        path_.push_back(MigInstance{static_cast<int>(p), starts[i]});
+        Visit(next, p, i + 1, AddCount(counts, p, 1));
+        path_.pop_back();
+      }
     }
-    int free_compute = 0;
-    int free_memory = 0;
-    for (const MigGpuState& state : states) {
-      free_compute += set.compute_slices - state.compute_used();
-      free_memory += kMigMemorySlices - std::popcount(state.slice_mask());
-    }
-    return compute <= free_compute && memory <= free_memory;
-  }
-
-  static std::uint64_t Pack(const MigGpuState& state) {
-    return static_cast<std::uint64_t>(state.slice_mask()) |
-           static_cast<std::uint64_t>(state.compute_used()) << 8U |
-           static_cast<std::uint64_t>(state.instance_count()) << 16U |
-           static_cast<std::uint64_t>(state.has_media_extensions() ? 1U : 0U) << 24U |
-           static_cast<std::uint64_t>(Counts(state)) << 32U;
-  }
-
-  static std::uint32_t Counts(const MigGpuState& state) {
-    std::uint32_t counts = 0;
-    for (int p = 0; p < kMaxMigProfiles; ++p) {
-      counts |= static_cast<std::uint32_t>(state.profile_count(p))
-                << (4U * static_cast<unsigned>(p));
-    }
-    return counts;
-  }
-
-  static std::vector<std::uint64_t> Key(std::size_t next, const std::vector<MigGpuState>& states) {
-    std::vector<std::uint64_t> key;
-    key.reserve(states.size() + 1);
-    for (const MigGpuState& state : states) key.push_back(Pack(state));
-    std::sort(key.begin(), key.end());
-    key.push_back(next);
-    return key;
   }
 
   const MigPlanner& planner_;
-  std::vector<int> items_;
-  std::set<std::vector<std::uint64_t>> failed_;
+  CountKey limit_;
+  int before_ = 0;
+  std::vector<MigInstance> path_;
+  std::map<CountKey, Addition> result_;
 };
+
+// The cheapest way found so far to leave `remaining` instances after some GPUs.
+struct DistributionStep {
+  int loss = 0;          // total headroom lost
+  int idle_touched = 0;  // empty GPUs that received instances
+  int position_sum = 0;  // sum of the GPUs' positions per instance (prefers lower positions)
+  CountKey previous = 0;
+  CountKey added = 0;
+
+  bool Cheaper(const DistributionStep& other) const {
+    return std::tie(loss, idle_touched, position_sum) <
+           std::tie(other.loss, other.idle_touched, other.position_sum);
+  }
+};
+
+// Upper bounds on dynamic-programming entries and on the (entry, addition) pairs examined, so
+// that no request can exhaust memory or hold a scheduling cycle for long. Requests of a few
+// instances stay far below them (see MigPlannerTest.LargeRequestsStayWithinBudget).
+constexpr std::size_t kMaxDistributionEntries = 200000;
+constexpr std::size_t kMaxDistributionWork = 1000000;
+
+// Decides exactly whether `request` can be distributed over GPUs in `states`, minimising the
+// headroom lost. Returns per GPU the instances to add, an empty optional if the request does not
+// fit, or an error if the search would exceed its budget.
+Result<std::optional<std::vector<std::vector<MigInstance>>>> Distribute(
+    const MigPlanner& planner, const std::vector<MigGpuState>& states, CountKey request) {
+  const MigProfileSet& set = planner.set();
+  const std::size_t profiles = set.profiles.size();
+  // Free compute and memory slices of GPUs g.. (for pruning hopeless remainders).
+  std::vector<int> free_compute(states.size() + 1, 0);
+  std::vector<int> free_memory(states.size() + 1, 0);
+  for (std::size_t g = states.size(); g-- > 0;) {
+    free_compute[g] = free_compute[g + 1] + set.compute_slices - states[g].compute_used();
+    free_memory[g] = free_memory[g + 1] + kMigMemorySlices - std::popcount(states[g].slice_mask());
+  }
+  auto hopeless = [&](CountKey remaining, std::size_t from) {
+    int compute = 0;
+    int memory = 0;
+    for (std::size_t p = 0; p < profiles; ++p) {
+      compute += CountOf(remaining, p) * set.profiles[p].compute_slices;
+      memory += CountOf(remaining, p) * set.profiles[p].size;
+    }
+    return compute > free_compute[from] || memory > free_memory[from];
+  };
+  if (hopeless(request, 0)) return std::optional<std::vector<std::vector<MigInstance>>>();
+  for (std::size_t p = 0; p < profiles; ++p) {
+    int room = 0;
+    for (const MigGpuState& state : states) {
+      room += planner.RemainingInstances(state, static_cast<int>(p));
+    }
+    if (room < CountOf(request, p)) return std::optional<std::vector<std::vector<MigInstance>>>();
+  }
+
+  AdditionEnumerator enumerator(planner, request);
+  std::vector<std::map<CountKey, Addition>> additions(states.size());
+  // layers[g]: the remainders reachable after GPUs 0..g-1, each with its cheapest step.
+  std::vector<std::map<CountKey, DistributionStep>> layers;
+  layers.reserve(states.size() + 1);
+  std::map<CountKey, DistributionStep> current;
+  current.emplace(request, DistributionStep{});
+  std::size_t entries = 1;
+  std::size_t work = 0;
+  for (std::size_t g = 0; g < states.size(); ++g) {
+    std::size_t same = 0;
+    while (same < g && !(states[same] == states[g])) ++same;
+    additions[g] = same < g ? additions[same] : enumerator.Enumerate(states[g]);
+    std::map<CountKey, DistributionStep> next_layer;
+    for (const auto& [remaining, step] : current) {
+      work += additions[g].size();
+      if (work > kMaxDistributionWork) {
+        return MakeError("MIG request is too large to place exactly (search budget of " +
+                         std::to_string(kMaxDistributionWork) + " steps exceeded)");
+      }
+      for (const auto& [added, addition] : additions[g]) {
+        if (!FitsWithin(added, remaining, profiles)) continue;
+        const CountKey left = remaining - added;
+        if (hopeless(left, g + 1)) continue;
+        int instances = 0;
+        for (std::size_t p = 0; p < profiles; ++p) instances += CountOf(added, p);
+        DistributionStep next{step.loss + addition.loss,
+                              step.idle_touched + (instances > 0 && states[g].empty() ? 1 : 0),
+                              step.position_sum + instances * static_cast<int>(g), remaining,
+                              added};
+        auto [it, inserted] = next_layer.try_emplace(left, next);
+        if (inserted) {
+          if (++entries > kMaxDistributionEntries) {
+            return MakeError("MIG request is too large to place exactly (more than " +
+                             std::to_string(kMaxDistributionEntries) + " partial distributions)");
+          }
+        } else if (next.Cheaper(it->second)) {
+          it->second = next;
+        }
+      }
+    }
+    layers.push_back(std::move(current));
+    current = std::move(next_layer);
+  }
+  if (current.count(0) == 0) return std::optional<std::vector<std::vector<MigInstance>>>();
+  layers.push_back(std::move(current));
+  std::vector<std::vector<MigInstance>> plan(states.size());
+  CountKey key = 0;
+  for (std::size_t g = states.size(); g-- > 0;) {
+    const std::map<CountKey, DistributionStep>& layer = layers[g + 1];
+    const auto step = layer.find(key);
+    if (step == layer.end()) return MakeError("internal error: MIG distribution lost a step");
+    const auto addition = additions[g].find(step->second.added);
+    if (addition == additions[g].end()) {
+      return MakeError("internal error: MIG distribution lost an addition");
+    }
+    plan[g] = addition->second.instances;
+    key = step->second.previous;
+  }
+  return std::optional<std::vector<std::vector<MigInstance>>>(std::move(plan));
+}
 
 }  // namespace
 
@@ -391,18 +492,25 @@ Result<MigRequestDecision> MigPlanner::ChooseRequest(std::span<const MigGpuView>
     }
   }
   try {
-    // Largest first (memory, then compute), stable so equal items keep the request order.
-    std::vector<std::size_t> order(profiles.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      const MigProfile& pa = set_.profiles[static_cast<std::size_t>(profiles[a])];
-      const MigProfile& pb = set_.profiles[static_cast<std::size_t>(profiles[b])];
-      return std::make_pair(pa.size, pa.compute_slices) >
-             std::make_pair(pb.size, pb.compute_slices);
-    });
-    std::vector<int> items;
-    for (std::size_t i : order) items.push_back(profiles[i]);
+    MigRequestDecision decision;
+    if (profiles.size() == 1) {
+      // One instance: the same answer as Choose, including its tie-breaks.
+      auto single = Choose(gpus, profiles[0]);
+      if (!single) return tl::unexpected(single.error());
+      decision.fits = single->fits;
+      decision.reason = single->reason;
+      decision.reconfigurable_gpus = single->reconfigurable_gpus;
+      if (single->fits) decision.instances.push_back(*single);
+      return decision;
+    }
 
+    CountKey request = 0;
+    std::string names;
+    for (std::size_t i = 0; i < profiles.size(); ++i) {
+      request = AddCount(request, static_cast<std::size_t>(profiles[i]), 1);
+      if (i > 0) names += " + ";
+      names += set_.profiles[static_cast<std::size_t>(profiles[i])].name;
+    }
     std::vector<MigGpuState> states;
     std::vector<const MigGpuView*> views;
     for (const MigGpuView& gpu : gpus) {
@@ -411,15 +519,9 @@ Result<MigRequestDecision> MigPlanner::ChooseRequest(std::span<const MigGpuView>
       views.push_back(&gpu);
     }
 
-    std::string names;
-    for (std::size_t i = 0; i < profiles.size(); ++i) {
-      if (i > 0) names += " + ";
-      names += set_.profiles[static_cast<std::size_t>(profiles[i])].name;
-    }
-
-    MigRequestDecision decision;
-    RequestSearch search(*this, items);
-    if (!search.Feasible(0, states)) {
+    auto plan = Distribute(*this, states, request);
+    if (!plan) return tl::unexpected(plan.error());
+    if (!plan->has_value()) {
       std::string details;
       for (const MigGpuView* gpu : views) {
         if (!details.empty()) details += "; ";
@@ -437,45 +539,29 @@ Result<MigRequestDecision> MigPlanner::ChooseRequest(std::span<const MigGpuView>
           if (view != &gpu) trial.push_back(view->state);
         }
         trial.emplace_back();
-        RequestSearch retry(*this, items);
-        if (!retry.Feasible(0, trial)) continue;
+        auto retry = Distribute(*this, trial, request);
+        if (!retry || !retry->has_value()) continue;
         decision.reconfigurable_gpus.push_back(gpu.index);
         decision.reason += "; " + ReconfigurationHint(gpu, names);
       }
       return decision;
     }
 
+    // Hand the planned instances to the request's items, in request order.
     decision.instances.resize(profiles.size());
-    for (std::size_t k = 0; k < items.size(); ++k) {
-      const int profile = items[k];
-      const MigProfile& p = set_.profiles[static_cast<std::size_t>(profile)];
-      std::vector<Candidate> candidates;
-      for (std::size_t slot = 0; slot < states.size(); ++slot) {
-        const int before = Headroom(states[slot]);
-        for (int start : p.starts) {
-          MigGpuState after = states[slot];
-          if (!after.Place(set_, profile, start)) continue;
-          candidates.push_back(Candidate{before - Headroom(after), !states[slot].empty(),
-                                         views[slot]->index, start, slot});
-        }
-      }
-      std::sort(candidates.begin(), candidates.end(),
-                [](const Candidate& a, const Candidate& b) { return a.Better(b); });
-      bool placed = false;
-      for (const Candidate& candidate : candidates) {
-        const MigGpuState saved = states[candidate.slot];
-        states[candidate.slot].Place(set_, profile, candidate.start);
-        if (search.Feasible(k + 1, states)) {
-          MigDecision& out = decision.instances[order[k]];
-          out.fits = true;
-          out.gpu = candidate.gpu_index;
-          out.start = candidate.start;
-          placed = true;
+    std::vector<bool> taken(profiles.size(), false);
+    for (std::size_t slot = 0; slot < views.size(); ++slot) {
+      for (const MigInstance& instance : (**plan)[slot]) {
+        for (std::size_t i = 0; i < profiles.size(); ++i) {
+          if (taken[i] || profiles[i] != instance.profile) continue;
+          taken[i] = true;
+          decision.instances[i] = MigDecision{true, views[slot]->index, instance.start, {}, {}};
           break;
         }
-        states[candidate.slot] = saved;
       }
-      if (!placed) return MakeError("internal error: feasible MIG request lost its placement");
+    }
+    if (std::find(taken.begin(), taken.end(), false) != taken.end()) {
+      return MakeError("internal error: MIG plan does not cover the request");
     }
     decision.fits = true;
     return decision;

@@ -476,5 +476,27 @@ TEST(MigPlannerTest, MultiGpuRequestsAreExact) {
   EXPECT_GT(feasible, 50);
 }
 
+TEST(MigPlannerTest, LargeRequestsStayWithinBudget) {
+  const MigPlanner& planner = Planner("a100-80gb");
+  const int one_g = Profile(planner, "1g.10gb");
+  std::vector<MigGpuView> gpus;
+  for (int g = 0; g < 8; ++g) gpus.push_back(MigGpu(g));
+  // 56 single-slice instances fill 8 GPUs exactly; the 57th does not fit.
+  auto full = planner.ChooseRequest(gpus, std::vector<int>(56, one_g));
+  ASSERT_TRUE(full.has_value()) << full.error().message;
+  EXPECT_TRUE(full->fits);
+  auto over = planner.ChooseRequest(gpus, std::vector<int>(57, one_g));
+  ASSERT_TRUE(over.has_value()) << over.error().message;
+  EXPECT_FALSE(over->fits);
+  // A huge mixed request on 16 GPUs is answered or refused as too large, never a crash.
+  for (int g = 8; g < 16; ++g) gpus.push_back(MigGpu(g));
+  std::vector<int> mixed;
+  for (int i = 0; i < 60; ++i) mixed.push_back(i % 6);
+  auto answer = planner.ChooseRequest(gpus, mixed);
+  if (!answer.has_value()) {
+    EXPECT_NE(answer.error().message.find("too large"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace linkfit::alloc

@@ -174,11 +174,15 @@ class MigPlanner {
   // is an error; "does not fit" is a decision with a reason.
   Result<MigDecision> Choose(std::span<const MigGpuView> gpus, int profile) const;
 
-  // Places a request of several instances (profile indexes, possibly repeated) on the node's
-  // MIG-enabled GPUs. Feasibility of the whole request is decided exactly, by search over the
-  // GPUs' placements; a feasible request is placed largest instance first, each by best fit among
-  // the choices that keep the rest of the request feasible. An empty request, an out-of-range
-  // profile or more than 64 instances is an error.
+  // Places a request of several instances (profile indexes, possibly repeated; one pod asking for
+  // several MIG devices) on the node's MIG-enabled GPUs. Feasibility of the whole request is
+  // exact: every way of adding instances to each GPU is enumerated (tiny: at most 7 instances
+  // over 8 slices), and a dynamic program over the GPUs and the request's remaining counts finds
+  // the distribution that loses the least headroom in total, then touches the fewest empty GPUs,
+  // then uses the lowest GPU positions. A single instance gives exactly Choose's answer. An empty
+  // request, an out-of-range profile, more than 64 instances, or a request whose search would
+  // exceed a fixed memory budget (hundreds of thousands of partial distributions; not reached by
+  // requests of a few instances) is an error.
   Result<MigRequestDecision> ChooseRequest(std::span<const MigGpuView> gpus,
                                            std::span<const int> profiles) const;
 
