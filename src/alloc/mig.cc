@@ -110,10 +110,12 @@ struct Candidate {
   int start = 0;
   std::size_t slot = 0;  // position in the planner's GPU vector
 
-  // True iff this candidate is a better fit than `other`.
+  // True iff this candidate is a better fit than `other`. GPUs already holding instances come
+  // first (classic best fit: an idle GPU stays whole for a 7g instance or a whole-GPU pod), then
+  // the least headroom lost, which also picks the start inside a GPU (3g at 4 keeps 4g at 0).
   bool Better(const Candidate& other) const {
-    return std::make_tuple(loss, !partial, gpu_index, start) <
-           std::make_tuple(other.loss, !other.partial, other.gpu_index, other.start);
+    return std::make_tuple(!partial, loss, gpu_index, start) <
+           std::make_tuple(!other.partial, other.loss, other.gpu_index, other.start);
   }
 };
 
@@ -196,8 +198,8 @@ struct DistributionStep {
   CountKey added = 0;
 
   bool Cheaper(const DistributionStep& other) const {
-    return std::tie(loss, idle_touched, position_sum) <
-           std::tie(other.loss, other.idle_touched, other.position_sum);
+    return std::tie(idle_touched, loss, position_sum) <
+           std::tie(other.idle_touched, other.loss, other.position_sum);
   }
 };
 

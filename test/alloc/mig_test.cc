@@ -354,6 +354,16 @@ TEST(MigPlannerTest, PacksOntoPartiallyUsedGpus) {
   ASSERT_TRUE(decision.has_value());
   ASSERT_TRUE(decision->fits);
   EXPECT_EQ(decision->gpu, 1);
+  // 3g at slice 4 leaves slices 0-3: the next 3g completes that GPU instead of opening GPU 0,
+  // although opening GPU 0 would lose less summed headroom (1g instances count most there).
+  MigGpuState upper;
+  ASSERT_TRUE(upper.Place(set, three_g, 4));
+  const std::vector<MigGpuView> half_used = {MigGpu(0), MigGpu(1, upper)};
+  decision = planner.Choose(half_used, three_g);
+  ASSERT_TRUE(decision.has_value());
+  ASSERT_TRUE(decision->fits);
+  EXPECT_EQ(decision->gpu, 1);
+  EXPECT_EQ(decision->start, 0);
   // Lowest index among equals.
   const std::vector<MigGpuView> twins = {MigGpu(3, used), MigGpu(2, used)};
   decision = planner.Choose(twins, three_g);

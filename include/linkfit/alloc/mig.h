@@ -16,9 +16,11 @@
 // Best fit. For every candidate (GPU, start) the planner computes the GPU's *headroom* before and
 // after placing: the sum, over the set's profiles, of how many more instances of that profile
 // could still be placed on that GPU (exact; a table lookup per profile, precomputed per set over
-// (slice mask, compute used)). It picks the candidate that loses the least headroom, i.e. keeps
-// the node's total headroom (the sum over its GPUs) largest; ties go to GPUs that already hold
-// instances (so idle GPUs stay whole), then the lowest GPU index, then the lowest start.
+// (slice mask, compute used)). It prefers GPUs that already hold instances (classic best fit:
+// idle GPUs stay whole for 7g instances and whole-GPU pods), then the candidate that loses the
+// least headroom (which also chooses the start inside a GPU, e.g. 3g at slice 4 keeps 4g
+// placeable at 0), then the lowest GPU index, then the lowest start. Multi-instance requests
+// likewise minimise the idle GPUs they open first, then the headroom lost.
 //
 // Profile names are not unique across sets: "1g.10gb" is the double-memory 1g profile (2 slices)
 // of the A100-40GB but the plain 1g profile (1 slice) of the A100-80GB and H100-80GB. A request
