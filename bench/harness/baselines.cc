@@ -127,14 +127,15 @@ const std::vector<std::string>& BaselineNames() {
   return names;
 }
 
-Result<PolicyPtr> MakeBaseline(const std::string& name, const std::vector<PodSpec>& trace) {
+Result<PolicyPtr> MakeBaseline(const std::string& name, const std::vector<PodSpec>& trace,
+                               bool integer_scores) {
   if (name == "default-scheduler") return PolicyPtr(std::make_unique<DefaultSchedulerPolicy>());
   if (name == "random") return PolicyPtr(std::make_unique<RandomPolicy>());
   if (name == "dotprod") return PolicyPtr(std::make_unique<DotProdPolicy>());
   if (name == "clustering") return PolicyPtr(std::make_unique<ClusteringPolicy>());
   if (name == "packing") return PolicyPtr(std::make_unique<PackingPolicy>());
   if (name == "bestfit") return PolicyPtr(std::make_unique<BestFitPolicy>());
-  if (name == "fgd") return MakeFgdPolicy(trace);
+  if (name == "fgd") return MakeFgdPolicy(trace, integer_scores);
   return MakeError("unknown policy '" + name + "' (expected linkfit or one of: " +
                    "default-scheduler, random, dotprod, clustering, packing, bestfit, fgd)");
 }

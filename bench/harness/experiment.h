@@ -31,6 +31,15 @@ struct BenchOptions {
   std::string in_tree_score = "least";  // least | most | none: the in-tree score beside linkfit
   int percentage_of_nodes_to_score = 100;
   double demand_limit = 1.3;
+  // Baselines' tie-break among equal best scores: "random" (kube-scheduler's selectHost) or
+  // "ordered" (first in a seeded node permutation, as the FGD paper's simulator in effect does).
+  std::string tie_break = "random";
+  bool integer_scores = false;  // baselines report the paper simulator's integer scores
+  // topology experiment
+  int nodes_per_group = 8;   // nodes of each of the five topologies
+  int jobs = 2000;           // Philly-shaped jobs per seed
+  double load = 0.9;         // offered load (GPU-time / capacity)
+  double comm_share = 0.3;   // slowdown model: communication share of a step on the ideal ring
   std::size_t max_pods = 0;  // 0 = no cap (the smoke test caps)
   bool quiet = false;
 };

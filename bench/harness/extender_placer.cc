@@ -370,7 +370,12 @@ Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
   if (config.empty()) {
     config = *dir + "/linkfit.yaml";
     std::ofstream out(config);
-    out << "# written by linkfit-bench: defaults only\nlisten: \"127.0.0.1:0\"\n";
+    // Defaults, except the MIG tables (found next to the config file by default, and this one
+    // lives in a temporary folder).
+    out << "# written by linkfit-bench: defaults only\nlisten: \"127.0.0.1:0\"\n"
+        << "mig_profiles_dir: \""
+        << std::filesystem::absolute(options.repo_root + "/config/mig").lexically_normal().string()
+        << "\"\n";
   }
   auto process = LinkfitProcess::Start(options.linkfit_binary, config, *cluster_file,
                                        *dir + "/linkfit.log", 60.0);

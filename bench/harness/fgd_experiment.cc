@@ -1,6 +1,7 @@
 // `linkfit-bench fgd`: the FGD paper's protocol (openb trace, 130 % arrived demand, no
 // departures), every policy with the same seeds. Figures per policy are means over the seeds.
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,7 +25,43 @@ struct SeedRun {
   double failed_gpus = 0;
   int first_behind_level = -1;  // first level where allocation < demand - 1 point
   double seconds = 0;
+  // Where the unallocated GPUs are at the end (GPUs): on nodes where no GPU pod shape of the
+  // trace fits because of CPU or memory, on nodes where the free shares are too small for every
+  // shape, and on nodes where some shape would still fit.
+  double stranded_cpu_memory_gpus = 0;
+  double fragment_gpus = 0;
+  double usable_gpus = 0;
+  std::array<int, 6> failed_by_class{};  // CPU-only, share, 1, 2, 4, 8 GPUs
 };
+
+// Classifies the free GPU capacity of every node at the end of a replay (see SeedRun).
+void ClassifyLeftovers(const Cluster& cluster, const std::vector<PodSpec>& shapes, SeedRun& run) {
+  const int node_count = static_cast<int>(cluster.nodes().size());
+  for (int node = 0; node < node_count; ++node) {
+    const SimNode& n = cluster.node(node);
+    const double free_gpus = static_cast<double>(n.FreeGpuMilli()) / kWholeGpuMilli;
+    if (free_gpus <= 0) continue;
+    bool fits = false;
+    bool gpu_fits = false;
+    for (const PodSpec& shape : shapes) {
+      if (cluster.DeviceFits(node, shape)) {
+        fits = true;
+        break;
+      }
+      PodSpec gpu_only = shape;
+      gpu_only.cpu_milli = 0;
+      gpu_only.memory_mib = 0;
+      gpu_fits = gpu_fits || cluster.DeviceFits(node, gpu_only);
+    }
+    if (fits) {
+      run.usable_gpus += free_gpus;
+    } else if (gpu_fits) {
+      run.stranded_cpu_memory_gpus += free_gpus;
+    } else {
+      run.fragment_gpus += free_gpus;
+    }
+  }
+}
 
 Result<SeedRun> ReplayOneSeed(const std::string& policy, std::uint64_t seed,
                               const std::vector<PodSpec>& trace,
@@ -52,6 +89,8 @@ Result<SeedRun> ReplayOneSeed(const std::string& policy, std::uint64_t seed,
     if (!*placed) {
       ++run.failed_pods;
       run.failed_gpus += pod.RequestedGpus();
+      const int pod_class = PodClass(pod);
+      ++run.failed_by_class[static_cast<std::size_t>(pod_class + 1)];
     }
     arrived += pod.RequestedGpus();
     const double demand_pct = 100.0 * arrived / capacity;
@@ -78,6 +117,18 @@ Result<SeedRun> ReplayOneSeed(const std::string& policy, std::uint64_t seed,
     last = value;
   }
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<PodSpec> shapes;
+  std::vector<bool> seen;
+  for (const PodSpec& pod : trace) {
+    if (pod.demand == GpuDemand::kNone || pod.shape < 0) continue;
+    if (seen.size() <= static_cast<std::size_t>(pod.shape)) {
+      seen.resize(static_cast<std::size_t>(pod.shape) + 1, false);
+    }
+    if (seen[static_cast<std::size_t>(pod.shape)]) continue;
+    seen[static_cast<std::size_t>(pod.shape)] = true;
+    shapes.push_back(pod);
+  }
+  ClassifyLeftovers(cluster, shapes, run);
   return run;
 }
 
@@ -129,14 +180,24 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& options) {
       if (!run) return tl::unexpected(run.error());
       if (!options.quiet) {
         std::fprintf(stderr,
-                     "fgd %-18s seed %3llu: %.2f %% at 130 %% (%d/%d pods failed, %.1f s)\n",
+                     "fgd %-18s seed %3llu: %.2f %% at 130 %% (%d/%d pods failed, %.1f s; "
+                     "unallocated GPUs: %.0f CPU/memory-stranded, %.0f share fragments, %.0f "
+                     "usable)\n",
                      policy.c_str(), static_cast<unsigned long long>(seed), run->ratio_130,
-                     run->failed_pods, run->pods, run->seconds);
+                     run->failed_pods, run->pods, run->seconds, run->stranded_cpu_memory_gpus,
+                     run->fragment_gpus, run->usable_gpus);
       }
       runs.push_back(std::move(*run));
     }
-    std::vector<double> at_130, at_100, behind, seconds, failed;
+    std::vector<double> at_130, at_100, behind, seconds, failed, stranded, fragment, usable;
+    std::array<double, 6> failed_by_class{};
     for (const SeedRun& run : runs) {
+      stranded.push_back(run.stranded_cpu_memory_gpus);
+      fragment.push_back(run.fragment_gpus);
+      usable.push_back(run.usable_gpus);
+      for (std::size_t c = 0; c < failed_by_class.size(); ++c) {
+        failed_by_class[c] += run.failed_by_class[c] / static_cast<double>(runs.size());
+      }
       at_130.push_back(run.ratio_130);
       at_100.push_back(run.ratio_100);
       behind.push_back(run.first_behind_level < 0 ? 130.0 : run.first_behind_level);
@@ -153,6 +214,16 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& options) {
                              {"unallocated_gpus_at_100", (1.0 - Mean(at_100) / 100.0) * total_gpus},
                              {"first_demand_pct_one_point_behind", Mean(behind)},
                              {"failed_pods", Mean(failed)},
+                             {"unallocated_gpus_cpu_memory_stranded", Mean(stranded)},
+                             {"unallocated_gpus_share_fragments", Mean(fragment)},
+                             {"unallocated_gpus_still_usable", Mean(usable)},
+                             {"failed_pods_by_class",
+                              {{"cpu_only", failed_by_class[0]},
+                               {"share", failed_by_class[1]},
+                               {"gpu1", failed_by_class[2]},
+                               {"gpu2", failed_by_class[3]},
+                               {"gpu4", failed_by_class[4]},
+                               {"gpu8", failed_by_class[5]}}},
                              {"seeds", runs.size()},
                              {"seconds_per_seed", Mean(seconds)}};
     auto paper = PaperFigures().find(policy);

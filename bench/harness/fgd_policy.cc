@@ -7,6 +7,7 @@
 // frequent (cpu, gpu_milli, num_gpu, model) shapes covering 95 % of the trace, renormalised).
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -32,7 +33,8 @@ struct GpuState {
 
 class FgdPolicy : public Policy {
  public:
-  explicit FgdPolicy(std::vector<TypicalShape> shapes) : shapes_(std::move(shapes)) {}
+  FgdPolicy(std::vector<TypicalShape> shapes, bool integer_score)
+      : shapes_(std::move(shapes)), integer_score_(integer_score) {}
 
   std::string name() const override { return "fgd"; }
 
@@ -55,7 +57,7 @@ class FgdPolicy : public Policy {
         if ((placement.gpus >> g) & 1u) after.free[Gpu(g)] = 0;
       }
       choice.feasible = true;
-      choice.score = fragmentation_before - Fragmentation(n, after);
+      choice.score = Score(fragmentation_before - Fragmentation(n, after));
       choice.placement = placement;
       return choice;
     }
@@ -78,7 +80,7 @@ class FgdPolicy : public Policy {
         tried[tried_count++] = after.free[Gpu(g)];
         GpuState trial = after;
         trial.free[Gpu(g)] = static_cast<std::int16_t>(trial.free[Gpu(g)] - pod.gpu_milli);
-        const double fragmentation = Fragmentation(n, trial);
+        const double fragmentation = -Score(fragmentation_before - Fragmentation(n, trial));
         if (best_gpu < 0 || fragmentation < best_fragmentation) {
           best_gpu = g;
           best_fragmentation = fragmentation;
@@ -90,12 +92,19 @@ class FgdPolicy : public Policy {
           static_cast<std::int16_t>(after.free[Gpu(best_gpu)] - pod.gpu_milli);
     }
     choice.feasible = true;
-    choice.score = fragmentation_before - Fragmentation(n, after);
+    choice.score = Score(fragmentation_before - Fragmentation(n, after));
     choice.placement = placement;
     return choice;
   }
 
  private:
+  // The score of a fragmentation decrease (milli-GPUs; negative = growth): the decrease itself,
+  // or, as the paper's simulator reports it to kube-scheduler, floor(100 x sigmoid(GPUs)).
+  double Score(double decrease) const {
+    if (!integer_score_) return decrease;
+    return std::floor(100.0 / (1.0 + std::exp(-decrease / 1000.0)));
+  }
+
   static std::size_t Gpu(int g) { return static_cast<std::size_t>(g); }
 
   double Fragmentation(const SimNode& node, const GpuState& state) const {
@@ -133,11 +142,12 @@ class FgdPolicy : public Policy {
   }
 
   std::vector<TypicalShape> shapes_;
+  bool integer_score_ = false;
 };
 
 }  // namespace
 
-PolicyPtr MakeFgdPolicy(const std::vector<PodSpec>& trace) {
+PolicyPtr MakeFgdPolicy(const std::vector<PodSpec>& trace, bool integer_score) {
   using Key = std::tuple<std::int64_t, int, int, std::vector<std::string>>;
   std::map<Key, int> counts;
   for (const PodSpec& pod : trace) {
@@ -159,7 +169,7 @@ PolicyPtr MakeFgdPolicy(const std::vector<PodSpec>& trace) {
     shapes.push_back(std::move(shape));
   }
   for (TypicalShape& shape : shapes) shape.weight /= covered;
-  return std::make_unique<FgdPolicy>(std::move(shapes));
+  return std::make_unique<FgdPolicy>(std::move(shapes), integer_score);
 }
 
 }  // namespace linkfit::bench

@@ -2,9 +2,6 @@
 
 namespace linkfit::bench {
 
-Result<nlohmann::json> RunTopologyExperiment(const BenchOptions&) {
-  return MakeError("not implemented yet");
-}
 Result<nlohmann::json> RunMigExperiment(const BenchOptions&) {
   return MakeError("not implemented yet");
 }

@@ -31,9 +31,12 @@ Result<PlacerPtr> MakePlacer(const std::string& policy, std::uint64_t seed,
                              const std::vector<PodSpec>& trace, const Cluster& cluster,
                              const BenchOptions& options) {
   if (policy == "linkfit") return MakeExtenderPlacer(seed, cluster, options);
-  auto baseline = MakeBaseline(policy, trace);
+  auto baseline = MakeBaseline(policy, trace, options.integer_scores);
   if (!baseline) return tl::unexpected(baseline.error());
-  return PlacerPtr(std::make_unique<PolicyPlacer>(std::move(*baseline), seed));
+  // `random` scores every node alike; its draw must stay uniform whatever the tie-break.
+  const TieBreak tie_break =
+      options.tie_break == "ordered" && policy != "random" ? TieBreak::kOrdered : TieBreak::kRandom;
+  return PlacerPtr(std::make_unique<PolicyPlacer>(std::move(*baseline), seed, tie_break));
 }
 
 }  // namespace linkfit::bench

@@ -47,7 +47,10 @@ const std::vector<std::string>& BaselineNames();
 
 // Builds a baseline by name. `trace` is the workload's distinct pod list (fgd derives its typical
 // pod shapes from it).
-Result<PolicyPtr> MakeBaseline(const std::string& name, const std::vector<PodSpec>& trace);
+// `integer_scores`: report scores as the FGD paper's simulator does (fgd: floor(100 x
+// sigmoid(fragmentation decrease in GPUs))), which merges near-equal nodes into ties.
+Result<PolicyPtr> MakeBaseline(const std::string& name, const std::vector<PodSpec>& trace,
+                               bool integer_scores = false);
 
 // The devices a baseline gives a pod on a node (device plugin for whole GPUs, best fit otherwise).
 Placement DefaultDeviceChoice(const Cluster& cluster, int node, const PodSpec& pod);
@@ -57,6 +60,6 @@ double LeastAllocatedScore(const SimNode& node, const PodSpec& pod);
 // kube-scheduler's MostAllocated score of the node after adding the pod, 0-100.
 double MostAllocatedScore(const SimNode& node, const PodSpec& pod);
 
-PolicyPtr MakeFgdPolicy(const std::vector<PodSpec>& trace);
+PolicyPtr MakeFgdPolicy(const std::vector<PodSpec>& trace, bool integer_score = false);
 
 }  // namespace linkfit::bench

@@ -52,11 +52,19 @@ class TieBreaker {
   std::uint64_t count_ = 0;
 };
 
+// How a placer picks among nodes with the same best score.
+//   kRandom   kube-scheduler's selectHost: seeded reservoir sampling (uniform among the best).
+//   kOrdered  the first of the best in a seeded random permutation of the nodes, fixed for the
+//             whole run. This is how the FGD paper's simulator behaves in effect: it renames
+//             every node with a seeded random-permutation prefix, so equal scores resolve to the
+//             same node again and again (ties pack instead of spreading).
+enum class TieBreak { kRandom, kOrdered };
+
 // Runs a baseline policy in-process. Node scores are memoised per (node version, pod shape),
 // which is exact because every policy's Evaluate depends only on the node and the pod's shape.
 class PolicyPlacer : public Placer {
  public:
-  PolicyPlacer(PolicyPtr policy, std::uint64_t seed);
+  PolicyPlacer(PolicyPtr policy, std::uint64_t seed, TieBreak tie_break = TieBreak::kRandom);
   std::string name() const override { return policy_->name(); }
   Result<std::optional<Placement>> Place(Cluster& cluster, const PodSpec& pod) override;
 
@@ -69,6 +77,8 @@ class PolicyPlacer : public Placer {
 
   PolicyPtr policy_;
   std::mt19937_64 rng_;
+  TieBreak tie_break_;
+  std::vector<int> rank_;                // kOrdered: node -> position in the seeded permutation
   std::vector<std::vector<Memo>> memo_;  // [node][shape]
 };
 

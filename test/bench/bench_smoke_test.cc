@@ -128,16 +128,48 @@ TEST_F(SmokeReplay, EveryBaselineReplaysTheSampleDeterministically) {
 
 TEST_F(SmokeReplay, LinkfitOverHttpWhenTheBinaryIsBuilt) {
   BenchOptions options = Options();
-  for (const char* candidate : {"/build/release/src/app/linkfit", "/build/dev/src/app/linkfit"}) {
-    if (access((kRoot + candidate).c_str(), X_OK) == 0) options.linkfit_binary = kRoot + candidate;
-  }
+#ifdef LINKFIT_SERVE_BINARY
+  options.linkfit_binary = LINKFIT_SERVE_BINARY;  // the `linkfit` target of this build tree
+#endif
   if (access(options.linkfit_binary.c_str(), X_OK) != 0) {
-    GTEST_SKIP() << "no linkfit binary built yet";
+    GTEST_SKIP() << "no linkfit binary at " << options.linkfit_binary;
   }
   options.policies = {"linkfit"};
-  auto summary = RunFgdExperiment(options);
+  auto first = RunFgdExperiment(options);
+  ASSERT_TRUE(first) << first.error().message;
+  const auto& result = (*first)["results"][0];
+  EXPECT_EQ(result["policy"], "linkfit");
+  EXPECT_GT(result["gpu_allocation_ratio"].get<double>(), 0.3);
+  EXPECT_LE(result["gpu_allocation_ratio"].get<double>(), 1.0);
+  // Same seed, same server answers: the replay is deterministic over HTTP too.
+  auto second = RunFgdExperiment(options);
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_EQ(result["gpu_allocation_ratio"], (*second)["results"][0]["gpu_allocation_ratio"]);
+}
+
+TEST_F(SmokeReplay, TopologyReplayPlacesEveryJobOnTheBestRingWithLinkfit) {
+  BenchOptions options = Options();
+  options.experiment = "topology";
+  options.trace_dir.clear();
+  options.nodes_per_group = 1;
+  options.jobs = 60;
+  options.policies = {"default-scheduler"};
+#ifdef LINKFIT_SERVE_BINARY
+  options.linkfit_binary = LINKFIT_SERVE_BINARY;
+  if (access(options.linkfit_binary.c_str(), X_OK) == 0) options.policies.push_back("linkfit");
+#endif
+  if (access((kRoot + "/../shared/traces/philly/philly_jobs_pollux_derived.csv").c_str(), R_OK) !=
+      0) {
+    GTEST_SKIP() << "no Philly trace next to the repository";
+  }
+  auto summary = RunTopologyExperiment(options);
   ASSERT_TRUE(summary) << summary.error().message;
-  EXPECT_GT((*summary)["results"][0]["gpu_allocation_ratio"].get<double>(), 0.3);
+  for (const auto& result : (*summary)["results"]) {
+    EXPECT_GT(result["gpu_utilisation"].get<double>(), 0.0) << result["policy"];
+    if (result["policy"] == "linkfit") {
+      EXPECT_EQ(result["optimal_ring_rate"].get<double>(), 1.0);
+    }
+  }
 }
 
 }  // namespace
