@@ -4,25 +4,68 @@
 
 namespace linkfit::state {
 
-ClusterCache::ClusterCache(MetricsSink* metrics)
-    : metrics_(metrics), index_(std::make_shared<state::Snapshot::NameIndex>()) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  PublishLocked();
+const std::vector<NodeStatePtr>& Snapshot::nodes() const {
+  std::call_once(nodes_once_, [this] {
+    nodes_.reserve(size_);
+    for (std::size_t i = 0; i < size_; ++i) {
+      nodes_.push_back((*(*chunks_)[i / kChunkSize])[i % kChunkSize]);
+    }
+  });
+  return nodes_;
 }
 
-void ClusterCache::PublishLocked() {
-  ++generation_;
-  published_ = std::make_shared<const state::Snapshot>(index_, nodes_, generation_);
+ClusterCache::ClusterCache(MetricsSink* metrics)
+    : metrics_(metrics),
+      index_(std::make_shared<NameIndex>()),
+      chunks_(std::make_shared<NodeChunks>()) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ChangedLocked();
+}
+
+void ClusterCache::ChangedLocked() {
+  dirty_ = true;
   if (metrics_ != nullptr) {
-    metrics_->SetCacheSizes(nodes_.size(), assumed_, pods_.size() - assumed_);
+    metrics_->SetCacheSizes(size_, assumed_, pods_.size() - assumed_);
   }
+}
+
+std::size_t ClusterCache::PositionLocked(std::string_view name) const { return index_->Find(name); }
+
+const NodeStatePtr& ClusterCache::NodeAtLocked(std::size_t position) const {
+  return (*(*chunks_)[position / kChunkSize])[position % kChunkSize];
+}
+
+void ClusterCache::SetNodeLocked(std::size_t position, NodeStatePtr state) {
+  if (!chunks_private_) {
+    chunks_ = std::make_shared<NodeChunks>(*chunks_);
+    chunks_private_ = true;
+  }
+  const std::size_t c = position / kChunkSize;
+  if (!chunk_private_[c]) {
+    (*chunks_)[c] = std::make_shared<NodeChunk>(*(*chunks_)[c]);
+    chunk_private_[c] = true;
+  }
+  (*(*chunks_)[c])[position % kChunkSize] = std::move(state);
+}
+
+void ClusterCache::AppendNodeLocked(NodeStatePtr state) {
+  if (size_ % kChunkSize == 0) {
+    if (!chunks_private_) {
+      chunks_ = std::make_shared<NodeChunks>(*chunks_);
+      chunks_private_ = true;
+    }
+    chunks_->push_back(std::make_shared<NodeChunk>());
+    chunk_private_.push_back(true);
+  }
+  ++size_;
+  SetNodeLocked(size_ - 1, std::move(state));
 }
 
 void ClusterCache::ReportLocked(const std::string& node_name) {
   if (metrics_ == nullptr) return;
-  const auto it = index_->find(node_name);
-  if (it == index_->end()) return;
-  const NodeState& node = *nodes_[it->second];
+  const std::size_t position = PositionLocked(node_name);
+  if (position == NameIndex::kNotFound) return;
+  const NodeState& node = *NodeAtLocked(position);
   const double used = node.UsedGpuEquivalents();
   metrics_->SetNodeDevices(node.name(), node.info().topology().gpu(0).model, used,
                            node.info().gpu_count() - used);
@@ -34,14 +77,16 @@ int ClusterCache::UpsertNode(NodeInfoPtr info) {
   auto fresh = std::make_shared<const NodeState>(info);
   NodeStatePtr state = fresh;
   int dropped = 0;
-  const auto it = index_->find(name);
-  if (it == index_->end()) {
-    auto index = std::make_shared<state::Snapshot::NameIndex>(*index_);
-    index->emplace(name, nodes_.size());
-    index_ = std::move(index);
-    nodes_.push_back(state);
+  const std::size_t position = PositionLocked(name);
+  if (position == NameIndex::kNotFound) {
+    if (!index_private_) {
+      index_ = std::make_shared<NameIndex>(*index_);
+      index_private_ = true;
+    }
+    index_->Insert(name, size_);
+    AppendNodeLocked(state);
   } else {
-    for (const auto& [uid, assignment] : nodes_[it->second]->pods()) {
+    for (const auto& [uid, assignment] : NodeAtLocked(position)->pods()) {
       auto next = state->Apply(assignment);
       if (next) {
         state = *next;
@@ -56,48 +101,65 @@ int ClusterCache::UpsertNode(NodeInfoPtr info) {
         ++dropped;
       }
     }
-    nodes_[it->second] = state;
+    SetNodeLocked(position, state);
   }
   ReportLocked(name);
-  PublishLocked();
+  ChangedLocked();
   return dropped;
 }
 
 void ClusterCache::RemoveNode(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = index_->find(name);
-  if (it == index_->end()) return;
-  for (const auto& entry : nodes_[it->second]->pods()) {
+  const std::size_t position = PositionLocked(name);
+  if (position == NameIndex::kNotFound) return;
+  for (const auto& entry : NodeAtLocked(position)->pods()) {
     const auto pod = pods_.find(entry.first);
     if (pod != pods_.end()) {
       if (pod->second.phase == PodPhase::kAssumed) --assumed_;
       pods_.erase(pod);
     }
   }
-  std::vector<NodeStatePtr> nodes;
-  auto index = std::make_shared<state::Snapshot::NameIndex>();
-  for (const NodeStatePtr& node : nodes_) {
-    if (node->name() == name) continue;
-    index->emplace(node->name(), nodes.size());
-    nodes.push_back(node);
+  // Rebuilt from scratch (node removal is rare): fresh, private structures.
+  std::vector<NodeStatePtr> kept;
+  kept.reserve(size_);
+  for (std::size_t i = 0; i < size_; ++i) {
+    if (i != position) kept.push_back(NodeAtLocked(i));
   }
-  nodes_ = std::move(nodes);
-  index_ = std::move(index);
+  index_ = std::make_shared<NameIndex>();
+  chunks_ = std::make_shared<NodeChunks>();
+  chunk_private_.clear();
+  index_private_ = true;
+  chunks_private_ = true;
+  size_ = 0;
+  for (NodeStatePtr& node : kept) {
+    index_->Insert(node->name(), size_);
+    AppendNodeLocked(std::move(node));
+  }
   if (metrics_ != nullptr) metrics_->RemoveNode(name);
-  PublishLocked();
+  ChangedLocked();
 }
 
 SnapshotPtr ClusterCache::Snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (dirty_) {
+    published_ = std::make_shared<const state::Snapshot>(index_, chunks_, size_, ++generation_);
+    // From now on the snapshot shares them: the next change copies what it touches.
+    dirty_ = false;
+    index_private_ = false;
+    chunks_private_ = false;
+    chunk_private_.assign(chunk_private_.size(), false);
+  }
   return published_;
 }
 
 Result<void> ClusterCache::ApplyLocked(const Assignment& assignment) {
-  const auto it = index_->find(assignment.node);
-  if (it == index_->end()) return MakeError("node " + assignment.node + " is unknown to linkfit");
-  auto next = nodes_[it->second]->Apply(assignment);
+  const std::size_t position = PositionLocked(assignment.node);
+  if (position == NameIndex::kNotFound) {
+    return MakeError("node " + assignment.node + " is unknown to linkfit");
+  }
+  auto next = NodeAtLocked(position)->Apply(assignment);
   if (!next) return tl::unexpected(next.error());
-  nodes_[it->second] = std::move(*next);
+  SetNodeLocked(position, std::move(*next));
   return {};
 }
 
@@ -109,13 +171,12 @@ Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
     if (pod->second.node != node) {
       return MakeError("pod " + uid + " is already bound to node " + pod->second.node);
     }
-    const auto it = index_->find(node);
-    const auto existing = nodes_[it->second]->pods().find(uid);
+    const auto existing = NodeAtLocked(PositionLocked(node))->pods().find(uid);
     return AssumeResult{existing->second, true};
   }
-  const auto it = index_->find(node);
-  if (it == index_->end()) return MakeError("node " + node + " is unknown to linkfit");
-  auto assignment = placer(*nodes_[it->second]);
+  const std::size_t position = PositionLocked(node);
+  if (position == NameIndex::kNotFound) return MakeError("node " + node + " is unknown to linkfit");
+  auto assignment = placer(*NodeAtLocked(position));
   if (!assignment) return tl::unexpected(assignment.error());
   assignment->pod_uid = uid;
   assignment->node = node;
@@ -123,7 +184,7 @@ Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
   pods_[uid] = PodEntry{PodPhase::kAssumed, node};
   ++assumed_;
   ReportLocked(node);
-  PublishLocked();
+  ChangedLocked();
   return AssumeResult{std::move(*assignment), false};
 }
 
@@ -133,12 +194,14 @@ void ClusterCache::Confirm(const std::string& uid) {
   if (pod == pods_.end() || pod->second.phase != PodPhase::kAssumed) return;
   pod->second.phase = PodPhase::kAdded;
   --assumed_;
-  PublishLocked();
+  ChangedLocked();
 }
 
 void ClusterCache::ReleaseLocked(const std::string& uid, const PodEntry& entry) {
-  const auto it = index_->find(entry.node);
-  if (it != index_->end()) nodes_[it->second] = nodes_[it->second]->Remove(uid);
+  const std::size_t position = PositionLocked(entry.node);
+  if (position != NameIndex::kNotFound) {
+    SetNodeLocked(position, NodeAtLocked(position)->Remove(uid));
+  }
   if (entry.phase == PodPhase::kAssumed) --assumed_;
   ReportLocked(entry.node);
 }
@@ -149,7 +212,7 @@ void ClusterCache::Forget(const std::string& uid) {
   if (pod == pods_.end() || pod->second.phase != PodPhase::kAssumed) return;
   ReleaseLocked(uid, pod->second);
   pods_.erase(pod);
-  PublishLocked();
+  ChangedLocked();
 }
 
 bool ClusterCache::Remove(const std::string& uid) {
@@ -158,7 +221,7 @@ bool ClusterCache::Remove(const std::string& uid) {
   if (pod == pods_.end()) return false;
   ReleaseLocked(uid, pod->second);
   pods_.erase(pod);
-  PublishLocked();
+  ChangedLocked();
   return true;
 }
 
@@ -170,7 +233,7 @@ Result<void> ClusterCache::AddBound(const Assignment& assignment) {
   if (auto applied = ApplyLocked(assignment); !applied) return tl::unexpected(applied.error());
   pods_[assignment.pod_uid] = PodEntry{PodPhase::kAdded, assignment.node};
   ReportLocked(assignment.node);
-  PublishLocked();
+  ChangedLocked();
   return {};
 }
 
@@ -184,9 +247,9 @@ std::optional<Assignment> ClusterCache::Find(const std::string& uid) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto pod = pods_.find(uid);
   if (pod == pods_.end()) return std::nullopt;
-  const auto it = index_->find(pod->second.node);
-  if (it == index_->end()) return std::nullopt;
-  const auto& pods = nodes_[it->second]->pods();
+  const std::size_t position = PositionLocked(pod->second.node);
+  if (position == NameIndex::kNotFound) return std::nullopt;
+  const auto& pods = NodeAtLocked(position)->pods();
   const auto found = pods.find(uid);
   if (found == pods.end()) return std::nullopt;
   return found->second;
@@ -195,8 +258,8 @@ std::optional<Assignment> ClusterCache::Find(const std::string& uid) const {
 std::vector<Assignment> ClusterCache::BoundAssignments(bool include_assumed) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Assignment> out;
-  for (const NodeStatePtr& node : nodes_) {
-    for (const auto& [uid, assignment] : node->pods()) {
+  for (std::size_t i = 0; i < size_; ++i) {
+    for (const auto& [uid, assignment] : NodeAtLocked(i)->pods()) {
       const auto pod = pods_.find(uid);
       if (pod != pods_.end() && (include_assumed || pod->second.phase == PodPhase::kAdded)) {
         out.push_back(assignment);
@@ -208,7 +271,7 @@ std::vector<Assignment> ClusterCache::BoundAssignments(bool include_assumed) con
 
 ClusterCache::Sizes ClusterCache::sizes() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return Sizes{nodes_.size(), assumed_, pods_.size() - assumed_};
+  return Sizes{size_, assumed_, pods_.size() - assumed_};
 }
 
 }  // namespace linkfit::state

@@ -1,0 +1,51 @@
+#pragma once
+
+// HttpConnection: a minimal blocking HTTP/1.1 client on one keep-alive TCP connection, for the
+// load client only. It sends what Go's net/http sends for kube-scheduler's extender calls
+// (POST, Content-Type: application/json, Content-Length, User-Agent: Go-http-client/1.1,
+// Accept-Encoding: gzip) and reads one response at a time (one request in flight), so that the
+// time it measures is the server's plus loopback, not a client library's.
+//
+// Thread-safety: none; one connection per thread.
+
+#include <string>
+#include <string_view>
+
+#include "linkfit/common/result.h"
+
+namespace linkfit::load {
+
+struct HttpResponse {
+  int status = 0;
+  std::string content_encoding;  // "" or e.g. "gzip"
+  std::string body;              // as received (still compressed when content_encoding is set)
+};
+
+class HttpConnection {
+ public:
+  HttpConnection() = default;
+  HttpConnection(const HttpConnection&) = delete;
+  HttpConnection& operator=(const HttpConnection&) = delete;
+  ~HttpConnection();
+
+  // Connects to host:port (IPv4 literal) with TCP_NODELAY.
+  Result<void> Connect(const std::string& host, int port);
+
+  // Sends one POST and reads the whole response into *response. The connection stays open.
+  Result<void> Post(std::string_view path, std::string_view body, HttpResponse* response);
+
+  void Close();
+
+ private:
+  Result<void> ReadResponse(HttpResponse* response);
+
+  int fd_ = -1;
+  std::string host_header_;
+  std::string head_;    // request head, rebuilt per call (reused capacity)
+  std::string buffer_;  // bytes received and not yet consumed
+};
+
+// Returns the gzip-decoded body (for checks only; never on a timed path).
+Result<std::string> Gunzip(std::string_view compressed);
+
+}  // namespace linkfit::load

@@ -1,0 +1,587 @@
+// linkfit-load: end-to-end latency of the extender verbs as kube-scheduler drives them
+// (DESIGN.md §11, issue 3 §5). It generates a standalone cluster of 8-GPU nodes, starts
+// `linkfit serve` and the parse-only baseline (bench/load/parse_only_main.cc) as child processes
+// pinned to one CPU, pins itself to another, and sends requests in the exact wire format over
+// one keep-alive connection with one request in flight (kube-scheduler's loop is serial):
+//
+//   - filter and prioritize, nodeCacheCapable (full Pod, "Nodes":null, "NodeNames":[...]) at
+//     each --sizes, against both servers, interleaved in --rounds so that noise hits both;
+//   - bind (own work: standalone mode without a state file makes no API call), each pod first
+//     seen by a small filter call, then released through POST /standalone/release;
+//   - filter in non-cache mode with full ~20 KB Node objects, checked byte for byte against the
+//     cache-mode answer;
+//   - server memory (VmRSS) and start-up CPU (utime + stime when "listening" is printed).
+//
+//   linkfit-load --linkfit build/release/src/app/linkfit
+//                --parse-only build/release/bench/load/linkfit-parse-only --repo .
+//
+// scripts/load.sh BUILD_DIR runs it with the defaults. Results go to stdout as Markdown.
+
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "child_server.h"
+#include "http_connection.h"
+#include "linkfit/common/strings.h"
+#include "workload.h"
+
+namespace linkfit::load {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string linkfit = "build/release/src/app/linkfit";
+  std::string parse_only = "build/release/bench/load/linkfit-parse-only";
+  std::string repo = ".";
+  int nodes = 5000;
+  std::vector<std::size_t> sizes = {1000, 5000};
+  int requests = 3000;  // measured requests per case at 1,000 names (fewer for larger sizes)
+  int warmup = 300;
+  int rounds = 3;
+  int binds = 1000;
+  int non_cache_nodes = 1000;
+  int non_cache_requests = 8;
+  int server_cpu = 0;
+  int client_cpu = 1;
+  std::uint64_t seed = 42;
+  std::string write_only;  // --write-config DIR: write the cluster and config files there, exit
+};
+
+const char* kUsage =
+    "usage: linkfit-load [--linkfit PATH] [--parse-only PATH] [--repo DIR] [--nodes N]\n"
+    "                    [--sizes 1000,5000] [--requests N] [--warmup N] [--rounds N]\n"
+    "                    [--binds N] [--non-cache-nodes N] [--non-cache-requests N]\n"
+    "                    [--server-cpu C] [--client-cpu C] (-1: no pinning) [--seed S]\n"
+    "                    [--write-config DIR] (write the server's files there and exit)\n";
+
+std::optional<Options> ParseOptions(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) return std::nullopt;
+    const std::string value = argv[++i];
+    const auto number = ParseInt(value);
+    const auto need_number = [&](int* out) {
+      if (!number) return false;
+      *out = static_cast<int>(*number);
+      return true;
+    };
+    if (arg == "--linkfit") {
+      o.linkfit = value;
+    } else if (arg == "--parse-only") {
+      o.parse_only = value;
+    } else if (arg == "--write-config") {
+      o.write_only = value;
+    } else if (arg == "--repo") {
+      o.repo = value;
+    } else if (arg == "--sizes") {
+      o.sizes.clear();
+      for (std::string_view field : Split(value, ',')) {
+        const auto size = ParseInt(field);
+        if (!size || *size <= 0) return std::nullopt;
+        o.sizes.push_back(static_cast<std::size_t>(*size));
+      }
+    } else if (arg == "--seed") {
+      if (!number) return std::nullopt;
+      o.seed = static_cast<std::uint64_t>(*number);
+    } else if (!(arg == "--nodes" && need_number(&o.nodes)) &&
+               !(arg == "--requests" && need_number(&o.requests)) &&
+               !(arg == "--warmup" && need_number(&o.warmup)) &&
+               !(arg == "--rounds" && need_number(&o.rounds)) &&
+               !(arg == "--binds" && need_number(&o.binds)) &&
+               !(arg == "--non-cache-nodes" && need_number(&o.non_cache_nodes)) &&
+               !(arg == "--non-cache-requests" && need_number(&o.non_cache_requests)) &&
+               !(arg == "--server-cpu" && need_number(&o.server_cpu)) &&
+               !(arg == "--client-cpu" && need_number(&o.client_cpu))) {
+      return std::nullopt;
+    }
+  }
+  if (o.rounds < 1) o.rounds = 1;
+  return o;
+}
+
+std::string Absolute(const std::string& path) {
+  char* resolved = ::realpath(path.c_str(), nullptr);
+  if (resolved == nullptr) return path;
+  std::string out = resolved;
+  std::free(resolved);
+  return out;
+}
+
+bool WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  return out.good();
+}
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (StartsWith(line, "model name")) {
+      const std::size_t colon = line.find(':');
+      return std::string(Trim(std::string_view(line).substr(colon + 1)));
+    }
+  }
+  return "unknown CPU";
+}
+
+// Latency samples of one case, in seconds.
+struct Samples {
+  std::vector<double> seconds;
+  double wall = 0;  // sum of the measured loops' wall time
+  int errors = 0;
+
+  double Percentile(double p) const {
+    if (seconds.empty()) return 0;
+    std::vector<double> sorted = seconds;
+    std::sort(sorted.begin(), sorted.end());
+    const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+    return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+  }
+  double Max() const {
+    return seconds.empty() ? 0 : *std::max_element(seconds.begin(), seconds.end());
+  }
+  double PerSecond() const { return wall > 0 ? static_cast<double>(seconds.size()) / wall : 0; }
+};
+
+std::string Ms(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f", seconds * 1000);
+  return text;
+}
+
+std::string Fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.*f", digits, value);
+  return text;
+}
+
+void Die(const std::string& message) {
+  std::cerr << "linkfit-load: " << message << "\n";
+  std::exit(1);
+}
+
+// A request body whose pod UID is rewritten before each send, so every request is a new pod.
+struct Body {
+  std::string text;
+  std::size_t uid_offset = 0;
+};
+
+class Driver {
+ public:
+  Driver(std::string name, ChildServer server)
+      : name_(std::move(name)), server_(std::move(server)) {
+    if (auto ok = connection_.Connect(server_.host(), server_.port()); !ok) Die(ok.error().message);
+  }
+
+  const std::string& name() const { return name_; }
+  ChildServer& server() { return server_; }
+
+  // Sends one request; returns its latency in seconds, or a negative value on failure.
+  double Send(std::string_view path, std::string_view body, HttpResponse* response) {
+    const auto start = Clock::now();
+    auto ok = connection_.Post(path, body, response);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (!ok) Die(name_ + ": " + ok.error().message);
+    return response->status == 200 ? seconds : -1;
+  }
+
+  // Runs `count` requests over `bodies` in rotation, recording latencies when `samples` is set.
+  void Run(std::string_view path, std::vector<Body>& bodies, int count, std::uint64_t* serial,
+           Samples* samples) {
+    HttpResponse response;
+    const auto start = Clock::now();
+    for (int i = 0; i < count; ++i) {
+      Body& body = bodies[static_cast<std::size_t>(i) % bodies.size()];
+      PatchUid(body.text, body.uid_offset, ++*serial);
+      const double seconds = Send(path, body.text, &response);
+      if (samples == nullptr) continue;
+      if (seconds < 0) {
+        ++samples->errors;
+      } else {
+        samples->seconds.push_back(seconds);
+      }
+    }
+    if (samples != nullptr)
+      samples->wall += std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+ private:
+  std::string name_;
+  ChildServer server_;
+  HttpConnection connection_;
+};
+
+std::string Decoded(const HttpResponse& response) {
+  if (response.content_encoding.empty()) return response.body;
+  if (response.content_encoding != "gzip")
+    Die("unexpected Content-Encoding " + response.content_encoding);
+  auto plain = Gunzip(response.body);
+  if (!plain) Die(plain.error().message);
+  return *plain;
+}
+
+// Checks one filter and one prioritize answer of linkfit for `size` names: every name is
+// accounted for exactly once, scores are integers in 0..10.
+void CheckReplies(Driver& linkfit, const std::string& filter_body,
+                  const std::string& prioritize_body, std::size_t size, std::string* encoding) {
+  HttpResponse response;
+  if (linkfit.Send("/scheduler/filter", filter_body, &response) < 0) {
+    Die("filter answered HTTP " + std::to_string(response.status) + ": " + Decoded(response));
+  }
+  *encoding = response.content_encoding;
+  const auto filter = nlohmann::json::parse(Decoded(response));
+  std::size_t accounted =
+      filter["FailedNodes"].size() + filter["FailedAndUnresolvableNodes"].size();
+  if (filter["NodeNames"].is_array()) accounted += filter["NodeNames"].size();
+  if (accounted != size || !filter["Error"].get<std::string>().empty()) {
+    Die("filter reply accounts for " + std::to_string(accounted) + " of " + std::to_string(size) +
+        " nodes");
+  }
+  if (linkfit.Send("/scheduler/prioritize", prioritize_body, &response) < 0) {
+    Die("prioritize answered HTTP " + std::to_string(response.status));
+  }
+  const auto scores = nlohmann::json::parse(Decoded(response));
+  if (!scores.is_array() || scores.size() != size) Die("prioritize reply has the wrong length");
+  for (const auto& entry : scores) {
+    const auto score = entry["Score"].get<std::int64_t>();
+    if (score < 0 || score > 10) Die("prioritize score out of range");
+  }
+}
+
+// The first name of a filter reply's NodeNames, or "".
+std::string FirstPassingName(const std::string& reply) {
+  const std::string marker = "\"NodeNames\":[\"";
+  const std::size_t at = reply.find(marker);
+  if (at == std::string::npos) return "";
+  const std::size_t start = at + marker.size();
+  return reply.substr(start, reply.find('"', start) - start);
+}
+
+struct CaseResult {
+  std::string verb;
+  std::size_t size = 0;
+  Samples linkfit;
+  Samples parse_only;
+};
+
+int Run(const Options& o) {
+  const std::string repo = Absolute(o.repo);
+  const std::string linkfit_path = Absolute(o.linkfit);
+  const std::string parse_only_path = Absolute(o.parse_only);
+  if (o.client_cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(static_cast<std::size_t>(o.client_cpu), &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0)
+      Die("cannot pin the client to CPU " + std::to_string(o.client_cpu));
+  }
+  char dir_template[] = "/tmp/linkfit-load-XXXXXX";
+  if (o.write_only.empty() && ::mkdtemp(dir_template) == nullptr) Die("mkdtemp failed");
+  const std::string work =
+      o.write_only.empty() ? std::string(dir_template) : Absolute(o.write_only);
+  const std::string load_before = ReadFirstLine("/proc/loadavg");
+  const auto run_start = Clock::now();
+
+  // Cluster files: the measured one, and a one-node-per-topology one for the memory baseline.
+  const GeneratedCluster cluster = MakeCluster(repo + "/config/topologies", o.nodes, o.seed);
+  const GeneratedCluster small = MakeCluster(repo + "/config/topologies", 7, o.seed);
+  const auto write_config = [&](const std::string& name, const GeneratedCluster& c) {
+    const std::string cluster_path = work + "/" + name + "-cluster.yaml";
+    const std::string config_path = work + "/" + name + "-config.yaml";
+    if (!WriteFile(cluster_path, c.yaml) ||
+        !WriteFile(config_path, "listen: \"127.0.0.1:0\"\nlog_level: warning\nmig_profiles_dir: " +
+                                    repo + "/config/mig\ncluster_file: " + cluster_path + "\n")) {
+      Die("cannot write to " + work);
+    }
+    return config_path;
+  };
+  const std::string config = write_config("load", cluster);
+  const std::string small_config = write_config("small", small);
+  if (!o.write_only.empty()) {
+    std::cout << "linkfit serve --config " << config << "\n";
+    return 0;
+  }
+
+  const auto start_linkfit = [&](const std::string& config_path) {
+    auto child =
+        ChildServer::Start({{linkfit_path, "serve", "--config", config_path}, o.server_cpu});
+    if (!child) Die(child.error().message);
+    return std::move(*child);
+  };
+  long long small_rss = 0;
+  double small_cpu = 0;
+  {
+    ChildServer baseline = start_linkfit(small_config);
+    small_rss = baseline.RssBytes();
+    small_cpu = baseline.startup_cpu_s();
+  }
+  // Start-up is measured three times; the last server is the one under load.
+  std::vector<double> startup_cpu;
+  std::vector<double> startup_wall;
+  for (int i = 0; i < 2; ++i) {
+    ChildServer trial = start_linkfit(config);
+    startup_cpu.push_back(trial.startup_cpu_s());
+    startup_wall.push_back(trial.startup_wall_s());
+  }
+  Driver linkfit("linkfit", start_linkfit(config));
+  startup_cpu.push_back(linkfit.server().startup_cpu_s());
+  startup_wall.push_back(linkfit.server().startup_wall_s());
+  const long long ready_rss = linkfit.server().RssBytes();
+  auto parse_child = ChildServer::Start({{parse_only_path}, o.server_cpu});
+  if (!parse_child) Die(parse_child.error().message);
+  Driver parse_only("parse-only", std::move(*parse_child));
+  const long long parse_only_rss = parse_only.server().RssBytes();
+
+  // Bodies: every pod shape at every size.
+  std::uint64_t serial = 0;
+  const std::vector<PodShape> shapes = PodShapes();
+  std::map<std::size_t, std::vector<Body>> bodies;
+  std::string reply_encoding;
+  for (const std::size_t size : o.sizes) {
+    if (size > cluster.names.size()) Die("--sizes exceeds --nodes");
+    for (const PodShape& shape : shapes) {
+      Body body;
+      body.text = CacheModeBody(PodJson(shape, ++serial), cluster.names, size);
+      body.uid_offset = UidOffset(body.text);
+      bodies[size].push_back(std::move(body));
+    }
+    CheckReplies(linkfit, bodies[size][0].text, bodies[size][0].text, size, &reply_encoding);
+  }
+
+  // Latency: per round, every case on both servers; warm-up in the first round only.
+  std::vector<CaseResult> cases;
+  for (const std::size_t size : o.sizes) {
+    for (const char* verb : {"filter", "prioritize"}) cases.push_back({verb, size, {}, {}});
+  }
+  for (int round = 0; round < o.rounds; ++round) {
+    for (CaseResult& c : cases) {
+      const std::string path = "/scheduler/" + c.verb;
+      const double scale = std::min(1.0, 1000.0 / static_cast<double>(c.size));
+      const int measured =
+          std::max(100, static_cast<int>(o.requests * std::max(scale, 0.34))) / o.rounds;
+      const int warmup = round == 0 ? static_cast<int>(o.warmup * scale) + 10 : 10;
+      for (Driver* driver : {&linkfit, &parse_only}) {
+        Samples& samples = driver == &linkfit ? c.linkfit : c.parse_only;
+        driver->Run(path, bodies[c.size], warmup, &serial, nullptr);
+        driver->Run(path, bodies[c.size], measured, &serial, &samples);
+      }
+    }
+  }
+
+  // Bind: a small filter so that linkfit knows the pod, then the timed bind, then a release.
+  Samples bind_samples;
+  Samples bind_parse_only;
+  Samples release_samples;
+  {
+    const PodShape one_gpu = shapes[1];
+    HttpResponse response;
+    for (int i = 0; i < o.binds; ++i) {
+      const std::uint64_t pod_serial = ++serial;
+      const std::string pod = PodJson(one_gpu, pod_serial);
+      const std::string filter =
+          CacheModeBody(pod, cluster.names, 16, static_cast<std::size_t>(i) * 16);
+      if (linkfit.Send("/scheduler/filter", filter, &response) < 0)
+        Die("filter before bind failed");
+      const std::string node = FirstPassingName(Decoded(response));
+      if (node.empty()) Die("no node passes the bind pod's filter");
+      const std::string uid = PodUid(pod_serial);
+      const std::string bind =
+          BindBody("trainer-" + std::to_string(pod_serial), "ml-research", uid, node);
+      const double seconds = linkfit.Send("/scheduler/bind", bind, &response);
+      if (seconds < 0 || Decoded(response) != R"({"Error":""})") {
+        Die("bind failed: " + Decoded(response));
+      }
+      bind_samples.seconds.push_back(seconds);
+      bind_samples.wall += seconds;
+      const double released =
+          linkfit.Send("/standalone/release", R"({"PodUID":")" + uid + "\"}", &response);
+      if (released < 0) Die("release failed: " + Decoded(response));
+      release_samples.seconds.push_back(released);
+      release_samples.wall += released;
+      const double baseline = parse_only.Send("/scheduler/bind", bind, &response);
+      if (baseline < 0) Die("parse-only bind failed");
+      bind_parse_only.seconds.push_back(baseline);
+      bind_parse_only.wall += baseline;
+    }
+  }
+
+  // Non-cache mode: full Node objects; linkfit's reply must equal the cache-mode reply with the
+  // passing Node objects echoed byte for byte.
+  Samples non_cache;
+  Samples non_cache_parse_only;
+  std::size_t non_cache_bytes = 0;
+  std::size_t non_cache_passing = 0;
+  if (o.non_cache_nodes > 0) {
+    const auto count = std::min(static_cast<std::size_t>(o.non_cache_nodes), cluster.names.size());
+    std::vector<std::string> objects;
+    std::map<std::string, std::size_t> position;
+    for (std::size_t i = 0; i < count; ++i) {
+      objects.push_back(NodeObjectJson(cluster.names[i], cluster.products[i]));
+      position[cluster.names[i]] = i;
+    }
+    const std::string pod = PodJson(shapes[0], ++serial);
+    Body body;
+    body.text = NonCacheModeBody(pod, objects);
+    body.uid_offset = UidOffset(body.text);
+    non_cache_bytes = body.text.size();
+    HttpResponse response;
+    if (linkfit.Send("/scheduler/filter", CacheModeBody(pod, cluster.names, count), &response) <
+        0) {
+      Die("cache-mode filter failed");
+    }
+    const std::string names_reply = Decoded(response);
+    const std::size_t list_start = names_reply.find("\"NodeNames\":[") + 13;
+    const std::size_t list_end = names_reply.find(']', list_start);
+    std::string expected = R"({"Nodes":{"metadata":{},"items":[)";
+    bool first = true;
+    for (std::string_view quoted :
+         Split(std::string_view(names_reply).substr(list_start, list_end - list_start), ',')) {
+      if (quoted.size() < 2) continue;
+      const std::string name(quoted.substr(1, quoted.size() - 2));
+      if (!first) expected += ',';
+      first = false;
+      expected += objects[position.at(name)];
+      ++non_cache_passing;
+    }
+    expected += R"(]},"NodeNames":null)";
+    expected += names_reply.substr(list_end + 1);
+    if (linkfit.Send("/scheduler/filter", body.text, &response) < 0 ||
+        Decoded(response) != expected) {
+      Die("non-cache filter reply differs from the cache-mode reply");
+    }
+    std::vector<Body> one = {body};
+    for (Driver* driver : {&linkfit, &parse_only}) {
+      driver->Run("/scheduler/filter", one, 2, &serial, nullptr);
+    }
+    for (int i = 0; i < o.non_cache_requests; ++i) {  // alternate the servers
+      linkfit.Run("/scheduler/filter", one, 1, &serial, &non_cache);
+      parse_only.Run("/scheduler/filter", one, 1, &serial, &non_cache_parse_only);
+    }
+  }
+
+  const long long end_rss = linkfit.server().RssBytes();
+  const long long parse_only_end_rss = parse_only.server().RssBytes();
+  const double total_s = std::chrono::duration<double>(Clock::now() - run_start).count();
+  const std::string load_after = ReadFirstLine("/proc/loadavg");
+
+  // ---- Report (Markdown) ----
+  std::ostringstream out;
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  out << "## linkfit-load\n\n";
+  out << "- machine: " << CpuModel() << ", " << ::sysconf(_SC_NPROCESSORS_ONLN)
+      << " online CPUs; server pinned to CPU " << o.server_cpu << ", client to CPU " << o.client_cpu
+      << " (-1 = unpinned)\n";
+  out << "- load average before: " << load_before << "; after: " << load_after << "\n";
+  out << "- cluster: " << o.nodes << " 8-GPU nodes (7 fixtures), " << cluster.allocations
+      << " pre-existing allocations, seed " << o.seed << "; pods rotate over";
+  for (const PodShape& shape : shapes) out << " [" << shape.label << "]";
+  out << ", a new UID per request\n";
+  out << "- replies Content-Encoding: " << (reply_encoding.empty() ? "identity" : reply_encoding)
+      << " (the client sends Accept-Encoding: gzip as Go does)\n";
+  out << "- whole run: " << Fixed(total_s, 1) << " s wall\n\n";
+  out << "### filter / prioritize, nodeCacheCapable, one request in flight (ms)\n\n";
+  out << "| verb | names | server | p50 | p90 | p99 | max | req/s | n | p50 ratio |\n";
+  out << "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const CaseResult& c : cases) {
+    for (const Samples* s : {&c.linkfit, &c.parse_only}) {
+      const bool is_linkfit = s == &c.linkfit;
+      out << "| " << c.verb << " | " << c.size << " | " << (is_linkfit ? "linkfit" : "parse-only")
+          << " | " << Ms(s->Percentile(0.5)) << " | " << Ms(s->Percentile(0.9)) << " | "
+          << Ms(s->Percentile(0.99)) << " | " << Ms(s->Max()) << " | " << Fixed(s->PerSecond(), 0)
+          << " | " << s->seconds.size()
+          << (s->errors ? " (" + std::to_string(s->errors) + " errors)" : "") << " | "
+          << (is_linkfit ? Fixed(c.linkfit.Percentile(0.5) / c.parse_only.Percentile(0.5), 2) + "x"
+                         : "")
+          << " |\n";
+    }
+  }
+  out << "\n### bind (own work; standalone, no state file), " << bind_samples.seconds.size()
+      << " binds on the " << o.nodes << "-node server (ms)\n\n";
+  out << "| call | p50 | p90 | p99 | max | per s |\n|---|---:|---:|---:|---:|---:|\n";
+  const auto row = [&](const char* what, const Samples& s) {
+    out << "| " << what << " | " << Ms(s.Percentile(0.5)) << " | " << Ms(s.Percentile(0.9)) << " | "
+        << Ms(s.Percentile(0.99)) << " | " << Ms(s.Max()) << " | " << Fixed(s.PerSecond(), 0)
+        << " |\n";
+  };
+  row("linkfit bind", bind_samples);
+  row("parse-only bind", bind_parse_only);
+  row("linkfit release (POST /standalone/release)", release_samples);
+  if (o.non_cache_nodes > 0) {
+    out << "\n### filter, non-cache mode: " << o.non_cache_nodes << " full Node objects ("
+        << Fixed(static_cast<double>(non_cache_bytes) / 1e6, 1) << " MB body), "
+        << non_cache_passing << " pass; reply checked byte for byte (ms)\n\n";
+    out << "| server | p50 | max | n |\n|---|---:|---:|---:|\n";
+    out << "| linkfit | " << Ms(non_cache.Percentile(0.5)) << " | " << Ms(non_cache.Max()) << " | "
+        << non_cache.seconds.size() << " |\n";
+    out << "| parse-only | " << Ms(non_cache_parse_only.Percentile(0.5)) << " | "
+        << Ms(non_cache_parse_only.Max()) << " | " << non_cache_parse_only.seconds.size() << " |\n";
+    out << "\nratio linkfit / parse-only (p50): "
+        << Fixed(non_cache.Percentile(0.5) / non_cache_parse_only.Percentile(0.5), 2) << "x\n";
+  }
+  const double per_node =
+      static_cast<double>(ready_rss - small_rss) / static_cast<double>(o.nodes - 7);
+  out << "\n### memory and start-up\n\n";
+  out << "| figure | value |\n|---|---:|\n";
+  out << "| RSS, linkfit ready with " << o.nodes << " nodes | "
+      << Fixed(static_cast<double>(ready_rss) / 1048576.0, 1) << " MiB |\n";
+  out << "| RSS, linkfit ready with 7 nodes | "
+      << Fixed(static_cast<double>(small_rss) / 1048576.0, 1) << " MiB |\n";
+  out << "| bytes per node ((RSS " << o.nodes << " - RSS 7) / " << o.nodes - 7 << ") | "
+      << Fixed(per_node, 0) << " B |\n";
+  out << "| RSS, linkfit after the run | " << Fixed(static_cast<double>(end_rss) / 1048576.0, 1)
+      << " MiB |\n";
+  out << "| RSS, parse-only ready / after the run | "
+      << Fixed(static_cast<double>(parse_only_rss) / 1048576.0, 1) << " / "
+      << Fixed(static_cast<double>(parse_only_end_rss) / 1048576.0, 1) << " MiB |\n";
+  out << "| start-up CPU to ready, " << o.nodes
+      << " nodes (median of 3; utime+stime, 10 ms ticks) | " << Fixed(median(startup_cpu), 2)
+      << " s |\n";
+  out << "| start-up wall to ready, " << o.nodes << " nodes (median of 3) | "
+      << Fixed(median(startup_wall), 2) << " s |\n";
+  out << "| start-up CPU to ready, 7 nodes | " << Fixed(small_cpu, 2) << " s |\n";
+  std::cout << out.str() << std::flush;
+  std::filesystem::remove_all(work);
+  return 0;
+}
+
+}  // namespace
+}  // namespace linkfit::load
+
+int main(int argc, char** argv) {
+  const auto options = linkfit::load::ParseOptions(argc, argv);
+  if (!options) {
+    std::cerr << linkfit::load::kUsage;
+    return 2;
+  }
+  return linkfit::load::Run(*options);
+}

@@ -1,0 +1,67 @@
+#pragma once
+
+// The load client's workload: a standalone cluster file of 8-GPU nodes (a mix of the
+// config/topologies fixtures, with existing allocations so that nodes differ) and request bodies
+// in kube-scheduler's exact wire format (full Pod objects; NodeNames in cache mode, full ~20 KB
+// Node objects otherwise).
+//
+// Thread-safety: pure functions.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace linkfit::load {
+
+struct GeneratedCluster {
+  std::string yaml;                   // the cluster file (topology paths absolute)
+  std::vector<std::string> names;     // every node, interleaved across the topologies
+  std::vector<std::string> products;  // nvidia.com/gpu.product of each node in `names`
+  int allocations = 0;
+};
+
+// `nodes` nodes spread evenly over the 8-GPU fixtures in `topology_dir`; about 60% of them get a
+// pre-existing allocation (whole GPUs, a full node, or GPU shares), drawn from `seed`.
+GeneratedCluster MakeCluster(const std::string& topology_dir, int nodes, std::uint64_t seed);
+
+// A pod shape kube-scheduler would send: whole GPUs with an optional linkfit.io/closeness hint.
+struct PodShape {
+  std::string label;  // e.g. "4 GPUs, nvlink preferred"
+  int gpus = 1;
+  std::string closeness;  // "" for none
+  bool required = false;
+};
+
+// The rotation of shapes the latency runs use.
+std::vector<PodShape> PodShapes();
+
+// A realistic full Pod object (as the scheduler's informer holds it: metadata, containers,
+// volumes, tolerations, status; no managedFields). Its metadata.uid ends with `serial` as 12
+// decimal digits, which PatchUid can rewrite in place.
+std::string PodJson(const PodShape& shape, std::uint64_t serial);
+
+// Rewrites the 12-digit serial of the first pod UID in `body` (found by UidOffset).
+std::size_t UidOffset(std::string_view body);
+void PatchUid(std::string& body, std::size_t offset, std::uint64_t serial);
+
+// {"Pod":<pod>,"Nodes":null,"NodeNames":[first `count` of names]}.
+std::string CacheModeBody(std::string_view pod, const std::vector<std::string>& names,
+                          std::size_t count, std::size_t first = 0);
+
+// A Node object of about 20 KB, shaped like a real GPU node (labels, annotations, capacity,
+// allocatable, conditions, addresses, node info, a long image list).
+std::string NodeObjectJson(const std::string& name, const std::string& product);
+
+// {"Pod":<pod>,"Nodes":{"metadata":{},"items":[<nodes>]},"NodeNames":null}.
+std::string NonCacheModeBody(std::string_view pod, const std::vector<std::string>& node_objects);
+
+// {"PodName":...,"PodNamespace":...,"PodUID":...,"Node":...} (Go field order).
+std::string BindBody(std::string_view pod_name, std::string_view pod_namespace,
+                     std::string_view uid, std::string_view node);
+
+// The pod UID used by PodJson for `serial`.
+std::string PodUid(std::uint64_t serial);
+
+}  // namespace linkfit::load

@@ -1,0 +1,51 @@
+#include "linkfit/state/name_index.h"
+
+#include <cstring>
+#include <functional>
+
+namespace linkfit::state {
+
+std::uint64_t NameIndex::Hash(std::string_view name) { return std::hash<std::string_view>{}(name); }
+
+std::size_t NameIndex::Find(std::string_view name) const {
+  if (slots_.empty()) return kNotFound;
+  const std::uint64_t hash = Hash(name);
+  const auto tag = static_cast<std::uint32_t>(hash >> 32);
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& slot = slots_[i];
+    if (slot.position == 0) return kNotFound;
+    if (slot.tag == tag && slot.length == name.size() &&
+        std::memcmp(arena_.data() + slot.offset, name.data(), name.size()) == 0) {
+      return slot.position - 1;
+    }
+  }
+}
+
+void NameIndex::Insert(std::string_view name, std::size_t position) {
+  if ((size_ + 1) * 2 > slots_.size()) Grow();
+  const std::uint64_t hash = Hash(name);
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = hash & mask;
+  while (slots_[i].position != 0) i = (i + 1) & mask;
+  slots_[i] =
+      Slot{static_cast<std::uint32_t>(hash >> 32), static_cast<std::uint32_t>(position + 1),
+           static_cast<std::uint32_t>(arena_.size()), static_cast<std::uint32_t>(name.size())};
+  arena_.append(name);
+  ++size_;
+}
+
+void NameIndex::Grow() {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});
+  const std::size_t mask = slots_.size() - 1;
+  for (const Slot& slot : old) {
+    if (slot.position == 0) continue;
+    const std::uint64_t hash = Hash(std::string_view(arena_.data() + slot.offset, slot.length));
+    std::size_t i = hash & mask;
+    while (slots_[i].position != 0) i = (i + 1) & mask;
+    slots_[i] = slot;
+  }
+}
+
+}  // namespace linkfit::state
