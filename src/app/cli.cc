@@ -16,6 +16,9 @@ commands:
          LEVEL: nvlink | pcie-switch | numa | socket | node
   serve  --config FILE [--cluster FILE] [--listen ADDR:PORT]
          the kube-scheduler extender (standalone mode with --cluster)
+  demo   [--config FILE]
+         a guided tour: starts the extender on the demo cluster (default config/demo.yaml),
+         schedules five pods over HTTP as kube-scheduler would and says what happened
 
 FILE is a topology document (JSON) or `nvidia-smi topo -m` output, optionally followed by
 `nvidia-smi --query-gpu=index,uuid,name,memory.total,pci.bus_id --format=csv` output.
@@ -34,6 +37,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (args[0] == "topo") return RunTopo(rest, out, err);
   if (args[0] == "place") return RunPlace(rest, out, err);
   if (args[0] == "serve") return RunServe(rest, out, err);
+  if (args[0] == "demo") return RunDemo(rest, out, err);
   err << "linkfit: unknown command \"" << args[0] << "\"\n" << kUsage;
   return 2;
 }

@@ -8,6 +8,7 @@
 //                 [--json]
 //   linkfit place --topology FILE --mig-profile NAME [--mig-used GPU:PROFILE@START,...] [--json]
 //   linkfit serve --config FILE [--cluster FILE] [--listen ADDR:PORT]
+//   linkfit demo  [--config FILE]
 //   linkfit explain ...
 //
 // FILE is a topology document or `nvidia-smi topo -m` text (optionally followed by the
@@ -28,5 +29,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
 // Subcommands (each takes the arguments after its name).
 int RunTopo(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int RunPlace(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// Starts the Service on 127.0.0.1:0 with the demo config (default config/demo.yaml, relative to
+// the current directory), schedules a few pods over HTTP and tells the story on `out`.
+int RunDemo(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace linkfit::app
