@@ -340,7 +340,7 @@ std::string Why(const Outcome& outcome) {
       const auto ring = outcome.rings.find(node);
       if (node != outcome.node && ring != outcome.rings.end()) others[ring->second].push_back(node);
     }
-    bool equal_ring_elsewhere = false;
+    bool equal_ring_scored_lower = false;
     const int best_other = others.empty() ? 0 : others.begin()->first;
     why = mine->second >= best_other ? "the fastest GPU set on offer; "
                                      : "not the fastest ring, but the best overall score; ";
@@ -349,7 +349,10 @@ std::string Why(const Outcome& outcome) {
       std::string group = Join(nodes, " and ");
       if (gbps == mine->second) {
         group += " also offered " + std::to_string(gbps) + " GB/s";
-        equal_ring_elsewhere = true;
+        for (const std::string& node : nodes) {
+          equal_ring_scored_lower =
+              equal_ring_scored_lower || ScoreOf(outcome, node) != ScoreOf(outcome, outcome.node);
+        }
       } else if (groups.empty() || gbps != others.rbegin()->first) {
         group += " offered " + std::to_string(gbps) + " GB/s";
       } else {
@@ -358,8 +361,8 @@ std::string Why(const Outcome& outcome) {
       groups.push_back(group);
     }
     why += Join(groups, ", ") + ".";
-    if (equal_ring_elsewhere) {
-      why += " At equal bandwidth the packing and fragmentation terms decide.";
+    if (equal_ring_scored_lower) {
+      why += " At equal bandwidth the packing and fragmentation terms decided.";
     }
   }
   std::vector<std::string> tied;
