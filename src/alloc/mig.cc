@@ -55,7 +55,10 @@ std::string DescribeSlices(std::uint8_t mask) {
     while (j + 1 < kMigMemorySlices && (mask & (1U << static_cast<unsigned>(j + 1))) != 0) ++j;
     if (!out.empty()) out += ",";
     out += std::to_string(i);
-    if (j > i) out += "-" + std::to_string(j);
+    if (j > i) {
+      out += '-';
+      out += std::to_string(j);
+    }
     i = j + 1;
   }
   return out;

@@ -23,8 +23,10 @@ nlohmann::json MaskList(const std::vector<topology::GpuMask>& masks) {
 std::string MaskText(const std::vector<topology::GpuMask>& masks) {
   std::string out;
   for (topology::GpuMask mask : masks) {
-    if (!out.empty()) out += " ";
-    out += "{" + JoinInts(alloc::MaskToIndexes(mask)) + "}";
+    if (!out.empty()) out += ' ';
+    out += '{';
+    out += JoinInts(alloc::MaskToIndexes(mask));
+    out += '}';
   }
   return out.empty() ? "-" : out;
 }

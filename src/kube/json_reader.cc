@@ -249,7 +249,7 @@ bool ReadStringView(Ctx& c, od::value& v, std::string_view where, std::size_t in
   const std::string_view token = TrimRight(v.raw_json_token());
   auto place = [&]() { return index == kNoIndex ? std::string(where) : Indexed(where, index); };
   if (token.size() < 2 || token.front() != '"' || token.back() != '"') {
-    od::json_type type;
+    od::json_type type = od::json_type::null;
     if (!GetType(c, v, &type, place())) return false;
     return WrongType(c, place(), "a string", type);
   }
