@@ -40,6 +40,19 @@ Result<void> NodeState::AddInPlace(const Assignment& a) {
   if ((a.gpus & ~info_->table->topology().all_gpus()) != 0 || a.gpus == 0) {
     return MakeError("assignment names GPUs this node does not have");
   }
+  // The per-GPU pod counts follow `gpus`, so it must name exactly the GPUs of the slots.
+  unsigned slot_gpus = 0;
+  for (const Assignment::ShareSlot& slot : a.shares) slot_gpus |= 1u << (slot.gpu & 31);
+  for (const Assignment::MigSlot& slot : a.mig) slot_gpus |= 1u << (slot.gpu & 31);
+  const bool slots_match =
+      a.kind == Assignment::Kind::kWhole
+          ? a.shares.empty() && a.mig.empty()
+          : slot_gpus == a.gpus &&
+                (a.kind == Assignment::Kind::kShared ? a.mig.empty() : a.shares.empty());
+  if (!slots_match) {
+    return MakeError("assignment of pod " + a.pod_uid +
+                     ": its GPU list does not match its MIG instances or shares");
+  }
   switch (a.kind) {
     case Assignment::Kind::kWhole:
       if ((a.gpus & ~whole_free()) != 0) {

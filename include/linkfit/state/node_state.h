@@ -106,7 +106,8 @@ class NodeState {
   NodeInfoPtr info_;
   GpuMask whole_used_ = 0;
   std::array<std::uint16_t, topology::kMaxGpus> shared_milli_{};
-  std::array<std::uint8_t, topology::kMaxGpus> pods_per_gpu_{};
+  // Up to 1000 pods can share one GPU (1/1000 each), so a byte is not enough.
+  std::array<std::uint16_t, topology::kMaxGpus> pods_per_gpu_{};
   std::array<alloc::MigGpuState, topology::kMaxGpus> mig_{};
   std::map<std::string, Assignment> pods_;
 };
