@@ -78,13 +78,22 @@ Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaul
   request.closeness = defaults.closeness;
   request.policy = defaults.policy;
 
-  // Resources.
+  // Resources. The *_source strings name where each kind was asked for, for error messages.
   int whole = 0;
   int share_milli = 0;
+  int mig_resource_count = 0;
+  std::string whole_source;
+  std::string mig_source;
+  std::string share_source;
   for (const auto& [name, milli] : pod.requests) {
     if (name == kGpuResource) {
       if (milli == 0) continue;
       LINKFIT_ASSIGN_OR_RETURN(whole, DeviceCount(milli, name));
+      if (whole > topology::kMaxGpus) {
+        return MakeError("resource " + name + " asks for " + std::to_string(whole) +
+                         " GPUs; no node has more than " + std::to_string(topology::kMaxGpus));
+      }
+      whole_source = "resource " + name;
     } else if (StartsWith(name, kMigResourcePrefix)) {
       if (milli == 0) continue;
       if (!request.mig_profile.empty()) {
@@ -93,7 +102,9 @@ Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaul
                          "); linkfit places one profile per pod");
       }
       request.mig_profile = name.substr(std::string_view(kMigResourcePrefix).size());
-      LINKFIT_ASSIGN_OR_RETURN(request.count, DeviceCount(milli, name));
+      LINKFIT_ASSIGN_OR_RETURN(mig_resource_count, DeviceCount(milli, name));
+      request.count = mig_resource_count;
+      mig_source = "resource " + name;
     } else if (name == defaults.shared_gpu_resource) {
       if (milli == 0) continue;
       if (milli % 1000 != 0 || milli / 1000 < 1 || milli / 1000 > 1000) {
@@ -101,6 +112,7 @@ Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaul
                          std::to_string(static_cast<double>(milli) / 1000.0));
       }
       share_milli = static_cast<int>(milli / 1000);
+      share_source = "resource " + name;
     }
   }
 
@@ -119,6 +131,7 @@ Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaul
                        defaults.shared_gpu_resource);
     }
     share_milli = annotated_share;
+    if (share_source.empty()) share_source = "annotation linkfit.io/gpu-share";
   }
   if (const std::string* text = Annotation(pod, kAnnotationMigProfile)) {
     if (text->empty()) return MakeError("annotation linkfit.io/mig-profile is empty");
@@ -127,6 +140,7 @@ Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaul
                        ") disagrees with resource " + kMigResourcePrefix + request.mig_profile);
     }
     request.mig_profile = *text;
+    if (mig_source.empty()) mig_source = "annotation linkfit.io/mig-profile";
   }
   if (const std::string* text = Annotation(pod, kAnnotationCloseness)) {
     auto level = alloc::ParseCloseness(*text);
@@ -152,7 +166,12 @@ Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaul
 
   const int kinds = (whole > 0) + (!request.mig_profile.empty()) + (share_milli > 0);
   if (kinds > 1) {
-    return MakeError("pod mixes whole GPUs, MIG instances and GPU shares; ask for one kind");
+    std::string mixed;
+    for (const std::string* source : {&whole_source, &mig_source, &share_source}) {
+      if (!source->empty()) mixed += (mixed.empty() ? "" : ", ") + *source;
+    }
+    return MakeError("pod mixes whole GPUs, MIG instances and GPU shares (" + mixed +
+                     "); ask for one kind");
   }
   if (whole > 0) {
     if (annotated_count != 0 && annotated_count != whole) {
@@ -163,6 +182,11 @@ Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaul
     request.count = whole;
   } else if (!request.mig_profile.empty()) {
     request.kind = GpuRequest::Kind::kMig;
+    if (mig_resource_count != 0 && annotated_count != 0 && annotated_count != mig_resource_count) {
+      return MakeError("annotation linkfit.io/gpus (" + std::to_string(annotated_count) +
+                       ") disagrees with " + mig_source + " (" +
+                       std::to_string(mig_resource_count) + ")");
+    }
     if (request.count == 0) request.count = annotated_count == 0 ? 1 : annotated_count;
   } else if (share_milli > 0) {
     request.kind = GpuRequest::Kind::kShared;

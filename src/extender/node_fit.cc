@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "linkfit/common/strings.h"
+
 namespace linkfit::extender {
 namespace {
 
@@ -12,11 +14,28 @@ NodeFit NotFit(std::string reason, bool unresolvable) {
   return fit;
 }
 
+// The GPUs that can ever serve whole or shared pods: those not configured in MIG mode.
+topology::GpuMask NonMigGpus(const state::NodeState& node) {
+  return static_cast<topology::GpuMask>(node.info().topology().all_gpus() &
+                                        ~node.info().mig_enabled);
+}
+
 NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node) {
-  const alloc::WholeGpuPlacement placement = alloc::PlaceWholeGpus(
-      *node.info().table, node.whole_free(),
-      alloc::WholeGpuRequest{request.count, request.closeness, request.policy});
-  if (!placement.fits) return NotFit(placement.reason, placement.unresolvable);
+  const alloc::WholeGpuRequest whole{request.count, request.closeness, request.policy};
+  const alloc::WholeGpuPlacement placement =
+      alloc::PlaceWholeGpus(*node.info().table, node.whole_free(), whole);
+  if (!placement.fits) {
+    // Unresolvable also when it would not fit even with every pod gone: GPUs in MIG mode never
+    // serve whole-GPU pods, so evicting pods (preemption) cannot help.
+    const bool never = placement.unresolvable ||
+                       !alloc::PlaceWholeGpus(*node.info().table, NonMigGpus(node), whole).fits;
+    std::string reason = placement.reason;
+    if (never && !placement.unresolvable && node.info().mig_enabled != 0) {
+      reason +=
+          " (GPUs " + JoinInts(alloc::MaskToIndexes(node.info().mig_enabled)) + " are in MIG mode)";
+    }
+    return NotFit(std::move(reason), never);
+  }
   NodeFit fit;
   fit.fits = true;
   fit.reason = placement.closeness_met ? "" : placement.reason;
@@ -56,8 +75,19 @@ NodeFit FitMig(const GpuRequest& request, const state::NodeState& node) {
   auto decision = planner->ChooseRequest(views, profiles);
   if (!decision) return NotFit(decision.error().message, true);
   if (!decision->fits) {
-    // Freeing instances (preemption) can help only where GPUs are in MIG mode already.
-    return NotFit(decision->reason, node.info().mig_enabled == 0);
+    // Freeing instances (preemption) can help only if the request fits the MIG-mode GPUs once
+    // they are empty; reconfiguring GPUs is an operator's action, not a preemption.
+    bool never = node.info().mig_enabled == 0;
+    if (!never) {
+      std::vector<alloc::MigGpuView> empty = views;
+      for (alloc::MigGpuView& view : empty) {
+        view.pods = 0;
+        view.state = alloc::MigGpuState();
+      }
+      const auto when_empty = planner->ChooseRequest(empty, profiles);
+      never = !when_empty || !when_empty->fits;
+    }
+    return NotFit(decision->reason, never);
   }
   NodeFit fit;
   fit.fits = true;
@@ -73,8 +103,10 @@ NodeFit FitMig(const GpuRequest& request, const state::NodeState& node) {
 
 NodeFit FitShared(const GpuRequest& request, const state::NodeState& node,
                   const FitOptions& options) {
-  if (request.count > node.info().gpu_count()) {
-    return NotFit("node has " + std::to_string(node.info().gpu_count()) + " GPUs, shares on " +
+  const int usable = __builtin_popcount(NonMigGpus(node));
+  if (request.count > usable) {
+    return NotFit("node has " + std::to_string(usable) + " GPUs that can be shared (" +
+                      std::to_string(node.info().gpu_count()) + " in all), shares on " +
                       std::to_string(request.count) + " distinct GPUs requested",
                   true);
   }

@@ -1,0 +1,146 @@
+#pragma once
+
+// Helpers for the Extender tests: a fake Binder that records calls and can be told to fail, pod
+// views with GPU requests, and cache-mode / non-cache-mode ExtenderArgs.
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "linkfit/extender/extender.h"
+#include "testing/cluster.h"
+
+namespace linkfit::extender::testing {
+
+class FakeBinder final : public Binder {
+ public:
+  Result<void> Bind(const BindTarget& target, const state::Assignment& assignment) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    binds_.push_back({target, assignment});
+    if (!fail_with_.empty()) return MakeError(fail_with_);
+    return {};
+  }
+  void Released(const std::string& pod_uid) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    released_.push_back(pod_uid);
+  }
+  void FailWith(std::string message) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fail_with_ = std::move(message);
+  }
+  std::size_t bind_calls() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return binds_.size();
+  }
+  std::pair<BindTarget, state::Assignment> last_bind() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return binds_.back();
+  }
+  std::vector<std::string> released() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return released_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::string fail_with_;
+  std::vector<std::pair<BindTarget, state::Assignment>> binds_;
+  std::vector<std::string> released_;
+};
+
+// A pod asking for `gpus` whole GPUs through nvidia.com/gpu, with extra annotations.
+inline kube::PodView GpuPod(const std::string& uid, int gpus, kube::StringMap annotations = {}) {
+  kube::PodView pod;
+  pod.name = "pod-" + uid;
+  pod.pod_namespace = "ml";
+  pod.uid = uid;
+  if (gpus > 0) pod.requests["nvidia.com/gpu"] = std::int64_t{gpus} * 1000;
+  pod.requests["cpu"] = 500;
+  pod.annotations = std::move(annotations);
+  return pod;
+}
+
+inline kube::StringMap NvlinkRequired() {
+  return {{"linkfit.io/closeness", "nvlink"}, {"linkfit.io/closeness-policy", "required"}};
+}
+
+// Cache-mode args (NodeNames). `names` must outlive the args.
+inline kube::ExtenderArgs NamesArgs(const kube::PodView& pod,
+                                    const std::vector<std::string>& names) {
+  kube::ExtenderArgs args;
+  args.pod = pod;
+  args.node_names_given = true;
+  for (const std::string& name : names) args.node_names.push_back(name);
+  return args;
+}
+
+// Non-cache-mode args (Nodes): `raw` holds each node's JSON and must outlive the args.
+inline kube::ExtenderArgs NodesArgs(const kube::PodView& pod, const std::vector<std::string>& names,
+                                    const std::vector<std::string>& raw) {
+  kube::ExtenderArgs args;
+  args.pod = pod;
+  args.nodes_given = true;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    args.node_names.push_back(names[i]);
+    kube::NodeItem item;
+    item.raw_json = raw[i];
+    item.view.name = names[i];
+    args.nodes.push_back(std::move(item));
+  }
+  return args;
+}
+
+inline kube::BindingArgs BindArgs(const kube::PodView& pod, const std::string& node) {
+  return kube::BindingArgs{pod.name, pod.pod_namespace, pod.uid, node};
+}
+
+// Returns the reason for `node` in a failure list, or "" if it is not there.
+inline std::string ReasonFor(const std::vector<kube::NodeFailure>& failures,
+                             std::string_view node) {
+  for (const kube::NodeFailure& failure : failures) {
+    if (failure.node == node) return failure.reason.empty() ? "(empty reason)" : failure.reason;
+  }
+  return "";
+}
+
+// A cache, binder and extender over a few fixture nodes.
+class ExtenderFixture : public ::testing::Test {
+ protected:
+  explicit ExtenderFixture(ExtenderOptions options = {})
+      : extender_(cache_, options, binder_, metrics_) {}
+
+  void AddNode(const std::string& name, const std::string& fixture, topology::GpuMask mig = 0) {
+    cache_.UpsertNode(linkfit::testing::MakeNodeInfo(name, fixture, mig));
+  }
+  // Records a bound pod holding `gpus` whole.
+  void Hold(const std::string& uid, const std::string& node, topology::GpuMask gpus) {
+    state::Assignment a;
+    a.pod_uid = uid;
+    a.pod_namespace = "ml";
+    a.pod_name = "pod-" + uid;
+    a.node = node;
+    a.gpus = gpus;
+    auto added = cache_.AddBound(a);
+    ASSERT_TRUE(added.has_value()) << added.error().message;
+  }
+  // The node's whole GPUs in use (all bits set if the node is unknown, which fails the test).
+  topology::GpuMask WholeUsed(const std::string& node) const {
+    const state::SnapshotPtr snapshot = cache_.Snapshot();
+    const state::NodeState* found = snapshot->Find(node);
+    if (found == nullptr) {
+      ADD_FAILURE() << "unknown node " << node;
+      return static_cast<topology::GpuMask>(~0u);
+    }
+    return found->whole_used();
+  }
+
+  state::ClusterCache cache_;
+  FakeBinder binder_;
+  NullMetrics metrics_;
+  Extender extender_;
+};
+
+}  // namespace linkfit::extender::testing
