@@ -42,9 +42,11 @@ Result<std::unique_ptr<Service>> Service::Start(const Config& config) {
   LINKFIT_ASSIGN_OR_RETURN(
       s.stats_, LoadClusterFile(*config.cluster_file, config, s.registry_, s.catalog_, *s.cache_));
   if (config.state_file) {
-    int restored = 0;
-    LINKFIT_ASSIGN_OR_RETURN(restored, LoadStateFile(*config.state_file, *s.cache_));
-    s.stats_.allocations += restored;
+    // The state file replaces the cluster file's allocations (see standalone.h).
+    if (auto restored = LoadStateFile(*config.state_file, *s.cache_); !restored) {
+      return tl::unexpected(restored.error());
+    }
+    s.stats_.allocations = static_cast<int>(s.cache_->BoundAssignments().size());
   }
   s.binder_ = std::make_unique<StateFileBinder>(config.state_file.value_or(""), *s.cache_);
   extender::ExtenderOptions options;

@@ -20,6 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string Where(const std::string& source, const YAML::Node& node) {
+  if (!node.IsDefined()) return source;  // a missing key has no position (Mark() would throw)
   const YAML::Mark mark = node.Mark();
   if (mark.line < 0) return source;
   return source + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
@@ -58,6 +59,22 @@ Result<long> ScalarInt(const YAML::Node& node, const std::string& source, const 
   return static_cast<long>(*value);
 }
 
+// The same for the value of `key` in the mapping `parent`: a missing key is reported at the
+// mapping's line (the value has none).
+Result<std::string> ScalarString(const YAML::Node& parent, const char* key,
+                                 const std::string& source, const std::string& path) {
+  const YAML::Node node = parent[key];
+  if (!node) return MakeError(Where(source, parent) + ": " + path + ": missing key");
+  return ScalarString(node, source, path);
+}
+
+Result<long> ScalarInt(const YAML::Node& parent, const char* key, const std::string& source,
+                       const std::string& path, long min, long max) {
+  const YAML::Node node = parent[key];
+  if (!node) return MakeError(Where(source, parent) + ": " + path + ": missing key");
+  return ScalarInt(node, source, path, min, max);
+}
+
 std::string Resolve(const std::string& base_dir, const std::string& path) {
   if (path.empty() || fs::path(path).is_absolute() || base_dir.empty()) return path;
   return (fs::path(base_dir) / path).lexically_normal().string();
@@ -92,15 +109,15 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
   }
   state::Assignment a;
   std::string pod;
-  LINKFIT_ASSIGN_OR_RETURN(pod, ScalarString(item["pod"], source, path + ".pod"));
+  LINKFIT_ASSIGN_OR_RETURN(pod, ScalarString(item, "pod", source, path + ".pod"));
   const auto slash = pod.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == pod.size()) {
     return MakeError(Where(source, item["pod"]) + ": " + path + ".pod: expected namespace/name");
   }
   a.pod_namespace = pod.substr(0, slash);
   a.pod_name = pod.substr(slash + 1);
-  LINKFIT_ASSIGN_OR_RETURN(a.pod_uid, ScalarString(item["uid"], source, path + ".uid"));
-  LINKFIT_ASSIGN_OR_RETURN(a.node, ScalarString(item["node"], source, path + ".node"));
+  LINKFIT_ASSIGN_OR_RETURN(a.pod_uid, ScalarString(item, "uid", source, path + ".uid"));
+  LINKFIT_ASSIGN_OR_RETURN(a.node, ScalarString(item, "node", source, path + ".node"));
   const state::NodeState* node = snap.Find(a.node);
   if (node == nullptr) {
     return MakeError(Where(source, item["node"]) + ": " + path + ".node: unknown node " + a.node);
@@ -139,11 +156,11 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
       long start = 0;
       std::string profile;
       LINKFIT_ASSIGN_OR_RETURN(
-          gpu, ScalarInt(slot["gpu"], source, path + ".mig[].gpu", 0, gpu_count - 1));
+          gpu, ScalarInt(slot, "gpu", source, path + ".mig[].gpu", 0, gpu_count - 1));
       LINKFIT_ASSIGN_OR_RETURN(start,
-                               ScalarInt(slot["start"], source, path + ".mig[].start", 0, 7));
+                               ScalarInt(slot, "start", source, path + ".mig[].start", 0, 7));
       LINKFIT_ASSIGN_OR_RETURN(profile,
-                               ScalarString(slot["profile"], source, path + ".mig[].profile"));
+                               ScalarString(slot, "profile", source, path + ".mig[].profile"));
       const int index = node->info().mig->set().FindProfile(profile);
       if (index < 0) {
         return MakeError(Where(source, slot["profile"]) + ": " + path +
@@ -166,9 +183,9 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
       long gpu = 0;
       long milli = 0;
       LINKFIT_ASSIGN_OR_RETURN(
-          gpu, ScalarInt(slot["gpu"], source, path + ".shares[].gpu", 0, gpu_count - 1));
+          gpu, ScalarInt(slot, "gpu", source, path + ".shares[].gpu", 0, gpu_count - 1));
       LINKFIT_ASSIGN_OR_RETURN(milli,
-                               ScalarInt(slot["milli"], source, path + ".shares[].milli", 1, 1000));
+                               ScalarInt(slot, "milli", source, path + ".shares[].milli", 1, 1000));
       a.shares.push_back({static_cast<int>(gpu), static_cast<int>(milli)});
       mask |= 1u << gpu;
     }
@@ -241,16 +258,19 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& 
       }
       std::string topology_path;
       LINKFIT_ASSIGN_OR_RETURN(topology_path,
-                               ScalarString(entry["topology"], path, where + ".topology"));
+                               ScalarString(entry, "topology", path, where + ".topology"));
       topology_path = Resolve(base, topology_path);
       auto cached = topologies.find(topology_path);
       if (cached == topologies.end()) {
         auto spec = topology::LoadTopologyFile(topology_path);
-        if (!spec) return MakeError(Where(path, entry["topology"]) + ": " + spec.error().message);
+        if (!spec) {
+          return MakeError(Where(path, entry["topology"]) + ": " + where +
+                           ".topology: " + spec.error().message);
+        }
         auto topo = topology::BuildTopology(std::move(*spec), bandwidth);
         if (!topo) {
-          return MakeError(Where(path, entry["topology"]) + ": " + topology_path + ": " +
-                           topo.error().message);
+          return MakeError(Where(path, entry["topology"]) + ": " + where +
+                           ".topology: " + topology_path + ": " + topo.error().message);
         }
         for (const std::string& warning : (*topo)->warnings()) {
           log::Warning(topology_path + ": " + warning);
@@ -282,21 +302,23 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& 
                            ": give name, or name_prefix with count");
         }
         std::string name;
-        LINKFIT_ASSIGN_OR_RETURN(name, ScalarString(entry["name"], path, where + ".name"));
+        LINKFIT_ASSIGN_OR_RETURN(name, ScalarString(entry, "name", path, where + ".name"));
         node_names.push_back(name);
       } else {
         std::string prefix;
         long count = 0;
         LINKFIT_ASSIGN_OR_RETURN(prefix,
-                                 ScalarString(entry["name_prefix"], path, where + ".name_prefix"));
+                                 ScalarString(entry, "name_prefix", path, where + ".name_prefix"));
         LINKFIT_ASSIGN_OR_RETURN(count,
-                                 ScalarInt(entry["count"], path, where + ".count", 1, 100000));
+                                 ScalarInt(entry, "count", path, where + ".count", 1, 100000));
         for (long n = 0; n < count; ++n) node_names.push_back(prefix + std::to_string(n));
       }
       const alloc::PlacementTablePtr table = registry.Get(topo);
       for (const std::string& name : node_names) {
         if (!names.insert(name).second) {
-          return MakeError(Where(path, entry) + ": " + where + ": duplicate node name " + name);
+          const char* key = entry["name"] ? "name" : "name_prefix";
+          return MakeError(Where(path, entry[key]) + ": " + where + "." + key +
+                           ": duplicate node name " + name);
         }
         auto info = std::make_shared<state::NodeInfo>();
         info->name = name;
@@ -324,7 +346,20 @@ Result<int> LoadStateFile(const std::string& path, state::ClusterCache& cache) {
     if (auto keys = CheckKeys(root, path, "$", {"allocations"}); !keys) {
       return tl::unexpected(keys.error());
     }
-    return ApplyAllocations(root["allocations"], path, cache);
+    // The state file holds every allocation of the previous run, the cluster file's included and
+    // those released since left out, so it replaces the cluster file's allocations.
+    const std::vector<state::Assignment> seeded = cache.BoundAssignments(true);
+    for (const state::Assignment& a : seeded) cache.Remove(a.pod_uid);
+    int count = 0;
+    LINKFIT_ASSIGN_OR_RETURN(count, ApplyAllocations(root["allocations"], path, cache));
+    for (const state::Assignment& a : seeded) {
+      if (!cache.Find(a.pod_uid)) {
+        log::Warning(path + ": allocation of " + a.PodKey() + " (" + a.pod_uid +
+                     ") from the cluster file is not in the state file (released, or added "
+                     "after the state file was written); the state file wins");
+      }
+    }
+    return count;
   } catch (const YAML::Exception& e) {
     return MakeError(path + ": " + e.what());
   }

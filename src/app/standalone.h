@@ -19,8 +19,10 @@
 //     - {pod: ml/infer-0, uid: u2, node: a100-0, mig: [{gpu: 0, profile: 3g.40gb, start: 4}]}
 //     - {pod: ml/nb-0, uid: u3, node: l40s-3, shares: [{gpu: 2, milli: 300}]}
 //
-// The state file is JSON with the same `allocations` list. Unknown keys, bad values and
-// allocations that collide are errors naming the file, line and key.
+// The state file is JSON with the same `allocations` list: every allocation the service holds,
+// the cluster file's included. When it exists at start-up it replaces the cluster file's
+// allocations (so releases survive a restart). Unknown keys, bad values and allocations that
+// collide are errors naming the file, line and key.
 //
 // Thread-safety: loading functions are not thread-safe with respect to the cache they fill
 // (call them before serving); StateFileBinder is safe for concurrent use.
@@ -51,7 +53,8 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& 
                                          const alloc::MigCatalog& catalog,
                                          state::ClusterCache& cache);
 
-// Applies the allocations of a state file (missing file: nothing to do).
+// Replaces the cache's allocations with those of a state file (missing file: nothing to do).
+// Returns the number of allocations read.
 Result<int> LoadStateFile(const std::string& path, state::ClusterCache& cache);
 
 // Serialises assignments as {"allocations":[...]} (MIG profiles by name).
