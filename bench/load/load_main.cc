@@ -154,7 +154,8 @@ std::string CpuModel() {
 // Latency samples of one case, in seconds.
 struct Samples {
   std::vector<double> seconds;
-  double wall = 0;  // sum of the measured loops' wall time
+  double wall = 0;        // sum of the measured loops' wall time
+  double server_cpu = 0;  // the server's utime + stime over the measured loops
   int errors = 0;
 
   double Percentile(double p) const {
@@ -217,6 +218,7 @@ class Driver {
            Samples* samples) {
     HttpResponse response;
     const auto start = Clock::now();
+    const double cpu_start = samples != nullptr ? server_.CpuSeconds() : 0;
     for (int i = 0; i < count; ++i) {
       Body& body = bodies[static_cast<std::size_t>(i) % bodies.size()];
       PatchUid(body.text, body.uid_offset, ++*serial);
@@ -228,8 +230,10 @@ class Driver {
         samples->seconds.push_back(seconds);
       }
     }
-    if (samples != nullptr)
+    if (samples != nullptr) {
       samples->wall += std::chrono::duration<double>(Clock::now() - start).count();
+      samples->server_cpu += server_.CpuSeconds() - cpu_start;
+    }
   }
 
  private:
@@ -510,8 +514,12 @@ int Run(const Options& o) {
       << " (the client sends Accept-Encoding: gzip as Go does)\n";
   out << "- whole run: " << Fixed(total_s, 1) << " s wall\n\n";
   out << "### filter / prioritize, nodeCacheCapable, one request in flight (ms)\n\n";
-  out << "| verb | names | server | p50 | p90 | p99 | max | req/s | n | p50 ratio |\n";
-  out << "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  out << "Latency is wall time at the client; server CPU/req is the server process's utime + "
+         "stime over the measured requests divided by their number (robust against other work "
+         "sharing the server's CPU).\n\n";
+  out << "| verb | names | server | p50 | p90 | p99 | max | req/s | n | p50 ratio | server CPU/req "
+         "| CPU ratio |\n";
+  out << "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const CaseResult& c : cases) {
     for (const Samples* s : {&c.linkfit, &c.parse_only}) {
       const bool is_linkfit = s == &c.linkfit;
@@ -522,6 +530,12 @@ int Run(const Options& o) {
           << (s->errors ? " (" + std::to_string(s->errors) + " errors)" : "") << " | "
           << (is_linkfit ? Fixed(c.linkfit.Percentile(0.5) / c.parse_only.Percentile(0.5), 2) + "x"
                          : "")
+          << " | "
+          << Ms(s->server_cpu / static_cast<double>(std::max<std::size_t>(1, s->seconds.size())))
+          << " | "
+          << (is_linkfit
+                  ? Fixed(c.linkfit.server_cpu / std::max(1e-9, c.parse_only.server_cpu), 2) + "x"
+                  : "")
           << " |\n";
     }
   }
