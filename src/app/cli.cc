@@ -14,8 +14,10 @@ commands:
   place  --topology FILE --mig-profile NAME [--mig-used GPU:PROFILE@START,...] [--json]
          where the exact allocator puts a request on one node
          LEVEL: nvlink | pcie-switch | numa | socket | node
-  serve  --config FILE [--cluster FILE] [--listen ADDR:PORT]
+  serve  --config FILE [--cluster FILE] [--listen ADDR:PORT] [--state-file FILE]
          the kube-scheduler extender (standalone mode with --cluster)
+  explain --config FILE --pod POD.json [--cluster FILE] [--state-file FILE]
+         one line per node: does the pod fit, on which devices, or why not
   demo   [--config FILE]
          a guided tour: starts the extender on the demo cluster (default config/demo.yaml),
          schedules five pods over HTTP as kube-scheduler would and says what happened
@@ -38,6 +40,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (args[0] == "place") return RunPlace(rest, out, err);
   if (args[0] == "serve") return RunServe(rest, out, err);
   if (args[0] == "demo") return RunDemo(rest, out, err);
+  if (args[0] == "explain") return RunExplain(rest, out, err);
   err << "linkfit: unknown command \"" << args[0] << "\"\n" << kUsage;
   return 2;
 }

@@ -9,7 +9,7 @@
 //   linkfit place --topology FILE --mig-profile NAME [--mig-used GPU:PROFILE@START,...] [--json]
 //   linkfit serve --config FILE [--cluster FILE] [--listen ADDR:PORT]
 //   linkfit demo  [--config FILE]
-//   linkfit explain ...
+//   linkfit explain --config FILE --pod POD.json [--cluster FILE] [--state-file FILE]
 //
 // FILE is a topology document or `nvidia-smi topo -m` text (optionally followed by the
 // `--query-gpu` CSV); the format is detected.
@@ -32,5 +32,9 @@ int RunPlace(const std::vector<std::string>& args, std::ostream& out, std::ostre
 // Starts the Service on 127.0.0.1:0 with the demo config (default config/demo.yaml, relative to
 // the current directory), schedules a few pods over HTTP and tells the story on `out`.
 int RunDemo(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// One line per node of the configured cluster: whether the pod in POD.json (a Pod object) fits,
+// on which devices, or why not. Offline: loads the same files `serve` would, starts no server.
+int RunExplain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace linkfit::app

@@ -1,0 +1,92 @@
+// `linkfit explain`: one line per node saying whether and why a pod fits, computed offline from
+// the same config and cluster/state files `linkfit serve` would load (no server needed). A
+// running server answers the same question at POST /explain.
+
+#include <fstream>
+#include <ostream>
+#include <sstream>
+
+#include "app/flags.h"
+#include "app/service.h"
+#include "app/standalone.h"
+#include "linkfit/app/cli.h"
+#include "linkfit/extender/extender.h"
+#include "linkfit/kube/codec.h"
+
+namespace linkfit::app {
+
+Result<Config> ConfigFromFlags(const Flags& flags);
+
+namespace {
+
+// A Binder for a read-only question: explain never binds.
+class NoBinder final : public extender::Binder {
+ public:
+  Result<void> Bind(const extender::BindTarget&, const state::Assignment&) override {
+    return MakeError("explain does not bind");
+  }
+  void Released(const std::string&) override {}
+};
+
+}  // namespace
+
+int RunExplain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto flags = Flags::Parse(args, {{"config"}, {"cluster"}, {"state-file"}, {"pod"}});
+  if (!flags) {
+    err << "linkfit explain: " << flags.error().message << "\n";
+    return 2;
+  }
+  auto pod_path = flags->Require("pod");
+  auto config = ConfigFromFlags(*flags);
+  if (!pod_path || !config) {
+    err << "linkfit explain: " << (!pod_path ? pod_path.error() : config.error()).message << "\n";
+    return 2;
+  }
+  std::ifstream in(*pod_path);
+  if (!in) {
+    err << "linkfit explain: cannot read " << *pod_path << "\n";
+    return 2;
+  }
+  std::stringstream pod_json;
+  pod_json << in.rdbuf();
+  const std::string envelope = R"({"Pod":)" + pod_json.str() + R"(,"Nodes":null,"NodeNames":[]})";
+  auto decoded = kube::DecodeExtenderArgs(envelope);
+  if (!decoded) {
+    err << "linkfit explain: " << *pod_path << " is not a Pod: " << decoded.error().message << "\n";
+    return 2;
+  }
+  if (!config->cluster_file) {
+    err << "linkfit explain: no nodes: set cluster_file in the config (or --cluster)\n";
+    return 2;
+  }
+  auto catalog = alloc::MigCatalog::LoadDirectory(config->mig_profiles_dir);
+  if (!catalog) {
+    err << "linkfit explain: " << catalog.error().message << "\n";
+    return 1;
+  }
+  alloc::ModelRegistry registry;
+  NullMetrics metrics;
+  state::ClusterCache cache(&metrics);
+  if (auto loaded = LoadClusterFile(*config->cluster_file, *config, registry, *catalog, cache);
+      !loaded) {
+    err << "linkfit explain: " << loaded.error().message << "\n";
+    return 1;
+  }
+  if (config->state_file) {
+    if (auto restored = LoadStateFile(*config->state_file, cache); !restored) {
+      err << "linkfit explain: " << restored.error().message << "\n";
+      return 1;
+    }
+  }
+  auto options = ExtenderOptionsFrom(*config);
+  if (!options) {
+    err << "linkfit explain: " << options.error().message << "\n";
+    return 2;
+  }
+  NoBinder binder;
+  extender::Extender extender(cache, std::move(*options), binder, metrics);
+  for (const std::string& line : extender.Explain(decoded->pod)) out << line << "\n";
+  return 0;
+}
+
+}  // namespace linkfit::app
