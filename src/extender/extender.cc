@@ -175,11 +175,19 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
 
 std::string Extender::Bind(const kube::BindingArgs& args) {
   const BindTarget target{args.pod_name, args.pod_namespace, args.pod_uid, args.node};
+  // A repeated bind of a pod already on `args.node` is a success once the first bind is
+  // recorded. While the first is still in the binder its outcome is unknown (it may fail and be
+  // forgotten), so a repeat must not claim success; kube-scheduler retries.
+  const auto repeated = [&]() -> std::string {
+    if (cache_.Phase(args.pod_uid) == state::PodPhase::kAdded) return "";
+    return "a bind of pod " + args.pod_namespace + "/" + args.pod_name + " to " + args.node +
+           " is still in progress";
+  };
   const std::optional<PendingPod> pending = Recall(args.pod_uid);
   if (!pending) {
     if (const auto existing = cache_.Find(args.pod_uid)) {
       return existing->node == args.node
-                 ? std::string()
+                 ? repeated()
                  : "pod " + args.pod_uid + " is already bound to node " + existing->node;
     }
     return "linkfit has not seen pod " + args.pod_namespace + "/" + args.pod_name + " (" +
@@ -198,7 +206,7 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
         return std::move(fit.assignment);
       });
   if (!assumed) return assumed.error().message;
-  if (assumed->already) return "";
+  if (assumed->already) return repeated();
   auto bound = binder_.Bind(target, assumed->assignment);
   if (!bound) {
     cache_.Forget(args.pod_uid);

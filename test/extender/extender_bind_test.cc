@@ -1,6 +1,10 @@
 // Extender::Bind (re-check, idempotency, failing binder, unknown pods) and Extender::Preempt
 // (topology-aware victim checks, order and PDB counts kept, both request modes).
 
+#include <chrono>
+#include <condition_variable>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "extender/extender_testing.h"
@@ -129,6 +133,65 @@ TEST_F(BindTest, ReleaseFreesAndTellsTheBinder) {
   EXPECT_EQ(WholeUsed("h100"), 0);
   EXPECT_EQ(binder_.released(), std::vector<std::string>{"p1"});
   EXPECT_FALSE(extender_.Release("p1"));
+}
+
+// A Binder whose calls wait until the test opens it, so that a bind can be caught in flight.
+class GatedBinder final : public Binder {
+ public:
+  Result<void> Bind(const BindTarget&, const state::Assignment&) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    entered_ = true;
+    changed_.notify_all();
+    // Bounded: a broken test fails instead of hanging.
+    if (!changed_.wait_for(lock, std::chrono::seconds(30), [this] { return opened_; })) {
+      return MakeError("gate never opened");
+    }
+    if (!fail_with_.empty()) return MakeError(fail_with_);
+    return {};
+  }
+  void Released(const std::string&) override {}
+  bool WaitEntered() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(30), [this] { return entered_; });
+  }
+  void Open(std::string fail_with) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fail_with_ = std::move(fail_with);
+    opened_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool entered_ = false;
+  bool opened_ = false;
+  std::string fail_with_;
+};
+
+TEST(BindInFlightTest, ARepeatWhileTheFirstIsInTheBinderIsNotASuccess) {
+  state::ClusterCache cache;
+  cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
+  GatedBinder binder;
+  NullMetrics metrics;
+  Extender extender(cache, {}, binder, metrics);
+  const kube::PodView pod = GpuPod("p1", 2);
+  const std::vector<std::string> names = {"h100"};
+  ASSERT_EQ(extender.Filter(NamesArgs(pod, names)).node_names.size(), 1u);
+  std::string first;
+  std::thread binding([&] { first = extender.Bind(BindArgs(pod, "h100")); });
+  ASSERT_TRUE(binder.WaitEntered());
+  // The first bind's write is in flight: a repeat cannot know its outcome.
+  const std::string repeat = extender.Bind(BindArgs(pod, "h100"));
+  EXPECT_NE(repeat.find("still in progress"), std::string::npos) << repeat;
+  binder.Open("API server unavailable");
+  binding.join();
+  EXPECT_EQ(first, "API server unavailable");
+  EXPECT_EQ(cache.Phase("p1"), PodPhase::kInitial);
+  // The scheduler's retry then binds normally.
+  binder.Open("");
+  EXPECT_EQ(extender.Bind(BindArgs(pod, "h100")), "");
+  EXPECT_EQ(cache.Phase("p1"), PodPhase::kAdded);
 }
 
 // Preempt ---------------------------------------------------------------------------------------

@@ -193,6 +193,27 @@ class WideRangeTest : public testing::ExtenderFixture {
   WideRangeTest() : ExtenderFixture(Options()) {}
 };
 
+class FineScoresTest : public testing::ExtenderFixture {
+ protected:
+  static ExtenderOptions Options() {
+    ExtenderOptions options;
+    options.score_range = 100;
+    return options;
+  }
+  FineScoresTest() : ExtenderFixture(Options()) {}
+};
+
+TEST_F(FineScoresTest, OneGpuPrefersANodeWhosePairIsAlreadyBroken) {
+  AddNode("pair-intact", "ws-4x-rtxa6000-nvlink-pairs");
+  AddNode("pairs-broken", "ws-4x-rtxa6000-nvlink-pairs");
+  Hold("a", "pair-intact", Mask({0, 1}));
+  Hold("b", "pairs-broken", Mask({0, 2}));
+  const std::vector<std::string> names = {"pair-intact", "pairs-broken"};
+  const auto priorities = extender_.Prioritize(NamesArgs(GpuPod("p1", 1), names));
+  ASSERT_EQ(priorities.size(), 2u);
+  EXPECT_GT(priorities[1].score, priorities[0].score);
+}
+
 TEST_F(WideRangeTest, ScoreRangeAndWeightsComeFromTheOptions) {
   AddNode("dgx1", "dgx1-v100");
   AddNode("h100", "dgx-h100");
