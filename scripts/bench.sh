@@ -36,7 +36,15 @@ run() {
   echo "   -> $out_root/$experiment/report.md" >&2
 }
 
-run fgd --trace ../shared/traces/alibaba-gpu-2023 --workload default --seeds 42-51 \
-  --policies "$policies"
-# The topology, mig and latency experiments are not implemented yet (bench/RESULTS.md says what
-# is pending); add them here as they land.
+# linkfit runs with the recommended operator setting: scores on 0..100, extender weight 1
+# (bench/config/linkfit-fine.yaml; bench/RESULTS.md has the measurements behind it).
+linkfit_args=(--linkfit-config bench/config/linkfit-fine.yaml --weight 1)
+
+# FGD protocol: baselines in the paper simulator's mode (the default for fgd). linkfit takes
+# ~1-2 min per seed on a shared 2-core box (HTTP per pod); LINKFIT_BENCH_SEEDS narrows the seeds.
+run fgd --trace ../shared/traces/alibaba-gpu-2023 --workload default \
+  --seeds "${LINKFIT_BENCH_SEEDS:-42-51}" --policies "$policies" "${linkfit_args[@]}"
+# Mixed-topology cluster, Philly-shaped demand with departures (about 1 min for 10 seeds).
+run topology --seeds 42-51 --jobs 3000 --policies "${policies/dotprod,clustering,/}" \
+  "${linkfit_args[@]}"
+# The mig and latency experiments are not implemented yet (bench/RESULTS.md says so).

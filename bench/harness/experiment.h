@@ -31,10 +31,13 @@ struct BenchOptions {
   std::string in_tree_score = "least";  // least | most | none: the in-tree score beside linkfit
   int percentage_of_nodes_to_score = 100;
   double demand_limit = 1.3;
-  // Baselines' tie-break among equal best scores: "random" (kube-scheduler's selectHost) or
-  // "ordered" (first in a seeded node permutation, as the FGD paper's simulator in effect does).
-  std::string tie_break = "random";
-  bool integer_scores = false;  // baselines report the paper simulator's integer scores
+  // How baselines behave (linkfit always goes through kube-scheduler's pipeline):
+  //   "paper": as in the FGD paper's simulator: ties go to the first best node in a seeded node
+  //            permutation, and fgd reports floor(100 x sigmoid(decrease)) (default for fgd);
+  //   "kube":  kube-scheduler's selectHost (seeded random among the best), exact scores
+  //            (default for topology).
+  //   Empty: the experiment's default.
+  std::string baseline_mode;
   // topology experiment
   int nodes_per_group = 8;   // nodes of each of the five topologies
   int jobs = 2000;           // Philly-shaped jobs per seed

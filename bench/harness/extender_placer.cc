@@ -364,6 +364,14 @@ Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
                                      const BenchOptions& options) {
   auto dir = MakeTempDir("linkfit-bench-");
   if (!dir) return tl::unexpected(dir.error());
+  // Removes the folder unless the placer took it over.
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() {
+      std::error_code ignored;
+      if (!path.empty()) std::filesystem::remove_all(path, ignored);
+    }
+  } cleanup{*dir};
   auto cluster_file = WriteClusterFile(cluster, *dir);
   if (!cluster_file) return tl::unexpected(cluster_file.error());
   std::string config = options.linkfit_config;
@@ -379,7 +387,8 @@ Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
   }
   auto process = LinkfitProcess::Start(options.linkfit_binary, config, *cluster_file,
                                        *dir + "/linkfit.log", 60.0);
-  if (!process) return tl::unexpected(process.error());
+  if (!process) return tl::unexpected(process.error());  // the message quotes the log
+  cleanup.path.clear();
   return PlacerPtr(std::make_unique<ExtenderPlacer>(seed, options, *dir, std::move(*process)));
 }
 

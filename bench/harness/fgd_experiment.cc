@@ -155,7 +155,9 @@ const std::map<std::string, std::pair<double, int>>& PaperFigures() {
 
 }  // namespace
 
-Result<nlohmann::json> RunFgdExperiment(const BenchOptions& options) {
+Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
+  BenchOptions options = given;
+  if (options.baseline_mode.empty()) options.baseline_mode = "paper";
   const std::string trace_dir = options.trace_dir.empty()
                                     ? options.repo_root + "/../shared/traces/alibaba-gpu-2023"
                                     : options.trace_dir;
@@ -257,6 +259,7 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& options) {
   PlotLines(plot);
   return nlohmann::json{{"experiment", "fgd"},
                         {"workload", options.workload},
+                        {"baseline_mode", options.baseline_mode},
                         {"seeds", options.seeds},
                         {"cluster_gpus", total_gpus},
                         {"demand_limit_pct", options.demand_limit * 100},

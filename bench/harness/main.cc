@@ -34,14 +34,14 @@ options:
   --percentage-of-nodes-to-score P   sample of feasible nodes sent to linkfit (default: 100)
   --demand PCT         arrived demand to stop at, fgd (default: 130)
   --max-pods N         replay at most N pods per seed (smoke tests)
-  --tie-break MODE     random | ordered: how baselines pick among equal best scores (default:
-                       random; ordered = first in a seeded node permutation, like the FGD paper's
-                       simulator)
+  --baseline-mode M    paper | kube: baselines as in the FGD paper's simulator (ties to the
+                       first best node of a seeded node permutation, fgd's integer sigmoid
+                       score) or as under kube-scheduler (seeded random tie-break, exact scores).
+                       Default: paper for fgd, kube for the other experiments
   --nodes-per-group N  topology: nodes of each of the five topologies (default: 8)
   --jobs N             topology: Philly-shaped jobs per seed (default: 2000)
   --load PCT           topology: offered load in % of GPU capacity (default: 90)
   --comm-share PCT     topology: communication share of a step, slowdown model (default: 30)
-  --integer-scores     baselines report the FGD paper simulator's integer scores (fgd)
   --quiet              no per-seed progress lines
 )";
 
@@ -61,10 +61,6 @@ int main(int argc, char** argv) {
     const std::string flag = argv[i];
     if (flag == "--quiet") {
       options.quiet = true;
-      continue;
-    }
-    if (flag == "--integer-scores") {
-      options.integer_scores = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -112,8 +108,8 @@ int main(int argc, char** argv) {
       options.load = static_cast<double>(*number) / 100.0;
     } else if (flag == "--comm-share" && number && *number >= 0 && *number <= 100) {
       options.comm_share = static_cast<double>(*number) / 100.0;
-    } else if (flag == "--tie-break" && (value == "random" || value == "ordered")) {
-      options.tie_break = value;
+    } else if (flag == "--baseline-mode" && (value == "paper" || value == "kube")) {
+      options.baseline_mode = value;
     } else if (flag == "--max-pods" && number && *number >= 0) {
       options.max_pods = static_cast<std::size_t>(*number);
     } else {

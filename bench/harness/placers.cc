@@ -31,11 +31,12 @@ Result<PlacerPtr> MakePlacer(const std::string& policy, std::uint64_t seed,
                              const std::vector<PodSpec>& trace, const Cluster& cluster,
                              const BenchOptions& options) {
   if (policy == "linkfit") return MakeExtenderPlacer(seed, cluster, options);
-  auto baseline = MakeBaseline(policy, trace, options.integer_scores);
+  const bool paper = options.baseline_mode == "paper";
+  auto baseline = MakeBaseline(policy, trace, paper);
   if (!baseline) return tl::unexpected(baseline.error());
-  // `random` scores every node alike; its draw must stay uniform whatever the tie-break.
-  const TieBreak tie_break =
-      options.tie_break == "ordered" && policy != "random" ? TieBreak::kOrdered : TieBreak::kRandom;
+  // `random` scores every node alike; its draw must stay uniform whatever the tie-break (the
+  // paper's RandomScore gives every node a random score).
+  const TieBreak tie_break = paper && policy != "random" ? TieBreak::kOrdered : TieBreak::kRandom;
   return PlacerPtr(std::make_unique<PolicyPlacer>(std::move(*baseline), seed, tie_break));
 }
 

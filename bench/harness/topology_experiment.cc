@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <queue>
 #include <random>
 
@@ -87,7 +88,10 @@ double Mean(const std::vector<double>& values) {
 Result<Cluster> BuildMixedCluster(const BenchOptions& options) {
   Cluster cluster;
   for (const NodeGroup& group : kGroups) {
-    const std::string path = options.repo_root + "/config/topologies/" + group.file;
+    const std::string path =
+        std::filesystem::absolute(options.repo_root + "/config/topologies/" + group.file)
+            .lexically_normal()
+            .string();
     auto topology = LoadNodeTopology(path);
     if (!topology) return tl::unexpected(topology.error());
     for (int i = 0; i < options.nodes_per_group; ++i) {
@@ -292,7 +296,9 @@ Series Cdf(const std::string& name, std::vector<double> values) {
 
 }  // namespace
 
-Result<nlohmann::json> RunTopologyExperiment(const BenchOptions& options) {
+Result<nlohmann::json> RunTopologyExperiment(const BenchOptions& given) {
+  BenchOptions options = given;
+  if (options.baseline_mode.empty()) options.baseline_mode = "kube";
   std::vector<std::string> policies = options.policies;
   if (policies.empty()) {
     policies = {"linkfit", "default-scheduler", "random", "packing", "bestfit", "fgd"};
@@ -366,6 +372,7 @@ Result<nlohmann::json> RunTopologyExperiment(const BenchOptions& options) {
       {"cluster_gpus", total_gpus},
       {"jobs_per_seed", options.jobs},
       {"offered_load", options.load},
+      {"baseline_mode", options.baseline_mode},
       {"comm_share", options.comm_share},
       {"seeds", options.seeds},
       {"results", results},

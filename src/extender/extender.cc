@@ -150,11 +150,20 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   priorities.reserve(args.node_names.size());
   for (std::string_view name : args.node_names) priorities.push_back({name, 0});
   const auto request = ParseGpuRequest(args.pod, options_.defaults);
-  if (!request || request->kind == GpuRequest::Kind::kNone) {
+  if (!request) return priorities;
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  if (request->kind == GpuRequest::Kind::kNone) {
+    // A pod without GPUs still uses CPU and memory, which can strand a node's free GPUs: steer
+    // it to the nodes with the least free GPU capacity (FGD counts every free GPU as fragment
+    // for such a pod).
+    for (std::size_t i = 0; i < args.node_names.size(); ++i) {
+      const state::NodeState* node = snapshot->Find(args.node_names[i]);
+      if (node == nullptr) continue;
+      priorities[i].score = CpuOnlyScore(*node, options_.score_range);
+    }
     return priorities;
   }
   Remember(args.pod, *request);
-  const state::SnapshotPtr snapshot = cache_.Snapshot();
   std::vector<Candidate> candidates;
   std::vector<std::size_t> positions;
   const std::vector<const state::NodeState*> nodes = Resolve(*snapshot, args.node_names);

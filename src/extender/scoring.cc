@@ -57,15 +57,11 @@ double FragmentationOf(const FreeView& view, const std::vector<Shape>& shapes) {
   return fragmentation;
 }
 
-// Min-max normalisation where lower input is better; all-equal gives 1.
-std::vector<double> LowerIsBetter(const std::vector<double>& values) {
-  if (values.empty()) return {};
-  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
-  std::vector<double> out(values.size(), 1.0);
-  if (*hi - *lo <= 1e-9) return out;
-  for (std::size_t i = 0; i < values.size(); ++i) out[i] = (*hi - values[i]) / (*hi - *lo);
-  return out;
-}
+// Packing measures free capacity left on the node up to this many whole GPUs (8-GPU nodes span
+// the range; emptier 16-GPU nodes saturate at "not tight at all").
+constexpr double kPackingScaleGpus = 8.0;
+// Sigmoid slope of the fragmentation term per whole GPU of growth (FGD uses 1).
+constexpr double kFragmentationSlope = 1.0;
 
 double LookaheadRing(const alloc::PlacementTable& table, topology::GpuMask free) {
   return static_cast<double>(table.Lookahead(free) >> 35);
@@ -122,6 +118,11 @@ double Fragmentation(const state::NodeState& node, const std::vector<Shape>& sha
   return FragmentationOf(ViewOf(node), shapes);
 }
 
+std::int64_t CpuOnlyScore(const state::NodeState& node, int score_range) {
+  const double free = std::max(0.0, node.info().gpu_count() - node.UsedGpuEquivalents());
+  return std::lround((1.0 - std::min(free, kPackingScaleGpus) / kPackingScaleGpus) * score_range);
+}
+
 std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
                                      const std::vector<Candidate>& candidates,
                                      const std::vector<Shape>& shapes, const ScoreWeights& weights,
@@ -129,8 +130,7 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
   const std::size_t n = candidates.size();
   std::vector<double> topology_term(n, 1.0);
   std::vector<double> packing(n, 0.0);
-  std::vector<double> frag_growth(n, 0.0);
-  std::vector<double> look_loss(n, 0.0);
+  std::vector<double> fragmentation(n, 0.5);
   const bool multi_gpu = request.kind == GpuRequest::Kind::kWhole && request.count >= 2;
   double best_ring = 0;
   double best_sum = 0;
@@ -145,11 +145,25 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       topology_term[i] = 0.8 * candidates[i].fit.quality.ring_mbps / best_ring +
                          0.2 * (best_sum > 0 ? candidates[i].fit.quality.sum_mbps / best_sum : 1.0);
     }
+    // Packing, by bands: 2 = the pod only uses GPUs already in use (shares on a shared GPU),
+    // 1 = the node is already partly used, 0 = it opens an idle node. Within a band, the fewer
+    // whole-GPU equivalents left free on the node afterwards, the better (best fit).
     const double gpus = node.info().gpu_count();
-    packing[i] = std::min(1.0, (node.UsedGpuEquivalents() + request.GpuEquivalents()) / gpus);
+    const double used_before = node.UsedGpuEquivalents();
+    const double free_after = std::max(0.0, gpus - used_before - request.GpuEquivalents());
+    int band = used_before > 0 ? 1 : 0;
+    if (request.kind == GpuRequest::Kind::kShared && !a.shares.empty()) {
+      bool all_shared = true;
+      for (const state::Assignment::ShareSlot& slot : a.shares) {
+        all_shared = all_shared && node.shared_milli(slot.gpu) > 0;
+      }
+      if (all_shared) band = 2;
+    }
+    packing[i] = (band + (1.0 - std::min(free_after, kPackingScaleGpus) / kPackingScaleGpus)) / 3.0;
     if (request.kind == GpuRequest::Kind::kWhole || request.kind == GpuRequest::Kind::kShared) {
       FreeView before = ViewOf(node);
       FreeView after = before;
+      double look = 1.0;
       if (a.kind == state::Assignment::Kind::kWhole) {
         for (int g = 0; g < before.gpus; ++g) {
           if ((a.gpus >> g) & 1u) {
@@ -158,9 +172,14 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
           }
         }
         const topology::GpuMask free = node.whole_free();
-        look_loss[i] =
+        const double lost =
             LookaheadRing(*node.info().table, free) -
             LookaheadRing(*node.info().table, static_cast<topology::GpuMask>(free & ~a.gpus));
+        // Scaled by what the idle node offers, so losing an NVLink pair costs more than
+        // losing a PCIe pair on the same kind of node.
+        const auto all = static_cast<topology::GpuMask>((1u << before.gpus) - 1u);
+        const double idle_ahead = LookaheadRing(*node.info().table, all);
+        look = idle_ahead > 0 ? 1.0 - std::clamp(lost / idle_ahead, 0.0, 1.0) : 1.0;
       } else {
         for (const state::Assignment::ShareSlot& slot : a.shares) {
           int& free = after.free[static_cast<std::size_t>(slot.gpu)];
@@ -168,21 +187,22 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
           free -= slot.milli;
         }
       }
-      frag_growth[i] = FragmentationOf(after, shapes) - FragmentationOf(before, shapes);
+      // FGD's own scale: the growth of expected fragmentation in whole GPUs through a sigmoid
+      // (0.5 = no change), so the term is comparable across requests and never amplifies a
+      // tiny difference to the full range the way a min-max over candidates would.
+      const double growth_gpus =
+          (FragmentationOf(after, shapes) - FragmentationOf(before, shapes)) / 1000.0;
+      const double frag = 1.0 / (1.0 + std::exp(growth_gpus * kFragmentationSlope));
+      fragmentation[i] = a.kind == state::Assignment::Kind::kWhole ? 0.5 * frag + 0.5 * look : frag;
     }
   }
-  const std::vector<double> frag_term = LowerIsBetter(frag_growth);
-  const std::vector<double> look_term = LowerIsBetter(look_loss);
   const double weight_total = weights.topology + weights.packing + weights.fragmentation;
   std::vector<std::int64_t> scores(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    const double fragmentation = request.kind == GpuRequest::Kind::kWhole
-                                     ? 0.5 * frag_term[i] + 0.5 * look_term[i]
-                                     : frag_term[i];
     const double combined =
         weight_total <= 0 ? 0.0
                           : (weights.topology * topology_term[i] + weights.packing * packing[i] +
-                             weights.fragmentation * fragmentation) /
+                             weights.fragmentation * fragmentation[i]) /
                                 weight_total;
     scores[i] =
         static_cast<std::int64_t>(std::lround(std::clamp(combined, 0.0, 1.0) * score_range));

@@ -4,16 +4,24 @@
 //
 //   T  topology: whole-GPU pods of 2+ GPUs: 0.8 * ring / best ring + 0.2 * sum / best sum, the
 //      best taken over the candidate nodes, so the node with the fastest set gets 1. Other pods: 1.
-//   P  packing: the node's GPU capacity in use after placement (whole-GPU equivalents / GPUs),
-//      so partly used nodes fill up first and idle nodes stay whole for large pods.
-//   F  fragmentation (lower damage is better, normalised across candidates to [0, 1]):
-//      - the growth of the node's FGD-style fragmentation (Weng et al., ATC'23) under the request
-//        shapes linkfit has seen (ShapeStats): for each shape, the free GPU capacity that can no
-//        longer serve it, weighted by how often the shape occurs;
-//      - for whole GPUs also the topology look-ahead lost: the best rings still available in the
-//        node's free set for every size, before minus after.
+//   P  packing, in bands (the Packing baseline of the FGD paper, made continuous):
+//      (band + tightness) / 3 with band 2 when a share lands only on GPUs already shared, 1 when
+//      the node is already partly used, 0 when the pod opens an idle node; tightness = 1 - the
+//      whole-GPU equivalents left free on the node afterwards / 8 (clamped). Partly used nodes
+//      fill up first (best fit) and idle nodes stay whole for large pods.
+//   F  fragmentation: sigmoid(-growth), growth = the rise of the node's FGD-style fragmentation
+//      (Weng et al., ATC'23) in whole GPUs under the request shapes linkfit has seen (ShapeStats):
+//      for each shape, the free GPU capacity that can no longer serve it, weighted by how often
+//      the shape occurs. 0.5 = no change; the same absolute scale for every request and node
+//      (no min-max over candidates, which blew tiny differences up to the whole range).
+//      Whole GPUs average it with the topology look-ahead kept: 1 - (best rings still available
+//      in the free set, lost by this choice) / (those rings on the idle node).
 //
 //   score = round(score_range * (wt*T + wp*P + wf*F) / (wt + wp + wf))
+//
+// What linkfit cannot see: CPU and memory (kube-scheduler's in-tree plugins own them). On the
+// openb trace that matters (GPUs stranded on nodes whose CPU is gone), so the scheduler profile
+// decides how it is handled; bench/RESULTS.md measures the options.
 //
 // The weights and score_range come from the config (policy.weights, policy.score_range);
 // kube-scheduler multiplies the score by the extender's weight x 10 and does not clamp it, so a
@@ -69,6 +77,11 @@ struct Candidate {
   const state::NodeState* node = nullptr;
   NodeFit fit;  // fits == true
 };
+
+// The score of a node for a pod that asks for no GPU: score_range x (1 - free whole-GPU
+// equivalents / 8, clamped), so CPU-only pods fill nodes whose GPUs are already in use and leave
+// the CPU of nodes with free GPUs to GPU pods.
+std::int64_t CpuOnlyScore(const state::NodeState& node, int score_range);
 
 // Scores every candidate; returns integers in [0, score_range], in candidate order.
 std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
