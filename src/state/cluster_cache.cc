@@ -69,6 +69,22 @@ void ClusterCache::ReportLocked(const std::string& node_name) {
   const double used = node.UsedGpuEquivalents();
   metrics_->SetNodeDevices(node.name(), node.info().topology().gpu(0).model, used,
                            node.info().gpu_count() - used);
+  // Fragmentation: free whole GPUs outside the node's largest well-connected free set (NVLink on
+  // nodes that have it, one socket otherwise) can only serve small pods.
+  const topology::GpuMask free = node.whole_free();
+  const int free_count = __builtin_popcount(free);
+  const alloc::Closeness level = node.info().topology().min_nvlink_mbps() > 0
+                                     ? alloc::Closeness::kNvlink
+                                     : alloc::Closeness::kSocket;
+  int connected = free_count;
+  while (connected > 1 && node.info().table->BestMeeting(free, connected, level) == 0) --connected;
+  FreeGpus& entry = free_gpus_[node_name];
+  free_total_ += static_cast<std::uint64_t>(free_count) - entry.free;
+  connected_total_ += static_cast<std::uint64_t>(connected) - entry.connected;
+  entry = FreeGpus{static_cast<std::uint64_t>(free_count), static_cast<std::uint64_t>(connected)};
+  metrics_->SetFragmentation(free_total_ == 0 ? 0.0
+                                              : 1.0 - static_cast<double>(connected_total_) /
+                                                          static_cast<double>(free_total_));
 }
 
 int ClusterCache::UpsertNode(NodeInfoPtr info) {
@@ -135,7 +151,14 @@ void ClusterCache::RemoveNode(const std::string& name) {
     index_->Insert(node->name(), size_);
     AppendNodeLocked(std::move(node));
   }
-  if (metrics_ != nullptr) metrics_->RemoveNode(name);
+  if (metrics_ != nullptr) {
+    metrics_->RemoveNode(name);
+    if (const auto gone = free_gpus_.find(name); gone != free_gpus_.end()) {
+      free_total_ -= gone->second.free;
+      connected_total_ -= gone->second.connected;
+      free_gpus_.erase(gone);
+    }
+  }
   ChangedLocked();
 }
 

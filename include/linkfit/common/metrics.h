@@ -34,8 +34,9 @@ class MetricsSink {
                               double free) = 0;
   virtual void RemoveNode(std::string_view node) = 0;
 
-  // Cluster fragmentation: the share (0..1) of free whole GPUs that cannot serve the node's
-  // largest well-connected request any more (see state/cluster_cache.h).
+  // Cluster fragmentation: the share (0..1) of free whole GPUs that lie outside their node's
+  // largest well-connected free set (all hops NVLink on nodes with NVLink, one socket on PCIe-only
+  // nodes), i.e. that can only serve small pods (maintained by state::ClusterCache).
   virtual void SetFragmentation(double ratio) = 0;
 };
 
