@@ -122,7 +122,7 @@ TEST_F(BindTest, PodsWithoutGpusBindWithAnEmptyAssignment) {
   EXPECT_EQ(extender_.Bind(BindArgs(pod, "h100")), "");
   ASSERT_EQ(binder_.bind_calls(), 1u);
   EXPECT_EQ(binder_.last_bind().second.gpus, 0);
-  EXPECT_EQ(cache_.sizes().added, 0u);
+  EXPECT_EQ(WholeUsed("h100"), 0);
 }
 
 TEST_F(BindTest, ReleaseFreesAndTellsTheBinder) {

@@ -91,7 +91,7 @@ TEST_F(NodeStateTest, StructuralErrorsAreRejected) {
   EXPECT_NE(ApplyError(state, Whole("p1", "dgx1", Mask({5}))).find("already on this node"),
             std::string::npos);
   EXPECT_NE(ApplyError(state, Whole("p2", "other", Mask({5}))).find("other"), std::string::npos);
-  EXPECT_NE(ApplyError(state, Whole("p2", "dgx1", 0)).find("GPUs"), std::string::npos);
+  EXPECT_NE(ApplyError(state, Shared("p2", "dgx1", {})).find("GPUs"), std::string::npos);
   EXPECT_NE(ApplyError(state, Whole("p2", "dgx1", Mask({8}))).find("GPUs"), std::string::npos);
   // A whole-GPU assignment carrying share slots, or shares whose GPUs disagree with the mask,
   // would leave the per-GPU counts wrong: both are refused.
