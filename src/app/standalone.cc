@@ -12,6 +12,7 @@
 
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
+#include "linkfit/kube/quantity.h"
 #include "linkfit/topology/topology.h"
 
 namespace linkfit::app {
@@ -75,6 +76,25 @@ Result<long> ScalarInt(const YAML::Node& parent, const char* key, const std::str
   return ScalarInt(node, source, path, min, max);
 }
 
+// An optional Kubernetes quantity (`64`, `500m`, `256Gi`) under `key`, in thousandths of its
+// unit; 0 when the key is absent.
+Result<std::int64_t> OptionalQuantityMilli(const YAML::Node& parent, const char* key,
+                                           const std::string& source, const std::string& path) {
+  const YAML::Node node = parent[key];
+  if (!node) return std::int64_t{0};
+  auto milli = node.IsScalar() ? kube::ParseQuantityMilli(node.Scalar())
+                               : Result<std::int64_t>(MakeError("expected a quantity"));
+  if (!milli || *milli < 0) {
+    return MakeError(Where(source, node) + ": " + path +
+                     ": expected a non-negative Kubernetes quantity" +
+                     (milli ? std::string() : " (" + milli.error().message + ")"));
+  }
+  return *milli;
+}
+
+// Memory quantities are bytes: thousandths rounded up.
+std::int64_t MilliToBytes(std::int64_t milli) { return (milli + 999) / 1000; }
+
 std::string Resolve(const std::string& base_dir, const std::string& path) {
   if (path.empty() || fs::path(path).is_absolute() || base_dir.empty()) return path;
   return (fs::path(base_dir) / path).lexically_normal().string();
@@ -103,7 +123,8 @@ Result<topology::GpuMask> ParseMigGpus(const YAML::Node& node, const std::string
 // Parses one allocation against the cache's nodes (for GPU counts and MIG profile names).
 Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::string& source,
                                           const std::string& path, const state::Snapshot& snap) {
-  if (auto keys = CheckKeys(item, source, path, {"pod", "uid", "node", "gpus", "mig", "shares"});
+  if (auto keys = CheckKeys(item, source, path,
+                            {"pod", "uid", "node", "gpus", "mig", "shares", "cpu", "memory"});
       !keys) {
     return tl::unexpected(keys.error());
   }
@@ -123,12 +144,22 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
     return MakeError(Where(source, item["node"]) + ": " + path + ".node: unknown node " + a.node);
   }
   const int gpu_count = node->info().gpu_count();
+  LINKFIT_ASSIGN_OR_RETURN(a.cpu_milli, OptionalQuantityMilli(item, "cpu", source, path + ".cpu"));
+  std::int64_t memory_milli = 0;
+  LINKFIT_ASSIGN_OR_RETURN(memory_milli,
+                           OptionalQuantityMilli(item, "memory", source, path + ".memory"));
+  a.memory_bytes = MilliToBytes(memory_milli);
   const int kinds = (item["gpus"] ? 1 : 0) + (item["mig"] ? 1 : 0) + (item["shares"] ? 1 : 0);
-  if (kinds != 1) {
-    return MakeError(Where(source, item) + ": " + path + ": give exactly one of gpus, mig, shares");
+  const bool gpu_less = kinds == 0 && (item["cpu"] || item["memory"]);
+  if (kinds != 1 && !gpu_less) {
+    return MakeError(Where(source, item) + ": " + path +
+                     ": give exactly one of gpus, mig, shares (or only cpu/memory for a pod "
+                     "without GPUs)");
   }
   unsigned mask = 0;
-  if (const YAML::Node gpus = item["gpus"]) {
+  if (gpu_less) {
+    a.kind = state::Assignment::Kind::kWhole;
+  } else if (const YAML::Node gpus = item["gpus"]) {
     a.kind = state::Assignment::Kind::kWhole;
     if (!gpus.IsSequence() || gpus.size() == 0) {
       return MakeError(Where(source, gpus) + ": " + path + ".gpus: expected a list of GPUs");
@@ -251,8 +282,9 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& 
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const YAML::Node entry = nodes[i];
       const std::string where = "nodes[" + std::to_string(i) + "]";
-      if (auto keys = CheckKeys(entry, path, where,
-                                {"name", "name_prefix", "count", "topology", "labels", "mig"});
+      if (auto keys = CheckKeys(
+              entry, path, where,
+              {"name", "name_prefix", "count", "topology", "labels", "mig", "cpu", "memory"});
           !keys) {
         return tl::unexpected(keys.error());
       }
@@ -295,6 +327,12 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& 
                          QuoteForMessage(topo->gpu(0).mig_profile_set) + " in " +
                          config.mig_profiles_dir + ")");
       }
+      std::int64_t cpu_milli = 0;
+      std::int64_t memory_milli = 0;
+      LINKFIT_ASSIGN_OR_RETURN(cpu_milli,
+                               OptionalQuantityMilli(entry, "cpu", path, where + ".cpu"));
+      LINKFIT_ASSIGN_OR_RETURN(memory_milli,
+                               OptionalQuantityMilli(entry, "memory", path, where + ".memory"));
       std::vector<std::string> node_names;
       if (entry["name"]) {
         if (entry["name_prefix"] || entry["count"]) {
@@ -326,6 +364,8 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& 
         info->table = table;
         info->mig = planner;
         info->mig_enabled = mig_enabled;
+        info->cpu_milli = cpu_milli;
+        info->memory_bytes = MilliToBytes(memory_milli);
         cache.UpsertNode(std::move(info));
         ++stats.nodes;
       }
@@ -370,9 +410,11 @@ std::string AllocationsToJson(const std::vector<state::Assignment>& assignments,
   nlohmann::json list = nlohmann::json::array();
   for (const state::Assignment& a : assignments) {
     nlohmann::json item = {{"pod", a.PodKey()}, {"uid", a.pod_uid}, {"node", a.node}};
+    if (a.cpu_milli > 0) item["cpu"] = std::to_string(a.cpu_milli) + "m";
+    if (a.memory_bytes > 0) item["memory"] = std::to_string(a.memory_bytes);
     switch (a.kind) {
       case state::Assignment::Kind::kWhole:
-        item["gpus"] = alloc::MaskToIndexes(a.gpus);
+        if (a.gpus != 0) item["gpus"] = alloc::MaskToIndexes(a.gpus);
         break;
       case state::Assignment::Kind::kShared:
         item["shares"] = nlohmann::json::array();

@@ -11,6 +11,8 @@
 //       topology: topologies/dgx-h100.json   # topology document or nvidia-smi text
 //       labels: {nvidia.com/gpu.product: H100}
 //       mig: all                             # GPUs in MIG mode: all | none | [0, 1] (default none)
+//       cpu: 224                             # optional allocatable CPU and memory (Kubernetes
+//       memory: 2Ti                          #   quantities): scoring counts GPUs they strand
 //     - name_prefix: l40s-                   # l40s-0 ... l40s-99
 //       count: 100
 //       topology: topologies/pcie-8x-l40s-2socket.json
@@ -18,6 +20,8 @@
 //     - {pod: ml/trainer-0, uid: u1, node: dgx-h100-0, gpus: [0, 1]}
 //     - {pod: ml/infer-0, uid: u2, node: a100-0, mig: [{gpu: 0, profile: 3g.40gb, start: 4}]}
 //     - {pod: ml/nb-0, uid: u3, node: l40s-3, shares: [{gpu: 2, milli: 300}]}
+//     - {pod: ml/etl-0, uid: u4, node: l40s-3, cpu: 16, memory: 64Gi}   # no GPUs
+//   (every allocation may give `cpu` and `memory`: the pod's requests, counted for scoring)
 //
 // The state file is JSON with the same `allocations` list: every allocation the service holds,
 // the cluster file's included. When it exists at start-up it replaces the cluster file's

@@ -60,14 +60,29 @@ nlohmann::json GpuJson(const state::NodeState& node, int g) {
 nlohmann::json NodeJson(const state::NodeState& node) {
   nlohmann::json gpus = nlohmann::json::array();
   for (int g = 0; g < node.info().gpu_count(); ++g) gpus.push_back(GpuJson(node, g));
-  return {{"name", node.name()},
-          {"model", node.info().topology().gpu(0).model},
-          {"topology", node.info().topology().spec().id},
-          {"fingerprint", node.info().topology().fingerprint()},
-          {"labels", node.info().labels},
-          {"gpus", gpus},
-          {"free_whole_gpus", alloc::MaskToIndexes(node.whole_free())},
-          {"used_gpu_equivalents", node.UsedGpuEquivalents()}};
+  nlohmann::json json = {{"name", node.name()},
+                         {"model", node.info().topology().gpu(0).model},
+                         {"topology", node.info().topology().spec().id},
+                         {"fingerprint", node.info().topology().fingerprint()},
+                         {"labels", node.info().labels},
+                         {"gpus", gpus},
+                         {"free_whole_gpus", alloc::MaskToIndexes(node.whole_free())},
+                         {"used_gpu_equivalents", node.UsedGpuEquivalents()}};
+  // CPU and memory only where the cluster file gave the node's allocatable (else not tracked).
+  if (node.info().cpu_milli > 0) {
+    json["cpu_milli"] = {{"allocatable", node.info().cpu_milli},
+                         {"requested", node.cpu_used_milli()}};
+  }
+  if (node.info().memory_bytes > 0) {
+    json["memory_bytes"] = {{"allocatable", node.info().memory_bytes},
+                            {"requested", node.memory_used_bytes()}};
+  }
+  nlohmann::json gpu_less = nlohmann::json::array();
+  for (const auto& [uid, a] : node.pods()) {
+    if (a.gpus == 0) gpu_less.push_back(uid);
+  }
+  if (!gpu_less.empty()) json["pods_without_gpus"] = gpu_less;
+  return json;
 }
 
 }  // namespace

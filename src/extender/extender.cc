@@ -152,17 +152,6 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   const auto request = ParseGpuRequest(args.pod, options_.defaults);
   if (!request) return priorities;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
-  if (request->kind == GpuRequest::Kind::kNone) {
-    // A pod without GPUs still uses CPU and memory, which can strand a node's free GPUs: steer
-    // it to the nodes with the least free GPU capacity (FGD counts every free GPU as fragment
-    // for such a pod).
-    for (std::size_t i = 0; i < args.node_names.size(); ++i) {
-      const state::NodeState* node = snapshot->Find(args.node_names[i]);
-      if (node == nullptr) continue;
-      priorities[i].score = CpuOnlyScore(*node, options_.score_range);
-    }
-    return priorities;
-  }
   Remember(args.pod, *request);
   std::vector<Candidate> candidates;
   std::vector<std::size_t> positions;
@@ -177,7 +166,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     positions.push_back(i);
   }
   const std::vector<std::int64_t> scores =
-      ScoreNodes(*request, candidates, shapes_.Typical(), options_.weights, options_.score_range);
+      ScoreNodes(*request, candidates, *shapes_.Typical(), options_.weights, options_.score_range);
   for (std::size_t c = 0; c < candidates.size(); ++c) priorities[positions[c]].score = scores[c];
   return priorities;
 }
@@ -202,17 +191,32 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
     return "linkfit has not seen pod " + args.pod_namespace + "/" + args.pod_name + " (" +
            args.pod_uid + ") in a filter call; cannot bind it";
   }
-  if (pending->request.kind == GpuRequest::Kind::kNone) {
+  const bool gpu_less = pending->request.kind == GpuRequest::Kind::kNone;
+  if (gpu_less && cache_.Snapshot()->Find(args.node) == nullptr) {
+    // A pod without GPUs on a node linkfit does not model: nothing to count.
     auto bound = binder_.Bind(target, state::Assignment{});
     return bound ? "" : bound.error().message;
   }
+  // A pod without GPUs is still recorded (an assignment holding no GPU) so that its CPU and
+  // memory count against the node when scoring; it never fails for lack of them.
   auto assumed = cache_.Assume(
       args.pod_uid, args.node, [&](const state::NodeState& node) -> Result<state::Assignment> {
-        NodeFit fit = FitOnNode(pending->request, node, options_.fit);
-        if (!fit.fits) return MakeError("pod no longer fits on " + args.node + ": " + fit.reason);
-        fit.assignment.pod_namespace = args.pod_namespace;
-        fit.assignment.pod_name = args.pod_name;
-        return std::move(fit.assignment);
+        state::Assignment assignment;
+        if (gpu_less) {
+          assignment.pod_uid = args.pod_uid;
+          assignment.node = node.name();
+        } else {
+          NodeFit fit = FitOnNode(pending->request, node, options_.fit);
+          if (!fit.fits) {
+            return MakeError("pod no longer fits on " + args.node + ": " + fit.reason);
+          }
+          assignment = std::move(fit.assignment);
+        }
+        assignment.pod_namespace = args.pod_namespace;
+        assignment.pod_name = args.pod_name;
+        assignment.cpu_milli = pending->request.cpu_milli;
+        assignment.memory_bytes = pending->request.memory_bytes;
+        return assignment;
       });
   if (!assumed) return assumed.error().message;
   if (assumed->already) return repeated();

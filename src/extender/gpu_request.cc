@@ -1,5 +1,7 @@
 #include "linkfit/extender/gpu_request.h"
 
+#include <algorithm>
+
 #include "linkfit/common/strings.h"
 #include "linkfit/topology/spec.h"
 
@@ -77,6 +79,12 @@ Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaul
   GpuRequest request;
   request.closeness = defaults.closeness;
   request.policy = defaults.policy;
+  if (const auto cpu = pod.requests.find("cpu"); cpu != pod.requests.end()) {
+    request.cpu_milli = std::max<std::int64_t>(0, cpu->second);
+  }
+  if (const auto memory = pod.requests.find("memory"); memory != pod.requests.end()) {
+    request.memory_bytes = std::max<std::int64_t>(0, (memory->second + 999) / 1000);
+  }
 
   // Resources. The *_source strings name where each kind was asked for, for error messages.
   int whole = 0;

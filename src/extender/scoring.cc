@@ -4,14 +4,19 @@
 #include <cmath>
 #include <numeric>
 
+#include "linkfit/common/strings.h"
+
 namespace linkfit::extender {
 namespace {
 
-// Free milli of every GPU usable by the shape (shares: not whole-held, not MIG).
+// What fragmentation reads of a node: free milli of every GPU usable by shares and whole GPUs
+// (not whole-held, not MIG), free CPU and memory (NodeState::kUntracked when unknown).
 struct FreeView {
   std::array<int, topology::kMaxGpus> free{};
   int gpus = 0;
   int whole_free = 0;
+  std::int64_t cpu_free = state::NodeState::kUntracked;
+  std::int64_t memory_free = state::NodeState::kUntracked;
 };
 
 FreeView ViewOf(const state::NodeState& node) {
@@ -23,34 +28,56 @@ FreeView ViewOf(const state::NodeState& node) {
     view.free[static_cast<std::size_t>(g)] = free;
     if (free == 1000) ++view.whole_free;
   }
+  view.cpu_free = node.cpu_free_milli();
+  view.memory_free = node.memory_free_bytes();
   return view;
 }
 
-double FragmentationOf(const FreeView& view, const std::vector<Shape>& shapes) {
+// Bit i set: shape i's GPU model constraint allows the node's GPUs.
+using ShapeMask = std::uint64_t;
+
+ShapeMask ModelMask(const state::NodeState& node, const std::vector<Shape>& shapes) {
+  ShapeMask mask = 0;
+  std::string model;  // lower-cased on first need
+  for (std::size_t i = 0; i < shapes.size() && i < 64; ++i) {
+    bool allowed = shapes[i].gpu_models.empty();
+    if (!allowed) {
+      if (model.empty()) model = ToLower(NodeGpuModel(node));
+      for (const std::string& substring : shapes[i].gpu_models) {
+        allowed = allowed || model.find(substring) != std::string::npos;
+      }
+    }
+    if (allowed) mask |= ShapeMask{1} << i;
+  }
+  return mask;
+}
+
+double FragmentationOf(const FreeView& view, const std::vector<Shape>& shapes, ShapeMask allowed) {
   double total_free = 0;
   for (int g = 0; g < view.gpus; ++g) total_free += view.free[static_cast<std::size_t>(g)];
   double fragmentation = 0;
-  for (const Shape& shape : shapes) {
-    double fragment = 0;
-    if (shape.milli < 1000) {
-      bool fits = false;
-      for (int g = 0; g < view.gpus; ++g)
-        fits = fits || view.free[static_cast<std::size_t>(g)] >= shape.milli;
-      if (!fits) {
-        fragment = total_free;
-      } else {
-        for (int g = 0; g < view.gpus; ++g) {
-          const int free = view.free[static_cast<std::size_t>(g)];
-          if (free > 0 && free < shape.milli) fragment += free;
-        }
+  for (std::size_t i = 0; i < shapes.size() && i < 64; ++i) {
+    const Shape& shape = shapes[i];
+    // FGD: a shape without GPUs, or one the node cannot host (CPU, memory, GPU model, GPUs),
+    // leaves every free GPU of the node unusable to it.
+    bool fits = shape.gpus > 0 && ((allowed >> i) & 1u) != 0 && view.cpu_free >= shape.cpu_milli &&
+                view.memory_free >= shape.memory_bytes;
+    if (fits) {
+      int hosts = 0;
+      for (int g = 0; g < view.gpus; ++g) {
+        hosts += view.free[static_cast<std::size_t>(g)] >= shape.milli ? 1 : 0;
       }
-    } else if (view.whole_free >= shape.gpus) {
+      fits = hosts >= shape.gpus;
+    }
+    double fragment = 0;
+    if (!fits) {
+      fragment = total_free;
+    } else {
+      // GPUs whose free part is too small for the shape.
       for (int g = 0; g < view.gpus; ++g) {
         const int free = view.free[static_cast<std::size_t>(g)];
-        if (free > 0 && free < 1000) fragment += free;
+        if (free > 0 && free < shape.milli) fragment += free;
       }
-    } else {
-      fragment = total_free;
     }
     fragmentation += shape.weight * fragment;
   }
@@ -69,58 +96,99 @@ double LookaheadRing(const alloc::PlacementTable& table, topology::GpuMask free)
 
 }  // namespace
 
-ShapeStats::ShapeStats() {
-  for (auto& counter : whole_) counter.store(0, std::memory_order_relaxed);
-  for (auto& counter : share_) counter.store(0, std::memory_order_relaxed);
+namespace {
+
+// CPU buckets: whole cores up to 32, then 8 cores; memory buckets: powers of two GiB.
+int CpuBucket(std::int64_t milli) {
+  const std::int64_t cores = (std::max<std::int64_t>(0, milli) + 999) / 1000;
+  if (cores <= 32) return static_cast<int>(cores);
+  return static_cast<int>(32 + std::min<std::int64_t>((cores - 32 + 7) / 8, 1 << 20));
 }
+
+int MemoryBucket(std::int64_t bytes) {
+  const std::int64_t gib = (std::max<std::int64_t>(0, bytes) + (std::int64_t{1} << 30) - 1) >> 30;
+  int bucket = 0;
+  while (bucket < 62 && (std::int64_t{1} << bucket) < gib) ++bucket;
+  return gib == 0 ? -1 : bucket;
+}
+
+}  // namespace
 
 void ShapeStats::Record(const GpuRequest& request) {
-  if (request.kind == GpuRequest::Kind::kWhole) {
-    whole_[static_cast<std::size_t>(std::clamp(request.count, 1, topology::kMaxGpus))].fetch_add(
-        1, std::memory_order_relaxed);
-  } else if (request.kind == GpuRequest::Kind::kShared) {
-    const int bin = std::clamp((request.share_milli + 49) / 50, 1, kShareBins);
-    share_[static_cast<std::size_t>(bin)].fetch_add(static_cast<std::uint64_t>(request.count),
-                                                    std::memory_order_relaxed);
+  Key key;
+  switch (request.kind) {
+    case GpuRequest::Kind::kWhole:
+      key.gpus = std::clamp(request.count, 1, topology::kMaxGpus);
+      key.milli = 1000;
+      break;
+    case GpuRequest::Kind::kShared:
+      key.gpus = std::clamp(request.count, 1, topology::kMaxGpus);
+      key.milli = std::clamp((request.share_milli + 49) / 50, 1, 20) * 50;
+      break;
+    case GpuRequest::Kind::kNone:
+      break;
+    case GpuRequest::Kind::kMig:
+      return;  // MIG GPUs are outside whole/share fragmentation
   }
+  key.cpu_bucket = CpuBucket(request.cpu_milli);
+  key.memory_bucket = MemoryBucket(request.memory_bytes);
+  for (const std::string& model : request.gpu_models) key.models += model + "|";
+  std::lock_guard<std::mutex> lock(mutex_);
+  Tally& tally = tallies_[key];
+  if (tally.count == 0) tally.models = request.gpu_models;
+  ++tally.count;
+  tally.cpu_sum += static_cast<double>(request.cpu_milli);
+  tally.memory_sum += static_cast<double>(request.memory_bytes);
+  ++total_;
 }
 
-std::vector<Shape> ShapeStats::Typical() const {
+ShapeList ShapeStats::Typical() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (typical_ && total_ < typical_total_ + std::max<std::uint64_t>(1, typical_total_ / 200)) {
+    return typical_;
+  }
+  auto typical = std::make_shared<std::vector<Shape>>();
+  typical_total_ = total_;
+  if (total_ == 0) {
+    for (const auto& [gpus, milli] : {std::pair{1, 1000}, std::pair{2, 1000}, std::pair{4, 1000},
+                                      std::pair{8, 1000}, std::pair{1, 500}}) {
+      Shape shape;
+      shape.gpus = gpus;
+      shape.milli = milli;
+      shape.weight = 0.2;
+      typical->push_back(std::move(shape));
+    }
+    typical_ = std::move(typical);
+    return typical_;
+  }
   std::vector<Shape> shapes;
-  double total = 0;
-  for (int k = 1; k <= topology::kMaxGpus; ++k) {
-    const auto count = whole_[static_cast<std::size_t>(k)].load(std::memory_order_relaxed);
-    if (count > 0) shapes.push_back({k, 1000, static_cast<double>(count)});
-    total += static_cast<double>(count);
+  shapes.reserve(tallies_.size());
+  for (const auto& [key, tally] : tallies_) {
+    const double count = static_cast<double>(tally.count);
+    Shape shape;
+    shape.gpus = key.gpus;
+    shape.milli = key.milli;
+    shape.weight = count;
+    shape.cpu_milli = std::llround(tally.cpu_sum / count);
+    shape.memory_bytes = std::llround(tally.memory_sum / count);
+    shape.gpu_models = tally.models;
+    shapes.push_back(std::move(shape));
   }
-  for (int bin = 1; bin <= kShareBins; ++bin) {
-    const auto count = share_[static_cast<std::size_t>(bin)].load(std::memory_order_relaxed);
-    if (count > 0) shapes.push_back({1, bin * 50, static_cast<double>(count)});
-    total += static_cast<double>(count);
-  }
-  if (total == 0) {
-    return {{1, 1000, 0.2}, {2, 1000, 0.2}, {4, 1000, 0.2}, {8, 1000, 0.2}, {1, 500, 0.2}};
-  }
-  std::sort(shapes.begin(), shapes.end(),
-            [](const Shape& a, const Shape& b) { return a.weight > b.weight; });
-  std::vector<Shape> typical;
+  std::stable_sort(shapes.begin(), shapes.end(),
+                   [](const Shape& a, const Shape& b) { return a.weight > b.weight; });
   double covered = 0;
-  for (const Shape& shape : shapes) {
-    typical.push_back(shape);
+  for (Shape& shape : shapes) {
+    if (covered >= 0.95 * static_cast<double>(total_) || typical->size() >= kMaxShapes) break;
     covered += shape.weight;
-    if (covered >= 0.95 * total) break;
+    typical->push_back(std::move(shape));
   }
-  for (Shape& shape : typical) shape.weight /= covered;
-  return typical;
+  for (Shape& shape : *typical) shape.weight /= covered;
+  typical_ = std::move(typical);
+  return typical_;
 }
 
 double Fragmentation(const state::NodeState& node, const std::vector<Shape>& shapes) {
-  return FragmentationOf(ViewOf(node), shapes);
-}
-
-std::int64_t CpuOnlyScore(const state::NodeState& node, int score_range) {
-  const double free = std::max(0.0, node.info().gpu_count() - node.UsedGpuEquivalents());
-  return std::lround((1.0 - std::min(free, kPackingScaleGpus) / kPackingScaleGpus) * score_range);
+  return FragmentationOf(ViewOf(node), shapes, ModelMask(node, shapes));
 }
 
 std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
@@ -160,11 +228,17 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       if (all_shared) band = 2;
     }
     packing[i] = (band + (1.0 - std::min(free_after, kPackingScaleGpus) / kPackingScaleGpus)) / 3.0;
-    if (request.kind == GpuRequest::Kind::kWhole || request.kind == GpuRequest::Kind::kShared) {
+    if (request.kind == GpuRequest::Kind::kNone) {
+      // No GPUs: fill nodes whose GPUs are already in use, leave the rest to GPU pods.
+      packing[i] = 1.0 - std::min(gpus - used_before, kPackingScaleGpus) / kPackingScaleGpus;
+    }
+    if (request.kind != GpuRequest::Kind::kMig) {
       FreeView before = ViewOf(node);
       FreeView after = before;
+      after.cpu_free -= request.cpu_milli;
+      after.memory_free -= request.memory_bytes;
       double look = 1.0;
-      if (a.kind == state::Assignment::Kind::kWhole) {
+      if (request.kind == GpuRequest::Kind::kWhole) {
         for (int g = 0; g < before.gpus; ++g) {
           if ((a.gpus >> g) & 1u) {
             after.free[static_cast<std::size_t>(g)] = 0;
@@ -180,7 +254,7 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
         const auto all = static_cast<topology::GpuMask>((1u << before.gpus) - 1u);
         const double idle_ahead = LookaheadRing(*node.info().table, all);
         look = idle_ahead > 0 ? 1.0 - std::clamp(lost / idle_ahead, 0.0, 1.0) : 1.0;
-      } else {
+      } else if (request.kind == GpuRequest::Kind::kShared) {
         for (const state::Assignment::ShareSlot& slot : a.shares) {
           int& free = after.free[static_cast<std::size_t>(slot.gpu)];
           if (free == 1000) --after.whole_free;
@@ -190,10 +264,12 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       // FGD's own scale: the growth of expected fragmentation in whole GPUs through a sigmoid
       // (0.5 = no change), so the term is comparable across requests and never amplifies a
       // tiny difference to the full range the way a min-max over candidates would.
+      const ShapeMask allowed = ModelMask(node, shapes);
       const double growth_gpus =
-          (FragmentationOf(after, shapes) - FragmentationOf(before, shapes)) / 1000.0;
+          (FragmentationOf(after, shapes, allowed) - FragmentationOf(before, shapes, allowed)) /
+          1000.0;
       const double frag = 1.0 / (1.0 + std::exp(growth_gpus * kFragmentationSlope));
-      fragmentation[i] = a.kind == state::Assignment::Kind::kWhole ? 0.5 * frag + 0.5 * look : frag;
+      fragmentation[i] = request.kind == GpuRequest::Kind::kWhole ? 0.5 * frag + 0.5 * look : frag;
     }
   }
   const double weight_total = weights.topology + weights.packing + weights.fragmentation;

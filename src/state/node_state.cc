@@ -1,5 +1,7 @@
 #include "linkfit/state/node_state.h"
 
+#include <algorithm>
+
 namespace linkfit::state {
 namespace {
 GpuMask Bit(int gpu) { return static_cast<GpuMask>(1u << gpu); }
@@ -31,14 +33,28 @@ double NodeState::UsedGpuEquivalents() const {
   return used;
 }
 
+std::int64_t NodeState::cpu_free_milli() const {
+  if (info_->cpu_milli <= 0) return kUntracked;
+  return std::max<std::int64_t>(0, info_->cpu_milli - cpu_used_milli_);
+}
+
+std::int64_t NodeState::memory_free_bytes() const {
+  if (info_->memory_bytes <= 0) return kUntracked;
+  return std::max<std::int64_t>(0, info_->memory_bytes - memory_used_bytes_);
+}
+
 Result<void> NodeState::AddInPlace(const Assignment& a) {
   const int n = info_->gpu_count();
   if (a.node != info_->name) {
     return MakeError("assignment for node " + a.node + " applied to " + info_->name);
   }
   if (pods_.count(a.pod_uid) != 0) return MakeError("pod " + a.pod_uid + " already on this node");
-  if ((a.gpus & ~info_->table->topology().all_gpus()) != 0 || a.gpus == 0) {
+  if ((a.gpus & ~info_->table->topology().all_gpus()) != 0 ||
+      (a.gpus == 0 && a.kind != Assignment::Kind::kWhole)) {
     return MakeError("assignment names GPUs this node does not have");
+  }
+  if (a.cpu_milli < 0 || a.memory_bytes < 0) {
+    return MakeError("assignment of pod " + a.pod_uid + " has a negative CPU or memory request");
   }
   // The per-GPU pod counts follow `gpus`, so it must name exactly the GPUs of the slots.
   unsigned slot_gpus = 0;
@@ -91,6 +107,8 @@ Result<void> NodeState::AddInPlace(const Assignment& a) {
   for (int g = 0; g < n; ++g) {
     if ((a.gpus >> g) & 1u) ++pods_per_gpu_[Idx(g)];
   }
+  cpu_used_milli_ += a.cpu_milli;
+  memory_used_bytes_ += a.memory_bytes;
   pods_.emplace(a.pod_uid, a);
   return {};
 }
@@ -126,6 +144,8 @@ NodeStatePtr NodeState::Remove(const std::string& uid) const {
   for (int g = 0; g < info_->gpu_count(); ++g) {
     if ((a.gpus >> g) & 1u) --next->pods_per_gpu_[Idx(g)];
   }
+  next->cpu_used_milli_ -= a.cpu_milli;
+  next->memory_used_bytes_ -= a.memory_bytes;
   next->pods_.erase(it);
   return next;
 }

@@ -21,6 +21,7 @@
 //
 // Thread-safety: plain values and pure functions.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ struct GpuRequest {
   std::string mig_profile;              // kMig
   int share_milli = 0;                  // kShared: per GPU
   std::vector<std::string> gpu_models;  // lower-case substrings; empty = any model
+  // The pod's CPU (thousandths of a core) and memory (bytes) requests: never checked by linkfit
+  // (kube-scheduler's in-tree filters own them), recorded at bind and used by scoring.
+  std::int64_t cpu_milli = 0;
+  std::int64_t memory_bytes = 0;
 
   // "4 GPUs, nvlink required", "1x 3g.40gb", "2 GPUs x 300/1000 shared".
   std::string Describe() const;

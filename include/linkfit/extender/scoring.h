@@ -8,31 +8,39 @@
 //      (band + tightness) / 3 with band 2 when a share lands only on GPUs already shared, 1 when
 //      the node is already partly used, 0 when the pod opens an idle node; tightness = 1 - the
 //      whole-GPU equivalents left free on the node afterwards / 8 (clamped). Partly used nodes
-//      fill up first (best fit) and idle nodes stay whole for large pods.
+//      fill up first (best fit) and idle nodes stay whole for large pods. Pods without GPUs:
+//      1 - free whole-GPU equivalents / 8, so they fill nodes whose GPUs are already in use.
 //   F  fragmentation: sigmoid(-growth), growth = the rise of the node's FGD-style fragmentation
 //      (Weng et al., ATC'23) in whole GPUs under the request shapes linkfit has seen (ShapeStats):
 //      for each shape, the free GPU capacity that can no longer serve it, weighted by how often
-//      the shape occurs. 0.5 = no change; the same absolute scale for every request and node
-//      (no min-max over candidates, which blew tiny differences up to the whole range).
-//      Whole GPUs average it with the topology look-ahead kept: 1 - (best rings still available
-//      in the free set, lost by this choice) / (those rings on the idle node).
+//      the shape occurs. A shape is served only if the node's free CPU, memory, GPU model and
+//      GPUs all fit it (FGD's definition), so GPUs stranded by exhausted CPU or memory count as
+//      fragment, and a shape without GPUs counts every free GPU. 0.5 = no change; the same
+//      absolute scale for every request and node (no min-max over candidates, which blew tiny
+//      differences up to the whole range). Whole GPUs average it with the topology look-ahead
+//      kept: 1 - (best rings still available in the free set, lost by this choice) / (those
+//      rings on the idle node).
 //
 //   score = round(score_range * (wt*T + wp*P + wf*F) / (wt + wp + wf))
 //
-// What linkfit cannot see: CPU and memory (kube-scheduler's in-tree plugins own them). On the
-// openb trace that matters (GPUs stranded on nodes whose CPU is gone), so the scheduler profile
-// decides how it is handled; bench/RESULTS.md measures the options.
+// CPU and memory: linkfit never filters on them (kube-scheduler's in-tree plugins own that);
+// it learns a node's allocatable from the cluster file (NodeInfo) and every bound pod's requests
+// (pods without GPUs included) and uses them only here. A node without allocatable figures is
+// treated as having unlimited CPU and memory.
 //
 // The weights and score_range come from the config (policy.weights, policy.score_range);
 // kube-scheduler multiplies the score by the extender's weight x 10 and does not clamp it, so a
 // score_range of 100 gives ten times the resolution of the nominal 0-10.
 //
-// Thread-safety: ShapeStats is safe to update and read concurrently (relaxed atomics; a score
-// may see a slightly stale distribution). ScoreNodes is a pure function.
+// Thread-safety: ShapeStats is safe to update and read concurrently (a mutex held for a map
+// update; Typical() hands out an immutable list rebuilt when the counts have grown by 0.5 %, so
+// a score may see a slightly stale distribution). ScoreNodes is a pure function.
 
-#include <array>
-#include <atomic>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "linkfit/extender/gpu_request.h"
@@ -47,27 +55,51 @@ struct ScoreWeights {
   double fragmentation = 1.0;
 };
 
-// A request shape for fragmentation: `gpus` whole GPUs (milli == 1000) or one GPU share of
-// `milli` thousandths.
+// A request shape for fragmentation: `gpus` whole GPUs (milli == 1000), `gpus` GPU shares of
+// `milli` thousandths each, or no GPU (gpus == 0), with the CPU and memory it asks for.
 struct Shape {
   int gpus = 1;
   int milli = 1000;
   double weight = 0;  // share of requests with this shape
+  std::int64_t cpu_milli = 0;
+  std::int64_t memory_bytes = 0;
+  std::vector<std::string> gpu_models;  // lower-case substrings (linkfit.io/gpu-model); empty = any
 };
+using ShapeList = std::shared_ptr<const std::vector<Shape>>;
 
 class ShapeStats {
  public:
-  ShapeStats();
-  // Counts one request (pods seen by filter; retries count again, which is harmless).
+  // Counts one request (pods seen by filter; retries count again, which is harmless). CPU is
+  // bucketed by whole cores up to 32 (then 8 cores), memory by powers of two GiB; a bucket's
+  // shape carries the mean request of its members.
   void Record(const GpuRequest& request);
-  // The most frequent shapes covering 95% of requests, weights summing to 1. Before any request
-  // is seen: whole 1, 2, 4 and 8 GPUs and half a GPU, equally weighted.
-  std::vector<Shape> Typical() const;
+  // The most frequent shapes covering 95% of requests (at most kMaxShapes), weights summing to
+  // 1. Before any request is seen: whole 1, 2, 4 and 8 GPUs and half a GPU, equally weighted,
+  // no CPU or memory.
+  ShapeList Typical() const;
+
+  static constexpr std::size_t kMaxShapes = 64;
 
  private:
-  static constexpr int kShareBins = 20;  // 50-milli buckets
-  std::array<std::atomic<std::uint64_t>, topology::kMaxGpus + 1> whole_{};
-  std::array<std::atomic<std::uint64_t>, kShareBins + 1> share_{};
+  struct Key {
+    int gpus = 0;
+    int milli = 0;
+    int cpu_bucket = 0;
+    int memory_bucket = 0;
+    std::string models;
+    auto operator<=>(const Key&) const = default;
+  };
+  struct Tally {
+    std::uint64_t count = 0;
+    double cpu_sum = 0;
+    double memory_sum = 0;
+    std::vector<std::string> models;
+  };
+  mutable std::mutex mutex_;
+  std::map<Key, Tally> tallies_;             // GUARDED_BY(mutex_)
+  std::uint64_t total_ = 0;                  // GUARDED_BY(mutex_)
+  mutable ShapeList typical_;                // GUARDED_BY(mutex_)
+  mutable std::uint64_t typical_total_ = 0;  // GUARDED_BY(mutex_)
 };
 
 // FGD fragmentation of a node for the given shapes, in thousandths of a GPU.
@@ -78,12 +110,8 @@ struct Candidate {
   NodeFit fit;  // fits == true
 };
 
-// The score of a node for a pod that asks for no GPU: score_range x (1 - free whole-GPU
-// equivalents / 8, clamped), so CPU-only pods fill nodes whose GPUs are already in use and leave
-// the CPU of nodes with free GPUs to GPU pods.
-std::int64_t CpuOnlyScore(const state::NodeState& node, int score_range);
-
-// Scores every candidate; returns integers in [0, score_range], in candidate order.
+// Scores every candidate (pods without GPUs included: every node is a candidate); returns
+// integers in [0, score_range], in candidate order.
 std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
                                      const std::vector<Candidate>& candidates,
                                      const std::vector<Shape>& shapes, const ScoreWeights& weights,

@@ -34,6 +34,11 @@ struct NodeInfo {
   alloc::PlacementTablePtr table;          // shared by nodes of identical topology
   const alloc::MigPlanner* mig = nullptr;  // the GPUs' MIG profile set; nullptr if not capable
   GpuMask mig_enabled = 0;                 // GPUs configured in MIG mode
+  // Allocatable CPU (thousandths of a core) and memory (bytes); 0 = not known, not tracked.
+  // linkfit never filters on them (kube-scheduler's in-tree plugins do); scoring uses them to
+  // see GPUs stranded by a node whose CPU or memory is exhausted.
+  std::int64_t cpu_milli = 0;
+  std::int64_t memory_bytes = 0;
   const topology::Topology& topology() const { return table->topology(); }
   int gpu_count() const { return table->gpu_count(); }
 };
@@ -58,9 +63,12 @@ struct Assignment {
   std::string pod_name;
   std::string node;
   Kind kind = Kind::kWhole;
-  GpuMask gpus = 0;               // every GPU the pod touches (all kinds)
+  GpuMask gpus = 0;               // every GPU the pod touches (all kinds); 0 for a pod
+                                  // without GPUs (kind kWhole), kept for its CPU and memory
   std::vector<MigSlot> mig;       // kMig
   std::vector<ShareSlot> shares;  // kShared
+  std::int64_t cpu_milli = 0;     // the pod's CPU request, thousandths of a core
+  std::int64_t memory_bytes = 0;  // the pod's memory request
 
   std::string PodKey() const { return pod_namespace + "/" + pod_name; }
   friend bool operator==(const Assignment&, const Assignment&) = default;
@@ -89,12 +97,22 @@ class NodeState {
   // Whole-GPU equivalents in use (whole GPUs + shares/1000 + MIG compute slices/7).
   double UsedGpuEquivalents() const;
 
+  // CPU and memory requested by the pods on this node (never checked against allocatable: the
+  // in-tree filters own that, so the sum may exceed it).
+  std::int64_t cpu_used_milli() const { return cpu_used_milli_; }
+  std::int64_t memory_used_bytes() const { return memory_used_bytes_; }
+  // Allocatable minus used, at least 0; kUntracked when the node's allocatable is not known.
+  static constexpr std::int64_t kUntracked = std::int64_t{1} << 62;
+  std::int64_t cpu_free_milli() const;
+  std::int64_t memory_free_bytes() const;
+
   // The pods on this node, by UID.
   const std::map<std::string, Assignment>& pods() const { return pods_; }
 
   // Returns a new state with `assignment` added; an error if it collides with what is there
   // (a GPU already held, a share beyond 1000, a MIG instance that does not fit, a UID already
-  // on the node). This is the re-check of bind: it never double-allocates.
+  // on the node). This is the re-check of bind: it never double-allocates GPUs. An assignment
+  // without GPUs (kWhole, gpus == 0) only adds its CPU and memory.
   Result<NodeStatePtr> Apply(const Assignment& assignment) const;
   // Returns a new state without the pod `uid` (unchanged copy if it is not here).
   NodeStatePtr Remove(const std::string& uid) const;
@@ -109,6 +127,8 @@ class NodeState {
   // Up to 1000 pods can share one GPU (1/1000 each), so a byte is not enough.
   std::array<std::uint16_t, topology::kMaxGpus> pods_per_gpu_{};
   std::array<alloc::MigGpuState, topology::kMaxGpus> mig_{};
+  std::int64_t cpu_used_milli_ = 0;
+  std::int64_t memory_used_bytes_ = 0;
   std::map<std::string, Assignment> pods_;
 };
 

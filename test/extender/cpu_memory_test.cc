@@ -1,0 +1,200 @@
+// CPU and memory in linkfit's model: a node's allocatable, the requests of bound pods (pods
+// without GPUs included), and the fragmentation that counts GPUs stranded by exhausted CPU.
+
+#include <gtest/gtest.h>
+
+#include "extender_testing.h"
+#include "linkfit/extender/scoring.h"
+
+namespace linkfit::extender {
+namespace {
+
+using linkfit::testing::MakeNodeInfo;
+using linkfit::testing::Mask;
+using testing::BindArgs;
+using testing::ExtenderFixture;
+using testing::GpuPod;
+using testing::NamesArgs;
+
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
+state::NodeInfoPtr NodeWith(const std::string& name, std::int64_t cpu_milli,
+                            std::int64_t memory_bytes) {
+  auto info = std::make_shared<state::NodeInfo>(*MakeNodeInfo(name, "dgx1-v100"));
+  info->cpu_milli = cpu_milli;
+  info->memory_bytes = memory_bytes;
+  return info;
+}
+
+state::Assignment GpuLess(const std::string& uid, const std::string& node, std::int64_t cpu,
+                          std::int64_t memory) {
+  state::Assignment a;
+  a.pod_uid = uid;
+  a.pod_namespace = "ml";
+  a.pod_name = "pod-" + uid;
+  a.node = node;
+  a.cpu_milli = cpu;
+  a.memory_bytes = memory;
+  return a;
+}
+
+TEST(NodeResourcesTest, GpuLessAssignmentCountsCpuAndMemoryOnly) {
+  const state::NodeState empty(NodeWith("n", 64000, 256 * kGiB));
+  EXPECT_EQ(empty.cpu_free_milli(), 64000);
+  auto held = empty.Apply(GpuLess("u1", "n", 48000, 200 * kGiB));
+  ASSERT_TRUE(held.has_value()) << held.error().message;
+  EXPECT_EQ((*held)->cpu_used_milli(), 48000);
+  EXPECT_EQ((*held)->cpu_free_milli(), 16000);
+  EXPECT_EQ((*held)->memory_free_bytes(), 56 * kGiB);
+  EXPECT_EQ((*held)->whole_free(), empty.whole_free());  // no GPU taken
+  EXPECT_EQ((*held)->UsedGpuEquivalents(), 0.0);
+  EXPECT_EQ(linkfit::testing::CheckConsistent(**held), "");
+  // Requests beyond allocatable are recorded (linkfit does not filter on CPU); free stays >= 0.
+  auto over = (*held)->Apply(GpuLess("u2", "n", 32000, 0));
+  ASSERT_TRUE(over.has_value());
+  EXPECT_EQ((*over)->cpu_free_milli(), 0);
+  const state::NodeStatePtr removed = (*over)->Remove("u1");
+  EXPECT_EQ(removed->cpu_used_milli(), 32000);
+  EXPECT_EQ(removed->memory_used_bytes(), 0);
+}
+
+TEST(NodeResourcesTest, UntrackedNodeHasUnlimitedCpu) {
+  const state::NodeState node(MakeNodeInfo("n", "dgx1-v100"));
+  EXPECT_EQ(node.cpu_free_milli(), state::NodeState::kUntracked);
+  EXPECT_EQ(node.memory_free_bytes(), state::NodeState::kUntracked);
+}
+
+TEST(NodeResourcesTest, GpuLessAssignmentMustNotNameSlots) {
+  const state::NodeState node(NodeWith("n", 64000, 0));
+  state::Assignment shares = GpuLess("u1", "n", 1000, 0);
+  shares.kind = state::Assignment::Kind::kShared;
+  EXPECT_FALSE(node.Apply(shares).has_value());
+  state::Assignment negative = GpuLess("u2", "n", -1, 0);
+  EXPECT_FALSE(node.Apply(negative).has_value());
+}
+
+TEST(FragmentationTest, FreeGpusOnANodeWithoutCpuAreAllFragment) {
+  Shape one_gpu;
+  one_gpu.gpus = 1;
+  one_gpu.milli = 1000;
+  one_gpu.weight = 1.0;
+  one_gpu.cpu_milli = 8000;
+  const std::vector<Shape> shapes{one_gpu};
+  const state::NodeState fresh(NodeWith("n", 64000, 0));
+  EXPECT_EQ(Fragmentation(fresh, shapes), 0.0);
+  // 60 of 64 cores taken by a pod without GPUs: 8 idle GPUs, none usable by the shape.
+  auto starved = fresh.Apply(GpuLess("cpu-hog", "n", 60000, 0));
+  ASSERT_TRUE(starved.has_value());
+  EXPECT_EQ(Fragmentation(**starved, shapes), 8000.0);
+  // Unknown allocatable: CPU is not tracked, the GPUs are not fragment.
+  const state::NodeState untracked(MakeNodeInfo("u", "dgx1-v100"));
+  auto held = untracked.Apply(GpuLess("cpu-hog", "u", 60000, 0));
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(Fragmentation(**held, shapes), 0.0);
+}
+
+TEST(FragmentationTest, ShapeWithoutGpusCountsEveryFreeGpu) {
+  Shape cpu_only;
+  cpu_only.gpus = 0;
+  cpu_only.milli = 0;
+  cpu_only.weight = 1.0;
+  const state::NodeState node(NodeWith("n", 64000, 0));
+  EXPECT_EQ(Fragmentation(node, {cpu_only}), 8000.0);
+}
+
+TEST(ShapeStatsTest, LearnsCpuAndMemoryOfShapes) {
+  ShapeStats stats;
+  GpuRequest request;
+  request.kind = GpuRequest::Kind::kWhole;
+  request.count = 1;
+  request.cpu_milli = 11300;
+  request.memory_bytes = 16 * kGiB;
+  stats.Record(request);
+  request.cpu_milli = 11900;  // same CPU bucket (12 cores)
+  stats.Record(request);
+  const ShapeList typical = stats.Typical();
+  ASSERT_EQ(typical->size(), 1u);
+  EXPECT_EQ((*typical)[0].gpus, 1);
+  EXPECT_EQ((*typical)[0].cpu_milli, 11600);  // the bucket's mean
+  EXPECT_EQ((*typical)[0].memory_bytes, 16 * kGiB);
+  EXPECT_DOUBLE_EQ((*typical)[0].weight, 1.0);
+}
+
+class CpuMemoryExtenderTest : public ExtenderFixture {
+ protected:
+  void SetUp() override {
+    cache_.UpsertNode(NodeWith("a", 64000, 256 * kGiB));
+    cache_.UpsertNode(NodeWith("b", 64000, 256 * kGiB));
+  }
+  kube::PodView CpuPod(const std::string& uid, std::int64_t cpu_milli) {
+    kube::PodView pod = GpuPod(uid, 0);
+    pod.requests["cpu"] = cpu_milli;
+    pod.requests["memory"] = 8 * kGiB * 1000;  // thousandths of a byte
+    return pod;
+  }
+  const state::NodeState& Node(const std::string& name) {
+    snapshot_ = cache_.Snapshot();
+    return *snapshot_->Find(name);
+  }
+  state::SnapshotPtr snapshot_;
+};
+
+TEST_F(CpuMemoryExtenderTest, PodWithoutGpusIsCountedAtBindAndFreedAtRelease) {
+  const std::vector<std::string> names{"a", "b"};
+  const kube::PodView pod = CpuPod("c1", 40000);
+  extender_.Filter(NamesArgs(pod, names));
+  EXPECT_EQ(extender_.Bind(BindArgs(pod, "a")), "");
+  EXPECT_EQ(Node("a").cpu_used_milli(), 40000);
+  EXPECT_EQ(Node("a").memory_used_bytes(), 8 * kGiB);
+  EXPECT_EQ(Node("a").whole_free(), Mask({0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(cache_.Phase("c1"), state::PodPhase::kAdded);
+  ASSERT_EQ(binder_.bind_calls(), 1u);
+  EXPECT_EQ(binder_.last_bind().second.cpu_milli, 40000);
+  // A repeated bind is a success and counts nothing twice.
+  EXPECT_EQ(extender_.Bind(BindArgs(pod, "a")), "");
+  EXPECT_EQ(Node("a").cpu_used_milli(), 40000);
+  EXPECT_TRUE(extender_.Release("c1"));
+  EXPECT_EQ(Node("a").cpu_used_milli(), 0);
+}
+
+TEST_F(CpuMemoryExtenderTest, GpuPodRecordsItsCpu) {
+  const std::vector<std::string> names{"a", "b"};
+  kube::PodView pod = GpuPod("g1", 2);
+  pod.requests["cpu"] = 12000;
+  extender_.Filter(NamesArgs(pod, names));
+  EXPECT_EQ(extender_.Bind(BindArgs(pod, "b")), "");
+  EXPECT_EQ(Node("b").cpu_used_milli(), 12000);
+  EXPECT_EQ(__builtin_popcount(Node("b").whole_used()), 2);
+}
+
+TEST_F(CpuMemoryExtenderTest, PodWithoutGpusOnAnUnknownNodeStillBinds) {
+  const std::vector<std::string> names{"cpu-node"};
+  const kube::PodView pod = CpuPod("c2", 1000);
+  extender_.Filter(NamesArgs(pod, names));
+  EXPECT_EQ(extender_.Bind(BindArgs(pod, "cpu-node")), "");
+  EXPECT_EQ(cache_.Phase("c2"), state::PodPhase::kInitial);
+}
+
+TEST_F(CpuMemoryExtenderTest, PrioritizeAvoidsStrandingGpusByCpu) {
+  const std::vector<std::string> names{"a", "b"};
+  // Teach the shape distribution: 1-GPU pods with 8 cores.
+  for (int i = 0; i < 20; ++i) {
+    kube::PodView gpu_pod = GpuPod("shape-" + std::to_string(i), 1);
+    gpu_pod.requests["cpu"] = 8000;
+    extender_.Filter(NamesArgs(gpu_pod, names));
+  }
+  // Node a has only 10 cores left and 8 idle GPUs; node b has all its CPU. A pod without GPUs
+  // asking for 6 cores would strand a's GPUs (4 cores left < 8), not b's.
+  const kube::PodView hog = CpuPod("hog", 54000);
+  extender_.Filter(NamesArgs(hog, names));
+  ASSERT_EQ(extender_.Bind(BindArgs(hog, "a")), "");
+  const kube::PodView small = CpuPod("small", 6000);
+  extender_.Filter(NamesArgs(small, names));
+  const std::vector<kube::HostPriority> scores = extender_.Prioritize(NamesArgs(small, names));
+  ASSERT_EQ(scores.size(), 2u);
+  EXPECT_LT(scores[0].score, scores[1].score)
+      << "a " << scores[0].score << ", b " << scores[1].score;
+}
+
+}  // namespace
+}  // namespace linkfit::extender
