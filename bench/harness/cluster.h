@@ -83,6 +83,7 @@ struct SimNode {
   // The topology document linkfit serve reads for this node (absolute path); empty: the linkfit
   // placer synthesises a single-socket PCIe (PHB) document of gpu_count GPUs.
   std::string topology_file;
+  bool mig_mode = false;  // every GPU in MIG mode (linkfit's cluster file says `mig: all`)
   int pods = 0;
   // Pods per class for the Clustering baseline: share, 1, 2, 4, 8 GPUs (others go to the nearest).
   std::array<int, 5> class_pods{};

@@ -89,6 +89,7 @@ Result<std::string> WriteClusterFile(const Cluster& cluster, const std::string& 
     if (!node.gpu_model.empty()) {
       yaml << "    labels: {nvidia.com/gpu.product: " << YamlQuote(node.gpu_model) << "}\n";
     }
+    if (node.mig_mode) yaml << "    mig: all\n";
     // Allocatable CPU and memory: linkfit scores GPUs stranded by them (it never filters on them).
     if (node.cpu_capacity > 0) yaml << "    cpu: " << node.cpu_capacity << "m\n";
     if (node.memory_capacity > 0) yaml << "    memory: " << node.memory_capacity << "Mi\n";

@@ -172,5 +172,33 @@ TEST_F(SmokeReplay, TopologyReplayPlacesEveryJobOnTheBestRingWithLinkfit) {
   }
 }
 
+TEST_F(SmokeReplay, MigReplayWithEveryPolicy) {
+  BenchOptions options = Options();
+  options.experiment = "mig";
+  options.nodes_per_group = 1;
+  options.jobs = 150;
+  options.policies = {"first-fit", "best-fit", "random"};
+#ifdef LINKFIT_SERVE_BINARY
+  options.linkfit_binary = LINKFIT_SERVE_BINARY;
+  if (access(options.linkfit_binary.c_str(), X_OK) == 0) options.policies.push_back("linkfit");
+#endif
+  auto summary = RunMigExperiment(options);
+  ASSERT_TRUE(summary) << summary.error().message;
+  ASSERT_EQ((*summary)["results"].size(), options.policies.size());
+  for (const auto& result : (*summary)["results"]) {
+    EXPECT_EQ(result["pods"].get<int>(), 150) << result["policy"];
+    const double rate = result["placement_success_rate"].get<double>();
+    EXPECT_GT(rate, 0.5) << result["policy"];
+    EXPECT_LE(rate, 1.0) << result["policy"];
+    EXPECT_GE(result["stranded_slices_mean"].get<double>(), 0.0) << result["policy"];
+  }
+  // Deterministic for a seed.
+  auto again = RunMigExperiment(options);
+  ASSERT_TRUE(again) << again.error().message;
+  for (std::size_t i = 0; i < options.policies.size(); ++i) {
+    EXPECT_EQ((*summary)["results"][i]["placed"], (*again)["results"][i]["placed"]);
+  }
+}
+
 }  // namespace
 }  // namespace linkfit::bench
