@@ -47,4 +47,11 @@ run fgd --trace ../shared/traces/alibaba-gpu-2023 --workload default \
 # Mixed-topology cluster, Philly-shaped demand with departures (about 1 min for 10 seeds).
 run topology --seeds 42-51 --jobs 3000 --policies "${policies/dotprod,clustering,/}" \
   "${linkfit_args[@]}"
-# The mig and latency experiments are not implemented yet (bench/RESULTS.md says so).
+# MIG-profile demand on DGX A100 40GB + DGX H100 in MIG mode, arrivals and departures (seconds).
+mig_policies="first-fit,best-fit,random"
+[[ -x "$linkfit" ]] && mig_policies="linkfit,$mig_policies"
+run mig --seeds 42-51 --jobs 3000 --policies "$mig_policies" "${linkfit_args[@]}"
+# Verb round trips during an openb replay at 1,000 and 5,000 nodes (linkfit only; ~1-2 min).
+if [[ -x "$linkfit" ]]; then
+  run latency --seeds 42 --jobs 1000 "${linkfit_args[@]}"
+fi

@@ -15,6 +15,8 @@
 #include <bit>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -134,7 +136,13 @@ class ExtenderPlacer : public Placer {
     for (int node = 0; node < node_count; ++node) {
       if (cluster.InTreeFits(node, pod)) feasible.push_back(node);
     }
-    if (feasible.empty()) return std::optional<Placement>();
+    if (feasible.empty()) {
+      if (debug_) {
+        std::fprintf(stderr, "no in-tree feasible node for %s (allocated %lld)\n", pod.name.c_str(),
+                     static_cast<long long>(cluster.allocated_gpu_milli()));
+      }
+      return std::optional<Placement>();
+    }
     if (options_.percentage_of_nodes_to_score < 100) {
       const std::size_t keep = std::max<std::size_t>(
           std::min<std::size_t>(feasible.size(), 100),
@@ -165,7 +173,10 @@ class ExtenderPlacer : public Placer {
         passing.push_back(index);
       }
     }
-    if (passing.empty()) return std::optional<Placement>();
+    if (passing.empty()) {
+      if (debug_) DebugRejection(cluster, pod, *filtered, feasible.size());
+      return std::optional<Placement>();
+    }
 
     int chosen = passing.front();
     if (passing.size() >= 2) {
@@ -210,6 +221,10 @@ class ExtenderPlacer : public Placer {
         error && error->is_string() && !error->get<std::string>().empty()) {
       // kube-scheduler would requeue the pod; the replay counts it as not placed.
       ++bind_errors_;
+      if (debug_) {
+        std::fprintf(stderr, "bind of %s to %s failed: %s\n", pod.name.c_str(), node_name.c_str(),
+                     error->dump().c_str());
+      }
       return std::optional<Placement>();
     }
     auto placement = LearnDevices(cluster, chosen, pod);
@@ -227,6 +242,40 @@ class ExtenderPlacer : public Placer {
   }
 
  private:
+  // LINKFIT_BENCH_DEBUG=1: one line per pod linkfit rejects, with its reasons for the first
+  // nodes and how many nodes the simulator sees with a GPU free enough for it.
+  static void DebugRejection(const Cluster& cluster, const PodSpec& pod,
+                             const nlohmann::json& filtered, std::size_t feasible) {
+    std::string reasons;
+    for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"}) {
+      if (const auto* failed = Field(filtered, key); failed && failed->is_object()) {
+        for (auto it = failed->begin(); it != failed->end() && reasons.size() < 300; ++it) {
+          reasons += it.key() + ": " + it.value().dump() + "; ";
+        }
+      }
+    }
+    int with_gpu = 0;
+    std::int64_t most_cpu = 0;
+    for (const SimNode& n : cluster.nodes()) {
+      int best = 0;
+      for (int g = 0; g < n.gpu_count; ++g) {
+        best = std::max<int>(best, n.gpu_free_milli[static_cast<std::size_t>(g)]);
+      }
+      if (best >= pod.gpu_milli) {
+        ++with_gpu;
+        most_cpu = std::max(most_cpu, n.cpu_free);
+      }
+    }
+    std::fprintf(stderr,
+                 "linkfit rejects %s (%lld cpu milli, %d x %d milli GPU; %zu in-tree feasible "
+                 "nodes; allocated %lld of %lld GPU milli; %d nodes have such a GPU free, the "
+                 "most CPU there %lld): %s\n",
+                 pod.name.c_str(), static_cast<long long>(pod.cpu_milli), pod.gpu_count,
+                 pod.gpu_milli, feasible, static_cast<long long>(cluster.allocated_gpu_milli()),
+                 static_cast<long long>(cluster.total_gpu_milli()), with_gpu,
+                 static_cast<long long>(most_cpu), reasons.c_str());
+  }
+
   Result<nlohmann::json> Post(const std::string& verb, const std::string& path,
                               const std::string& body) {
     const auto start = std::chrono::steady_clock::now();
@@ -356,6 +405,7 @@ class ExtenderPlacer : public Placer {
   httplib::Client client_;
   std::map<std::string, std::vector<double>> latencies_;
   int bind_errors_ = 0;
+  bool debug_ = std::getenv("LINKFIT_BENCH_DEBUG") != nullptr;
 };
 
 }  // namespace

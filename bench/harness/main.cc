@@ -17,7 +17,7 @@ constexpr const char* kUsage = R"(usage: linkfit-bench EXPERIMENT [options]
 experiments:
   fgd        the FGD paper's protocol on Alibaba openb (130 % demand, no departures)
   topology   mixed-topology cluster under Philly-shaped multi-GPU demand, with departures
-  mig        MIG-profile demand on MIG-capable nodes
+  mig        MIG-profile demand on MIG-capable nodes (first-fit, best-fit, random, linkfit)
   latency    extender verb latency at 1,000 and 5,000 nodes, collected during replay
 
 options:
@@ -38,11 +38,16 @@ options:
                        first best node of a seeded node permutation, fgd's integer sigmoid
                        score) or as under kube-scheduler (seeded random tie-break, exact scores).
                        Default: paper for fgd, kube for the other experiments
-  --nodes-per-group N  topology: nodes of each of the five topologies (default: 8)
-  --jobs N             topology: Philly-shaped jobs per seed (default: 2000)
-  --load PCT           topology: offered load in % of GPU capacity (default: 90)
+  --nodes-per-group N  topology: nodes of each of the five topologies; mig: of DGX A100 and of
+                       DGX H100 (default: 8)
+  --jobs N             topology: Philly-shaped jobs per seed; mig: pods per seed; latency: pods
+                       per cluster size (default: 2000)
+  --load PCT           topology, mig: offered load in % of GPU capacity (default: 90)
   --comm-share PCT     topology: communication share of a step, slowdown model (default: 30)
   --quiet              no per-seed progress lines
+
+environment:
+  LINKFIT_BENCH_DEBUG=1  print every pod the linkfit policy could not place, and why
 )";
 
 }  // namespace

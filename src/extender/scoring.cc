@@ -87,8 +87,12 @@ double FragmentationOf(const FreeView& view, const std::vector<Shape>& shapes, S
 // Packing measures free capacity left on the node up to this many whole GPUs (8-GPU nodes span
 // the range; emptier 16-GPU nodes saturate at "not tight at all").
 constexpr double kPackingScaleGpus = 8.0;
+// The same for CPU: up to 128 cores.
+constexpr double kPackingScaleCpuMilli = 128000.0;
 // Sigmoid slope of the fragmentation term per whole GPU of growth (FGD uses 1).
 constexpr double kFragmentationSlope = 1.0;
+// Resolution of the fragmentation term (FGD's: 100 steps of the sigmoid).
+constexpr double kFragmentationSteps = 100.0;
 
 double LookaheadRing(const alloc::PlacementTable& table, topology::GpuMask free) {
   return static_cast<double>(table.Lookahead(free) >> 35);
@@ -202,9 +206,15 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
   const bool multi_gpu = request.kind == GpuRequest::Kind::kWhole && request.count >= 2;
   double best_ring = 0;
   double best_sum = 0;
+  // The largest look-ahead an idle candidate node offers: the one scale for every node's loss.
+  double idle_ahead_max = 0;
   for (const Candidate& c : candidates) {
     best_ring = std::max(best_ring, static_cast<double>(c.fit.quality.ring_mbps));
     best_sum = std::max(best_sum, static_cast<double>(c.fit.quality.sum_mbps));
+    if (request.kind == GpuRequest::Kind::kWhole) {
+      const auto all = static_cast<topology::GpuMask>((1u << c.node->info().gpu_count()) - 1u);
+      idle_ahead_max = std::max(idle_ahead_max, LookaheadRing(*c.node->info().table, all));
+    }
   }
   for (std::size_t i = 0; i < n; ++i) {
     const state::NodeState& node = *candidates[i].node;
@@ -227,10 +237,23 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       }
       if (all_shared) band = 2;
     }
-    packing[i] = (band + (1.0 - std::min(free_after, kPackingScaleGpus) / kPackingScaleGpus)) / 3.0;
+    // Best fit in CPU as well where the node's CPU is known: of two nodes the pod fits equally
+    // well in GPUs, the one left with less CPU, so nodes with many cores stay free for pods
+    // that need many cores.
+    double cpu_tightness = -1;
+    if (node.info().cpu_milli > 0) {
+      const double cpu_after =
+          static_cast<double>(std::max<std::int64_t>(0, node.cpu_free_milli() - request.cpu_milli));
+      cpu_tightness = 1.0 - std::min(cpu_after, kPackingScaleCpuMilli) / kPackingScaleCpuMilli;
+    }
+    const auto tight = [&](double gpu_tightness) {
+      return cpu_tightness < 0 ? gpu_tightness : 0.5 * gpu_tightness + 0.5 * cpu_tightness;
+    };
+    packing[i] =
+        (band + tight(1.0 - std::min(free_after, kPackingScaleGpus) / kPackingScaleGpus)) / 3.0;
     if (request.kind == GpuRequest::Kind::kNone) {
       // No GPUs: fill nodes whose GPUs are already in use, leave the rest to GPU pods.
-      packing[i] = 1.0 - std::min(gpus - used_before, kPackingScaleGpus) / kPackingScaleGpus;
+      packing[i] = tight(1.0 - std::min(gpus - used_before, kPackingScaleGpus) / kPackingScaleGpus);
     }
     if (request.kind != GpuRequest::Kind::kMig) {
       FreeView before = ViewOf(node);
@@ -249,11 +272,11 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
         const double lost =
             LookaheadRing(*node.info().table, free) -
             LookaheadRing(*node.info().table, static_cast<topology::GpuMask>(free & ~a.gpus));
-        // Scaled by what the idle node offers, so losing an NVLink pair costs more than
-        // losing a PCIe pair on the same kind of node.
-        const auto all = static_cast<topology::GpuMask>((1u << before.gpus) - 1u);
-        const double idle_ahead = LookaheadRing(*node.info().table, all);
-        look = idle_ahead > 0 ? 1.0 - std::clamp(lost / idle_ahead, 0.0, 1.0) : 1.0;
+        // In ring bandwidth, on one scale for every candidate (the largest look-ahead an idle
+        // candidate offers): losing an NVLink ring costs more than losing a PCIe one, and the
+        // same loss costs the same on a small node as on a large one (a per-node scale made
+        // every GPU of a 2-GPU node look four times as precious as one of an 8-GPU node).
+        look = idle_ahead_max > 0 ? 1.0 - std::clamp(lost / idle_ahead_max, 0.0, 1.0) : 1.0;
       } else if (request.kind == GpuRequest::Kind::kShared) {
         for (const state::Assignment::ShareSlot& slot : a.shares) {
           int& free = after.free[static_cast<std::size_t>(slot.gpu)];
@@ -268,7 +291,11 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       const double growth_gpus =
           (FragmentationOf(after, shapes, allowed) - FragmentationOf(before, shapes, allowed)) /
           1000.0;
-      const double frag = 1.0 / (1.0 + std::exp(growth_gpus * kFragmentationSlope));
+      // Reported at FGD's resolution (its scheduler plugin scores floor(100 x sigmoid)): growths
+      // within a hundredth of the sigmoid are equal, and packing decides between them.
+      const double frag =
+          std::floor(kFragmentationSteps / (1.0 + std::exp(growth_gpus * kFragmentationSlope))) /
+          kFragmentationSteps;
       fragmentation[i] = request.kind == GpuRequest::Kind::kWhole ? 0.5 * frag + 0.5 * look : frag;
     }
   }

@@ -196,5 +196,29 @@ TEST_F(CpuMemoryExtenderTest, PrioritizeAvoidsStrandingGpusByCpu) {
       << "a " << scores[0].score << ", b " << scores[1].score;
 }
 
+TEST_F(CpuMemoryExtenderTest, GpuPodAvoidsTheNodeWhoseCpuItWouldExhaust) {
+  const std::vector<std::string> names{"a", "b"};
+  for (int i = 0; i < 20; ++i) {
+    kube::PodView gpu_pod = GpuPod("shape-" + std::to_string(i), 1);
+    gpu_pod.requests["cpu"] = 8000;
+    extender_.Filter(NamesArgs(gpu_pod, names));
+  }
+  // Both nodes have 8 idle GPUs; a has 12 cores left, b 40. A 1-GPU pod with 8 cores leaves a
+  // with 4 cores: its 7 remaining GPUs could serve no 8-core shape.
+  const kube::PodView hog_a = CpuPod("hog-a", 52000);
+  const kube::PodView hog_b = CpuPod("hog-b", 24000);
+  extender_.Filter(NamesArgs(hog_a, names));
+  extender_.Filter(NamesArgs(hog_b, names));
+  ASSERT_EQ(extender_.Bind(BindArgs(hog_a, "a")), "");
+  ASSERT_EQ(extender_.Bind(BindArgs(hog_b, "b")), "");
+  kube::PodView pod = GpuPod("g", 1);
+  pod.requests["cpu"] = 8000;
+  extender_.Filter(NamesArgs(pod, names));
+  const std::vector<kube::HostPriority> scores = extender_.Prioritize(NamesArgs(pod, names));
+  ASSERT_EQ(scores.size(), 2u);
+  EXPECT_LT(scores[0].score, scores[1].score)
+      << "a " << scores[0].score << ", b " << scores[1].score;
+}
+
 }  // namespace
 }  // namespace linkfit::extender

@@ -10,6 +10,10 @@
 //      whole-GPU equivalents left free on the node afterwards / 8 (clamped). Partly used nodes
 //      fill up first (best fit) and idle nodes stay whole for large pods. Pods without GPUs:
 //      1 - free whole-GPU equivalents / 8, so they fill nodes whose GPUs are already in use.
+//      Where the node's CPU is known, tightness is the mean of that and 1 - the cores left free
+//      afterwards / 128 (best fit in CPU too, as the FGD paper's BestFit): nodes with many cores
+//      stay free for pods that need many (on openb, 120-core 8-GPU pods fit only the 128-core
+//      nodes; without this they were gone by 25 % demand).
 //   F  fragmentation: sigmoid(-growth), growth = the rise of the node's FGD-style fragmentation
 //      (Weng et al., ATC'23) in whole GPUs under the request shapes linkfit has seen (ShapeStats):
 //      for each shape, the free GPU capacity that can no longer serve it, weighted by how often
@@ -19,7 +23,7 @@
 //      absolute scale for every request and node (no min-max over candidates, which blew tiny
 //      differences up to the whole range). Whole GPUs average it with the topology look-ahead
 //      kept: 1 - (best rings still available in the free set, lost by this choice) / (those
-//      rings on the idle node).
+//      rings on the best idle candidate node), one bandwidth scale for every candidate.
 //
 //   score = round(score_range * (wt*T + wp*P + wf*F) / (wt + wp + wf))
 //
