@@ -439,6 +439,12 @@ Result<nlohmann::json> RunMigExperiment(const BenchOptions& given) {
       by_kind[kKinds[k].label] =
           all.arrived[k] > 0 ? static_cast<double>(all.placed[k]) / all.arrived[k] : 1.0;
     }
+    double slices_arrived = 0;
+    double slices_placed = 0;
+    for (std::size_t k = 0; k < kKindCount; ++k) {
+      slices_arrived += static_cast<double>(all.arrived[k]) * kKinds[k].memory;
+      slices_placed += static_cast<double>(all.placed[k]) * kKinds[k].memory;
+    }
     const double samples = std::max(1, all.samples);
     results.push_back(
         {{"policy", policy},
@@ -446,6 +452,7 @@ Result<nlohmann::json> RunMigExperiment(const BenchOptions& given) {
          {"placed", placed},
          {"placement_success_rate", static_cast<double>(placed) / std::max(1, arrived)},
          {"success_rate_by_kind", by_kind},
+         {"slice_success_rate", slices_arrived > 0 ? slices_placed / slices_arrived : 1.0},
          {"stranded_slices_mean", all.stranded_sum / samples},
          {"stranded_share_of_free_slices", all.stranded_share_sum / samples},
          {"slice_utilisation", all.used_share_sum / samples},
@@ -479,7 +486,8 @@ Result<nlohmann::json> RunMigExperiment(const BenchOptions& given) {
       {"plots", {"stranded_slices.svg"}},
       {"reading",
        {"placement_success_rate: share of arriving MIG pods placed at once (no queue; a pod "
-        "that fits nowhere is rejected). success_rate_by_kind shows where the failures are: "
+        "that fits nowhere is rejected); slice_success_rate: the same weighted by the memory "
+        "slices each pod asks for. success_rate_by_kind shows where the failures are: "
         "large profiles (3g, 4g, 7g) need aligned free ranges.",
         "stranded slices: free memory slices that no profile of the demand mix can use on "
         "their GPU, sampled at every arrival; slice_utilisation: used memory slices over "
