@@ -89,7 +89,7 @@ class PackingPolicy : public Policy {
     const Placement placement = DefaultDeviceChoice(cluster, node, pod);
     bool only_used_gpus = placement.gpus != 0 || placement.mig_gpu >= 0;
     for (int g = 0; g < n.gpu_count; ++g) {
-      const bool chosen = ((placement.gpus >> g) & 1u) != 0 || placement.mig_gpu == g;
+      const bool chosen = ((placement.gpus >> g) & 1) != 0 || placement.mig_gpu == g;
       const bool used = n.gpu_free_milli[static_cast<std::size_t>(g)] < kWholeGpuMilli ||
                         n.mig_slices_used[static_cast<std::size_t>(g)] != 0;
       if (chosen && !used) only_used_gpus = false;

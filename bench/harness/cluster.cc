@@ -193,7 +193,7 @@ void Cluster::Apply(const PodSpec& pod, const Placement& placement) {
   n.cpu_free -= pod.cpu_milli;
   n.memory_free -= pod.memory_mib;
   for (int g = 0; g < n.gpu_count; ++g) {
-    if ((placement.gpus >> g) & 1u) {
+    if ((placement.gpus >> g) & 1) {
       n.gpu_free_milli[U(g)] =
           static_cast<std::int16_t>(n.gpu_free_milli[U(g)] - placement.gpu_milli);
       allocated_gpu_milli_ += placement.gpu_milli;
@@ -216,7 +216,7 @@ void Cluster::Release(const PodSpec& pod, const Placement& placement) {
   n.cpu_free += pod.cpu_milli;
   n.memory_free += pod.memory_mib;
   for (int g = 0; g < n.gpu_count; ++g) {
-    if ((placement.gpus >> g) & 1u) {
+    if ((placement.gpus >> g) & 1) {
       n.gpu_free_milli[U(g)] =
           static_cast<std::int16_t>(n.gpu_free_milli[U(g)] + placement.gpu_milli);
       allocated_gpu_milli_ -= placement.gpu_milli;

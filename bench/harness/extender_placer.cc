@@ -389,7 +389,7 @@ class ExtenderPlacer : public Placer {
     placement.gpu_milli = pod.gpu_milli;
     // The simulator's own fit rule must agree with linkfit's choice.
     for (int g = 0; g < cluster.node(node).gpu_count; ++g) {
-      if (((gpus >> g) & 1u) &&
+      if (((gpus >> g) & 1) &&
           cluster.node(node).gpu_free_milli[static_cast<std::size_t>(g)] < pod.gpu_milli) {
         return MakeError("linkfit gave pod " + pod.uid + " GPU " + std::to_string(g) + " of " +
                          cluster.node(node).name + ", which the simulator sees as full");

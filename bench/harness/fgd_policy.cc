@@ -54,7 +54,7 @@ class FgdPolicy : public Policy {
       const Placement placement = DefaultDeviceChoice(cluster, node, pod);
       if (placement.node < 0) return choice;
       for (int g = 0; g < n.gpu_count; ++g) {
-        if ((placement.gpus >> g) & 1u) after.free[Gpu(g)] = 0;
+        if ((placement.gpus >> g) & 1) after.free[Gpu(g)] = 0;
       }
       choice.feasible = true;
       choice.score = Score(fragmentation_before - Fragmentation(n, after));
@@ -72,7 +72,7 @@ class FgdPolicy : public Policy {
       std::int16_t tried[kMaxNodeGpus] = {};
       int tried_count = 0;
       for (int g = 0; g < n.gpu_count; ++g) {
-        if ((placement.gpus >> g) & 1u) continue;
+        if ((placement.gpus >> g) & 1) continue;
         if (after.free[Gpu(g)] < pod.gpu_milli || n.mig_slices_used[Gpu(g)] != 0) continue;
         if (std::find(tried, tried + tried_count, after.free[Gpu(g)]) != tried + tried_count) {
           continue;

@@ -14,7 +14,7 @@ constexpr std::uint32_t kNotComputed = std::numeric_limits<std::uint32_t>::max()
 std::vector<int> Members(GpuMask mask) {
   std::vector<int> members;
   for (int gpu = 0; gpu < 16; ++gpu) {
-    if ((mask >> gpu) & 1u) members.push_back(gpu);
+    if ((mask >> gpu) & 1) members.push_back(gpu);
   }
   return members;
 }

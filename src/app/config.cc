@@ -94,7 +94,7 @@ Result<void> ConfigParser::ParseMap(const YAML::Node& node, const std::string& p
   if (!node.IsMap()) return Fail(node, path, "expected a mapping, got " + Describe(node));
   std::set<std::string> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& key = it->first;
+    const YAML::Node key = it->first;  // a copy: it-> yields a temporary proxy
     if (!key.IsScalar()) return Fail(key, path, "keys must be strings");
     const std::string& name = key.Scalar();
     const std::string key_path = Join(path, name);
@@ -426,7 +426,7 @@ Result<Config> ConfigParser::Parse(std::string_view yaml) {
              if (!node.IsMap())
                return Fail(node, path, "expected a mapping, got " + Describe(node));
              for (auto it = node.begin(); it != node.end(); ++it) {
-               const YAML::Node& key = it->first;
+               const YAML::Node key = it->first;  // a copy: it-> yields a temporary proxy
                if (!key.IsScalar() || Trim(key.Scalar()).empty()) {
                  return Fail(key, path, "keys must be non-empty strings");
                }

@@ -18,7 +18,7 @@ nlohmann::json GpuJson(const state::NodeState& node, int g) {
   nlohmann::json instances = nlohmann::json::array();
   nlohmann::json shares = nlohmann::json::array();
   for (const auto& [uid, a] : node.pods()) {
-    if (((a.gpus >> g) & 1u) == 0) continue;
+    if (((a.gpus >> g) & 1) == 0) continue;
     pods.push_back(uid);
     names.push_back(a.PodKey());
     for (const auto& slot : a.mig) {
@@ -34,11 +34,11 @@ nlohmann::json GpuJson(const state::NodeState& node, int g) {
       if (slot.gpu == g) shares.push_back({{"milli", slot.milli}, {"pod", uid}});
     }
   }
-  const bool mig_mode = ((node.info().mig_enabled >> g) & 1u) != 0;
+  const bool mig_mode = ((node.info().mig_enabled >> g) & 1) != 0;
   std::string mode = "idle";
   if (mig_mode) {
     mode = "mig";
-  } else if ((node.whole_used() >> g) & 1u) {
+  } else if ((node.whole_used() >> g) & 1) {
     mode = "whole";
   } else if (node.shared_milli(g) > 0) {
     mode = "shared";

@@ -66,7 +66,7 @@ NodeFit FitMig(const GpuRequest& request, const state::NodeState& node) {
     if (node.info().topology().gpu(g).mig_profile_set != planner->set().id) continue;
     alloc::MigGpuView view;
     view.index = g;
-    view.mig_enabled = ((node.info().mig_enabled >> g) & 1u) != 0;
+    view.mig_enabled = ((node.info().mig_enabled >> g) & 1) != 0;
     view.pods = node.pods_on_gpu(g);
     view.state = node.mig_state(g);
     views.push_back(view);
@@ -115,7 +115,7 @@ NodeFit FitShared(const GpuRequest& request, const state::NodeState& node,
   for (int g = 0; g < node.info().gpu_count(); ++g) {
     alloc::SharedGpuView view;
     view.index = g;
-    view.eligible = ((eligible >> g) & 1u) != 0;
+    view.eligible = ((eligible >> g) & 1) != 0;
     if (node.shared_milli(g) > 0) view.state.Take(0, node.shared_milli(g));
     views.push_back(view);
   }

@@ -26,7 +26,7 @@ double NodeState::UsedGpuEquivalents() const {
   double used = __builtin_popcount(whole_used_);
   for (int g = 0; g < info_->gpu_count(); ++g) {
     used += shared_milli_[Idx(g)] / 1000.0;
-    if (info_->mig != nullptr && ((info_->mig_enabled >> g) & 1u)) {
+    if (info_->mig != nullptr && ((info_->mig_enabled >> g) & 1)) {
       used += mig_[Idx(g)].compute_used() / static_cast<double>(info_->mig->set().compute_slices);
     }
   }
@@ -78,7 +78,7 @@ Result<void> NodeState::AddInPlace(const Assignment& a) {
       break;
     case Assignment::Kind::kShared:
       for (const Assignment::ShareSlot& slot : a.shares) {
-        if (slot.gpu < 0 || slot.gpu >= n || ((share_eligible() >> slot.gpu) & 1u) == 0) {
+        if (slot.gpu < 0 || slot.gpu >= n || ((share_eligible() >> slot.gpu) & 1) == 0) {
           return MakeError("GPU " + std::to_string(slot.gpu) + " cannot take shares");
         }
         if (slot.milli <= 0 || shared_milli_[Idx(slot.gpu)] + slot.milli > 1000) {
@@ -93,7 +93,7 @@ Result<void> NodeState::AddInPlace(const Assignment& a) {
     case Assignment::Kind::kMig:
       if (info_->mig == nullptr) return MakeError(info_->name + " has no MIG-capable GPUs");
       for (const Assignment::MigSlot& slot : a.mig) {
-        if (slot.gpu < 0 || slot.gpu >= n || ((info_->mig_enabled >> slot.gpu) & 1u) == 0) {
+        if (slot.gpu < 0 || slot.gpu >= n || ((info_->mig_enabled >> slot.gpu) & 1) == 0) {
           return MakeError("GPU " + std::to_string(slot.gpu) + " is not in MIG mode");
         }
         if (!mig_[Idx(slot.gpu)].Place(info_->mig->set(), slot.instance.profile,
@@ -105,7 +105,7 @@ Result<void> NodeState::AddInPlace(const Assignment& a) {
       break;
   }
   for (int g = 0; g < n; ++g) {
-    if ((a.gpus >> g) & 1u) ++pods_per_gpu_[Idx(g)];
+    if ((a.gpus >> g) & 1) ++pods_per_gpu_[Idx(g)];
   }
   cpu_used_milli_ += a.cpu_milli;
   memory_used_bytes_ += a.memory_bytes;
@@ -142,7 +142,7 @@ NodeStatePtr NodeState::Remove(const std::string& uid) const {
       break;
   }
   for (int g = 0; g < info_->gpu_count(); ++g) {
-    if ((a.gpus >> g) & 1u) --next->pods_per_gpu_[Idx(g)];
+    if ((a.gpus >> g) & 1) --next->pods_per_gpu_[Idx(g)];
   }
   next->cpu_used_milli_ -= a.cpu_milli;
   next->memory_used_bytes_ -= a.memory_bytes;

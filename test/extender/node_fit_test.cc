@@ -155,7 +155,7 @@ TEST(FitOnNodeTest, MigInstances) {
   ASSERT_EQ(fit.assignment.mig.size(), 2u);
   for (const Assignment::MigSlot& slot : fit.assignment.mig) {
     EXPECT_TRUE(slot.gpu == 0 || slot.gpu == 1);
-    EXPECT_NE((fit.assignment.gpus >> slot.gpu) & 1u, 0u);
+    EXPECT_NE((fit.assignment.gpus >> slot.gpu) & 1, 0);
   }
   // Not MIG-capable hardware, and a profile of another GPU model: never.
   ExpectNoFit(FitOnNode(MigRequest("1g.5gb"), *Node("dgx1-v100"), {}), true, "not MIG-capable");

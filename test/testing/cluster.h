@@ -76,7 +76,7 @@ inline std::string CheckConsistent(const state::NodeState& node) {
   for (const auto& [uid, a] : node.pods()) {
     if (a.pod_uid != uid) return "pod list key " + uid + " holds " + a.pod_uid;
     for (int g = 0; g < n; ++g) {
-      if (((a.gpus >> g) & 1u) == 0) continue;
+      if (((a.gpus >> g) & 1) == 0) continue;
       ++pods[at(g)];
       if (a.kind == state::Assignment::Kind::kWhole) ++whole_holders[at(g)];
     }
@@ -92,7 +92,7 @@ inline std::string CheckConsistent(const state::NodeState& node) {
     const std::string gpu = "GPU " + std::to_string(g) + ": ";
     if (whole_holders[at(g)] > 1) return gpu + "held whole by two pods";
     if (whole_holders[at(g)] == 1 && pods[at(g)] != 1) return gpu + "held whole and shared";
-    if (whole_holders[at(g)] != (((node.whole_used() >> g) & 1u) != 0 ? 1 : 0)) {
+    if (whole_holders[at(g)] != (((node.whole_used() >> g) & 1) != 0 ? 1 : 0)) {
       return gpu + "whole_used disagrees with the pod list";
     }
     if (milli[at(g)] > 1000) return gpu + "shares exceed 1000";

@@ -57,7 +57,7 @@ TEST_P(EveryFixture, IslandsPartitionTheGpus) {
     // Every GPU of an island with 2+ GPUs has an NVLink neighbour inside it.
     if (__builtin_popcount(island) > 1) {
       for (int g = 0; g < topo->gpu_count(); ++g) {
-        if ((island >> g) & 1u) {
+        if ((island >> g) & 1) {
           EXPECT_NE(topo->nvlink_neighbors(g) & island, 0);
         }
       }

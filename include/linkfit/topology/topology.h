@@ -53,7 +53,7 @@ class Topology {
   double bandwidth_gbps(int a, int b) const { return bandwidth_mbps(a, b) / 1000.0; }
 
   bool has_nvlink(int a, int b) const {
-    return ((static_cast<unsigned>(nvlink_neighbors_[Idx(a)]) >> b) & 1u) != 0;
+    return ((static_cast<unsigned>(nvlink_neighbors_[Idx(a)]) >> b) & 1) != 0;
   }
   GpuMask nvlink_neighbors(int gpu) const { return nvlink_neighbors_[Idx(gpu)]; }
   // The fastest PCIe-only pair bandwidth in this node (0 if every pair has NVLink).
