@@ -24,7 +24,7 @@ FreeView ViewOf(const state::NodeState& node) {
   view.gpus = node.info().gpu_count();
   const topology::GpuMask eligible = node.share_eligible();
   for (int g = 0; g < view.gpus; ++g) {
-    const int free = ((eligible >> g) & 1) ? 1000 - node.shared_milli(g) : 0;
+    const int free = ((eligible >> g) & 1u) ? 1000 - node.shared_milli(g) : 0;
     view.free[static_cast<std::size_t>(g)] = free;
     if (free == 1000) ++view.whole_free;
   }
@@ -60,7 +60,7 @@ double FragmentationOf(const FreeView& view, const std::vector<Shape>& shapes, S
     const Shape& shape = shapes[i];
     // FGD: a shape without GPUs, or one the node cannot host (CPU, memory, GPU model, GPUs),
     // leaves every free GPU of the node unusable to it.
-    bool fits = shape.gpus > 0 && ((allowed >> i) & 1) != 0 && view.cpu_free >= shape.cpu_milli &&
+    bool fits = shape.gpus > 0 && ((allowed >> i) & 1u) != 0 && view.cpu_free >= shape.cpu_milli &&
                 view.memory_free >= shape.memory_bytes;
     if (fits) {
       int hosts = 0;
@@ -216,8 +216,7 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       idle_ahead_max = std::max(idle_ahead_max, LookaheadRing(*c.node->info().table, all));
     }
   }
-  const topology::Topology* mask_topology = nullptr;
-  ShapeMask mask = 0;
+  std::vector<std::pair<const topology::Topology*, ShapeMask>> masks;
   for (std::size_t i = 0; i < n; ++i) {
     const state::NodeState& node = *candidates[i].node;
     const state::Assignment& a = candidates[i].fit.assignment;
@@ -265,7 +264,7 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       double look = 1.0;
       if (request.kind == GpuRequest::Kind::kWhole) {
         for (int g = 0; g < before.gpus; ++g) {
-          if ((a.gpus >> g) & 1) {
+          if ((a.gpus >> g) & 1u) {
             after.free[static_cast<std::size_t>(g)] = 0;
             --after.whole_free;
           }
@@ -289,13 +288,16 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       // FGD's own scale: the growth of expected fragmentation in whole GPUs through a sigmoid
       // (0.5 = no change), so the term is comparable across requests and never amplifies a
       // tiny difference to the full range the way a min-max over candidates would.
-      // Nodes of one topology share one GPU model: compute the mask once per topology.
+      // Nodes of one topology share one GPU model: one mask per topology (a handful per
+      // cluster), not per node.
       const topology::Topology* topo = &node.info().topology();
-      if (topo != mask_topology) {
-        mask_topology = topo;
-        mask = ModelMask(node, shapes);
+      auto cached = std::find_if(masks.begin(), masks.end(),
+                                 [&](const auto& entry) { return entry.first == topo; });
+      if (cached == masks.end()) {
+        masks.emplace_back(topo, ModelMask(node, shapes));
+        cached = masks.end() - 1;
       }
-      const ShapeMask allowed = mask;
+      const ShapeMask allowed = cached->second;
       const double growth_gpus =
           (FragmentationOf(after, shapes, allowed) - FragmentationOf(before, shapes, allowed)) /
           1000.0;
