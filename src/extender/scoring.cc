@@ -24,7 +24,7 @@ FreeView ViewOf(const state::NodeState& node) {
   view.gpus = node.info().gpu_count();
   const topology::GpuMask eligible = node.share_eligible();
   for (int g = 0; g < view.gpus; ++g) {
-    const int free = ((eligible >> g) & 1u) ? 1000 - node.shared_milli(g) : 0;
+    const int free = ((eligible >> g) & 1) ? 1000 - node.shared_milli(g) : 0;
     view.free[static_cast<std::size_t>(g)] = free;
     if (free == 1000) ++view.whole_free;
   }
@@ -60,7 +60,7 @@ double FragmentationOf(const FreeView& view, const std::vector<Shape>& shapes, S
     const Shape& shape = shapes[i];
     // FGD: a shape without GPUs, or one the node cannot host (CPU, memory, GPU model, GPUs),
     // leaves every free GPU of the node unusable to it.
-    bool fits = shape.gpus > 0 && ((allowed >> i) & 1u) != 0 && view.cpu_free >= shape.cpu_milli &&
+    bool fits = shape.gpus > 0 && ((allowed >> i) & 1) != 0 && view.cpu_free >= shape.cpu_milli &&
                 view.memory_free >= shape.memory_bytes;
     if (fits) {
       int hosts = 0;
@@ -264,7 +264,7 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       double look = 1.0;
       if (request.kind == GpuRequest::Kind::kWhole) {
         for (int g = 0; g < before.gpus; ++g) {
-          if ((a.gpus >> g) & 1u) {
+          if ((a.gpus >> g) & 1) {
             after.free[static_cast<std::size_t>(g)] = 0;
             --after.whole_free;
           }
