@@ -135,19 +135,11 @@ std::vector<GpuMask> GroupBy(const TopologySpec& spec, bool by_socket) {
 Topology::Topology(TopologySpec spec, Derived derived)
     : spec_(std::move(spec)),
       gpu_count_(static_cast<int>(spec_.gpus.size())),
-      bandwidth_(std::move(derived.bandwidth)),
-      nvlink_neighbors_(std::move(derived.nvlink_neighbors)),
-      max_pcie_only_mbps_(derived.max_pcie_only_mbps),
-      min_nvlink_mbps_(derived.min_nvlink_mbps),
-      islands_(std::move(derived.islands)),
-      switch_groups_(std::move(derived.switch_groups)),
-      numa_groups_(std::move(derived.numa_groups)),
-      socket_groups_(std::move(derived.socket_groups)),
-      fingerprint_(std::move(derived.fingerprint)) {}
+      d_(std::move(derived)) {}
 
 int Topology::NumaSpan(GpuMask mask) const {
   int span = 0;
-  for (GpuMask group : numa_groups_) {
+  for (GpuMask group : d_.numa_groups) {
     if ((group & mask) != 0) ++span;
   }
   return span;

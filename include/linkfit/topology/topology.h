@@ -48,45 +48,55 @@ class Topology {
 
   // Pair bandwidth in MB/s per direction (GB/s x 1000); 0 on the diagonal.
   std::uint32_t bandwidth_mbps(int a, int b) const {
-    return bandwidth_[static_cast<std::size_t>(a * gpu_count_ + b)];
+    return d_.bandwidth[static_cast<std::size_t>(a * gpu_count_ + b)];
   }
   double bandwidth_gbps(int a, int b) const { return bandwidth_mbps(a, b) / 1000.0; }
 
   bool has_nvlink(int a, int b) const {
-    return ((static_cast<unsigned>(nvlink_neighbors_[Idx(a)]) >> b) & 1) != 0;
+    return ((static_cast<unsigned>(d_.nvlink_neighbors[Idx(a)]) >> b) & 1) != 0;
   }
-  GpuMask nvlink_neighbors(int gpu) const { return nvlink_neighbors_[Idx(gpu)]; }
+  GpuMask nvlink_neighbors(int gpu) const { return d_.nvlink_neighbors[Idx(gpu)]; }
   // The fastest PCIe-only pair bandwidth in this node (0 if every pair has NVLink).
-  std::uint32_t max_pcie_only_mbps() const { return max_pcie_only_mbps_; }
+  std::uint32_t max_pcie_only_mbps() const { return d_.max_pcie_only_mbps; }
   // The slowest NVLink pair bandwidth (0 if there is no NVLink).
-  std::uint32_t min_nvlink_mbps() const { return min_nvlink_mbps_; }
+  std::uint32_t min_nvlink_mbps() const { return d_.min_nvlink_mbps; }
 
   // Connected components of the NVLink graph (NVSwitches included), as GPU masks, in order of
   // their lowest GPU. GPUs without NVLink form singleton islands.
-  const std::vector<GpuMask>& nvlink_islands() const { return islands_; }
+  const std::vector<GpuMask>& nvlink_islands() const { return d_.islands; }
 
   int numa_node(int gpu) const { return spec_.gpus[Idx(gpu)].numa_node; }
   int socket(int gpu) const { return spec_.gpus[Idx(gpu)].socket; }
 
   // GPU groups (each a mask), used by closeness levels. A set is "under one PCIe switch" iff it is
   // a subset of one switch group, "on one NUMA node" iff a subset of one NUMA group, and so on.
-  const std::vector<GpuMask>& pcie_switch_groups() const { return switch_groups_; }
-  const std::vector<GpuMask>& numa_groups() const { return numa_groups_; }
-  const std::vector<GpuMask>& socket_groups() const { return socket_groups_; }
+  const std::vector<GpuMask>& pcie_switch_groups() const { return d_.switch_groups; }
+  const std::vector<GpuMask>& numa_groups() const { return d_.numa_groups; }
+  const std::vector<GpuMask>& socket_groups() const { return d_.socket_groups; }
 
   // The number of distinct NUMA nodes the GPUs of `mask` touch.
   int NumaSpan(GpuMask mask) const;
 
   // A stable hash of everything placement depends on (GPU count, models, NUMA/socket layout,
   // groups and the bandwidth matrix); equal fingerprints mean interchangeable topologies.
-  const std::string& fingerprint() const { return fingerprint_; }
+  const std::string& fingerprint() const { return d_.fingerprint; }
 
   // Warnings from parsing and from deriving the model (e.g. "NVLink pair 0-1 raised above the
   // fastest PCIe pair"). Logged once at load.
   const std::vector<std::string>& warnings() const { return spec_.warnings; }
 
-  // Internal: use BuildTopology().
-  struct Derived;
+  // What BuildTopology derives from the spec (internal: use BuildTopology()).
+  struct Derived {
+    std::vector<std::uint32_t> bandwidth;  // n x n, MB/s
+    std::vector<GpuMask> nvlink_neighbors;
+    std::uint32_t max_pcie_only_mbps = 0;
+    std::uint32_t min_nvlink_mbps = 0;
+    std::vector<GpuMask> islands;
+    std::vector<GpuMask> switch_groups;
+    std::vector<GpuMask> numa_groups;
+    std::vector<GpuMask> socket_groups;
+    std::string fingerprint;
+  };
   Topology(TopologySpec spec, Derived derived);
 
  private:
@@ -94,27 +104,7 @@ class Topology {
 
   TopologySpec spec_;
   int gpu_count_ = 0;
-  std::vector<std::uint32_t> bandwidth_;
-  std::vector<GpuMask> nvlink_neighbors_;
-  std::uint32_t max_pcie_only_mbps_ = 0;
-  std::uint32_t min_nvlink_mbps_ = 0;
-  std::vector<GpuMask> islands_;
-  std::vector<GpuMask> switch_groups_;
-  std::vector<GpuMask> numa_groups_;
-  std::vector<GpuMask> socket_groups_;
-  std::string fingerprint_;
-};
-
-struct Topology::Derived {
-  std::vector<std::uint32_t> bandwidth;
-  std::vector<GpuMask> nvlink_neighbors;
-  std::uint32_t max_pcie_only_mbps = 0;
-  std::uint32_t min_nvlink_mbps = 0;
-  std::vector<GpuMask> islands;
-  std::vector<GpuMask> switch_groups;
-  std::vector<GpuMask> numa_groups;
-  std::vector<GpuMask> socket_groups;
-  std::string fingerprint;
+  Derived d_;
 };
 
 }  // namespace linkfit::topology
