@@ -66,7 +66,7 @@ TEST(CliPlace, ChoosesTheBestSetAndReportsItsQuality) {
 
 TEST(CliPlace, RequiredClosenessThatCannotBeMetIsAnErrorWithAReason) {
   const CliRun run = Cli({"place", "--topology", Fixture("pcie-8x-l40s-2socket"), "--gpus", "2",
-                       "--closeness", "nvlink", "--required", "--json"});
+                          "--closeness", "nvlink", "--required", "--json"});
   EXPECT_EQ(run.code, 1);
   EXPECT_EQ(nlohmann::json::parse(run.out)["error"], "node has no 2 GPUs joined by NVLink");
 }
