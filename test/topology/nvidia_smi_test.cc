@@ -32,22 +32,6 @@ std::string ReadFile(const std::string& relative) {
 
 std::string SamplePath(const std::string& name) { return "test/data/nvidia-smi/" + name; }
 
-const char* RelationName(PcieRelation relation) {
-  switch (relation) {
-    case PcieRelation::kSys:
-      return "SYS";
-    case PcieRelation::kNode:
-      return "NODE";
-    case PcieRelation::kPhb:
-      return "PHB";
-    case PcieRelation::kPxb:
-      return "PXB";
-    case PcieRelation::kPix:
-      return "PIX";
-  }
-  return "?";
-}
-
 NvlinkFabricKind FabricKindFromFixture(const std::string& kind) {
   if (kind == "nvswitch") return NvlinkFabricKind::kNvswitch;
   if (kind == "direct") return NvlinkFabricKind::kDirect;
@@ -112,8 +96,7 @@ void ExpectMatchesFixture(const TopologySpec& spec, const nlohmann::json& fixtur
         expected.at("nvlink_via").is_string() && expected.at("nvlink_via") == "nvswitch";
     EXPECT_EQ(link.via_nvswitch, via_nvswitch);
     if (nvlinks == 0) {
-      EXPECT_STREQ(RelationName(link.pcie),
-                   expected.at("pcie_relation").get<std::string>().c_str());
+      EXPECT_EQ(ToString(link.pcie), expected.at("pcie_relation").get<std::string>());
     } else {
       // Hidden by topo -m: inferred from the sockets.
       EXPECT_EQ(link.pcie, socket_of[a] == socket_of[b] ? PcieRelation::kNode : PcieRelation::kSys);
