@@ -1,18 +1,19 @@
 #include <algorithm>
+#include <cmath>
 
 #include "harness/policy.h"
 
 namespace linkfit::bench {
 namespace {
 
-double Fraction(std::int64_t part, std::int64_t whole) {
-  return whole <= 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
-}
-
 // Free GPU milli on the node once `placement` is applied.
 std::int64_t FreeGpuMilliAfter(const SimNode& node, const Placement& placement) {
   return node.FreeGpuMilli() - std::int64_t{std::popcount(placement.gpus)} * placement.gpu_milli;
 }
+
+// The fixed maximum node spec the paper's simulator normalises by (128 cores, 8 GPUs).
+constexpr double kMaxSpecCpuMilli = 128000.0;
+constexpr double kMaxSpecGpuMilli = 8000.0;
 
 NodeChoice Feasible(double score, const Placement& placement) {
   NodeChoice choice;
@@ -39,20 +40,32 @@ class RandomPolicy : public Policy {
   }
 };
 
+// The FGD paper simulator's DotProductScore as the paper runs it (GPU dimensions merged, normalised
+// by the fixed maximum node spec): two dimensions only, CPU and GPU (memory is not scored). Free
+// vector (CPU free / 128 cores, GPU milli free on the node / 8 GPUs), request vector (CPU / 128
+// cores, total GPU milli / 8 GPUs); score = 1 - dot / 2 (the dimension count), in [0, 1]. The
+// simulator hands kube-scheduler int(100 x score) with no normalisation, so nodes within one
+// hundredth tie (`integer_scores`). Devices: the simulator's "best" GPU selection (a share on the
+// GPU with the least free share that fits, whole GPUs lowest index first), i.e. the default choice.
 class DotProdPolicy : public Policy {
  public:
+  explicit DotProdPolicy(bool integer_scores) : integer_scores_(integer_scores) {}
   std::string name() const override { return "dotprod"; }
   NodeChoice Evaluate(const Cluster& cluster, int node, const PodSpec& pod) const override {
     const SimNode& n = cluster.node(node);
-    const double cpu =
-        Fraction(n.cpu_free, cluster.max_cpu()) * Fraction(pod.cpu_milli, cluster.max_cpu());
-    const double memory = Fraction(n.memory_free, cluster.max_memory()) *
-                          Fraction(pod.memory_mib, cluster.max_memory());
-    const double gpu =
-        Fraction(n.FreeGpuMilli(), cluster.max_gpu_milli()) *
-        Fraction(std::int64_t{pod.gpu_count} * pod.gpu_milli, cluster.max_gpu_milli());
-    return Feasible(1.0 - (cpu + memory + gpu), DefaultDeviceChoice(cluster, node, pod));
+    const double free_cpu = static_cast<double>(n.cpu_free) / kMaxSpecCpuMilli;
+    const double free_gpu = static_cast<double>(n.FreeGpuMilli()) / kMaxSpecGpuMilli;
+    const double request_cpu = static_cast<double>(pod.cpu_milli) / kMaxSpecCpuMilli;
+    const double request_gpu =
+        static_cast<double>(std::int64_t{pod.gpu_count} * pod.gpu_milli) / kMaxSpecGpuMilli;
+    const double dot = free_cpu * request_cpu + free_gpu * request_gpu;
+    double score = 1.0 - dot / 2.0;
+    if (integer_scores_) score = std::trunc(100.0 * score);
+    return Feasible(score, DefaultDeviceChoice(cluster, node, pod));
   }
+
+ private:
+  bool integer_scores_ = false;
 };
 
 class ClusteringPolicy : public Policy {
@@ -81,29 +94,46 @@ class ClusteringPolicy : public Policy {
   }
 };
 
+// The FGD paper simulator's GpuPackingScore. Integer scores on kube-scheduler's 0-100 scale, not
+// normalised, in three bands from best to worst:
+//   1. the pod fits on GPUs already in use: 100 - (sum over the GPUs it takes of their free share
+//      in percent) / 10, integer division, at least 50;
+//   2. the node is in use but the pod must open idle GPUs: 50 - the idle GPUs it opens, at least
+//      33;
+//   3. every GPU of the node is idle: max(33 - GPUs on the node, GPUs on the node).
+// The GPUs it takes are the ones the default choice takes (best fit for a share, idle GPUs for
+// whole ones). CPU-only pods score 0 everywhere (so in paper mode they go to the first feasible
+// node of the seeded order). A MIG instance counts its GPU as in use when the GPU already holds
+// one (the simulator has no MIG; band 1 then scores 100).
 class PackingPolicy : public Policy {
  public:
   std::string name() const override { return "packing"; }
   NodeChoice Evaluate(const Cluster& cluster, int node, const PodSpec& pod) const override {
     const SimNode& n = cluster.node(node);
     const Placement placement = DefaultDeviceChoice(cluster, node, pod);
-    bool only_used_gpus = placement.gpus != 0 || placement.mig_gpu >= 0;
+    if (pod.demand == GpuDemand::kNone) return Feasible(0.0, placement);
+    constexpr std::int64_t kMax = 100;  // framework.MaxNodeScore
+    const std::int64_t gpus = n.gpu_count;
+    const std::int64_t idle = n.IdleGpuCount();
+    if (idle == gpus) {
+      return Feasible(static_cast<double>(std::max(kMax / 3 - gpus, gpus)), placement);
+    }
+    std::int64_t idle_taken = 0;
+    std::int64_t free_percent_taken = 0;
     for (int g = 0; g < n.gpu_count; ++g) {
-      const bool chosen = ((placement.gpus >> g) & 1) != 0 || placement.mig_gpu == g;
-      const bool used = n.gpu_free_milli[static_cast<std::size_t>(g)] < kWholeGpuMilli ||
-                        n.mig_slices_used[static_cast<std::size_t>(g)] != 0;
-      if (chosen && !used) only_used_gpus = false;
+      const auto index = static_cast<std::size_t>(g);
+      if (((placement.gpus >> g) & 1) == 0 && placement.mig_gpu != g) continue;
+      if (n.gpu_free_milli[index] == kWholeGpuMilli && n.mig_slices_used[index] == 0) {
+        ++idle_taken;
+      } else if (placement.mig_gpu != g) {
+        free_percent_taken += std::int64_t{n.gpu_free_milli[index]} * 100 / kWholeGpuMilli;
+      }
     }
-    const bool node_idle = n.FreeGpuMilli() == std::int64_t{n.gpu_count} * kWholeGpuMilli &&
-                           n.IdleGpuCount() == n.gpu_count;
-    int band = 0;
-    if (only_used_gpus) {
-      band = 2;
-    } else if (!node_idle) {
-      band = 1;
+    if (idle_taken > 0) {
+      return Feasible(static_cast<double>(std::max(kMax / 2 - idle_taken, kMax / 3)), placement);
     }
-    const double free_gpus = static_cast<double>(FreeGpuMilliAfter(n, placement)) / 1000.0;
-    return Feasible(band * 1000.0 - free_gpus, placement);
+    return Feasible(static_cast<double>(std::max(kMax - free_percent_taken / 10, kMax / 2)),
+                    placement);
   }
 };
 
@@ -131,7 +161,7 @@ Result<PolicyPtr> MakeBaseline(const std::string& name, const std::vector<PodSpe
                                bool integer_scores) {
   if (name == "default-scheduler") return PolicyPtr(std::make_unique<DefaultSchedulerPolicy>());
   if (name == "random") return PolicyPtr(std::make_unique<RandomPolicy>());
-  if (name == "dotprod") return PolicyPtr(std::make_unique<DotProdPolicy>());
+  if (name == "dotprod") return PolicyPtr(std::make_unique<DotProdPolicy>(integer_scores));
   if (name == "clustering") return PolicyPtr(std::make_unique<ClusteringPolicy>());
   if (name == "packing") return PolicyPtr(std::make_unique<PackingPolicy>());
   if (name == "bestfit") return PolicyPtr(std::make_unique<BestFitPolicy>());

@@ -6,9 +6,11 @@
 //   default-scheduler  NodeResourcesFit LeastAllocated (mean of free CPU and memory after the
 //                      pod, x100); devices chosen afterwards by NVIDIA's go-gpuallocator.
 //   random             every feasible node scores the same; the seeded tie-break picks one.
-//   dotprod            1 - <free, request> normalised by the cluster maximum per dimension.
+//   dotprod            1 - <free, request> / 2 over CPU and GPU (merged), each normalised by the
+//                      maximum node spec (128 cores, 8 GPUs); memory is not scored.
 //   clustering         bands by the pod classes already on the node, then less free GPU.
-//   packing            partially used GPUs, then partially used nodes, then idle nodes.
+//   packing            partially used GPUs, then partially used nodes, then idle nodes, on the
+//                      simulator's integer 0-100 scale; CPU-only pods score 0 everywhere.
 //   bestfit            minimises 0.5 x free CPU / 128 cores + 0.5 x free GPUs / 8 after the pod.
 //   fgd                minimises the growth of the node's fragmentation for the typical pods.
 //
@@ -48,7 +50,8 @@ const std::vector<std::string>& BaselineNames();
 // Builds a baseline by name. `trace` is the workload's distinct pod list (fgd derives its typical
 // pod shapes from it).
 // `integer_scores`: report scores as the FGD paper's simulator does (fgd: floor(100 x
-// sigmoid(fragmentation decrease in GPUs))), which merges near-equal nodes into ties.
+// sigmoid(fragmentation decrease in GPUs)); dotprod: int(100 x score)), which merges near-equal
+// nodes into ties. (packing's scores are integers in both modes.)
 Result<PolicyPtr> MakeBaseline(const std::string& name, const std::vector<PodSpec>& trace,
                                bool integer_scores = false);
 
