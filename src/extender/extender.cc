@@ -112,6 +112,7 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) {
   }
   Remember(args.pod, *request);
   shapes_.Record(*request);
+  mig_profiles_.Record(*request);
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   std::uint64_t failed = 0;
   std::uint64_t unresolvable = 0;
@@ -166,7 +167,8 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     positions.push_back(i);
   }
   const std::vector<std::int64_t> scores =
-      ScoreNodes(*request, candidates, *shapes_.Typical(), options_.weights, options_.score_range);
+      ScoreNodes(*request, candidates, *shapes_.Typical(), options_.weights, options_.score_range,
+                 mig_profiles_.Weights());
   for (std::size_t c = 0; c < candidates.size(); ++c) priorities[positions[c]].score = scores[c];
   return priorities;
 }

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "linkfit/common/strings.h"
+#include "linkfit/extender/mig_fragmentation.h"
 
 namespace linkfit::extender {
 namespace {
@@ -198,7 +199,7 @@ double Fragmentation(const state::NodeState& node, const std::vector<Shape>& sha
 std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
                                      const std::vector<Candidate>& candidates,
                                      const std::vector<Shape>& shapes, const ScoreWeights& weights,
-                                     int score_range) {
+                                     int score_range, const MigProfileWeightsPtr& mig_weights) {
   const std::size_t n = candidates.size();
   std::vector<double> topology_term(n, 1.0);
   std::vector<double> packing(n, 0.0);
@@ -217,6 +218,7 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
     }
   }
   std::vector<std::pair<const topology::Topology*, ShapeMask>> masks;
+  MigFragmentationScorer mig_scorer(mig_weights);
   for (std::size_t i = 0; i < n; ++i) {
     const state::NodeState& node = *candidates[i].node;
     const state::Assignment& a = candidates[i].fit.assignment;
@@ -307,6 +309,13 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
           std::floor(kFragmentationSteps / (1.0 + std::exp(growth_gpus * kFragmentationSlope))) /
           kFragmentationSteps;
       fragmentation[i] = request.kind == GpuRequest::Kind::kWhole ? 0.5 * frag + 0.5 * look : frag;
+    } else {
+      // MIG: FGD's measure over memory slices (mig_fragmentation.h), and best fit per GPU: the
+      // tightness of the GPUs the instance lands on, not the node's, so filling a partitioned
+      // GPU beats partitioning a fresh one on a fuller node.
+      const MigPlacementTerms mig = mig_scorer.Score(node, a);
+      fragmentation[i] = mig.fragmentation;
+      packing[i] = (band + tight(mig.gpu_tightness)) / 3.0;
     }
   }
   const double weight_total = weights.topology + weights.packing + weights.fragmentation;

@@ -26,6 +26,7 @@
 #include "linkfit/common/metrics.h"
 #include "linkfit/extender/binder.h"
 #include "linkfit/extender/gpu_request.h"
+#include "linkfit/extender/mig_fragmentation.h"
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/extender/scoring.h"
 #include "linkfit/kube/codec.h"
@@ -75,6 +76,7 @@ class Extender {
   Binder& binder_;
   MetricsSink& metrics_;
   ShapeStats shapes_;
+  MigProfileStats mig_profiles_;
 
   std::mutex pending_mutex_;
   std::unordered_map<std::string, PendingPod> pending_;  // GUARDED_BY(pending_mutex_)

@@ -24,6 +24,11 @@
 //      differences up to the whole range). Whole GPUs average it with the topology look-ahead
 //      kept: 1 - (best rings still available in the free set, lost by this choice) / (those
 //      rings on the best idle candidate node), one bandwidth scale for every candidate.
+//      MIG instances: FGD's measure over the memory slices of MIG-mode GPUs (mig_fragmentation.h):
+//      for each profile, weighted by how often it is requested (MigProfileStats; uniform over
+//      the node's profile set before any is seen), the free slices no instance of it can cover;
+//      F = 1 / (1 + exp(growth in whole GPUs of 8 slices)), 0.5 = no change. Their packing
+//      tightness is per GPU: 1 - free slices left on the GPUs the instances land on / 8 per GPU.
 //
 //   score = round(score_range * (wt*T + wp*P + wf*F) / (wt + wp + wf))
 //
@@ -48,6 +53,7 @@
 #include <vector>
 
 #include "linkfit/extender/gpu_request.h"
+#include "linkfit/extender/mig_fragmentation.h"
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/state/node_state.h"
 
@@ -119,6 +125,7 @@ struct Candidate {
 std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
                                      const std::vector<Candidate>& candidates,
                                      const std::vector<Shape>& shapes, const ScoreWeights& weights,
-                                     int score_range);
+                                     int score_range,
+                                     const MigProfileWeightsPtr& mig_weights = nullptr);
 
 }  // namespace linkfit::extender
