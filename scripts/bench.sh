@@ -36,7 +36,7 @@ run() {
   echo "   -> $out_root/$experiment/report.md" >&2
 }
 
-# linkfit runs with the recommended operator setting: scores on 0..100, extender weight 1
+# linkfit runs with the recommended operator setting: scores on 0..140, extender weight 1
 # (bench/config/linkfit-fine.yaml; bench/RESULTS.md has the measurements behind it).
 linkfit_args=(--linkfit-config bench/config/linkfit-fine.yaml --weight 1)
 

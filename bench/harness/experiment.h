@@ -27,7 +27,7 @@ struct BenchOptions {
   std::string out_dir = "out";
   std::string linkfit_binary = "build/release/src/app/linkfit";
   std::string linkfit_config;           // empty: a generated config with defaults only
-  int extender_weight = 5;              // kube-scheduler's `weight` for the extender
+  int extender_weight = 1;              // kube-scheduler's `weight` for the extender (config/)
   std::string in_tree_score = "least";  // least | most | none: the in-tree score beside linkfit
   int percentage_of_nodes_to_score = 100;
   double demand_limit = 1.3;

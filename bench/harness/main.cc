@@ -29,7 +29,7 @@ options:
   --out DIR            output folder (default: out)
   --linkfit PATH       linkfit binary (default: build/release/src/app/linkfit)
   --linkfit-config F   config for linkfit serve (default: a generated one with defaults)
-  --weight N           the extender's kube-scheduler weight (default: 5)
+  --weight N           the extender's kube-scheduler weight (default: 1, as shipped)
   --in-tree SCORE      least | most | none: in-tree score added to linkfit's (default: least)
   --percentage-of-nodes-to-score P   sample of feasible nodes sent to linkfit (default: 100)
   --demand PCT         arrived demand to stop at, fgd (default: 130)

@@ -412,6 +412,7 @@ Result<Config> ConfigParser::Parse(std::string_view yaml) {
                                   number_key("packing", config.policy.weights.packing, false),
                                   number_key("fragmentation", config.policy.weights.fragmentation,
                                              false),
+                                  number_key("balance", config.policy.weights.balance, false),
                               }),
                       one_of_key("default_closeness", config.policy.default_closeness,
                                  {"nvlink", "pcie-switch", "numa", "socket", "node"}),

@@ -14,7 +14,7 @@ Result<extender::ExtenderOptions> ExtenderOptionsFrom(const Config& config) {
   options.fit.share_policy = config.policy.share_policy == "spread" ? alloc::SharePolicy::kSpread
                                                                     : alloc::SharePolicy::kPack;
   options.weights = {config.policy.weights.topology, config.policy.weights.packing,
-                     config.policy.weights.fragmentation};
+                     config.policy.weights.fragmentation, config.policy.weights.balance};
   options.score_range = config.policy.score_range;
   return options;
 }

@@ -88,8 +88,6 @@ double FragmentationOf(const FreeView& view, const std::vector<Shape>& shapes, S
 // Packing measures free capacity left on the node up to this many whole GPUs (8-GPU nodes span
 // the range; emptier 16-GPU nodes saturate at "not tight at all").
 constexpr double kPackingScaleGpus = 8.0;
-// The same for CPU: up to 128 cores.
-constexpr double kPackingScaleCpuMilli = 128000.0;
 // Sigmoid slope of the fragmentation term per whole GPU of growth (FGD uses 1).
 constexpr double kFragmentationSlope = 1.0;
 // Resolution of the fragmentation term (FGD's: 100 steps of the sigmoid).
@@ -97,6 +95,28 @@ constexpr double kFragmentationSteps = 100.0;
 
 double LookaheadRing(const alloc::PlacementTable& table, topology::GpuMask free) {
   return static_cast<double>(table.Lookahead(free) >> 35);
+}
+
+// B: 1 - how far the node's CPU and memory use run ahead of or behind its GPU use after the
+// placement (mean over the resources whose allocatable is known), 1 where nothing can be
+// stranded (no GPUs, or neither CPU nor memory known).
+double Balance(const state::NodeState& node, const GpuRequest& request) {
+  const double gpus = node.info().gpu_count();
+  if (gpus <= 0) return 1.0;
+  const double gpu_used =
+      std::min(1.0, (node.UsedGpuEquivalents() + request.GpuEquivalents()) / gpus);
+  double gap = 0;
+  int known = 0;
+  const auto add = [&](std::int64_t allocatable, std::int64_t free, std::int64_t requested) {
+    if (allocatable <= 0) return;
+    const double used =
+        static_cast<double>(allocatable - free + requested) / static_cast<double>(allocatable);
+    gap += std::abs(gpu_used - std::min(1.0, used));
+    ++known;
+  };
+  add(node.info().cpu_milli, node.cpu_free_milli(), request.cpu_milli);
+  add(node.info().memory_bytes, node.memory_free_bytes(), request.memory_bytes);
+  return known == 0 ? 1.0 : 1.0 - gap / known;
 }
 
 }  // namespace
@@ -204,6 +224,7 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
   std::vector<double> topology_term(n, 1.0);
   std::vector<double> packing(n, 0.0);
   std::vector<double> fragmentation(n, 0.5);
+  std::vector<double> balance(n, 1.0);
   const bool multi_gpu = request.kind == GpuRequest::Kind::kWhole && request.count >= 2;
   double best_ring = 0;
   double best_sum = 0;
@@ -240,24 +261,12 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       }
       if (all_shared) band = 2;
     }
-    // Best fit in CPU as well where the node's CPU is known: of two nodes the pod fits equally
-    // well in GPUs, the one left with less CPU, so nodes with many cores stay free for pods
-    // that need many cores.
-    double cpu_tightness = -1;
-    if (node.info().cpu_milli > 0) {
-      const double cpu_after =
-          static_cast<double>(std::max<std::int64_t>(0, node.cpu_free_milli() - request.cpu_milli));
-      cpu_tightness = 1.0 - std::min(cpu_after, kPackingScaleCpuMilli) / kPackingScaleCpuMilli;
-    }
-    const auto tight = [&](double gpu_tightness) {
-      return cpu_tightness < 0 ? gpu_tightness : 0.5 * gpu_tightness + 0.5 * cpu_tightness;
-    };
-    packing[i] =
-        (band + tight(1.0 - std::min(free_after, kPackingScaleGpus) / kPackingScaleGpus)) / 3.0;
+    packing[i] = (band + 1.0 - std::min(free_after, kPackingScaleGpus) / kPackingScaleGpus) / 3.0;
     if (request.kind == GpuRequest::Kind::kNone) {
       // No GPUs: fill nodes whose GPUs are already in use, leave the rest to GPU pods.
-      packing[i] = tight(1.0 - std::min(gpus - used_before, kPackingScaleGpus) / kPackingScaleGpus);
+      packing[i] = 1.0 - std::min(gpus - used_before, kPackingScaleGpus) / kPackingScaleGpus;
     }
+    balance[i] = Balance(node, request);
     if (request.kind != GpuRequest::Kind::kMig) {
       FreeView before = ViewOf(node);
       FreeView after = before;
@@ -315,17 +324,19 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       // GPU beats partitioning a fresh one on a fuller node.
       const MigPlacementTerms mig = mig_scorer.Score(node, a);
       fragmentation[i] = mig.fragmentation;
-      packing[i] = (band + tight(mig.gpu_tightness)) / 3.0;
+      packing[i] = (band + mig.gpu_tightness) / 3.0;
     }
   }
-  const double weight_total = weights.topology + weights.packing + weights.fragmentation;
+  const double weight_total =
+      weights.topology + weights.packing + weights.fragmentation + weights.balance;
   std::vector<std::int64_t> scores(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const double combined =
-        weight_total <= 0 ? 0.0
-                          : (weights.topology * topology_term[i] + weights.packing * packing[i] +
-                             weights.fragmentation * fragmentation[i]) /
-                                weight_total;
+        weight_total <= 0
+            ? 0.0
+            : (weights.topology * topology_term[i] + weights.packing * packing[i] +
+               weights.fragmentation * fragmentation[i] + weights.balance * balance[i]) /
+                  weight_total;
     scores[i] =
         static_cast<std::int64_t>(std::lround(std::clamp(combined, 0.0, 1.0) * score_range));
   }

@@ -19,7 +19,11 @@ TEST(ConfigTest, EmptyDocumentGivesDefaults) {
     EXPECT_EQ(config->url_prefix, "/scheduler");
     EXPECT_EQ(config->limits.max_body_bytes, 64u << 20);
     EXPECT_EQ(config->limits.keep_alive_timeout_s, 90);
-    EXPECT_EQ(config->policy.score_range, 10);
+    EXPECT_EQ(config->policy.score_range, 140);
+    EXPECT_EQ(config->policy.weights.topology, 3.0);
+    EXPECT_EQ(config->policy.weights.packing, 1.0);
+    EXPECT_EQ(config->policy.weights.fragmentation, 3.0);
+    EXPECT_EQ(config->policy.weights.balance, 3.0);
     EXPECT_EQ(config->policy.default_closeness, "node");
     EXPECT_EQ(config->mig_profiles_dir, "config/mig");
     EXPECT_FALSE(config->cluster_file.has_value());
@@ -47,7 +51,7 @@ limits:
   threads: 8
   keep_alive_timeout_s: 120
 policy:
-  weights: {topology: 2, packing: 0.5, fragmentation: 0}
+  weights: {topology: 2, packing: 0.5, fragmentation: 0, balance: 1.5}
   default_closeness: nvlink
   default_closeness_policy: required
   share_policy: spread
@@ -83,6 +87,7 @@ log_level: debug
   EXPECT_EQ(config->policy.weights.topology, 2);
   EXPECT_EQ(config->policy.weights.packing, 0.5);
   EXPECT_EQ(config->policy.weights.fragmentation, 0);
+  EXPECT_EQ(config->policy.weights.balance, 1.5);
   EXPECT_EQ(config->policy.default_closeness, "nvlink");
   EXPECT_EQ(config->policy.default_closeness_policy, "required");
   EXPECT_EQ(config->policy.share_policy, "spread");

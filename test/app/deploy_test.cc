@@ -53,6 +53,30 @@ TEST(DeployTest, LinkfitConfigMapIsAValidConfig) {
   EXPECT_EQ(config->url_prefix, "/scheduler");
 }
 
+// The measured setting (bench/RESULTS.md): linkfit's score_range x the extender's weight = 140
+// (one linkfit point = 10 in-tree points), in-tree NodeResourcesFit left at LeastAllocated
+// (MostAllocated packs CPU and strands GPUs: 1.8 points less of the openb trace allocated).
+TEST(DeployTest, ShippedScoresKeepTheMeasuredBalanceWithInTreePlugins) {
+  auto linkfit =
+      ParseConfig(ConfigMapData("deploy/configmap.yaml", "linkfit-config", "linkfit.yaml"));
+  ASSERT_TRUE(linkfit.has_value()) << linkfit.error().message;
+  auto example = ParseConfig(ReadFile("config/linkfit.yaml"));
+  ASSERT_TRUE(example.has_value()) << example.error().message;
+  for (const std::string& text :
+       {ReadFile("config/kube-scheduler-config.yaml"),
+        ConfigMapData("deploy/kube-scheduler.yaml", "linkfit-scheduler-config",
+                      "kube-scheduler-config.yaml")}) {
+    const YAML::Node root = YAML::Load(text);
+    const int weight = root["extenders"][0]["weight"].as<int>();
+    EXPECT_EQ(weight * linkfit->policy.score_range, 140);
+    EXPECT_EQ(weight * example->policy.score_range, 140);
+    for (const YAML::Node& plugin : root["profiles"][0]["pluginConfig"]) {
+      if (plugin["name"].as<std::string>() != "NodeResourcesFit") continue;
+      EXPECT_NE(plugin["args"]["scoringStrategy"]["type"].as<std::string>(), "MostAllocated");
+    }
+  }
+}
+
 TEST(DeployTest, KubeSchedulerConfigurationPassesExtenderValidation) {
   const YAML::Node root = YAML::Load(ReadFile("config/kube-scheduler-config.yaml"));
   EXPECT_EQ(root["apiVersion"].as<std::string>(), "kubescheduler.config.k8s.io/v1");

@@ -21,7 +21,8 @@ const std::string kE2eDir = linkfit::testing::SourcePath("test/golden/e2e");
 // prioritize case pins the ring comparison and not the packing/fragmentation tuning.
 Config GoldenConfig() {
   Config config = testing::StandaloneConfig(kE2eDir + "/cluster.yaml");
-  config.policy.weights = {1.0, 0.0, 0.0};
+  config.policy.weights = {1.0, 0.0, 0.0, 0.0};
+  config.policy.score_range = 10;
   return config;
 }
 

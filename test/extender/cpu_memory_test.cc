@@ -102,6 +102,60 @@ TEST(FragmentationTest, ShapeWithoutGpusCountsEveryFreeGpu) {
   EXPECT_EQ(Fragmentation(node, {cpu_only}), 8000.0);
 }
 
+// Scores of `request` on each node with only the balance term weighted.
+std::vector<std::int64_t> BalanceScores(const GpuRequest& request,
+                                        const std::vector<const state::NodeState*>& nodes) {
+  std::vector<Candidate> candidates;
+  for (const state::NodeState* node : nodes) {
+    NodeFit fit = FitOnNode(request, *node, {});
+    EXPECT_TRUE(fit.fits) << fit.reason;
+    candidates.push_back({node, std::move(fit)});
+  }
+  return ScoreNodes(request, candidates, {}, ScoreWeights{0, 0, 0, 1}, 1000);
+}
+
+TEST(BalanceTest, GpuPodAvoidsTheNodeWhoseCpuRunsAheadOfItsGpus) {
+  // a: 48 of 64 cores taken by a pod without GPUs, 8 idle GPUs; b: idle. One GPU and 8 cores
+  // leave a at 1/8 of its GPUs and 7/8 of its CPU (B = 0.25), b at 1/8 and 1/8 (B = 1).
+  const state::NodeState idle(NodeWith("b", 64000, 0));
+  auto busy = state::NodeState(NodeWith("a", 64000, 0)).Apply(GpuLess("h", "a", 48000, 0));
+  ASSERT_TRUE(busy.has_value());
+  GpuRequest request;
+  request.kind = GpuRequest::Kind::kWhole;
+  request.count = 1;
+  request.cpu_milli = 8000;
+  const auto scores = BalanceScores(request, {busy->get(), &idle});
+  EXPECT_EQ(scores[0], 250);
+  EXPECT_EQ(scores[1], 1000);
+}
+
+TEST(BalanceTest, PodWithoutGpusGoesWhereGpusAreAlreadyBusy) {
+  // c: 4 of 8 GPUs, 8 of 64 cores and 128 of 256 GiB in use; d: idle. 16 cores and 64 GiB leave
+  // c at 4/8 GPUs, 24/64 CPU, 192/256 memory and d at 0 GPUs, 16/64 CPU, 64/256 memory.
+  const state::NodeState d(NodeWith("d", 64000, 256 * kGiB));
+  state::Assignment held = GpuLess("g", "c", 8000, 128 * kGiB);
+  held.kind = state::Assignment::Kind::kWhole;
+  held.gpus = Mask({0, 1, 2, 3});
+  auto c = state::NodeState(NodeWith("c", 64000, 256 * kGiB)).Apply(held);
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  GpuRequest request;
+  request.cpu_milli = 16000;
+  request.memory_bytes = 64 * kGiB;
+  // c: CPU gap 0.125, memory gap 0.25 -> 0.8125; d: 0.25 and 0.25 -> 0.75.
+  const auto scores = BalanceScores(request, {c->get(), &d});
+  EXPECT_EQ(scores[0], 813);
+  EXPECT_EQ(scores[1], 750);
+}
+
+TEST(BalanceTest, NodesWithoutKnownCpuOrGpusAreNeutral) {
+  const state::NodeState untracked(MakeNodeInfo("u", "dgx1-v100"));
+  GpuRequest request;
+  request.kind = GpuRequest::Kind::kWhole;
+  request.count = 2;
+  request.cpu_milli = 8000;
+  EXPECT_EQ(BalanceScores(request, {&untracked}), std::vector<std::int64_t>{1000});
+}
+
 TEST(ShapeStatsTest, LearnsCpuAndMemoryOfShapes) {
   ShapeStats stats;
   GpuRequest request;

@@ -210,7 +210,7 @@ TEST(MigFragmentationTest, ScoreNodesKeepsWholeGpusForSevenG) {
   ASSERT_EQ(candidates[1].fit.assignment.mig.at(0).gpu, 0);
   const std::vector<Shape> shapes;
   // The MIG term alone, before any profile is learned (uniform weights) and with learned ones.
-  const ScoreWeights fragmentation_only{0, 0, 1};
+  const ScoreWeights fragmentation_only{0, 0, 1, 0};
   for (const MigProfileWeightsPtr& weights :
        {MigProfileWeightsPtr(),
         std::make_shared<const MigProfileWeights>(Named({{"1g.5gb", 0.8}, {"7g.40gb", 0.2}}))}) {
@@ -219,10 +219,10 @@ TEST(MigFragmentationTest, ScoreNodesKeepsWholeGpusForSevenG) {
     EXPECT_GT(scores[1], scores[0]);
   }
   // Packing alone is best fit per GPU: 3 slices left beside the 4g beat 7 left on a fresh GPU.
-  const auto packing = ScoreNodes(request, candidates, shapes, ScoreWeights{0, 1, 0}, 1000);
+  const auto packing = ScoreNodes(request, candidates, shapes, ScoreWeights{0, 1, 0, 0}, 1000);
   EXPECT_GT(packing[1], packing[0]);
-  // With every term at the bench's weights (topology 3, packing 1, fragmentation 3).
-  const auto scores = ScoreNodes(request, candidates, shapes, ScoreWeights{3, 1, 3}, 140);
+  // With every term at the bench's weights (topology 3, packing 1, fragmentation 3, balance 3).
+  const auto scores = ScoreNodes(request, candidates, shapes, ScoreWeights{3, 1, 3, 3}, 140);
   EXPECT_GT(scores[1], scores[0]);
 }
 

@@ -38,7 +38,7 @@ struct ExtenderOptions {
   RequestDefaults defaults;
   FitOptions fit;
   ScoreWeights weights;
-  int score_range = 10;
+  int score_range = 140;
   std::size_t remembered_pods = 65536;
 };
 

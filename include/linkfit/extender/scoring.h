@@ -1,6 +1,6 @@
 #pragma once
 
-// Prioritize scores. For each node where the pod fits, three terms in [0, 1]:
+// Prioritize scores. For each node where the pod fits, four terms in [0, 1]:
 //
 //   T  topology: whole-GPU pods of 2+ GPUs: 0.8 * ring / best ring + 0.2 * sum / best sum, the
 //      best taken over the candidate nodes, so the node with the fastest set gets 1. Other pods: 1.
@@ -10,10 +10,6 @@
 //      whole-GPU equivalents left free on the node afterwards / 8 (clamped). Partly used nodes
 //      fill up first (best fit) and idle nodes stay whole for large pods. Pods without GPUs:
 //      1 - free whole-GPU equivalents / 8, so they fill nodes whose GPUs are already in use.
-//      Where the node's CPU is known, tightness is the mean of that and 1 - the cores left free
-//      afterwards / 128 (best fit in CPU too, as the FGD paper's BestFit): nodes with many cores
-//      stay free for pods that need many (on openb, 120-core 8-GPU pods fit only the 128-core
-//      nodes; without this they were gone by 25 % demand).
 //   F  fragmentation: sigmoid(-growth), growth = the rise of the node's FGD-style fragmentation
 //      (Weng et al., ATC'23) in whole GPUs under the request shapes linkfit has seen (ShapeStats):
 //      for each shape, the free GPU capacity that can no longer serve it, weighted by how often
@@ -30,7 +26,16 @@
 //      F = 1 / (1 + exp(growth in whole GPUs of 8 slices)), 0.5 = no change. Their packing
 //      tightness is per GPU: 1 - free slices left on the GPUs the instances land on / 8 per GPU.
 //
-//   score = round(score_range * (wt*T + wp*P + wf*F) / (wt + wp + wf))
+//   B  balance: 1 - |GPU share used - CPU share used| after the placement (the mean of that for
+//      CPU and for memory where both are known), 1 where nothing can be stranded (a node
+//      without GPUs, or whose CPU and memory are unknown). A node whose CPU runs out before its
+//      GPUs strands them (and one whose GPUs run out first strands cores that GPU pods would
+//      need with the last GPUs): on the openb trace, adding B lifted the FGD protocol's
+//      allocation ratio by 0.4 points, more than any other change (bench/RESULTS.md). It
+//      replaced a CPU best-fit part of P, which packed cores onto few nodes and stranded their
+//      GPUs.
+//
+//   score = round(score_range * (wt*T + wp*P + wf*F + wb*B) / (wt + wp + wf + wb))
 //
 // CPU and memory: linkfit never filters on them (kube-scheduler's in-tree plugins own that);
 // it learns a node's allocatable from the cluster file (NodeInfo) and every bound pod's requests
@@ -59,10 +64,12 @@
 
 namespace linkfit::extender {
 
+// Defaults: the setting measured in bench/RESULTS.md (score_range 140, extender weight 1).
 struct ScoreWeights {
-  double topology = 1.0;
+  double topology = 3.0;
   double packing = 1.0;
-  double fragmentation = 1.0;
+  double fragmentation = 3.0;
+  double balance = 3.0;
 };
 
 // A request shape for fragmentation: `gpus` whole GPUs (milli == 1000), `gpus` GPU shares of
