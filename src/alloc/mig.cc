@@ -42,6 +42,18 @@ int GeometricMaximum(const MigProfile& profile, std::uint8_t mask, int compute_l
   return best;
 }
 
+// The slices covered by the windows of `profile` that are free in `mask`, or none if the
+// profile needs more than `compute_left` compute slices.
+std::uint8_t CoverableWindows(const MigProfile& profile, std::uint8_t mask, int compute_left) {
+  if (compute_left < profile.compute_slices) return 0;
+  unsigned covered = 0;
+  for (int start : profile.starts) {
+    const std::uint8_t window = WindowMask(start, profile.size);
+    if ((mask & window) == 0) covered |= window;
+  }
+  return static_cast<std::uint8_t>(covered);
+}
+
 // "0-3,6" for the used slices of a mask.
 std::string DescribeSlices(std::uint8_t mask) {
   std::string out;
@@ -107,6 +119,7 @@ std::string ReconfigurationHint(const MigGpuView& gpu, const std::string& what) 
 
 // A candidate placement of one instance, ordered by best fit.
 struct Candidate {
+  int stranded = 0;      // free slices of the GPU that the placement strands
   int loss = 0;          // headroom lost on the GPU
   bool partial = false;  // the GPU held instances before
   int gpu_index = 0;     // MigGpuView::index
@@ -115,10 +128,12 @@ struct Candidate {
 
   // True iff this candidate is a better fit than `other`. GPUs already holding instances come
   // first (classic best fit: an idle GPU stays whole for a 7g instance or a whole-GPU pod), then
-  // the least headroom lost, which also picks the start inside a GPU (3g at 4 keeps 4g at 0).
+  // the fewest slices stranded (1g at 6 strands slice 7), then the least headroom lost, which
+  // also picks the start inside a GPU (3g at 4 keeps 4g at 0).
   bool Better(const Candidate& other) const {
-    return std::make_tuple(!partial, loss, gpu_index, start) <
-           std::make_tuple(!other.partial, other.loss, other.gpu_index, other.start);
+    return std::make_tuple(!partial, stranded, loss, gpu_index, start) <
+           std::make_tuple(!other.partial, other.stranded, other.loss, other.gpu_index,
+                           other.start);
   }
 };
 
@@ -145,13 +160,18 @@ bool FitsWithin(CountKey part, CountKey whole, std::size_t profiles) {
 
 // The best way to add one count vector of instances to one GPU.
 struct Addition {
-  int loss = 0;  // headroom lost on the GPU
+  int stranded = 0;  // free slices of the GPU stranded
+  int loss = 0;      // headroom lost on the GPU
   std::vector<MigInstance> instances;
+
+  bool Better(const Addition& other) const {
+    return std::tie(stranded, loss) < std::tie(other.stranded, other.loss);
+  }
 };
 
 // Every count vector (bounded by `limit`) that can be added to a GPU in `state`, each with the
-// placement that loses the least headroom. Exact: every set of instances is visited once, in
-// canonical order (profile ascending, then start ascending).
+// placement that strands the fewest slices, then loses the least headroom. Exact: every set of
+// instances is visited once, in canonical order (profile ascending, then start ascending).
 class AdditionEnumerator {
  public:
   AdditionEnumerator(const MigPlanner& planner, CountKey limit)
@@ -160,6 +180,7 @@ class AdditionEnumerator {
   std::map<CountKey, Addition> Enumerate(const MigGpuState& state) {
     result_.clear();
     before_ = planner_.Headroom(state);
+    stranded_before_ = planner_.StrandedSlices(state);
     path_.clear();
     Visit(state, 0, 0, 0);
     return std::move(result_);
@@ -168,9 +189,13 @@ class AdditionEnumerator {
  private:
   void Visit(const MigGpuState& state, std::size_t first_profile, std::size_t first_start,
              CountKey counts) {
-    const int loss = before_ - planner_.Headroom(state);
-    auto [it, inserted] = result_.try_emplace(counts, Addition{loss, path_});
-    if (!inserted && loss < it->second.loss) it->second = Addition{loss, path_};
+    Addition here{
+        planner_.StrandedSlices(state) - stranded_before_, before_ - planner_.Headroom(state), {}};
+    auto [it, inserted] = result_.try_emplace(counts, here);
+    if (inserted || here.Better(it->second)) {
+      it->second = std::move(here);
+      it->second.instances = path_;
+    }
     const MigProfileSet& set = planner_.set();
     for (std::size_t p = first_profile; p < set.profiles.size(); ++p) {
       if (CountOf(counts, p) >= CountOf(limit_, p)) continue;
@@ -188,12 +213,14 @@ class AdditionEnumerator {
   const MigPlanner& planner_;
   CountKey limit_;
   int before_ = 0;
+  int stranded_before_ = 0;
   std::vector<MigInstance> path_;
   std::map<CountKey, Addition> result_;
 };
 
 // The cheapest way found so far to leave `remaining` instances after some GPUs.
 struct DistributionStep {
+  int stranded = 0;      // total slices stranded
   int loss = 0;          // total headroom lost
   int idle_touched = 0;  // empty GPUs that received instances
   int position_sum = 0;  // sum of the GPUs' positions per instance (prefers lower positions)
@@ -201,8 +228,8 @@ struct DistributionStep {
   CountKey added = 0;
 
   bool Cheaper(const DistributionStep& other) const {
-    return std::tie(idle_touched, loss, position_sum) <
-           std::tie(other.idle_touched, other.loss, other.position_sum);
+    return std::tie(idle_touched, stranded, loss, position_sum) <
+           std::tie(other.idle_touched, other.stranded, other.loss, other.position_sum);
   }
 };
 
@@ -213,8 +240,9 @@ constexpr std::size_t kMaxDistributionEntries = 200000;
 constexpr std::size_t kMaxDistributionWork = 1000000;
 
 // Decides exactly whether `request` can be distributed over GPUs in `states`, minimising the
-// headroom lost. Returns per GPU the instances to add, an empty optional if the request does not
-// fit, or an error if the search would exceed its budget.
+// empty GPUs touched, then the slices stranded, then the headroom lost. Returns per GPU the
+// instances to add, an empty optional if the request does not fit, or an error if the search
+// would exceed its budget.
 Result<std::optional<std::vector<std::vector<MigInstance>>>> Distribute(
     const MigPlanner& planner, const std::vector<MigGpuState>& states, CountKey request) {
   const MigProfileSet& set = planner.set();
@@ -270,9 +298,11 @@ Result<std::optional<std::vector<std::vector<MigInstance>>>> Distribute(
         if (hopeless(left, g + 1)) continue;
         int instances = 0;
         for (std::size_t p = 0; p < profiles; ++p) instances += CountOf(added, p);
-        DistributionStep next{step.loss + addition.loss,
+        DistributionStep next{step.stranded + addition.stranded,
+                              step.loss + addition.loss,
                               step.idle_touched + (instances > 0 && states[g].empty() ? 1 : 0),
-                              step.position_sum + instances * static_cast<int>(g), remaining,
+                              step.position_sum + instances * static_cast<int>(g),
+                              remaining,
                               added};
         auto [it, inserted] = next_layer.try_emplace(left, next);
         if (inserted) {
@@ -399,31 +429,37 @@ Result<MigPlanner> MigPlanner::Create(MigProfileSet set) {
   const std::size_t profiles = s.profiles.size();
   try {
     planner.table_.assign(256 * levels * profiles, 0);
+    planner.cover_.assign(256 * levels * profiles, 0);
   } catch (const std::exception& e) {
-    return MakeError(std::string("cannot allocate the MIG headroom table: ") + e.what());
+    return MakeError(std::string("cannot allocate the MIG planner tables: ") + e.what());
   }
   for (std::size_t mask = 0; mask < 256; ++mask) {
     for (std::size_t used = 0; used < levels; ++used) {
+      const int compute_left = s.compute_slices - static_cast<int>(used);
       for (std::size_t p = 0; p < profiles; ++p) {
-        planner.table_[(mask * levels + used) * profiles + p] = static_cast<std::uint8_t>(
-            GeometricMaximum(s.profiles[p], static_cast<std::uint8_t>(mask),
-                             s.compute_slices - static_cast<int>(used), 0));
+        const std::size_t entry = (mask * levels + used) * profiles + p;
+        planner.table_[entry] = static_cast<std::uint8_t>(
+            GeometricMaximum(s.profiles[p], static_cast<std::uint8_t>(mask), compute_left, 0));
+        planner.cover_[entry] =
+            CoverableWindows(s.profiles[p], static_cast<std::uint8_t>(mask), compute_left);
       }
     }
   }
   return planner;
 }
 
+std::size_t MigPlanner::TableRow(const MigGpuState& state) const {
+  const std::size_t levels = static_cast<std::size_t>(set_.compute_slices) + 1;
+  return (static_cast<std::size_t>(state.slice_mask()) * levels +
+          static_cast<std::size_t>(state.compute_used())) *
+         set_.profiles.size();
+}
+
 int MigPlanner::RemainingInstances(const MigGpuState& state, int profile) const {
   if (profile < 0 || static_cast<std::size_t>(profile) >= set_.profiles.size()) return 0;
   if (state.compute_used() > set_.compute_slices) return 0;
   const MigProfile& p = set_.profiles[static_cast<std::size_t>(profile)];
-  const std::size_t levels = static_cast<std::size_t>(set_.compute_slices) + 1;
-  const std::size_t index = (static_cast<std::size_t>(state.slice_mask()) * levels +
-                             static_cast<std::size_t>(state.compute_used())) *
-                                set_.profiles.size() +
-                            static_cast<std::size_t>(profile);
-  int remaining = table_[index];
+  int remaining = table_[TableRow(state) + static_cast<std::size_t>(profile)];
   remaining = std::min(remaining, p.max_instances - state.profile_count(profile));
   remaining = std::min(remaining, set_.max_gpu_instances - state.instance_count());
   if (p.media_extensions) remaining = std::min(remaining, state.has_media_extensions() ? 0 : 1);
@@ -438,6 +474,27 @@ int MigPlanner::Headroom(const MigGpuState& state) const {
   return total;
 }
 
+int MigPlanner::StrandedSlices(const MigGpuState& state) const {
+  const unsigned free_slices = WindowMask(0, kMigMemorySlices) & ~unsigned{state.slice_mask()};
+  if (state.compute_used() > set_.compute_slices ||
+      state.instance_count() >= set_.max_gpu_instances) {
+    return std::popcount(free_slices);
+  }
+  const std::size_t row = TableRow(state);
+  unsigned coverable = 0;
+  for (std::size_t p = 0; p < set_.profiles.size(); ++p) {
+    // The per-profile limits of MigGpuState::CanPlace; the table has the geometry and compute.
+    const MigProfile& profile = set_.profiles[p];
+    const int index = static_cast<int>(p);
+    if (state.profile_count(index) >= std::min(profile.max_instances, kMaxMigInstancesPerProfile)) {
+      continue;
+    }
+    if (profile.media_extensions && state.has_media_extensions()) continue;
+    coverable |= cover_[row + p];
+  }
+  return std::popcount(free_slices & ~coverable);
+}
+
 Result<MigDecision> MigPlanner::Choose(std::span<const MigGpuView> gpus, int profile) const {
   if (profile < 0 || static_cast<std::size_t>(profile) >= set_.profiles.size()) {
     return MakeError("MIG profile index " + std::to_string(profile) + " is not in set " + set_.id);
@@ -450,10 +507,16 @@ Result<MigDecision> MigPlanner::Choose(std::span<const MigGpuView> gpus, int pro
     const MigGpuView& gpu = gpus[slot];
     if (!gpu.mig_enabled) continue;
     const int before = Headroom(gpu.state);
+    const int stranded_before = StrandedSlices(gpu.state);
     for (int start : p.starts) {
       MigGpuState after = gpu.state;
       if (!after.Place(set_, profile, start)) continue;
-      Candidate candidate{before - Headroom(after), !gpu.state.empty(), gpu.index, start, slot};
+      Candidate candidate{StrandedSlices(after) - stranded_before,
+                          before - Headroom(after),
+                          !gpu.state.empty(),
+                          gpu.index,
+                          start,
+                          slot};
       if (!found || candidate.Better(best)) best = candidate;
       found = true;
     }

@@ -1,6 +1,7 @@
 #include "linkfit/alloc/mig.h"
 
 #include <algorithm>
+#include <bit>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -254,6 +255,171 @@ TEST(MigPlannerTest, HeadroomTableIsExactOnEveryReachableState) {
     }
     EXPECT_EQ(planner.Headroom(MigGpuState()), 7 + 1 + 4 + 3 + 2 + 1 + 1) << id;
   }
+}
+
+// Independently counts the free slices no legal placement of any profile can cover, with CanPlace.
+int BruteForceStranded(const MigProfileSet& set, const MigGpuState& state) {
+  unsigned coverable = 0;
+  for (std::size_t p = 0; p < set.profiles.size(); ++p) {
+    const MigProfile& profile = set.profiles[p];
+    for (int start : profile.starts) {
+      if (state.CanPlace(set, static_cast<int>(p), start)) {
+        coverable |= ((1U << static_cast<unsigned>(profile.size)) - 1U)
+                     << static_cast<unsigned>(start);
+      }
+    }
+  }
+  const unsigned free_slices = ~unsigned{state.slice_mask()} & 0xFFU;
+  return std::popcount(free_slices & ~coverable);
+}
+
+TEST(MigPlannerTest, StrandedSlicesAreExactOnEveryReachableState) {
+  for (const std::string& id : kSetIds) {
+    const MigPlanner& planner = Planner(id);
+    const MigProfileSet& set = planner.set();
+    std::vector<MigGpuState> frontier = {MigGpuState()};
+    std::vector<MigGpuState> seen = frontier;
+    while (!frontier.empty()) {
+      MigGpuState state = frontier.back();
+      frontier.pop_back();
+      ASSERT_EQ(planner.StrandedSlices(state), BruteForceStranded(set, state))
+          << id << " mask " << int{state.slice_mask()} << " compute " << state.compute_used();
+      for (std::size_t p = 0; p < set.profiles.size(); ++p) {
+        for (int start : set.profiles[p].starts) {
+          MigGpuState next = state;
+          if (!next.Place(set, static_cast<int>(p), start)) continue;
+          if (std::find(seen.begin(), seen.end(), next) != seen.end()) continue;
+          seen.push_back(next);
+          frontier.push_back(next);
+        }
+      }
+    }
+    EXPECT_GT(seen.size(), 100U) << id;
+  }
+}
+
+TEST(MigPlannerTest, StrandedSlicesByHand) {
+  const MigPlanner& planner = Planner("a100-40gb");
+  const MigProfileSet& set = planner.set();
+  const int one_g = Profile(planner, "1g.5gb");
+  const int one_g_double = Profile(planner, "1g.10gb");
+  const int two_g = Profile(planner, "2g.10gb");
+  const int three_g = Profile(planner, "3g.20gb");
+  const int four_g = Profile(planner, "4g.20gb");
+  struct Case {
+    std::vector<MigInstance> instances;
+    int stranded;
+  };
+  const std::vector<Case> cases = {
+      {{}, 0},
+      // Slice 7 is covered only by 1g.10gb at 6, 3g at 4 and 7g at 0; 1g at 6 blocks all three.
+      {{{one_g, 6}}, 1},
+      {{{one_g, 4}}, 0},
+      {{{one_g, 0}}, 0},
+      // 1g.10gb at 6 covers slice 7 even with one compute slice left.
+      {{{four_g, 0}, {two_g, 4}}, 0},
+      {{{four_g, 0}, {two_g, 4}, {one_g, 6}}, 1},
+      {{{three_g, 0}, {two_g, 4}, {one_g, 6}}, 1},
+      {{{one_g_double, 6}, {one_g, 0}}, 0},
+      // Compute slices all used: the one free slice left (7) is stranded.
+      {{{four_g, 0}, {one_g, 4}, {one_g, 5}, {one_g, 6}}, 1},
+      {{{one_g, 0}, {one_g, 1}, {one_g, 2}, {one_g, 3}, {one_g, 4}, {one_g, 5}, {one_g, 6}}, 1},
+      // Full GPUs strand nothing: no slice is free.
+      {{{three_g, 0}, {three_g, 4}}, 0},
+      {{{four_g, 0}, {three_g, 4}}, 0},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    auto state = MigGpuState::FromInstances(set, cases[i].instances);
+    ASSERT_TRUE(state.has_value()) << "case " << i << ": " << state.error().message;
+    EXPECT_EQ(planner.StrandedSlices(*state), cases[i].stranded) << "case " << i;
+  }
+}
+
+// On a fresh A100 40GB GPU, headroom alone puts 1g.5gb at slice 6 (it loses 4 instances there:
+// 1g.5gb, 1g.10gb at 6, 3g at 4, 7g; at 4 or 5 it loses 5, also 2g at 4; at 0-3 it loses 6,
+// also 4g at 0), which strands slice 7 for every profile. The planner takes the lowest start
+// that strands nothing and loses least: 4. Then 5 (loses only 1g.5gb), then 0 (6 would strand
+// slice 7; 0-3 each lose 1g.5gb, 1g.10gb, 2g, 3g and 4g at 0), 1 (loses only 1g.5gb; 2 and 3
+// also lose 1g.10gb and 2g at 2), 2, 3, and last 6, the only free start left.
+TEST(MigPlannerTest, KeepsSliceSevenUsable) {
+  const MigPlanner& planner = Planner("a100-40gb");
+  const MigProfileSet& set = planner.set();
+  const int one_g = Profile(planner, "1g.5gb");
+  std::vector<MigGpuView> gpus = {MigGpu(0)};
+  std::vector<int> starts;
+  for (int i = 0; i < 7; ++i) {
+    auto decision = planner.Choose(gpus, one_g);
+    ASSERT_TRUE(decision.has_value());
+    ASSERT_TRUE(decision->fits) << decision->reason;
+    EXPECT_EQ(decision->gpu, 0);
+    starts.push_back(decision->start);
+    ASSERT_TRUE(gpus[0].state.Place(set, one_g, decision->start));
+    if (i < 6) {
+      EXPECT_EQ(planner.StrandedSlices(gpus[0].state), 0) << "after " << i + 1;
+    }
+  }
+  EXPECT_EQ(starts, (std::vector<int>{4, 5, 0, 1, 2, 3, 6}));
+
+  // A request of two 1g.5gb on a fresh GPU: 4 and 5 (together they lose 1g.5gb twice, 1g.10gb,
+  // 2g and 3g at 4, and 7g; 5 and 6, or 4 and 6, would lose one more and strand slice 7).
+  const std::vector<MigGpuView> fresh = {MigGpu(0)};
+  auto pair = planner.ChooseRequest(fresh, std::vector<int>{one_g, one_g});
+  ASSERT_TRUE(pair.has_value()) << pair.error().message;
+  ASSERT_TRUE(pair->fits);
+  std::vector<int> pair_starts = {pair->instances[0].start, pair->instances[1].start};
+  std::sort(pair_starts.begin(), pair_starts.end());
+  EXPECT_EQ(pair_starts, (std::vector<int>{4, 5}));
+
+  // 2g.10gb first on a fresh GPU goes to 4 (keeps 4g at 0 and 1g.10gb at 6 for slice 7).
+  const int two_g = Profile(planner, "2g.10gb");
+  auto two = planner.Choose(fresh, two_g);
+  ASSERT_TRUE(two.has_value());
+  ASSERT_TRUE(two->fits);
+  EXPECT_EQ(two->start, 4);
+}
+
+// Between partly used GPUs, the one where the instance strands nothing wins over the one where
+// it would strand a slice, even if that one loses less headroom.
+TEST(MigPlannerTest, PrefersTheGpuWhereNothingIsStranded) {
+  const MigPlanner& planner = Planner("a100-40gb");
+  const MigProfileSet& set = planner.set();
+  const int one_g = Profile(planner, "1g.5gb");
+  const int one_g_double = Profile(planner, "1g.10gb");
+  const int two_g = Profile(planner, "2g.10gb");
+  const int three_g = Profile(planner, "3g.20gb");
+  // GPU 0: 2g at 0, 2 and 4 (6 compute slices): slices 6-7 hold one 1g.5gb or one 1g.10gb.
+  auto tight =
+      MigGpuState::FromInstances(set, std::vector<MigInstance>{{two_g, 0}, {two_g, 2}, {two_g, 4}});
+  ASSERT_TRUE(tight.has_value());
+  // GPU 1: 3g at 0; slices 4-7 free.
+  auto half = MigGpuState::FromInstances(set, std::vector<MigInstance>{{three_g, 0}});
+  ASSERT_TRUE(half.has_value());
+  const std::vector<MigGpuView> gpus = {MigGpu(0, *tight), MigGpu(1, *half), MigGpu(2)};
+  // 1g.5gb at 6 on GPU 0 loses 3 instances (1g.5gb, 1g.5gb+me, 1g.10gb) but strands slice 7;
+  // at 4 on GPU 1 it loses 4 (1g.5gb, 1g.10gb at 4, 2g at 4, 3g at 4) and strands nothing. The
+  // headroom order alone would take GPU 0 (or 6 on GPU 1, which loses 3 and strands slice 7).
+  auto decision = planner.Choose(gpus, one_g);
+  ASSERT_TRUE(decision.has_value());
+  ASSERT_TRUE(decision->fits);
+  EXPECT_EQ(decision->gpu, 1);
+  EXPECT_EQ(decision->start, 4);
+  // 1g.10gb at 6 strands nothing on either GPU and loses 3 on both: the lower index wins.
+  decision = planner.Choose(gpus, one_g_double);
+  ASSERT_TRUE(decision.has_value());
+  ASSERT_TRUE(decision->fits);
+  EXPECT_EQ(decision->gpu, 0);
+  EXPECT_EQ(decision->start, 6);
+  // A request of the same two goes to GPU 1 alone, 1g.5gb at 4 and 1g.10gb at 6: nothing
+  // stranded, 6 instances lost (all but one 1g.5gb and the +me). 1g.10gb on GPU 0 and 1g.5gb at
+  // 4 on GPU 1 lose 3 + 4; 1g.5gb at 6 on GPU 0 strands slice 7; both on GPU 0 do not fit.
+  auto both = planner.ChooseRequest(gpus, std::vector<int>{one_g, one_g_double});
+  ASSERT_TRUE(both.has_value()) << both.error().message;
+  ASSERT_TRUE(both->fits);
+  ASSERT_EQ(both->instances.size(), 2U);
+  EXPECT_EQ(both->instances[0].gpu, 1);
+  EXPECT_EQ(both->instances[0].start, 4);
+  EXPECT_EQ(both->instances[1].gpu, 1);
+  EXPECT_EQ(both->instances[1].start, 6);
 }
 
 // Every fragmentation case of every profile set, as one request on one GPU.

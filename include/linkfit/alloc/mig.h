@@ -13,14 +13,26 @@
 // instance is a media-extension (`+me`) profile. These rules are checked exactly with an 8-bit
 // slice mask; nothing is approximated.
 //
-// Best fit. For every candidate (GPU, start) the planner computes the GPU's *headroom* before and
-// after placing: the sum, over the set's profiles, of how many more instances of that profile
-// could still be placed on that GPU (exact; a table lookup per profile, precomputed per set over
-// (slice mask, compute used)). It prefers GPUs that already hold instances (classic best fit:
-// idle GPUs stay whole for 7g instances and whole-GPU pods), then the candidate that loses the
-// least headroom (which also chooses the start inside a GPU, e.g. 3g at slice 4 keeps 4g
-// placeable at 0), then the lowest GPU index, then the lowest start. Multi-instance requests
-// likewise minimise the idle GPUs they open first, then the headroom lost.
+// Best fit. For every candidate (GPU, start) the planner computes two exact costs on that GPU:
+//
+//   stranded  the free memory slices the placement strands: slices that some instance of some
+//             profile of the set could still cover before it and none can after it (every legal
+//             start covering them overlaps an instance, or the profiles that could cover them are
+//             out of compute slices or at an instance limit). Unweighted: a slice counts if no
+//             profile of the set can use it, whatever the demand for each profile (the planner
+//             does not see the demand). E.g. 1g at slice 6 strands slice 7 on a fresh A100 or
+//             H100 GPU (only 1g double memory at 6, 3g at 4 and 7g cover slice 7), 1g at 0
+//             strands nothing.
+//   headroom  lost: the sum, over the set's profiles, of how many more instances of that profile
+//             could still be placed on that GPU, before minus after.
+//
+// Both are table lookups per profile, precomputed per set over (slice mask, compute used). The
+// planner prefers GPUs that already hold instances (classic best fit: idle GPUs stay whole for 7g
+// instances and whole-GPU pods), then the candidate that strands the fewest slices, then the one
+// that loses the least headroom (which also chooses the start inside a GPU, e.g. 3g at slice 4
+// keeps 4g placeable at 0, 1g at 4 keeps 4g and slice 7), then the lowest GPU index, then the
+// lowest start. Multi-instance requests likewise minimise the idle GPUs they open first, then the
+// slices stranded, then the headroom lost.
 //
 // Profile names are not unique across sets: "1g.10gb" is the double-memory 1g profile (2 slices)
 // of the A100-40GB but the plain 1g profile (1 slice) of the A100-80GB and H100-80GB. A request
@@ -32,6 +44,7 @@
 // their const methods do not synchronise and touch no global state. The alloc module does no I/O
 // except MigCatalog::LoadDirectory and LoadMigProfileSetFile, which read the named files.
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -157,11 +170,12 @@ struct MigRequestDecision {
   std::vector<int> reconfigurable_gpus;
 };
 
-// The best-fit planner for one profile set: owns the set and its headroom table (256 slice masks
-// x (compute_slices + 1) compute levels x profiles, one byte each).
+// The best-fit planner for one profile set: owns the set and its two tables, headroom and
+// coverable slices (each 256 slice masks x (compute_slices + 1) compute levels x profiles, one
+// byte per entry).
 class MigPlanner {
  public:
-  // Validates the set and precomputes the table.
+  // Validates the set and precomputes the tables.
   static Result<MigPlanner> Create(MigProfileSet set);
 
   const MigProfileSet& set() const { return set_; }
@@ -172,6 +186,11 @@ class MigPlanner {
   // Returns the GPU's headroom: RemainingInstances summed over the set's profiles.
   int Headroom(const MigGpuState& state) const;
 
+  // Returns how many free memory slices of a GPU in `state` no instance of any profile of the set
+  // can cover (exact: the same rules as MigGpuState::CanPlace). 0 on an empty GPU; every free
+  // slice once the GPU's compute slices or instance limit are used up.
+  int StrandedSlices(const MigGpuState& state) const;
+
   // Chooses the GPU and start for one instance of `profile` by best fit. An out-of-range profile
   // is an error; "does not fit" is a decision with a reason.
   Result<MigDecision> Choose(std::span<const MigGpuView> gpus, int profile) const;
@@ -180,19 +199,25 @@ class MigPlanner {
   // several MIG devices) on the node's MIG-enabled GPUs. Feasibility of the whole request is
   // exact: every way of adding instances to each GPU is enumerated (tiny: at most 7 instances
   // over 8 slices), and a dynamic program over the GPUs and the request's remaining counts finds
-  // the distribution that loses the least headroom in total, then touches the fewest empty GPUs,
-  // then uses the lowest GPU positions. A single instance gives exactly Choose's answer. An empty
-  // request, an out-of-range profile, more than 64 instances, or a request whose search would
-  // exceed a fixed memory budget (hundreds of thousands of partial distributions; not reached by
-  // requests of a few instances) is an error.
+  // the distribution that touches the fewest empty GPUs, then strands the fewest slices in total,
+  // then loses the least headroom in total, then uses the lowest GPU positions. A single instance
+  // gives exactly Choose's answer. An empty request, an out-of-range profile, more than 64
+  // instances, or a request whose search would exceed a fixed memory budget (hundreds of
+  // thousands of partial distributions; not reached by requests of a few instances) is an error.
   Result<MigRequestDecision> ChooseRequest(std::span<const MigGpuView> gpus,
                                            std::span<const int> profiles) const;
 
  private:
   explicit MigPlanner(MigProfileSet set) : set_(std::move(set)) {}
 
+  // Byte offset of (mask, compute used) in the tables; REQUIRES: compute_used <= compute_slices.
+  std::size_t TableRow(const MigGpuState& state) const;
+
   MigProfileSet set_;
   std::vector<std::uint8_t> table_;  // [mask][compute_used][profile]: geometric maximum
+  // [mask][compute_used][profile]: the slices some free legal window of the profile covers, if
+  // the compute slices left allow the profile (instance limits are applied at lookup).
+  std::vector<std::uint8_t> cover_;
 };
 
 // Every profile set of a directory, keyed by id. Immutable after loading.
