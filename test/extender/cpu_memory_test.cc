@@ -102,36 +102,58 @@ TEST(FragmentationTest, ShapeWithoutGpusCountsEveryFreeGpu) {
   EXPECT_EQ(Fragmentation(node, {cpu_only}), 8000.0);
 }
 
-// Scores of `request` on each node with only the balance term weighted.
-std::vector<std::int64_t> BalanceScores(const GpuRequest& request,
-                                        const std::vector<const state::NodeState*>& nodes) {
+std::vector<Candidate> CandidatesFor(const GpuRequest& request,
+                                     const std::vector<const state::NodeState*>& nodes) {
   std::vector<Candidate> candidates;
   for (const state::NodeState* node : nodes) {
     NodeFit fit = FitOnNode(request, *node, {});
     EXPECT_TRUE(fit.fits) << fit.reason;
     candidates.push_back({node, std::move(fit)});
   }
-  return ScoreNodes(request, candidates, {}, ScoreWeights{0, 0, 0, 1}, 1000);
+  return candidates;
+}
+
+// Scores of `request` on each node with only the balance term weighted.
+std::vector<std::int64_t> BalanceScores(const GpuRequest& request,
+                                        const std::vector<const state::NodeState*>& nodes,
+                                        const std::vector<Shape>& shapes = {}) {
+  return ScoreNodes(request, CandidatesFor(request, nodes), shapes, ScoreWeights{0, 0, 0, 1}, 1000);
+}
+
+Shape OneGpuShape(std::int64_t cpu_milli) {
+  Shape shape;
+  shape.gpus = 1;
+  shape.milli = 1000;
+  shape.weight = 1.0;
+  shape.cpu_milli = cpu_milli;
+  return shape;
+}
+
+GpuRequest WholeGpus(int count, std::int64_t cpu_milli) {
+  GpuRequest request;
+  request.kind = GpuRequest::Kind::kWhole;
+  request.count = count;
+  request.cpu_milli = cpu_milli;
+  return request;
 }
 
 TEST(BalanceTest, GpuPodAvoidsTheNodeWhoseCpuRunsAheadOfItsGpus) {
-  // a: 48 of 64 cores taken by a pod without GPUs, 8 idle GPUs; b: idle. One GPU and 8 cores
-  // leave a at 1/8 of its GPUs and 7/8 of its CPU (B = 0.25), b at 1/8 and 1/8 (B = 1).
+  // Pods bring 8 cores per GPU, as much as the nodes have (64 cores, 8 GPUs): rho = 1, the level
+  // counts. a: 48 of 64 cores taken by a pod without GPUs; b: idle. One GPU and 8 cores leave a
+  // at 1/8 of its GPUs and 7/8 of its CPU (B = 0.25), b at 1/8 and 1/8 (B = 1).
   const state::NodeState idle(NodeWith("b", 64000, 0));
   auto busy = state::NodeState(NodeWith("a", 64000, 0)).Apply(GpuLess("h", "a", 48000, 0));
   ASSERT_TRUE(busy.has_value());
-  GpuRequest request;
-  request.kind = GpuRequest::Kind::kWhole;
-  request.count = 1;
-  request.cpu_milli = 8000;
-  const auto scores = BalanceScores(request, {busy->get(), &idle});
+  const auto scores = BalanceScores(WholeGpus(1, 8000), {busy->get(), &idle}, {OneGpuShape(8000)});
   EXPECT_EQ(scores[0], 250);
   EXPECT_EQ(scores[1], 1000);
 }
 
 TEST(BalanceTest, PodWithoutGpusGoesWhereGpusAreAlreadyBusy) {
-  // c: 4 of 8 GPUs, 8 of 64 cores and 128 of 256 GiB in use; d: idle. 16 cores and 64 GiB leave
-  // c at 4/8 GPUs, 24/64 CPU, 192/256 memory and d at 0 GPUs, 16/64 CPU, 64/256 memory.
+  // No GPU shapes learnt yet: rho = 0, only the change counts. c: 4 of 8 GPUs, 8 of 64 cores
+  // and 128 of 256 GiB in use; d: idle. 16 cores and 64 GiB close c's CPU gap from 0.375 to
+  // 0.125 (0.625) and open a memory gap of 0.25 (0.375): 0.5. On d both gaps open by 0.25:
+  // 0.375.
   const state::NodeState d(NodeWith("d", 64000, 256 * kGiB));
   state::Assignment held = GpuLess("g", "c", 8000, 128 * kGiB);
   held.kind = state::Assignment::Kind::kWhole;
@@ -141,19 +163,34 @@ TEST(BalanceTest, PodWithoutGpusGoesWhereGpusAreAlreadyBusy) {
   GpuRequest request;
   request.cpu_milli = 16000;
   request.memory_bytes = 64 * kGiB;
-  // c: CPU gap 0.125, memory gap 0.25 -> 0.8125; d: 0.25 and 0.25 -> 0.75.
   const auto scores = BalanceScores(request, {c->get(), &d});
-  EXPECT_EQ(scores[0], 813);
-  EXPECT_EQ(scores[1], 750);
+  EXPECT_EQ(scores[0], 500);
+  EXPECT_EQ(scores[1], 375);
+}
+
+TEST(BalanceTest, CpuLightPodsStillPackWhenGpusAreTheScarceResource) {
+  // Pods bring 4 cores per GPU, the nodes have 16 (rho = 1/16): B barely differs between a
+  // half-used node and an idle one, and with the default weights packing keeps the idle node
+  // whole for multi-GPU pods (the level alone spread 1-GPU pods over idle nodes).
+  const state::NodeState idle(NodeWith("idle", 128000, 0));
+  state::Assignment held = GpuLess("g", "half", 16000, 0);
+  held.kind = state::Assignment::Kind::kWhole;
+  held.gpus = Mask({0, 1, 2, 3});
+  auto half = state::NodeState(NodeWith("half", 128000, 0)).Apply(held);
+  ASSERT_TRUE(half.has_value()) << half.error().message;
+  const GpuRequest request = WholeGpus(1, 4000);
+  const std::vector<Shape> shapes{OneGpuShape(4000)};
+  const auto balance = BalanceScores(request, {half->get(), &idle}, shapes);
+  EXPECT_LE(std::abs(balance[0] - balance[1]), 30) << balance[0] << " vs " << balance[1];
+  const auto scores =
+      ScoreNodes(request, CandidatesFor(request, {half->get(), &idle}), shapes, {}, 140);
+  EXPECT_GT(scores[0], scores[1]);
 }
 
 TEST(BalanceTest, NodesWithoutKnownCpuOrGpusAreNeutral) {
   const state::NodeState untracked(MakeNodeInfo("u", "dgx1-v100"));
-  GpuRequest request;
-  request.kind = GpuRequest::Kind::kWhole;
-  request.count = 2;
-  request.cpu_milli = 8000;
-  EXPECT_EQ(BalanceScores(request, {&untracked}), std::vector<std::int64_t>{1000});
+  EXPECT_EQ(BalanceScores(WholeGpus(2, 8000), {&untracked}, {OneGpuShape(8000)}),
+            std::vector<std::int64_t>{1000});
 }
 
 TEST(ShapeStatsTest, LearnsCpuAndMemoryOfShapes) {

@@ -26,14 +26,21 @@
 //      F = 1 / (1 + exp(growth in whole GPUs of 8 slices)), 0.5 = no change. Their packing
 //      tightness is per GPU: 1 - free slices left on the GPUs the instances land on / 8 per GPU.
 //
-//   B  balance: 1 - |GPU share used - CPU share used| after the placement (the mean of that for
-//      CPU and for memory where both are known), 1 where nothing can be stranded (a node
-//      without GPUs, or whose CPU and memory are unknown). A node whose CPU runs out before its
-//      GPUs strands them (and one whose GPUs run out first strands cores that GPU pods would
-//      need with the last GPUs): on the openb trace, adding B lifted the FGD protocol's
-//      allocation ratio by 0.4 points, more than any other change (bench/RESULTS.md). It
-//      replaced a CPU best-fit part of P, which packed cores onto few nodes and stranded their
-//      GPUs.
+//   B  balance: keeps each node's CPU and memory use in step with its GPU use, so that GPUs are
+//      not stranded next to exhausted cores (or cores next to exhausted GPUs). Per resource
+//      whose allocatable is known, gap = |share of GPUs used - share of the resource used|:
+//        B = rho x (1 - gap after) + (1 - rho) x (0.5 + (gap before - gap after) / 2),
+//      averaged over CPU and memory, 1 where nothing can be stranded (a node without GPUs, or
+//      whose CPU and memory are unknown). rho = (what GPU requests bring per GPU, the learned
+//      shapes' weighted mean / the candidate nodes' median allocatable per GPU)^2, in [0, 1]:
+//      where pods use CPU about as fast as GPUs (openb, rho ~0.8) the level counts and GPU
+//      pods keep off CPU-rich nodes, which stay for CPU-heavy pods; where GPU pods ask for
+//      little CPU (rho ~0) only the change counts, which is the same on every node of a
+//      homogeneous cluster, so B does not spread pods and packing keeps whole nodes for
+//      multi-GPU pods. Measured in bench/RESULTS.md: +0.4 points of the openb trace
+//      allocated; the level alone (rho = 1) made multi-GPU pods queue in the topology
+//      experiment, the change alone gave back half the openb gain. It replaced a CPU best-fit
+//      part of P, which packed cores onto few nodes and stranded their GPUs.
 //
 //   score = round(score_range * (wt*T + wp*P + wf*F + wb*B) / (wt + wp + wf + wb))
 //
