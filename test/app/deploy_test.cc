@@ -55,7 +55,7 @@ TEST(DeployTest, LinkfitConfigMapIsAValidConfig) {
 
 // The measured setting (bench/RESULTS.md): linkfit's score_range x the extender's weight = 140
 // (one linkfit point = 10 in-tree points), in-tree NodeResourcesFit left at LeastAllocated
-// (MostAllocated packs CPU and strands GPUs: 1.8 points less of the openb trace allocated).
+// (MostAllocated packs CPU and strands GPUs: 1.1 points less of the openb trace allocated).
 TEST(DeployTest, ShippedScoresKeepTheMeasuredBalanceWithInTreePlugins) {
   auto linkfit =
       ParseConfig(ConfigMapData("deploy/configmap.yaml", "linkfit-config", "linkfit.yaml"));
