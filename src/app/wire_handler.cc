@@ -146,10 +146,18 @@ server::HttpReply WireHandler::Release(std::string_view body) {
     return BadRequest(R"(release expects {"PodUID":"..."})");
   }
   const std::string uid = json["PodUID"].get<std::string>();
-  if (!extender_.Release(uid)) {
-    return server::HttpReply{404, kube::EncodeErrorBody("pod " + uid + " holds no devices")};
+  switch (extender_.Release(uid)) {
+    case state::RemoveOutcome::kRemoved:
+      return server::HttpReply{200, R"({"Error":""})"};
+    case state::RemoveOutcome::kUnknown:
+      return server::HttpReply{404, kube::EncodeErrorBody("pod " + uid + " holds no devices")};
+    case state::RemoveOutcome::kBindInFlight:
+      break;
   }
-  return server::HttpReply{200, R"({"Error":""})"};
+  return server::HttpReply{
+      409, kube::EncodeErrorBody("pod " + uid +
+                                 " is still being bound; nothing was released, retry after the "
+                                 "bind returns")};
 }
 
 }  // namespace linkfit::app

@@ -257,10 +257,10 @@ std::vector<kube::NodeVictims> Extender::Preempt(const kube::PreemptionArgs& arg
   return kept;
 }
 
-bool Extender::Release(const std::string& pod_uid) {
-  if (!cache_.Remove(pod_uid)) return false;
-  binder_.Released(pod_uid);
-  return true;
+state::RemoveOutcome Extender::Release(const std::string& pod_uid) {
+  const state::RemoveOutcome outcome = cache_.RemoveBound(pod_uid);
+  if (outcome == state::RemoveOutcome::kRemoved) binder_.Released(pod_uid);
+  return outcome;
 }
 
 std::vector<std::string> Extender::Explain(const kube::PodView& pod) {

@@ -248,6 +248,17 @@ bool ClusterCache::Remove(const std::string& uid) {
   return true;
 }
 
+RemoveOutcome ClusterCache::RemoveBound(const std::string& uid) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto pod = pods_.find(uid);
+  if (pod == pods_.end()) return RemoveOutcome::kUnknown;
+  if (pod->second.phase == PodPhase::kAssumed) return RemoveOutcome::kBindInFlight;
+  ReleaseLocked(uid, pod->second);
+  pods_.erase(pod);
+  ChangedLocked();
+  return RemoveOutcome::kRemoved;
+}
+
 Result<void> ClusterCache::AddBound(const Assignment& assignment) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (pods_.count(assignment.pod_uid) != 0) {

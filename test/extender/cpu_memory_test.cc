@@ -244,7 +244,7 @@ TEST_F(CpuMemoryExtenderTest, PodWithoutGpusIsCountedAtBindAndFreedAtRelease) {
   // A repeated bind is a success and counts nothing twice.
   EXPECT_EQ(extender_.Bind(BindArgs(pod, "a")), "");
   EXPECT_EQ(Node("a").cpu_used_milli(), 40000);
-  EXPECT_TRUE(extender_.Release("c1"));
+  EXPECT_EQ(extender_.Release("c1"), state::RemoveOutcome::kRemoved);
   EXPECT_EQ(Node("a").cpu_used_milli(), 0);
 }
 

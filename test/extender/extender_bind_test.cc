@@ -129,10 +129,10 @@ TEST_F(BindTest, ReleaseFreesAndTellsTheBinder) {
   const kube::PodView pod = GpuPod("p1", 2);
   ASSERT_EQ(Filter(pod, {"h100"}).size(), 1u);
   ASSERT_EQ(extender_.Bind(BindArgs(pod, "h100")), "");
-  EXPECT_TRUE(extender_.Release("p1"));
+  EXPECT_EQ(extender_.Release("p1"), state::RemoveOutcome::kRemoved);
   EXPECT_EQ(WholeUsed("h100"), 0);
   EXPECT_EQ(binder_.released(), std::vector<std::string>{"p1"});
-  EXPECT_FALSE(extender_.Release("p1"));
+  EXPECT_EQ(extender_.Release("p1"), state::RemoveOutcome::kUnknown);
 }
 
 // A Binder whose calls wait until the test opens it, so that a bind can be caught in flight.
@@ -192,6 +192,28 @@ TEST(BindInFlightTest, ARepeatWhileTheFirstIsInTheBinderIsNotASuccess) {
   binder.Open("");
   EXPECT_EQ(extender.Bind(BindArgs(pod, "h100")), "");
   EXPECT_EQ(cache.Phase("p1"), PodPhase::kAdded);
+}
+
+TEST(BindInFlightTest, AReleaseWhileTheBindIsInTheBinderFreesNothing) {
+  state::ClusterCache cache;
+  cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
+  GatedBinder binder;
+  NullMetrics metrics;
+  Extender extender(cache, {}, binder, metrics);
+  const kube::PodView pod = GpuPod("p1", 2);
+  ASSERT_EQ(extender.Filter(NamesArgs(pod, {"h100"})).node_names.size(), 1u);
+  std::string bound = "not returned";
+  std::thread binding([&] { bound = extender.Bind(BindArgs(pod, "h100")); });
+  ASSERT_TRUE(binder.WaitEntered());
+  // The departure races the bind's write: nothing is freed, the devices stay held.
+  EXPECT_EQ(extender.Release("p1"), state::RemoveOutcome::kBindInFlight);
+  EXPECT_EQ(cache.Phase("p1"), PodPhase::kAssumed);
+  EXPECT_EQ(__builtin_popcount(cache.Snapshot()->Find("h100")->whole_used()), 2);
+  binder.Open("");
+  binding.join();
+  EXPECT_EQ(bound, "");
+  EXPECT_EQ(extender.Release("p1"), state::RemoveOutcome::kRemoved);
+  EXPECT_EQ(cache.Snapshot()->Find("h100")->whole_used(), 0);
 }
 
 // Preempt ---------------------------------------------------------------------------------------

@@ -263,7 +263,7 @@ TEST(ClusterCacheStressTest, ConcurrentFilterAndBindThroughTheExtender) {
         if (bind_error.empty()) mine.push_back(uid);
         if (!mine.empty() && rng() % 3 == 0) {
           const std::size_t victim = rng() % mine.size();
-          if (!ext.Release(mine[victim])) {
+          if (ext.Release(mine[victim]) != RemoveOutcome::kRemoved) {
             error = mine[victim] + ": release of a bound pod failed";
             return;
           }

@@ -59,6 +59,19 @@ class ClusterCacheTest : public ::testing::Test {
   ClusterCache cache_;
 };
 
+TEST_F(ClusterCacheTest, RemoveBoundRefusesAPodWhoseBindIsInFlight) {
+  FixedPlacer placer{Mask({1, 2})};
+  ASSERT_TRUE(cache_.Assume("u1", "dgx1", placer.Get()).has_value());
+  EXPECT_EQ(cache_.RemoveBound("u1"), RemoveOutcome::kBindInFlight);
+  EXPECT_EQ(cache_.Phase("u1"), PodPhase::kAssumed);
+  EXPECT_EQ(WholeUsed("dgx1"), Mask({1, 2}));
+  cache_.Confirm("u1");
+  EXPECT_EQ(cache_.RemoveBound("u1"), RemoveOutcome::kRemoved);
+  EXPECT_EQ(WholeUsed("dgx1"), 0);
+  EXPECT_EQ(cache_.RemoveBound("u1"), RemoveOutcome::kUnknown);
+  EXPECT_EQ(cache_.sizes().added, 0u);
+}
+
 TEST_F(ClusterCacheTest, AssumeConfirmRemove) {
   FixedPlacer placer{Mask({0, 3})};
   auto assumed = cache_.Assume("u1", "dgx1", placer.Get());

@@ -54,8 +54,9 @@ class Extender {
   std::string Bind(const kube::BindingArgs& args);
   std::vector<kube::NodeVictims> Preempt(const kube::PreemptionArgs& args);
 
-  // Frees a pod's devices (standalone departures). Returns false for an unknown UID.
-  bool Release(const std::string& pod_uid);
+  // Frees a bound pod's devices (standalone departures): kRemoved, kUnknown for a UID that holds
+  // nothing, kBindInFlight (nothing freed) while the pod's bind is still being recorded.
+  state::RemoveOutcome Release(const std::string& pod_uid);
 
   // One line per known node saying whether and how the pod fits.
   std::vector<std::string> Explain(const kube::PodView& pod);

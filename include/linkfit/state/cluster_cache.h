@@ -83,6 +83,8 @@ class Snapshot {
 using SnapshotPtr = std::shared_ptr<const Snapshot>;
 
 enum class PodPhase { kInitial, kAssumed, kAdded };
+// What RemoveBound did.
+enum class RemoveOutcome { kRemoved, kUnknown, kBindInFlight };
 
 class ClusterCache {
  public:
@@ -113,6 +115,10 @@ class ClusterCache {
   void Forget(const std::string& uid);
   // Assumed/Added -> Deleted, freeing the devices. Returns whether the UID was known.
   bool Remove(const std::string& uid);
+  // Added -> Deleted, freeing the devices; an Assumed pod (its bind is in flight) is left as it
+  // is and reported, so that a departure cannot free devices a bind is still recording (the
+  // bind would then report success for devices nobody holds). One atomic step.
+  RemoveOutcome RemoveBound(const std::string& uid);
   // Initial -> Added for a pod already bound (start-up rebuild). Errors like Assume's.
   Result<void> AddBound(const Assignment& assignment);
 
