@@ -1,0 +1,67 @@
+#include "extender/balance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+namespace linkfit::extender {
+
+Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidate>& candidates) {
+  double gpu_weight = 0, cpu_weight = 0, memory_weight = 0;
+  for (const Shape& shape : shapes) {
+    if (shape.gpus <= 0) continue;
+    gpu_weight += shape.weight * shape.gpus * shape.milli / 1000.0;
+    cpu_weight += shape.weight * static_cast<double>(shape.cpu_milli);
+    memory_weight += shape.weight * static_cast<double>(shape.memory_bytes);
+  }
+  Scarcity scarcity;
+  if (gpu_weight <= 0) return scarcity;
+  std::vector<double> cpu_supply, memory_supply;
+  for (const Candidate& c : candidates) {
+    const double gpus = c.node->info().gpu_count();
+    if (gpus <= 0) continue;
+    if (c.node->info().cpu_milli > 0) {
+      cpu_supply.push_back(static_cast<double>(c.node->info().cpu_milli) / gpus);
+    }
+    if (c.node->info().memory_bytes > 0) {
+      memory_supply.push_back(static_cast<double>(c.node->info().memory_bytes) / gpus);
+    }
+  }
+  const auto rho = [](double demand, std::vector<double>& supply) {
+    if (supply.empty() || demand <= 0) return 0.0;
+    auto middle = supply.begin() + static_cast<std::ptrdiff_t>(supply.size() / 2);
+    std::nth_element(supply.begin(), middle, supply.end());
+    const double ratio = std::clamp(demand / *middle, 0.0, 1.0);
+    return ratio * ratio;
+  };
+  scarcity.cpu = rho(cpu_weight / gpu_weight, cpu_supply);
+  scarcity.memory = rho(memory_weight / gpu_weight, memory_supply);
+  return scarcity;
+}
+
+double Balance(const state::NodeState& node, const GpuRequest& request, const Scarcity& rho) {
+  const double gpus = node.info().gpu_count();
+  if (gpus <= 0) return 1.0;
+  const double used_before = std::min(1.0, node.UsedGpuEquivalents() / gpus);
+  const double used_after =
+      std::min(1.0, (node.UsedGpuEquivalents() + request.GpuEquivalents()) / gpus);
+  double sum = 0;
+  int known = 0;
+  const auto add = [&](std::int64_t allocatable, std::int64_t free, std::int64_t requested,
+                       double scarcity) {
+    if (allocatable <= 0) return;
+    const double total = static_cast<double>(allocatable);
+    const double before = std::min(1.0, static_cast<double>(allocatable - free) / total);
+    const double after = std::min(1.0, static_cast<double>(allocatable - free + requested) / total);
+    const double gap_before = std::abs(used_before - before);
+    const double gap_after = std::abs(used_after - after);
+    sum += scarcity * (1.0 - gap_after) +
+           (1.0 - scarcity) * std::clamp(0.5 + 0.5 * (gap_before - gap_after), 0.0, 1.0);
+    ++known;
+  };
+  add(node.info().cpu_milli, node.cpu_free_milli(), request.cpu_milli, rho.cpu);
+  add(node.info().memory_bytes, node.memory_free_bytes(), request.memory_bytes, rho.memory);
+  return known == 0 ? 1.0 : sum / known;
+}
+
+}  // namespace linkfit::extender
