@@ -474,25 +474,37 @@ int MigPlanner::Headroom(const MigGpuState& state) const {
   return total;
 }
 
-int MigPlanner::StrandedSlices(const MigGpuState& state) const {
-  const unsigned free_slices = WindowMask(0, kMigMemorySlices) & ~unsigned{state.slice_mask()};
+unsigned MigPlanner::CoverableSlices(const MigGpuState& state, std::size_t row,
+                                     std::size_t p) const {
   if (state.compute_used() > set_.compute_slices ||
       state.instance_count() >= set_.max_gpu_instances) {
-    return std::popcount(free_slices);
+    return 0;
   }
+  // The per-profile limits of MigGpuState::CanPlace; the table has the geometry and compute.
+  const MigProfile& profile = set_.profiles[p];
+  if (state.profile_count(static_cast<int>(p)) >=
+      std::min(profile.max_instances, kMaxMigInstancesPerProfile)) {
+    return 0;
+  }
+  if (profile.media_extensions && state.has_media_extensions()) return 0;
+  return cover_[row + p];
+}
+
+int MigPlanner::StrandedSlices(const MigGpuState& state) const {
+  const unsigned free_slices = WindowMask(0, kMigMemorySlices) & ~unsigned{state.slice_mask()};
   const std::size_t row = TableRow(state);
   unsigned coverable = 0;
   for (std::size_t p = 0; p < set_.profiles.size(); ++p) {
-    // The per-profile limits of MigGpuState::CanPlace; the table has the geometry and compute.
-    const MigProfile& profile = set_.profiles[p];
-    const int index = static_cast<int>(p);
-    if (state.profile_count(index) >= std::min(profile.max_instances, kMaxMigInstancesPerProfile)) {
-      continue;
-    }
-    if (profile.media_extensions && state.has_media_extensions()) continue;
-    coverable |= cover_[row + p];
+    coverable |= CoverableSlices(state, row, p);
   }
   return std::popcount(free_slices & ~coverable);
+}
+
+int MigPlanner::StrandedSlices(const MigGpuState& state, int profile) const {
+  if (profile < 0 || static_cast<std::size_t>(profile) >= set_.profiles.size()) return 0;
+  const unsigned free_slices = WindowMask(0, kMigMemorySlices) & ~unsigned{state.slice_mask()};
+  const auto p = static_cast<std::size_t>(profile);
+  return std::popcount(free_slices & ~CoverableSlices(state, TableRow(state), p));
 }
 
 Result<MigDecision> MigPlanner::Choose(std::span<const MigGpuView> gpus, int profile) const {

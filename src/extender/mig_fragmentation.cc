@@ -75,27 +75,13 @@ std::vector<double> WeightsForSet(const alloc::MigProfileSet& set,
   return result;
 }
 
-int StrandedSlices(const alloc::MigProfileSet& set, const alloc::MigGpuState& state, int profile) {
-  if (profile < 0 || Idx(profile) >= set.profiles.size()) return 0;
-  const alloc::MigProfile& p = set.profiles[Idx(profile)];
-  const unsigned used = state.slice_mask();
-  unsigned coverable = 0;
-  for (int start : p.starts) {
-    if (state.CanPlace(set, profile, start)) {
-      coverable |= ((1u << p.size) - 1u) << start;
-    }
-  }
-  const unsigned all = (1u << alloc::kMigMemorySlices) - 1u;
-  return std::popcount(all & ~used & ~coverable);
-}
-
-double MigGpuFragmentation(const alloc::MigProfileSet& set, const alloc::MigGpuState& state,
+double MigGpuFragmentation(const alloc::MigPlanner& planner, const alloc::MigGpuState& state,
                            const std::vector<double>& set_weights) {
   double fragmentation = 0;
-  const std::size_t profiles = std::min(set.profiles.size(), set_weights.size());
+  const std::size_t profiles = std::min(planner.set().profiles.size(), set_weights.size());
   for (std::size_t p = 0; p < profiles; ++p) {
     if (set_weights[p] <= 0) continue;
-    fragmentation += set_weights[p] * StrandedSlices(set, state, static_cast<int>(p));
+    fragmentation += set_weights[p] * planner.StrandedSlices(state, static_cast<int>(p));
   }
   return fragmentation;
 }
@@ -107,7 +93,7 @@ double MigFragmentation(const state::NodeState& node, const MigProfileWeights& w
   double fragmentation = 0;
   for (int g = 0; g < node.info().gpu_count(); ++g) {
     if (!IsMigGpu(node, *planner, g)) continue;
-    fragmentation += MigGpuFragmentation(planner->set(), node.mig_state(g), set_weights);
+    fragmentation += MigGpuFragmentation(*planner, node.mig_state(g), set_weights);
   }
   return fragmentation;
 }
@@ -153,8 +139,8 @@ MigPlacementTerms MigFragmentationScorer::Score(const state::NodeState& node,
   for (int g = 0; g < node.info().gpu_count(); ++g) {
     if (((touched >> g) & 1) == 0) continue;
     free_after += alloc::kMigMemorySlices - std::popcount(unsigned{after[Idx(g)].slice_mask()});
-    growth += MigGpuFragmentation(set, after[Idx(g)], set_weights) -
-              MigGpuFragmentation(set, node.mig_state(g), set_weights);
+    growth += MigGpuFragmentation(*planner, after[Idx(g)], set_weights) -
+              MigGpuFragmentation(*planner, node.mig_state(g), set_weights);
   }
   terms.growth_slices = growth;
   terms.fragmentation = 1.0 / (1.0 + std::exp(growth / kSlicesPerGpu));

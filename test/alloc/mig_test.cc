@@ -258,9 +258,11 @@ TEST(MigPlannerTest, HeadroomTableIsExactOnEveryReachableState) {
 }
 
 // Independently counts the free slices no legal placement of any profile can cover, with CanPlace.
-int BruteForceStranded(const MigProfileSet& set, const MigGpuState& state) {
+// Free slices no legal instance covers: of any profile (profile < 0) or of `profile`.
+int BruteForceStranded(const MigProfileSet& set, const MigGpuState& state, int only = -1) {
   unsigned coverable = 0;
   for (std::size_t p = 0; p < set.profiles.size(); ++p) {
+    if (only >= 0 && p != static_cast<std::size_t>(only)) continue;
     const MigProfile& profile = set.profiles[p];
     for (int start : profile.starts) {
       if (state.CanPlace(set, static_cast<int>(p), start)) {
@@ -284,6 +286,11 @@ TEST(MigPlannerTest, StrandedSlicesAreExactOnEveryReachableState) {
       frontier.pop_back();
       ASSERT_EQ(planner.StrandedSlices(state), BruteForceStranded(set, state))
           << id << " mask " << int{state.slice_mask()} << " compute " << state.compute_used();
+      for (int p = 0; p < static_cast<int>(set.profiles.size()); ++p) {
+        ASSERT_EQ(planner.StrandedSlices(state, p), BruteForceStranded(set, state, p))
+            << id << " profile " << set.profiles[static_cast<std::size_t>(p)].name << " mask "
+            << int{state.slice_mask()};
+      }
       for (std::size_t p = 0; p < set.profiles.size(); ++p) {
         for (int start : set.profiles[p].starts) {
           MigGpuState next = state;

@@ -4,6 +4,7 @@
 #include "linkfit/extender/mig_fragmentation.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include <gtest/gtest.h>
 
@@ -24,6 +25,15 @@ const alloc::MigProfileSet& A100() {
   EXPECT_NE(set, nullptr);
   static const alloc::MigProfileSet empty;
   return set != nullptr ? *set : empty;
+}
+
+const alloc::MigPlanner& A100Planner() {
+  const alloc::MigPlanner* planner = testing::Catalog().FindPlanner("a100-40gb");
+  if (planner == nullptr) {
+    ADD_FAILURE() << "no MIG planner for a100-40gb in config/mig";
+    std::abort();
+  }
+  return *planner;
 }
 
 int Profile(const std::string& name) {
@@ -82,27 +92,27 @@ TEST(MigFragmentationTest, StrandedSlicesOfOneSmallInstance) {
   //   3g.20gb            starts 0,4: [4,8) free, slices 1-3 uncovered            3
   //   4g.20gb, 7g.40gb   start 0 only, blocked: all 7 free slices                7 each
   const alloc::MigGpuState gpu = Gpu({{"1g.5gb", 0}});
-  EXPECT_EQ(StrandedSlices(A100(), gpu, Profile("1g.5gb")), 1);
-  EXPECT_EQ(StrandedSlices(A100(), gpu, Profile("1g.5gb+me")), 1);
-  EXPECT_EQ(StrandedSlices(A100(), gpu, Profile("1g.10gb")), 1);
-  EXPECT_EQ(StrandedSlices(A100(), gpu, Profile("2g.10gb")), 3);
-  EXPECT_EQ(StrandedSlices(A100(), gpu, Profile("3g.20gb")), 3);
-  EXPECT_EQ(StrandedSlices(A100(), gpu, Profile("4g.20gb")), 7);
-  EXPECT_EQ(StrandedSlices(A100(), gpu, Profile("7g.40gb")), 7);
+  EXPECT_EQ(A100Planner().StrandedSlices(gpu, Profile("1g.5gb")), 1);
+  EXPECT_EQ(A100Planner().StrandedSlices(gpu, Profile("1g.5gb+me")), 1);
+  EXPECT_EQ(A100Planner().StrandedSlices(gpu, Profile("1g.10gb")), 1);
+  EXPECT_EQ(A100Planner().StrandedSlices(gpu, Profile("2g.10gb")), 3);
+  EXPECT_EQ(A100Planner().StrandedSlices(gpu, Profile("3g.20gb")), 3);
+  EXPECT_EQ(A100Planner().StrandedSlices(gpu, Profile("4g.20gb")), 7);
+  EXPECT_EQ(A100Planner().StrandedSlices(gpu, Profile("7g.40gb")), 7);
   // Uniform weights over the set's 7 profiles: 23 / 7 slices.
   const std::vector<double> uniform = WeightsForSet(A100(), MigProfileWeights{});
-  EXPECT_NEAR(MigGpuFragmentation(A100(), gpu, uniform), 23.0 / 7.0, 1e-12);
+  EXPECT_NEAR(MigGpuFragmentation(A100Planner(), gpu, uniform), 23.0 / 7.0, 1e-12);
   // Out of range: nothing.
-  EXPECT_EQ(StrandedSlices(A100(), gpu, 99), 0);
+  EXPECT_EQ(A100Planner().StrandedSlices(gpu, 99), 0);
 }
 
 TEST(MigFragmentationTest, StrandedSlicesOfAHalfAndOfExhaustedCompute) {
   // A 3g.20gb at slice 4: slices 0-3 serve every profile but the whole-GPU 7g.
   const alloc::MigGpuState half = Gpu({{"3g.20gb", 4}});
   for (const char* name : {"1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb"}) {
-    EXPECT_EQ(StrandedSlices(A100(), half, Profile(name)), 0) << name;
+    EXPECT_EQ(A100Planner().StrandedSlices(half, Profile(name)), 0) << name;
   }
-  EXPECT_EQ(StrandedSlices(A100(), half, Profile("7g.40gb")), 4);
+  EXPECT_EQ(A100Planner().StrandedSlices(half, Profile("7g.40gb")), 4);
   // Seven 1g.5gb use all 7 compute slices: the free slice 7 serves nothing.
   const alloc::MigGpuState full = Gpu({{"1g.5gb", 0},
                                        {"1g.5gb", 1},
@@ -112,7 +122,7 @@ TEST(MigFragmentationTest, StrandedSlicesOfAHalfAndOfExhaustedCompute) {
                                        {"1g.5gb", 5},
                                        {"1g.5gb", 6}});
   for (int p = 0; p < static_cast<int>(A100().profiles.size()); ++p) {
-    EXPECT_EQ(StrandedSlices(A100(), full, p), 1)
+    EXPECT_EQ(A100Planner().StrandedSlices(full, p), 1)
         << A100().profiles[static_cast<std::size_t>(p)].name;
   }
   // An empty GPU: slice 7 has no 1g start, no 2g start covers slices 6-7, and the one 4g (start
@@ -121,7 +131,7 @@ TEST(MigFragmentationTest, StrandedSlicesOfAHalfAndOfExhaustedCompute) {
       {"1g.5gb", 1},  {"1g.5gb+me", 1}, {"1g.10gb", 0}, {"2g.10gb", 2},
       {"3g.20gb", 0}, {"4g.20gb", 4},   {"7g.40gb", 0}};
   for (const auto& [name, stranded] : empty) {
-    EXPECT_EQ(StrandedSlices(A100(), alloc::MigGpuState(), Profile(name)), stranded) << name;
+    EXPECT_EQ(A100Planner().StrandedSlices(alloc::MigGpuState(), Profile(name)), stranded) << name;
   }
 }
 

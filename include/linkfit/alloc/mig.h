@@ -190,6 +190,9 @@ class MigPlanner {
   // can cover (exact: the same rules as MigGpuState::CanPlace). 0 on an empty GPU; every free
   // slice once the GPU's compute slices or instance limit are used up.
   int StrandedSlices(const MigGpuState& state) const;
+  // The same for one profile: the free slices no legal instance of `profile` can cover (every
+  // free slice when it cannot be placed at all; 0 for an out-of-range profile).
+  int StrandedSlices(const MigGpuState& state, int profile) const;
 
   // Chooses the GPU and start for one instance of `profile` by best fit. An out-of-range profile
   // is an error; "does not fit" is a decision with a reason.
@@ -212,6 +215,9 @@ class MigPlanner {
 
   // Byte offset of (mask, compute used) in the tables; REQUIRES: compute_used <= compute_slices.
   std::size_t TableRow(const MigGpuState& state) const;
+  // The slices legal instances of profile p could cover in `state` (row = TableRow(state)),
+  // with the per-GPU and per-profile limits of MigGpuState::CanPlace applied.
+  unsigned CoverableSlices(const MigGpuState& state, std::size_t row, std::size_t p) const;
 
   MigProfileSet set_;
   std::vector<std::uint8_t> table_;  // [mask][compute_used][profile]: geometric maximum

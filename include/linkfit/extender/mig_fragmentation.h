@@ -75,13 +75,10 @@ class MigProfileStats {
 std::vector<double> WeightsForSet(const alloc::MigProfileSet& set,
                                   const MigProfileWeights& weights);
 
-// Free memory slices of a GPU in `state` that no instance of `profile` can cover (0..8; all the
-// free slices when the profile cannot be placed at all, 0 for an out-of-range profile).
-int StrandedSlices(const alloc::MigProfileSet& set, const alloc::MigGpuState& state, int profile);
-
-// MIG fragmentation of one GPU in memory slices: sum of set_weights[p] x StrandedSlices(p).
-// REQUIRES: set_weights.size() == set.profiles.size().
-double MigGpuFragmentation(const alloc::MigProfileSet& set, const alloc::MigGpuState& state,
+// MIG fragmentation of one GPU in memory slices: sum of set_weights[p] x
+// planner.StrandedSlices(state, p), the free slices no instance of profile p can cover.
+// REQUIRES: set_weights.size() == planner.set().profiles.size().
+double MigGpuFragmentation(const alloc::MigPlanner& planner, const alloc::MigGpuState& state,
                            const std::vector<double>& set_weights);
 
 // MIG fragmentation of a node in memory slices: MigGpuFragmentation summed over its MIG-mode
