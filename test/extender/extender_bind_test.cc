@@ -169,51 +169,51 @@ class GatedBinder final : public Binder {
   std::string fail_with_;
 };
 
-TEST(BindInFlightTest, ARepeatWhileTheFirstIsInTheBinderIsNotASuccess) {
-  state::ClusterCache cache;
-  cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
-  GatedBinder binder;
-  NullMetrics metrics;
-  Extender extender(cache, {}, binder, metrics);
-  const kube::PodView pod = GpuPod("p1", 2);
-  const std::vector<std::string> names = {"h100"};
-  ASSERT_EQ(extender.Filter(NamesArgs(pod, names)).node_names.size(), 1u);
+// One DGX H100 behind a GatedBinder, and the 2-GPU pod p1 filtered onto it.
+class BindInFlightTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cache_.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
+    ASSERT_EQ(extender_.Filter(NamesArgs(pod_, {"h100"})).node_names.size(), 1u);
+  }
+
+  state::ClusterCache cache_;
+  GatedBinder binder_;
+  NullMetrics metrics_;
+  Extender extender_{cache_, {}, binder_, metrics_};
+  const kube::PodView pod_ = GpuPod("p1", 2);
+};
+
+TEST_F(BindInFlightTest, ARepeatWhileTheFirstIsInTheBinderIsNotASuccess) {
   std::string first;
-  std::thread binding([&] { first = extender.Bind(BindArgs(pod, "h100")); });
-  ASSERT_TRUE(binder.WaitEntered());
+  std::thread binding([&] { first = extender_.Bind(BindArgs(pod_, "h100")); });
+  ASSERT_TRUE(binder_.WaitEntered());
   // The first bind's write is in flight: a repeat cannot know its outcome.
-  const std::string repeat = extender.Bind(BindArgs(pod, "h100"));
+  const std::string repeat = extender_.Bind(BindArgs(pod_, "h100"));
   EXPECT_NE(repeat.find("still in progress"), std::string::npos) << repeat;
-  binder.Open("API server unavailable");
+  binder_.Open("API server unavailable");
   binding.join();
   EXPECT_EQ(first, "API server unavailable");
-  EXPECT_EQ(cache.Phase("p1"), PodPhase::kInitial);
+  EXPECT_EQ(cache_.Phase("p1"), PodPhase::kInitial);
   // The scheduler's retry then binds normally.
-  binder.Open("");
-  EXPECT_EQ(extender.Bind(BindArgs(pod, "h100")), "");
-  EXPECT_EQ(cache.Phase("p1"), PodPhase::kAdded);
+  binder_.Open("");
+  EXPECT_EQ(extender_.Bind(BindArgs(pod_, "h100")), "");
+  EXPECT_EQ(cache_.Phase("p1"), PodPhase::kAdded);
 }
 
-TEST(BindInFlightTest, AReleaseWhileTheBindIsInTheBinderFreesNothing) {
-  state::ClusterCache cache;
-  cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
-  GatedBinder binder;
-  NullMetrics metrics;
-  Extender extender(cache, {}, binder, metrics);
-  const kube::PodView pod = GpuPod("p1", 2);
-  ASSERT_EQ(extender.Filter(NamesArgs(pod, {"h100"})).node_names.size(), 1u);
+TEST_F(BindInFlightTest, AReleaseWhileTheBindIsInTheBinderFreesNothing) {
   std::string bound = "not returned";
-  std::thread binding([&] { bound = extender.Bind(BindArgs(pod, "h100")); });
-  ASSERT_TRUE(binder.WaitEntered());
+  std::thread binding([&] { bound = extender_.Bind(BindArgs(pod_, "h100")); });
+  ASSERT_TRUE(binder_.WaitEntered());
   // The departure races the bind's write: nothing is freed, the devices stay held.
-  EXPECT_EQ(extender.Release("p1"), state::RemoveOutcome::kBindInFlight);
-  EXPECT_EQ(cache.Phase("p1"), PodPhase::kAssumed);
-  EXPECT_EQ(__builtin_popcount(cache.Snapshot()->Find("h100")->whole_used()), 2);
-  binder.Open("");
+  EXPECT_EQ(extender_.Release("p1"), state::RemoveOutcome::kBindInFlight);
+  EXPECT_EQ(cache_.Phase("p1"), PodPhase::kAssumed);
+  EXPECT_EQ(__builtin_popcount(cache_.Snapshot()->Find("h100")->whole_used()), 2);
+  binder_.Open("");
   binding.join();
   EXPECT_EQ(bound, "");
-  EXPECT_EQ(extender.Release("p1"), state::RemoveOutcome::kRemoved);
-  EXPECT_EQ(cache.Snapshot()->Find("h100")->whole_used(), 0);
+  EXPECT_EQ(extender_.Release("p1"), state::RemoveOutcome::kRemoved);
+  EXPECT_EQ(cache_.Snapshot()->Find("h100")->whole_used(), 0);
 }
 
 // Preempt ---------------------------------------------------------------------------------------
