@@ -1,0 +1,73 @@
+// WireHandler's standalone release: the HTTP status for each Extender outcome, including a
+// release that arrives while the pod's bind is still being recorded (409, nothing freed).
+
+#include "app/wire_handler.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "linkfit/common/metrics.h"
+#include "linkfit/extender/extender.h"
+#include "testing/cluster.h"
+
+namespace linkfit::app {
+namespace {
+
+constexpr const char* kPod =
+    R"({"metadata":{"name":"p1","namespace":"ml","uid":"u1"},"spec":{"containers":[{"name":"c",)"
+    R"("resources":{"limits":{"nvidia.com/gpu":"2"}}}]}})";
+constexpr const char* kRelease = R"({"PodUID":"u1"})";
+
+// A binder that, while recording the bind, lets a release of the same pod through the handler
+// (what a departure racing the state-file write does) and keeps its reply.
+class ReleasingBinder final : public extender::Binder {
+ public:
+  Result<void> Bind(const extender::BindTarget&, const state::Assignment&) override {
+    if (handler != nullptr) during_bind = handler->Release(kRelease);
+    return {};
+  }
+  void Released(const std::string&) override {}
+
+  WireHandler* handler = nullptr;
+  std::optional<server::HttpReply> during_bind;
+};
+
+topology::GpuMask WholeUsed(state::ClusterCache& cache) {
+  const state::SnapshotPtr snapshot = cache.Snapshot();
+  const state::NodeState* node = snapshot->Find("h100");
+  if (node == nullptr) {
+    ADD_FAILURE() << "node h100 missing";
+    return 0;
+  }
+  return node->whole_used();
+}
+
+TEST(WireHandlerReleaseTest, ReleaseDuringTheBindIsAConflictAndFreesNothing) {
+  state::ClusterCache cache;
+  cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
+  ReleasingBinder binder;
+  NullMetrics metrics;
+  extender::Extender extender(cache, {}, binder, metrics);
+  WireHandler handler(extender);
+  binder.handler = &handler;
+
+  ASSERT_EQ(handler.Filter(std::string(R"({"Pod":)") + kPod + R"(,"NodeNames":["h100"]})").status,
+            200);
+  const server::HttpReply bound =
+      handler.Bind(R"({"PodName":"p1","PodNamespace":"ml","PodUID":"u1","Node":"h100"})");
+  EXPECT_EQ(bound.body, R"({"Error":""})");
+  ASSERT_TRUE(binder.during_bind.has_value());
+  EXPECT_EQ(binder.during_bind->status, 409);
+  EXPECT_NE(binder.during_bind->body.find("still being bound"), std::string::npos)
+      << binder.during_bind->body;
+  // The bind succeeded and still holds its GPUs; a release after it frees them.
+  EXPECT_EQ(__builtin_popcount(WholeUsed(cache)), 2);
+  binder.handler = nullptr;
+  EXPECT_EQ(handler.Release(kRelease).status, 200);
+  EXPECT_EQ(WholeUsed(cache), 0);
+  EXPECT_EQ(handler.Release(kRelease).status, 404);
+}
+
+}  // namespace
+}  // namespace linkfit::app
