@@ -84,7 +84,8 @@ int RunExplain(const std::vector<std::string>& args, std::ostream& out, std::ost
     return 2;
   }
   NoBinder binder;
-  extender::Extender extender(cache, std::move(*options), binder, metrics);
+  extender::PodMemo memo(options->defaults);
+  extender::Extender extender(cache, std::move(*options), binder, memo, metrics);
   for (const std::string& line : extender.Explain(decoded->pod)) out << line << "\n";
   return 0;
 }

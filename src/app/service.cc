@@ -51,9 +51,10 @@ Result<std::unique_ptr<Service>> Service::Start(const Config& config) {
   s.binder_ = std::make_unique<StateFileBinder>(config.state_file.value_or(""), *s.cache_);
   extender::ExtenderOptions options;
   LINKFIT_ASSIGN_OR_RETURN(options, ExtenderOptionsFrom(config));
-  s.extender_ =
-      std::make_unique<extender::Extender>(*s.cache_, std::move(options), *s.binder_, s.metrics_);
-  s.handler_ = std::make_unique<WireHandler>(*s.extender_);
+  s.memo_ = std::make_unique<extender::PodMemo>(options.defaults);
+  s.extender_ = std::make_unique<extender::Extender>(*s.cache_, std::move(options), *s.binder_,
+                                                     *s.memo_, s.metrics_);
+  s.handler_ = std::make_unique<WireHandler>(*s.extender_, s.memo_.get());
 
   server::ServerOptions server_options;
   server_options.host = config.listen_host;

@@ -45,6 +45,7 @@ class Service {
   alloc::ModelRegistry registry_;
   std::unique_ptr<state::ClusterCache> cache_;
   std::unique_ptr<StateFileBinder> binder_;
+  std::unique_ptr<extender::PodMemo> memo_;
   std::unique_ptr<extender::Extender> extender_;
   std::unique_ptr<WireHandler> handler_;
   server::ServerPtr server_;

@@ -90,12 +90,14 @@ nlohmann::json NodeJson(const state::NodeState& node) {
 server::HttpReply WireHandler::Filter(std::string_view body) {
   auto args = kube::DecodeExtenderArgs(body);
   if (!args) return BadRequest(args.error().message);
+  if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/true);
   return server::HttpReply{200, kube::EncodeFilterResult(extender_.Filter(*args))};
 }
 
 server::HttpReply WireHandler::Prioritize(std::string_view body) {
   auto args = kube::DecodeExtenderArgs(body);
   if (!args) return BadRequest(args.error().message);
+  if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/false);
   return server::HttpReply{200, kube::EncodeHostPriorityList(extender_.Prioritize(*args))};
 }
 

@@ -16,7 +16,10 @@ namespace linkfit::app {
 
 class WireHandler final : public server::ExtenderHandler {
  public:
-  explicit WireHandler(extender::Extender& extender) : extender_(extender) {}
+  // `memo` (standalone mode; null in cluster mode) learns each pod of a filter or prioritize
+  // request before the extender reads it, so that bind can resolve it.
+  explicit WireHandler(extender::Extender& extender, extender::PodMemo* memo = nullptr)
+      : extender_(extender), memo_(memo) {}
 
   server::HttpReply Filter(std::string_view body) override;
   server::HttpReply Prioritize(std::string_view body) override;
@@ -31,6 +34,7 @@ class WireHandler final : public server::ExtenderHandler {
 
  private:
   extender::Extender& extender_;
+  extender::PodMemo* memo_;
   std::atomic<bool> ready_{false};
 };
 

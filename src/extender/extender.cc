@@ -68,30 +68,14 @@ void PrefetchAhead(const std::vector<const state::NodeState*>& nodes, std::size_
 }  // namespace
 
 Extender::Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& binder,
-                   MetricsSink& metrics)
-    : cache_(cache), options_(std::move(options)), binder_(binder), metrics_(metrics) {}
+                   const PodSource& pods, MetricsSink& metrics)
+    : cache_(cache),
+      options_(std::move(options)),
+      binder_(binder),
+      pods_(pods),
+      metrics_(metrics) {}
 
-void Extender::Remember(const kube::PodView& pod, const GpuRequest& request) {
-  if (pod.uid.empty()) return;
-  std::lock_guard<std::mutex> lock(pending_mutex_);
-  const auto [it, inserted] =
-      pending_.insert_or_assign(pod.uid, PendingPod{request, pod.pod_namespace, pod.name});
-  if (!inserted) return;
-  pending_order_.push_back(pod.uid);
-  while (pending_order_.size() > options_.remembered_pods) {
-    pending_.erase(pending_order_.front());
-    pending_order_.pop_front();
-  }
-}
-
-std::optional<Extender::PendingPod> Extender::Recall(const std::string& uid) {
-  std::lock_guard<std::mutex> lock(pending_mutex_);
-  const auto it = pending_.find(uid);
-  if (it == pending_.end()) return std::nullopt;
-  return it->second;
-}
-
-kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) {
+kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   kube::FilterResult result;
   result.list = kube::ReplyListFor(args);
   const auto request = ParseGpuRequest(args.pod, options_.defaults);
@@ -110,9 +94,6 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) {
     metrics_.CountFilterNodes(0, 0, args.node_names.size());
     return result;
   }
-  Remember(args.pod, *request);
-  shapes_.Record(*request);
-  mig_profiles_.Record(*request);
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   std::uint64_t failed = 0;
   std::uint64_t unresolvable = 0;
@@ -146,14 +127,13 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) {
   return result;
 }
 
-std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& args) {
+std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& args) const {
   std::vector<kube::HostPriority> priorities;
   priorities.reserve(args.node_names.size());
   for (std::string_view name : args.node_names) priorities.push_back({name, 0});
   const auto request = ParseGpuRequest(args.pod, options_.defaults);
   if (!request) return priorities;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
-  Remember(args.pod, *request);
   std::vector<Candidate> candidates;
   std::vector<std::size_t> positions;
   const std::vector<const state::NodeState*> nodes = Resolve(*snapshot, args.node_names);
@@ -167,8 +147,8 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     positions.push_back(i);
   }
   const std::vector<std::int64_t> scores =
-      ScoreNodes(*request, candidates, *shapes_.Typical(), options_.weights, options_.score_range,
-                 mig_profiles_.Weights());
+      ScoreNodes(*request, candidates, *pods_.demand().Shapes(), options_.weights,
+                 options_.score_range, pods_.demand().MigWeights());
   for (std::size_t c = 0; c < candidates.size(); ++c) priorities[positions[c]].score = scores[c];
   return priorities;
 }
@@ -183,7 +163,7 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
     return "a bind of pod " + args.pod_namespace + "/" + args.pod_name + " to " + args.node +
            " is still in progress";
   };
-  const std::optional<PendingPod> pending = Recall(args.pod_uid);
+  const std::optional<KnownPod> pending = pods_.FindPod(args.pod_uid);
   if (!pending) {
     if (const auto existing = cache_.Find(args.pod_uid)) {
       return existing->node == args.node
@@ -191,7 +171,7 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
                  : "pod " + args.pod_uid + " is already bound to node " + existing->node;
     }
     return "linkfit has not seen pod " + args.pod_namespace + "/" + args.pod_name + " (" +
-           args.pod_uid + ") in a filter call; cannot bind it";
+           args.pod_uid + ") " + pods_.where_pods_are_seen() + "; cannot bind it";
   }
   const bool gpu_less = pending->request.kind == GpuRequest::Kind::kNone;
   if (gpu_less && cache_.Snapshot()->Find(args.node) == nullptr) {
@@ -233,7 +213,7 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
   return "";
 }
 
-std::vector<kube::NodeVictims> Extender::Preempt(const kube::PreemptionArgs& args) {
+std::vector<kube::NodeVictims> Extender::Preempt(const kube::PreemptionArgs& args) const {
   const std::vector<kube::NodeVictims>& candidates =
       args.meta_victims_given ? args.node_meta_victims : args.node_victims;
   std::vector<kube::NodeVictims> kept;
@@ -263,7 +243,7 @@ state::RemoveOutcome Extender::Release(const std::string& pod_uid) {
   return outcome;
 }
 
-std::vector<std::string> Extender::Explain(const kube::PodView& pod) {
+std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
   std::vector<std::string> lines;
   const auto request = ParseGpuRequest(pod, options_.defaults);
   if (!request) {

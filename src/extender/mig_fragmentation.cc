@@ -34,13 +34,29 @@ void MigProfileStats::Record(const GpuRequest& request) {
   const auto instances = static_cast<std::uint64_t>(request.count);
   it->second += instances;
   total_ += instances;
+  changes_ += instances;
+}
+
+void MigProfileStats::Remove(const GpuRequest& request) {
+  if (request.kind != GpuRequest::Kind::kMig || request.count <= 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = counts_.find(request.mig_profile);
+  if (it == counts_.end()) return;
+  const std::uint64_t instances =
+      std::min<std::uint64_t>(it->second, static_cast<std::uint64_t>(request.count));
+  it->second -= instances;
+  total_ -= instances;
+  changes_ += instances;
+  if (it->second == 0) counts_.erase(it);
 }
 
 MigProfileWeightsPtr MigProfileStats::Weights() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (weights_ && total_ < weights_total_ + std::max<std::uint64_t>(1, weights_total_ / 200)) {
+  if (weights_ &&
+      changes_ < weights_changes_ + std::max<std::uint64_t>(1, weights_total_ / 200)) {
     return weights_;
   }
+  weights_changes_ = changes_;
   auto weights = std::make_shared<MigProfileWeights>();
   weights->by_name.reserve(counts_.size());
   for (const auto& [name, count] : counts_) {

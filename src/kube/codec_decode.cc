@@ -26,6 +26,12 @@ namespace {
 
 using namespace json;  // NOLINT: internal helpers of this module
 
+// The request decoders' parser and padded buffer, one per thread.
+Scratch& RequestScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Pods
 
@@ -139,6 +145,12 @@ bool ReadPod(Ctx& c, od::value& v, const std::string& where, PodView* pod) {
           return ReadString(c, mchild, meta + ".namespace", &pod->pod_namespace);
         }
         if (mkey == "uid") return ReadString(c, mchild, meta + ".uid", &pod->uid);
+        if (mkey == "deletionTimestamp") {
+          std::string stamp;
+          if (!ReadString(c, mchild, meta + ".deletionTimestamp", &stamp)) return false;
+          pod->terminating = !stamp.empty();
+          return true;
+        }
         if (mkey == "labels") return ReadStringMap(c, mchild, meta + ".labels", &pod->labels);
         if (mkey == "annotations") {
           return ReadStringMap(c, mchild, meta + ".annotations", &pod->annotations);
@@ -191,6 +203,21 @@ bool ReadPod(Ctx& c, od::value& v, const std::string& where, PodView* pod) {
   });
   if (!ok) return false;
   ComputeRequests(pod, containers, init_containers, overhead);
+  pod->containers.clear();
+  pod->containers.reserve(init_containers.size() + containers.size());
+  const auto add = [&](std::vector<ContainerResources>& list, bool init) {
+    for (ContainerResources& container : list) {
+      ContainerView& view = pod->containers.emplace_back();
+      view.name = std::move(container.name);
+      view.init = init;
+      view.restartable = init && container.restart_always;
+      for (auto& [name, amount] : container.effective) {
+        if (name.find('/') != std::string::npos) view.extended.emplace(name, amount);
+      }
+    }
+  };
+  add(init_containers, true);
+  add(containers, false);
   return true;
 }
 
@@ -302,53 +329,6 @@ bool ReadNodeList(Ctx& c, od::document& doc, od::value& v, ExtenderArgs* args,
 // ---------------------------------------------------------------------------------------------
 // Documents
 
-struct Scratch {
-  od::parser parser;
-  std::vector<char> buffer;
-};
-
-// Starts decoding `body`: copies it into this thread's padded buffer and opens the document.
-bool Open(Ctx& c, std::string_view body, od::document* doc) {
-  if (TrimSpace(body).empty()) return Fail(c, "empty request body");
-  thread_local Scratch scratch;
-  const std::size_t capacity = body.size() + simdjson::SIMDJSON_PADDING;
-  if (scratch.buffer.size() < capacity) scratch.buffer.resize(capacity);
-  std::memcpy(scratch.buffer.data(), body.data(), body.size());
-  c.padded = scratch.buffer.data();
-  c.body = body.data();
-  if (auto code = scratch.parser.iterate(scratch.buffer.data(), body.size(), scratch.buffer.size())
-                      .get(*doc)) {
-    return Fail(c, std::string("request body is not valid JSON: ") + simdjson::error_message(code));
-  }
-  return true;
-}
-
-// Iterates the top-level object's fields, then insists nothing follows it.
-template <typename OnField>
-bool ReadEnvelope(Ctx& c, od::document& doc, OnField&& on_field) {
-  od::json_type type;
-  if (auto code = doc.type().get(type)) {
-    return Fail(c, std::string("request body is not valid JSON: ") + simdjson::error_message(code));
-  }
-  if (type != od::json_type::object) {
-    return Fail(c, std::string("request body must be a JSON object, got ") + TypeName(type));
-  }
-  od::object object;
-  if (auto code = doc.get_object().get(object)) return JsonFail(c, "the top level", code);
-  for (auto field : object) {
-    std::string_view key;
-    if (auto code = field.unescaped_key().get(key)) return JsonFail(c, "the top level", code);
-    od::value child;
-    if (auto code = field.value().get(child)) return JsonFail(c, "the top level", code);
-    if (!on_field(key, child)) return false;
-  }
-  // current_location() is OUT_OF_BOUNDS exactly when no token follows the object.
-  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) {
-    return Fail(c, "request body has trailing data after the JSON object");
-  }
-  return true;
-}
-
 bool ReadVictims(Ctx& c, od::value& v, const std::string& where, bool full, NodeVictims* out) {
   return ForEachField(c, v, where, true, [&](std::string_view key, od::value& child) {
     if (KeyIs(key, "pods")) {
@@ -419,7 +399,7 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
   bool pod_given = false;
   std::vector<std::string_view> item_names;  // metadata.name of each Nodes item
   const bool ok =
-      Open(c, body, &doc) && ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
+      Open(c, body, &doc, RequestScratch()) && ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
         if (KeyIs(key, "pod")) {
           return ReadEnvelopePod(c, child, "Pod", &args.pod, &pod_given);
         }
@@ -454,7 +434,7 @@ Result<BindingArgs> DecodeBindingArgs(std::string_view body) {
   Ctx c;
   od::document doc;
   const bool ok =
-      Open(c, body, &doc) && ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
+      Open(c, body, &doc, RequestScratch()) && ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
         if (KeyIs(key, "podname")) return ReadString(c, child, "PodName", &args.pod_name);
         if (KeyIs(key, "podnamespace")) {
           return ReadString(c, child, "PodNamespace", &args.pod_namespace);
@@ -482,7 +462,7 @@ Result<PreemptionArgs> DecodePreemptionArgs(std::string_view body) {
   od::document doc;
   bool pod_given = false;
   const bool ok =
-      Open(c, body, &doc) && ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
+      Open(c, body, &doc, RequestScratch()) && ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
         if (KeyIs(key, "pod")) return ReadEnvelopePod(c, child, "Pod", &args.pod, &pod_given);
         const bool full = KeyIs(key, "nodenametovictims");
         if (full || KeyIs(key, "nodenametometavictims")) {

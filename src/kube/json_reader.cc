@@ -1,6 +1,7 @@
 #include "kube/json_reader.h"
 
 #include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -350,6 +351,21 @@ bool ReadInt(Ctx& c, od::value& v, std::string_view where, std::int64_t min, std
                                            : std::string(TypeName(type));
   if (problems == nullptr) return Fail(c, std::move(message));
   problems->push_back(std::move(message));
+  return true;
+}
+
+bool Open(Ctx& c, std::string_view text, od::document* doc, Scratch& scratch,
+          std::string_view what) {
+  if (TrimSpace(text).empty()) return Fail(c, "empty " + std::string(what));
+  const std::size_t capacity = text.size() + simdjson::SIMDJSON_PADDING;
+  if (scratch.buffer.size() < capacity) scratch.buffer.resize(capacity);
+  std::memcpy(scratch.buffer.data(), text.data(), text.size());
+  c.padded = scratch.buffer.data();
+  c.body = text.data();
+  if (auto code = scratch.parser.iterate(scratch.buffer.data(), text.size(), scratch.buffer.size())
+                      .get(*doc)) {
+    return Fail(c, std::string(what) + " is not valid JSON: " + simdjson::error_message(code));
+  }
   return true;
 }
 

@@ -119,4 +119,43 @@ bool ForEachElement(Ctx& c, od::value& v, std::string_view where, OnElement&& on
   return true;
 }
 
+// A parser and its padded input buffer (reused across documents; one per thread and purpose, so
+// that decoding one document never clobbers another being read on the same thread).
+struct Scratch {
+  od::parser parser;
+  std::vector<char> buffer;
+};
+
+// Starts decoding `text`: copies it into `scratch`'s padded buffer and opens the document. Errors
+// name the input as `what` ("request body is not valid JSON: ...").
+bool Open(Ctx& c, std::string_view text, od::document* doc, Scratch& scratch,
+          std::string_view what = "request body");
+
+// Iterates the top-level object's fields, then insists nothing follows it.
+template <typename OnField>
+bool ReadEnvelope(Ctx& c, od::document& doc, OnField&& on_field,
+                  std::string_view what = "request body") {
+  od::json_type type;
+  if (auto code = doc.type().get(type)) {
+    return Fail(c, std::string(what) + " is not valid JSON: " + simdjson::error_message(code));
+  }
+  if (type != od::json_type::object) {
+    return Fail(c, std::string(what) + " must be a JSON object, got " + TypeName(type));
+  }
+  od::object object;
+  if (auto code = doc.get_object().get(object)) return JsonFail(c, "the top level", code);
+  for (auto field : object) {
+    std::string_view key;
+    if (auto code = field.unescaped_key().get(key)) return JsonFail(c, "the top level", code);
+    od::value child;
+    if (auto code = field.value().get(child)) return JsonFail(c, "the top level", code);
+    if (!on_field(key, child)) return false;
+  }
+  // current_location() is OUT_OF_BOUNDS exactly when no token follows the object.
+  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) {
+    return Fail(c, std::string(what) + " has trailing data after the JSON object");
+  }
+  return true;
+}
+
 }  // namespace linkfit::kube::json

@@ -48,8 +48,9 @@ TEST(WireHandlerReleaseTest, ReleaseDuringTheBindIsAConflictAndFreesNothing) {
   cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
   ReleasingBinder binder;
   NullMetrics metrics;
-  extender::Extender extender(cache, {}, binder, metrics);
-  WireHandler handler(extender);
+  extender::PodMemo memo({});
+  extender::Extender extender(cache, {}, binder, memo, metrics);
+  WireHandler handler(extender, &memo);
   binder.handler = &handler;
 
   ASSERT_EQ(handler.Filter(std::string(R"({"Pod":)") + kPod + R"(,"NodeNames":["h100"]})").status,

@@ -180,7 +180,7 @@ class BindInFlightTest : public ::testing::Test {
   state::ClusterCache cache_;
   GatedBinder binder_;
   NullMetrics metrics_;
-  Extender extender_{cache_, {}, binder_, metrics_};
+  testing::MemoExtender extender_{cache_, {}, binder_, metrics_};
   const kube::PodView pod_ = GpuPod("p1", 2);
 };
 

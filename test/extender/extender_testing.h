@@ -106,6 +106,36 @@ inline std::string ReasonFor(const std::vector<kube::NodeFailure>& failures,
   return "";
 }
 
+// The extender as standalone mode serves it: every filter and prioritize request first passes
+// through the PodMemo (as WireHandler does), so that bind can resolve the pod.
+class MemoExtender {
+ public:
+  MemoExtender(state::ClusterCache& cache, const ExtenderOptions& options, Binder& binder,
+               MetricsSink& metrics)
+      : memo_(options.defaults), extender_(cache, options, binder, memo_, metrics) {}
+  kube::FilterResult Filter(const kube::ExtenderArgs& args) {
+    memo_.Observe(args.pod, /*filtered=*/true);
+    return extender_.Filter(args);
+  }
+  std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) {
+    memo_.Observe(args.pod, /*filtered=*/false);
+    return extender_.Prioritize(args);
+  }
+  std::string Bind(const kube::BindingArgs& args) { return extender_.Bind(args); }
+  std::vector<kube::NodeVictims> Preempt(const kube::PreemptionArgs& args) const {
+    return extender_.Preempt(args);
+  }
+  state::RemoveOutcome Release(const std::string& uid) { return extender_.Release(uid); }
+  std::vector<std::string> Explain(const kube::PodView& pod) const {
+    return extender_.Explain(pod);
+  }
+  Extender& extender() { return extender_; }
+
+ private:
+  PodMemo memo_;
+  Extender extender_;
+};
+
 // A cache, binder and extender over a few fixture nodes.
 class ExtenderFixture : public ::testing::Test {
  protected:
@@ -140,7 +170,7 @@ class ExtenderFixture : public ::testing::Test {
   state::ClusterCache cache_;
   FakeBinder binder_;
   NullMetrics metrics_;
-  Extender extender_;
+  MemoExtender extender_;
 };
 
 }  // namespace linkfit::extender::testing

@@ -230,7 +230,8 @@ TEST(ClusterCacheStressTest, ConcurrentFilterAndBindThroughTheExtender) {
   AddNodes(cache);
   CountingBinder binder(/*fail_every=*/7);
   NullMetrics metrics;
-  extender::Extender ext(cache, {}, binder, metrics);
+  extender::PodMemo memo({});
+  extender::Extender ext(cache, {}, binder, memo, metrics);
   std::atomic<bool> done{false};
   SnapshotReader reader{cache, done, "", 0};
   std::thread reader_thread([&reader] { reader.Run(1000000); });
@@ -250,6 +251,7 @@ TEST(ClusterCacheStressTest, ConcurrentFilterAndBindThroughTheExtender) {
         args.pod = PodFor(uid, RandomRequest(rng));
         args.node_names_given = true;
         for (const std::string& name : kNodes) args.node_names.push_back(name);
+        memo.Observe(args.pod, /*filtered=*/true);
         const kube::FilterResult filtered = ext.Filter(args);
         if (filtered.node_names.empty()) continue;
         // Bind to a passing node; other threads may have taken it since (then bind fails).

@@ -27,18 +27,20 @@
 
 #include "linkfit/alloc/closeness.h"
 #include "linkfit/common/result.h"
+#include "linkfit/kube/annotations.h"
 #include "linkfit/kube/types.h"
 
 namespace linkfit::extender {
 
-inline constexpr const char* kGpuResource = "nvidia.com/gpu";
-inline constexpr const char* kMigResourcePrefix = "nvidia.com/mig-";
-inline constexpr const char* kAnnotationGpus = "linkfit.io/gpus";
-inline constexpr const char* kAnnotationCloseness = "linkfit.io/closeness";
-inline constexpr const char* kAnnotationClosenessPolicy = "linkfit.io/closeness-policy";
-inline constexpr const char* kAnnotationMigProfile = "linkfit.io/mig-profile";
-inline constexpr const char* kAnnotationGpuShare = "linkfit.io/gpu-share";
-inline constexpr const char* kAnnotationGpuModel = "linkfit.io/gpu-model";
+// The keys live in kube/annotations.h (the one home of the linkfit.io/ contract).
+using kube::kAnnotationCloseness;
+using kube::kAnnotationClosenessPolicy;
+using kube::kAnnotationGpuModel;
+using kube::kAnnotationGpus;
+using kube::kAnnotationGpuShare;
+using kube::kAnnotationMigProfile;
+using kube::kGpuResource;
+using kube::kMigResourcePrefix;
 
 struct GpuRequest {
   enum class Kind { kNone, kWhole, kMig, kShared };

@@ -57,6 +57,8 @@ class MigProfileStats {
   // are ignored. Retries count again, which is harmless. Names come from pods (untrusted): once
   // kMaxProfileNames distinct names are known, new ones are not counted.
   void Record(const GpuRequest& request);
+  // Uncounts a request counted before (a pod that left).
+  void Remove(const GpuRequest& request);
   // The current weights (never null).
   MigProfileWeightsPtr Weights() const;
 
@@ -66,8 +68,10 @@ class MigProfileStats {
   mutable std::mutex mutex_;
   std::map<std::string, std::uint64_t> counts_;  // GUARDED_BY(mutex_)
   std::uint64_t total_ = 0;                      // GUARDED_BY(mutex_)
+  std::uint64_t changes_ = 0;                    // GUARDED_BY(mutex_): instances counted in or out
   mutable MigProfileWeightsPtr weights_;         // GUARDED_BY(mutex_)
   mutable std::uint64_t weights_total_ = 0;      // GUARDED_BY(mutex_)
+  mutable std::uint64_t weights_changes_ = 0;    // GUARDED_BY(mutex_)
 };
 
 // The weight of each profile of `set` (by index), summing to 1: the named weights of the set's

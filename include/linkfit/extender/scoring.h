@@ -60,6 +60,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -93,13 +94,21 @@ using ShapeList = std::shared_ptr<const std::vector<Shape>>;
 
 class ShapeStats {
  public:
-  // Counts one request (pods seen by filter; retries count again, which is harmless). CPU is
-  // bucketed by whole cores up to 32 (then 8 cores), memory by powers of two GiB; a bucket's
-  // shape carries the mean request of its members.
+  // With `power_of_two_prior`, whole 1, 2, 4 and 8 GPUs always count as one request each (so
+  // that, with little history, an idle 8-GPU node is not broken up for a 2-GPU pod when a
+  // partly used node offers the same ring); cluster mode uses it, standalone mode does not.
+  explicit ShapeStats(bool power_of_two_prior = false) : prior_(power_of_two_prior) {}
+
+  // Counts one request (standalone: pods seen by filter, retries count again, which is harmless;
+  // cluster: every pending or running pod the API shows). CPU is bucketed by whole cores up to
+  // 32 (then 8 cores), memory by powers of two GiB; a bucket's shape carries the mean request of
+  // its members.
   void Record(const GpuRequest& request);
+  // Uncounts a request counted before (a pod that left).
+  void Remove(const GpuRequest& request);
   // The most frequent shapes covering 95% of requests (at most kMaxShapes), weights summing to
-  // 1. Before any request is seen: whole 1, 2, 4 and 8 GPUs and half a GPU, equally weighted,
-  // no CPU or memory.
+  // 1. Before any request is seen: whole 1, 2, 4 and 8 GPUs and (without the prior) half a GPU,
+  // equally weighted, no CPU or memory.
   ShapeList Typical() const;
 
   static constexpr std::size_t kMaxShapes = 64;
@@ -119,11 +128,17 @@ class ShapeStats {
     double memory_sum = 0;
     std::vector<std::string> models;
   };
+  // Returns the key of a request, or nullopt for requests outside whole/share fragmentation.
+  static std::optional<Key> KeyOf(const GpuRequest& request);
+
+  const bool prior_;
   mutable std::mutex mutex_;
-  std::map<Key, Tally> tallies_;             // GUARDED_BY(mutex_)
-  std::uint64_t total_ = 0;                  // GUARDED_BY(mutex_)
-  mutable ShapeList typical_;                // GUARDED_BY(mutex_)
-  mutable std::uint64_t typical_total_ = 0;  // GUARDED_BY(mutex_)
+  std::map<Key, Tally> tallies_;                 // GUARDED_BY(mutex_)
+  std::uint64_t total_ = 0;                      // GUARDED_BY(mutex_)
+  std::uint64_t changes_ = 0;                    // GUARDED_BY(mutex_): records and removals
+  mutable ShapeList typical_;                    // GUARDED_BY(mutex_)
+  mutable std::uint64_t typical_total_ = 0;      // GUARDED_BY(mutex_)
+  mutable std::uint64_t typical_changes_ = 0;    // GUARDED_BY(mutex_)
 };
 
 // FGD fragmentation of a node for the given shapes, in thousandths of a GPU.

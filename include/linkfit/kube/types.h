@@ -28,6 +28,16 @@ using StringMap = std::map<std::string, std::string, std::less<>>;
 // Resource name -> amount in thousandths.
 using ResourceMap = std::map<std::string, std::int64_t, std::less<>>;
 
+// One container of a pod, as far as device planning needs it.
+struct ContainerView {
+  std::string name;
+  bool init = false;         // from spec.initContainers
+  bool restartable = false;  // an init container with restartPolicy Always (a sidecar)
+  // Its extended-resource requests (names with a '/', e.g. nvidia.com/gpu), completed from
+  // limits like `requests` below; CPU and memory are left out.
+  ResourceMap extended;
+};
+
 struct PodView {
   std::string name;                 // metadata.name
   std::string pod_namespace;        // metadata.namespace
@@ -48,6 +58,9 @@ struct PodView {
   // Every resource named in any container's requests or limits has a key here (possibly 0), so
   // the keys also answer kube-scheduler's IsInterested question.
   ResourceMap requests;
+  // Init containers first (in spec order), then app containers.
+  std::vector<ContainerView> containers;
+  bool terminating = false;           // metadata.deletionTimestamp is set
   std::vector<std::string> problems;  // malformed fields, e.g. a quantity that does not parse
 };
 

@@ -1,0 +1,104 @@
+#pragma once
+
+// The linkfit.io/ annotation contract: every key linkfit reads or writes, and the codec of the
+// allocation record that bind writes and everything else reads (the restart rebuild, standalone
+// mode's state file, the node side that hands devices to containers).
+//
+//   pod hints (README "Pod API")    linkfit.io/gpus, closeness, closeness-policy, mig-profile,
+//                                   gpu-share, gpu-model
+//   node, written by the node agent linkfit.io/topology: the node's topology document
+//                                   linkfit.io/devices-in-use: devices pods really hold
+//   pod, written by bind            linkfit.io/allocation: the AllocationRecord below
+//
+// The allocation record (JSON, version 1). Top-level device keys are the pod's total, which the
+// scheduler's cache counts; `containers` says which container gets which of them, which the node
+// side hands over (an app container reuses its init containers' devices, as the kubelet does):
+//
+//   {"v":1,"pod":"ml/train","uid":"6f1c...","node":"dgx-0",
+//    "gpus":[4,5],"uuids":["GPU-aa...","GPU-bb..."],                 whole GPUs (index, UUID)
+//    "mig":[{"gpu":0,"profile":"3g.40gb","start":4,"uuid":"MIG-..."}], MIG instances
+//    "shares":[{"gpu":2,"milli":300}],                                 thousandths of a GPU
+//    "cpu":"4","memory":"16Gi",                                        requests (state file only)
+//    "containers":[{"name":"train","gpus":[4,5],"uuids":[...]},
+//                  {"name":"setup","init":true,"gpus":[4]}]}
+//
+// Keys with nothing to say are left out. Decoding is strict: an unknown key, a version other
+// than 1, a GPU index outside 0..15, a duplicate GPU, a share outside 1..1000, a MIG start
+// outside 0..7, or a container holding a device the pod does not is an error naming it.
+//
+// Thread-safety: plain values and pure functions.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "linkfit/common/result.h"
+
+namespace linkfit::kube {
+
+// Pod hints.
+inline constexpr const char* kAnnotationGpus = "linkfit.io/gpus";
+inline constexpr const char* kAnnotationCloseness = "linkfit.io/closeness";
+inline constexpr const char* kAnnotationClosenessPolicy = "linkfit.io/closeness-policy";
+inline constexpr const char* kAnnotationMigProfile = "linkfit.io/mig-profile";
+inline constexpr const char* kAnnotationGpuShare = "linkfit.io/gpu-share";
+inline constexpr const char* kAnnotationGpuModel = "linkfit.io/gpu-model";
+// Node facts, written by the node agent.
+inline constexpr const char* kAnnotationTopology = "linkfit.io/topology";
+inline constexpr const char* kAnnotationDevicesInUse = "linkfit.io/devices-in-use";
+// The bind result.
+inline constexpr const char* kAnnotationAllocation = "linkfit.io/allocation";
+
+// Resources linkfit plans.
+inline constexpr const char* kGpuResource = "nvidia.com/gpu";
+inline constexpr const char* kMigResourcePrefix = "nvidia.com/mig-";
+
+inline constexpr int kAllocationRecordVersion = 1;
+
+struct AllocationRecord {
+  struct Mig {
+    int gpu = 0;
+    std::string profile;
+    int start = 0;
+    std::string uuid;  // the MIG instance's UUID when known
+    friend bool operator==(const Mig&, const Mig&) = default;
+  };
+  struct Share {
+    int gpu = 0;
+    int milli = 0;
+    friend bool operator==(const Share&, const Share&) = default;
+  };
+  struct Devices {
+    std::vector<int> gpus;           // whole GPUs, by index
+    std::vector<std::string> uuids;  // their UUIDs, parallel to gpus (empty when unknown)
+    std::vector<Mig> mig;
+    std::vector<Share> shares;
+    bool empty() const { return gpus.empty() && mig.empty() && shares.empty(); }
+    friend bool operator==(const Devices&, const Devices&) = default;
+  };
+  struct Container {
+    std::string name;
+    bool init = false;  // an init container (sidecars included)
+    Devices devices;
+    friend bool operator==(const Container&, const Container&) = default;
+  };
+
+  int version = kAllocationRecordVersion;
+  std::string pod;  // "namespace/name"
+  std::string uid;
+  std::string node;
+  Devices devices;  // the pod's total
+  std::vector<Container> containers;
+  std::int64_t cpu_milli = 0;     // requests; written only when > 0
+  std::int64_t memory_bytes = 0;
+
+  friend bool operator==(const AllocationRecord&, const AllocationRecord&) = default;
+};
+
+// Compact JSON, keys in the order shown above.
+std::string EncodeAllocationRecord(const AllocationRecord& record);
+// Strict decoding, see the file comment. `pod`, `uid` and `node` are required.
+Result<AllocationRecord> DecodeAllocationRecord(std::string_view json);
+
+}  // namespace linkfit::kube
