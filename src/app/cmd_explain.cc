@@ -8,7 +8,7 @@
 
 #include "app/flags.h"
 #include "app/service.h"
-#include "app/standalone.h"
+#include "linkfit/standalone/standalone.h"
 #include "linkfit/app/cli.h"
 #include "linkfit/extender/extender.h"
 #include "linkfit/kube/codec.h"
@@ -67,13 +67,18 @@ int RunExplain(const std::vector<std::string>& args, std::ostream& out, std::ost
   alloc::ModelRegistry registry;
   NullMetrics metrics;
   state::ClusterCache cache(&metrics);
-  if (auto loaded = LoadClusterFile(*config->cluster_file, *config, registry, *catalog, cache);
-      !loaded) {
+  auto bandwidth = BandwidthModelFrom(*config);
+  if (!bandwidth) {
+    err << "linkfit explain: " << bandwidth.error().message << "\n";
+    return 2;
+  }
+  source::NodeModelFactory factory(registry, *catalog, *bandwidth);
+  if (auto loaded = standalone::LoadClusterFile(*config->cluster_file, factory, cache); !loaded) {
     err << "linkfit explain: " << loaded.error().message << "\n";
     return 1;
   }
   if (config->state_file) {
-    if (auto restored = LoadStateFile(*config->state_file, cache); !restored) {
+    if (auto restored = standalone::LoadStateFile(*config->state_file, cache); !restored) {
       err << "linkfit explain: " << restored.error().message << "\n";
       return 1;
     }

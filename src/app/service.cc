@@ -19,6 +19,16 @@ Result<extender::ExtenderOptions> ExtenderOptionsFrom(const Config& config) {
   return options;
 }
 
+Result<topology::BandwidthModel> BandwidthModelFrom(const Config& config) {
+  topology::BandwidthModel bandwidth = topology::BandwidthModel::Defaults();
+  for (const auto& [key, gbps] : config.bandwidth_overrides) {
+    if (auto ok = bandwidth.Override(key, gbps); !ok) {
+      return WithContext(ok.error(), "config bandwidth_overrides");
+    }
+  }
+  return bandwidth;
+}
+
 Service::~Service() {
   if (server_) {
     server_->Stop();
@@ -39,16 +49,19 @@ Result<std::unique_ptr<Service>> Service::Start(const Config& config) {
   if (!config.cluster_file) {
     return MakeError("no nodes: set cluster_file in the config (or --cluster)");
   }
-  LINKFIT_ASSIGN_OR_RETURN(
-      s.stats_, LoadClusterFile(*config.cluster_file, config, s.registry_, s.catalog_, *s.cache_));
+  topology::BandwidthModel bandwidth;
+  LINKFIT_ASSIGN_OR_RETURN(bandwidth, BandwidthModelFrom(config));
+  s.factory_ = std::make_unique<source::NodeModelFactory>(s.registry_, s.catalog_, bandwidth);
+  LINKFIT_ASSIGN_OR_RETURN(s.stats_,
+                           standalone::LoadClusterFile(*config.cluster_file, *s.factory_, *s.cache_));
   if (config.state_file) {
     // The state file replaces the cluster file's allocations (see standalone.h).
-    if (auto restored = LoadStateFile(*config.state_file, *s.cache_); !restored) {
+    if (auto restored = standalone::LoadStateFile(*config.state_file, *s.cache_); !restored) {
       return tl::unexpected(restored.error());
     }
     s.stats_.allocations = static_cast<int>(s.cache_->BoundAssignments().size());
   }
-  s.binder_ = std::make_unique<StateFileBinder>(config.state_file.value_or(""), *s.cache_);
+  s.binder_ = std::make_unique<standalone::StateFileBinder>(config.state_file.value_or(""), *s.cache_);
   extender::ExtenderOptions options;
   LINKFIT_ASSIGN_OR_RETURN(options, ExtenderOptionsFrom(config));
   s.memo_ = std::make_unique<extender::PodMemo>(options.defaults);

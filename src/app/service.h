@@ -10,7 +10,6 @@
 #include <memory>
 #include <string>
 
-#include "app/standalone.h"
 #include "app/wire_handler.h"
 #include "linkfit/alloc/mig.h"
 #include "linkfit/alloc/model_registry.h"
@@ -18,6 +17,8 @@
 #include "linkfit/extender/extender.h"
 #include "linkfit/server/prometheus_metrics.h"
 #include "linkfit/server/server.h"
+#include "linkfit/source/node_model.h"
+#include "linkfit/standalone/standalone.h"
 #include "linkfit/state/cluster_cache.h"
 
 namespace linkfit::app {
@@ -33,23 +34,27 @@ class Service {
   void Stop() { server_->Stop(); }
   void Wait() { server_->Wait(); }
   extender::Extender& extender() { return *extender_; }
-  const ClusterLoadStats& load_stats() const { return stats_; }
+  const standalone::ClusterLoadStats& load_stats() const { return stats_; }
 
  private:
   explicit Service(Config config) : config_(std::move(config)) {}
 
   Config config_;
-  ClusterLoadStats stats_;
+  standalone::ClusterLoadStats stats_;
   server::PrometheusMetrics metrics_;
   alloc::MigCatalog catalog_;
   alloc::ModelRegistry registry_;
+  std::unique_ptr<source::NodeModelFactory> factory_;
   std::unique_ptr<state::ClusterCache> cache_;
-  std::unique_ptr<StateFileBinder> binder_;
+  std::unique_ptr<standalone::StateFileBinder> binder_;
   std::unique_ptr<extender::PodMemo> memo_;
   std::unique_ptr<extender::Extender> extender_;
   std::unique_ptr<WireHandler> handler_;
   server::ServerPtr server_;
 };
+
+// The bandwidth model with the config's overrides applied.
+Result<topology::BandwidthModel> BandwidthModelFrom(const Config& config);
 
 // Builds the extender's options from the config (closeness and policy names already validated by
 // ParseConfig; errors here mean a programming mistake and are reported, not assumed away).

@@ -34,7 +34,7 @@ Result<TopologySpec> ParseTopologyText(std::string_view text) {
   return internal::ParseNvidiaSmiText(text);
 }
 
-Result<TopologySpec> LoadTopologyFile(const std::string& path) {
+Result<std::string> ReadTopologyFile(const std::string& path) {
   try {
     std::ifstream file(path, std::ios::binary);
     if (!file) return MakeError(path + ": cannot open file");
@@ -51,12 +51,18 @@ Result<TopologySpec> LoadTopologyFile(const std::string& path) {
       contents.write(buffer, file.gcount());
     }
     if (file.bad()) return MakeError(path + ": read error");
-    Result<TopologySpec> spec = ParseTopologyText(contents.view());
-    if (!spec) return WithContext(spec.error(), path);
-    return spec;
+    return std::move(contents).str();
   } catch (const std::exception& e) {
     return MakeError(path + ": " + e.what());
   }
+}
+
+Result<TopologySpec> LoadTopologyFile(const std::string& path) {
+  auto text = ReadTopologyFile(path);
+  if (!text) return tl::unexpected(text.error());
+  Result<TopologySpec> spec = ParseTopologyText(*text);
+  if (!spec) return WithContext(spec.error(), path);
+  return spec;
 }
 
 }  // namespace linkfit::topology

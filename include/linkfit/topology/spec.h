@@ -109,6 +109,8 @@ Result<TopologySpec> ParseTopologyText(std::string_view text);
 
 // Reads a file and calls ParseTopologyText; errors start with the path.
 Result<TopologySpec> LoadTopologyFile(const std::string& path);
+// Reads a topology file's text (at most 16 MiB); errors start with the path.
+Result<std::string> ReadTopologyFile(const std::string& path);
 
 // Serialises a spec as a compact topology document (the node annotation form), parseable by
 // ParseTopologyDocument.

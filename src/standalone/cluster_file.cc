@@ -1,4 +1,4 @@
-#include "app/standalone.h"
+#include "linkfit/standalone/standalone.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -15,7 +15,7 @@
 #include "linkfit/kube/quantity.h"
 #include "linkfit/topology/topology.h"
 
-namespace linkfit::app {
+namespace linkfit::standalone {
 namespace {
 
 namespace fs = std::filesystem;
@@ -255,9 +255,8 @@ Result<YAML::Node> ParseYamlFile(const std::string& path) {
 
 }  // namespace
 
-Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& config,
-                                         alloc::ModelRegistry& registry,
-                                         const alloc::MigCatalog& catalog,
+Result<ClusterLoadStats> LoadClusterFile(const std::string& path,
+                                         source::NodeModelFactory& factory,
                                          state::ClusterCache& cache) {
   YAML::Node root;
   LINKFIT_ASSIGN_OR_RETURN(root, ParseYamlFile(path));
@@ -265,12 +264,6 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& 
     return tl::unexpected(keys.error());
   }
   const std::string base = fs::path(path).parent_path().string();
-  topology::BandwidthModel bandwidth = topology::BandwidthModel::Defaults();
-  for (const auto& [key, gbps] : config.bandwidth_overrides) {
-    if (auto ok = bandwidth.Override(key, gbps); !ok) {
-      return WithContext(ok.error(), "config bandwidth_overrides");
-    }
-  }
   const YAML::Node nodes = root["nodes"];
   if (!nodes || !nodes.IsSequence() || nodes.size() == 0) {
     return MakeError(Where(path, root) + ": nodes: expected a non-empty list");
@@ -294,18 +287,15 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& 
       topology_path = Resolve(base, topology_path);
       auto cached = topologies.find(topology_path);
       if (cached == topologies.end()) {
-        auto spec = topology::LoadTopologyFile(topology_path);
-        if (!spec) {
+        auto text = topology::ReadTopologyFile(topology_path);
+        if (!text) {
           return MakeError(Where(path, entry["topology"]) + ": " + where +
-                           ".topology: " + spec.error().message);
+                           ".topology: " + text.error().message);
         }
-        auto topo = topology::BuildTopology(std::move(*spec), bandwidth);
+        auto topo = factory.TopologyFromText(*text, topology_path);
         if (!topo) {
           return MakeError(Where(path, entry["topology"]) + ": " + where +
                            ".topology: " + topology_path + ": " + topo.error().message);
-        }
-        for (const std::string& warning : (*topo)->warnings()) {
-          log::Warning(topology_path + ": " + warning);
         }
         cached = topologies.emplace(topology_path, *topo).first;
       }
@@ -320,13 +310,6 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& 
       topology::GpuMask mig_enabled = 0;
       LINKFIT_ASSIGN_OR_RETURN(mig_enabled,
                                ParseMigGpus(entry["mig"], path, where + ".mig", topo->gpu_count()));
-      const alloc::MigPlanner* planner = catalog.FindPlanner(topo->gpu(0).mig_profile_set);
-      if (mig_enabled != 0 && planner == nullptr) {
-        return MakeError(Where(path, entry["mig"]) + ": " + where + ".mig: GPUs of " +
-                         topo->gpu(0).model + " are not MIG-capable (no profile set " +
-                         QuoteForMessage(topo->gpu(0).mig_profile_set) + " in " +
-                         config.mig_profiles_dir + ")");
-      }
       std::int64_t cpu_milli = 0;
       std::int64_t memory_milli = 0;
       LINKFIT_ASSIGN_OR_RETURN(cpu_milli,
@@ -351,22 +334,19 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& 
                                  ScalarInt(entry, "count", path, where + ".count", 1, 100000));
         for (long n = 0; n < count; ++n) node_names.push_back(prefix + std::to_string(n));
       }
-      const alloc::PlacementTablePtr table = registry.Get(topo);
       for (const std::string& name : node_names) {
         if (!names.insert(name).second) {
           const char* key = entry["name"] ? "name" : "name_prefix";
           return MakeError(Where(path, entry[key]) + ": " + where + "." + key +
                            ": duplicate node name " + name);
         }
-        auto info = std::make_shared<state::NodeInfo>();
-        info->name = name;
-        info->labels = labels;
-        info->table = table;
-        info->mig = planner;
-        info->mig_enabled = mig_enabled;
-        info->cpu_milli = cpu_milli;
-        info->memory_bytes = MilliToBytes(memory_milli);
-        cache.UpsertNode(std::move(info));
+        auto info = factory.Build({name, labels, topo, mig_enabled, cpu_milli,
+                                   MilliToBytes(memory_milli)});
+        if (!info) {
+          return MakeError(Where(path, entry["mig"]) + ": " + where + ".mig: " +
+                           info.error().message);
+        }
+        cache.UpsertNode(std::move(*info));
         ++stats.nodes;
       }
     }
@@ -378,108 +358,4 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& 
   return stats;
 }
 
-Result<int> LoadStateFile(const std::string& path, state::ClusterCache& cache) {
-  if (!fs::exists(path)) return 0;
-  YAML::Node root;
-  LINKFIT_ASSIGN_OR_RETURN(root, ParseYamlFile(path));
-  try {
-    if (auto keys = CheckKeys(root, path, "$", {"allocations"}); !keys) {
-      return tl::unexpected(keys.error());
-    }
-    // The state file holds every allocation of the previous run, the cluster file's included and
-    // those released since left out, so it replaces the cluster file's allocations.
-    const std::vector<state::Assignment> seeded = cache.BoundAssignments(true);
-    for (const state::Assignment& a : seeded) cache.Remove(a.pod_uid);
-    int count = 0;
-    LINKFIT_ASSIGN_OR_RETURN(count, ApplyAllocations(root["allocations"], path, cache));
-    for (const state::Assignment& a : seeded) {
-      if (!cache.Find(a.pod_uid)) {
-        log::Warning(path + ": allocation of " + a.PodKey() + " (" + a.pod_uid +
-                     ") from the cluster file is not in the state file (released, or added "
-                     "after the state file was written); the state file wins");
-      }
-    }
-    return count;
-  } catch (const YAML::Exception& e) {
-    return MakeError(path + ": " + e.what());
-  }
-}
-
-std::string AllocationsToJson(const std::vector<state::Assignment>& assignments,
-                              const state::Snapshot& snapshot) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const state::Assignment& a : assignments) {
-    nlohmann::json item = {{"pod", a.PodKey()}, {"uid", a.pod_uid}, {"node", a.node}};
-    if (a.cpu_milli > 0) item["cpu"] = std::to_string(a.cpu_milli) + "m";
-    if (a.memory_bytes > 0) item["memory"] = std::to_string(a.memory_bytes);
-    switch (a.kind) {
-      case state::Assignment::Kind::kWhole:
-        if (a.gpus != 0) item["gpus"] = alloc::MaskToIndexes(a.gpus);
-        break;
-      case state::Assignment::Kind::kShared:
-        item["shares"] = nlohmann::json::array();
-        for (const auto& slot : a.shares)
-          item["shares"].push_back({{"gpu", slot.gpu}, {"milli", slot.milli}});
-        break;
-      case state::Assignment::Kind::kMig: {
-        const state::NodeState* node = snapshot.Find(a.node);
-        item["mig"] = nlohmann::json::array();
-        for (const auto& slot : a.mig) {
-          std::string profile = std::to_string(slot.instance.profile);
-          if (node != nullptr && node->info().mig != nullptr) {
-            profile = node->info()
-                          .mig->set()
-                          .profiles[static_cast<std::size_t>(slot.instance.profile)]
-                          .name;
-          }
-          item["mig"].push_back(
-              {{"gpu", slot.gpu}, {"profile", profile}, {"start", slot.instance.start}});
-        }
-        break;
-      }
-    }
-    list.push_back(std::move(item));
-  }
-  return nlohmann::json{{"allocations", list}}.dump(1);
-}
-
-StateFileBinder::StateFileBinder(std::string path, state::ClusterCache& cache)
-    : path_(std::move(path)), cache_(cache) {}
-
-Result<void> StateFileBinder::Save() {
-  if (path_.empty()) return {};
-  std::lock_guard<std::mutex> lock(mutex_);
-  // Assumed pods are included: a concurrent bind's assignment must not vanish from the file
-  // between its save and its confirmation. A bind whose save fails is forgotten and disappears
-  // from the next save.
-  const std::vector<state::Assignment> all = cache_.BoundAssignments(/*include_assumed=*/true);
-  const std::string text = AllocationsToJson(all, *cache_.Snapshot());
-  // Atomic replace: write a temporary file beside the target, flush it, rename over.
-  const std::string temporary = path_ + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << text << "\n";
-    out.flush();
-    if (!out.good()) return MakeError("cannot write state file " + temporary);
-  }
-  std::error_code error;
-  fs::rename(temporary, path_, error);
-  if (error) return MakeError("cannot replace state file " + path_ + ": " + error.message());
-  return {};
-}
-
-Result<void> StateFileBinder::Bind(const extender::BindTarget& target,
-                                   const state::Assignment& assignment) {
-  (void)target;
-  if (assignment.pod_uid.empty()) return {};  // no devices to record
-  return Save();
-}
-
-void StateFileBinder::Released(const std::string& pod_uid) {
-  if (auto saved = Save(); !saved) {
-    log::Error("pod " + pod_uid +
-               " released but the state file was not updated: " + saved.error().message);
-  }
-}
-
-}  // namespace linkfit::app
+}  // namespace linkfit::standalone

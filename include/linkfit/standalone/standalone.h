@@ -23,10 +23,12 @@
 //     - {pod: ml/etl-0, uid: u4, node: l40s-3, cpu: 16, memory: 64Gi}   # no GPUs
 //   (every allocation may give `cpu` and `memory`: the pod's requests, counted for scoring)
 //
-// The state file is JSON with the same `allocations` list: every allocation the service holds,
-// the cluster file's included. When it exists at start-up it replaces the cluster file's
-// allocations (so releases survive a restart). Unknown keys, bad values and allocations that
-// collide are errors naming the file, line and key.
+// The state file is JSON, {"allocations":[...]}, each entry an allocation record in the format
+// bind writes on pods in cluster mode (kube/annotations.h: "v", "pod", "uid", "node", "gpus",
+// "mig", "shares", "cpu", "memory"): every allocation the service holds, the cluster file's
+// included. When it exists at start-up it replaces the cluster file's allocations (so releases
+// survive a restart). Unknown keys, bad values and allocations that collide are errors naming
+// the file, the entry and the key.
 //
 // Thread-safety: loading functions are not thread-safe with respect to the cache they fill
 // (call them before serving); StateFileBinder is safe for concurrent use.
@@ -36,13 +38,11 @@
 #include <string>
 #include <vector>
 
-#include "linkfit/alloc/mig.h"
-#include "linkfit/alloc/model_registry.h"
-#include "linkfit/app/config.h"
 #include "linkfit/extender/binder.h"
+#include "linkfit/source/node_model.h"
 #include "linkfit/state/cluster_cache.h"
 
-namespace linkfit::app {
+namespace linkfit::standalone {
 
 struct ClusterLoadStats {
   int nodes = 0;
@@ -50,18 +50,17 @@ struct ClusterLoadStats {
   int allocations = 0;
 };
 
-// Reads the cluster file, builds every node (sharing models of identical topologies) and applies
-// its allocations.
-Result<ClusterLoadStats> LoadClusterFile(const std::string& path, const Config& config,
-                                         alloc::ModelRegistry& registry,
-                                         const alloc::MigCatalog& catalog,
+// Reads the cluster file, builds every node through `factory` (sharing models of identical
+// topologies) and applies its allocations.
+Result<ClusterLoadStats> LoadClusterFile(const std::string& path,
+                                         source::NodeModelFactory& factory,
                                          state::ClusterCache& cache);
 
 // Replaces the cache's allocations with those of a state file (missing file: nothing to do).
 // Returns the number of allocations read.
 Result<int> LoadStateFile(const std::string& path, state::ClusterCache& cache);
 
-// Serialises assignments as {"allocations":[...]} (MIG profiles by name).
+// Serialises assignments as {"allocations":[record,...]} (MIG profiles by name).
 std::string AllocationsToJson(const std::vector<state::Assignment>& assignments,
                               const state::Snapshot& snapshot);
 
@@ -81,4 +80,4 @@ class StateFileBinder final : public extender::Binder {
   std::mutex mutex_;  // serialises writers of the file
 };
 
-}  // namespace linkfit::app
+}  // namespace linkfit::standalone

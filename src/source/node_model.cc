@@ -1,0 +1,76 @@
+#include "linkfit/source/node_model.h"
+
+#include "linkfit/common/log.h"
+#include "linkfit/common/strings.h"
+
+namespace linkfit::source {
+
+NodeModelFactory::NodeModelFactory(alloc::ModelRegistry& registry,
+                                   const alloc::MigCatalog& catalog,
+                                   topology::BandwidthModel bandwidth)
+    : registry_(registry), catalog_(catalog), bandwidth_(std::move(bandwidth)) {}
+
+Result<topology::TopologyPtr> NodeModelFactory::TopologyFromText(std::string_view text,
+                                                                 const std::string& source_name) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = by_text_.find(std::string(text));
+    if (it != by_text_.end()) return it->second;
+  }
+  auto spec = topology::ParseTopologyText(text);
+  if (!spec) return tl::unexpected(spec.error());
+  auto built = topology::BuildTopology(std::move(*spec), bandwidth_);
+  if (!built) return tl::unexpected(built.error());
+  for (const std::string& warning : (*built)->warnings()) {
+    log::Warning(source_name + ": " + warning);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  return by_text_.emplace(std::string(text), *built).first->second;
+}
+
+Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
+  const topology::Topology& topo = *facts.topology;
+  if ((facts.mig_enabled & ~topo.all_gpus()) != 0) {
+    return MakeError("MIG mode names GPUs beyond the node's " + std::to_string(topo.gpu_count()));
+  }
+  const alloc::MigPlanner* planner = catalog_.FindPlanner(topo.gpu(0).mig_profile_set);
+  if (facts.mig_enabled != 0 && planner == nullptr) {
+    return MakeError("GPUs of " + topo.gpu(0).model +
+                     " are not MIG-capable (no MIG profile set " +
+                     QuoteForMessage(topo.gpu(0).mig_profile_set) + " is known)");
+  }
+  auto info = std::make_shared<state::NodeInfo>();
+  info->name = std::move(facts.name);
+  info->labels = std::move(facts.labels);
+  info->table = registry_.Get(facts.topology);
+  info->mig = planner;
+  info->mig_enabled = facts.mig_enabled;
+  info->cpu_milli = facts.cpu_milli;
+  info->memory_bytes = facts.memory_bytes;
+  return state::NodeInfoPtr(std::move(info));
+}
+
+std::size_t NodeModelFactory::topologies() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return by_text_.size();
+}
+
+Result<topology::GpuMask> ParseMigMode(std::string_view text, int gpu_count) {
+  const std::string_view trimmed = Trim(text);
+  const auto all = static_cast<topology::GpuMask>((1u << gpu_count) - 1u);
+  if (trimmed == "all") return all;
+  if (trimmed == "none" || trimmed.empty()) return topology::GpuMask{0};
+  unsigned mask = 0;
+  for (std::string_view field : Split(trimmed, ',')) {
+    const auto gpu = ParseInt(field);
+    if (!gpu || *gpu < 0 || *gpu >= gpu_count) {
+      return MakeError("MIG mode " + QuoteForMessage(text) +
+                       ": expected all, none or GPU indexes 0.." + std::to_string(gpu_count - 1) +
+                       " separated by commas");
+    }
+    mask |= 1u << *gpu;
+  }
+  return static_cast<topology::GpuMask>(mask);
+}
+
+}  // namespace linkfit::source
