@@ -22,7 +22,7 @@ namespace {
 // A Binder for a read-only question: explain never binds.
 class NoBinder final : public extender::Binder {
  public:
-  Result<void> Bind(const extender::BindTarget&, const state::Assignment&) override {
+  Result<extender::BindOutcome> Bind(const extender::BindTarget&, const state::Assignment&) override {
     return MakeError("explain does not bind");
   }
   void Released(const std::string&) override {}

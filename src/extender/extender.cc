@@ -160,6 +160,7 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
   // forgotten), so a repeat must not claim success; kube-scheduler retries.
   const auto repeated = [&]() -> std::string {
     if (cache_.Phase(args.pod_uid) == state::PodPhase::kAdded) return "";
+    if (cache_.BindDone(args.pod_uid)) return "";
     return "a bind of pod " + args.pod_namespace + "/" + args.pod_name + " to " + args.node +
            " is still in progress";
   };
@@ -177,7 +178,8 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
   if (gpu_less && cache_.Snapshot()->Find(args.node) == nullptr) {
     // A pod without GPUs on a node linkfit does not model: nothing to count.
     auto bound = binder_.Bind(target, state::Assignment{});
-    return bound ? "" : bound.error().message;
+    if (!bound) return bound.error().message;
+    return bound->kind == BindOutcome::Kind::kUnknown ? bound->detail : "";
   }
   // A pod without GPUs is still recorded (an assignment holding no GPU) so that its CPU and
   // memory count against the node when scoring; it never fails for lack of them.
@@ -209,8 +211,22 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
                  " failed, devices released: " + bound.error().message);
     return bound.error().message;
   }
-  cache_.Confirm(args.pod_uid);
-  return "";
+  switch (bound->kind) {
+    case BindOutcome::Kind::kRecorded:
+      cache_.Confirm(args.pod_uid);
+      return "";
+    case BindOutcome::Kind::kAccepted:
+      cache_.MarkBound(args.pod_uid);
+      return "";
+    case BindOutcome::Kind::kUnknown:
+      break;
+  }
+  log::Warning("bind of " + args.pod_namespace + "/" + args.pod_name + " to " + args.node +
+               ": outcome unknown, devices stay reserved until the API server settles it: " +
+               bound->detail);
+  return "the outcome of binding pod " + args.pod_namespace + "/" + args.pod_name + " to " +
+         args.node + " is unknown (" + bound->detail +
+         "); its devices stay reserved until the API server's state settles it";
 }
 
 std::vector<kube::NodeVictims> Extender::Preempt(const kube::PreemptionArgs& args) const {

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -427,6 +428,39 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
   if (!pod_given) return MakeError("request has no Pod (missing or null)");
   if (!args.node_names_given && args.nodes_given) args.node_names = std::move(item_names);
   return args;
+}
+
+Result<PodView> DecodePod(std::string_view json) {
+  thread_local Scratch scratch;
+  PodView pod;
+  Ctx c;
+  od::document doc;
+  if (!Open(c, json, &doc, scratch, "Pod")) return MakeError(std::move(c.error));
+  od::value value;
+  if (auto code = doc.get_value().get(value)) {
+    return MakeError(std::string("Pod is not valid JSON: ") + simdjson::error_message(code));
+  }
+  if (!ReadPod(c, value, "Pod", &pod)) return MakeError(std::move(c.error));
+  return pod;
+}
+
+Result<NodeView> DecodeNode(std::string_view json) {
+  thread_local Scratch scratch;
+  NodeView node;
+  std::deque<std::string> owned;
+  Ctx c;
+  c.owned = &owned;
+  od::document doc;
+  if (!Open(c, json, &doc, scratch, "Node")) return MakeError(std::move(c.error));
+  od::value value;
+  if (auto code = doc.get_value().get(value)) {
+    return MakeError(std::string("Node is not valid JSON: ") + simdjson::error_message(code));
+  }
+  std::string_view name;
+  if (!ReadNode(c, value, "Node", &node, &name)) return MakeError(std::move(c.error));
+  if (name.empty()) return MakeError("Node has no metadata.name");
+  node.name.assign(name);
+  return node;
 }
 
 Result<BindingArgs> DecodeBindingArgs(std::string_view body) {

@@ -113,11 +113,12 @@ Result<void> StateFileBinder::Save() {
   return {};
 }
 
-Result<void> StateFileBinder::Bind(const extender::BindTarget& target,
+Result<extender::BindOutcome> StateFileBinder::Bind(const extender::BindTarget& target,
                                    const state::Assignment& assignment) {
   (void)target;
   if (assignment.pod_uid.empty()) return {};  // no devices to record
-  return Save();
+  if (auto saved = Save(); !saved) return tl::unexpected(saved.error());
+  return extender::BindOutcome{};
 }
 
 void StateFileBinder::Released(const std::string& pod_uid) {

@@ -165,7 +165,8 @@ void ClusterCache::RemoveNode(const std::string& name) {
 SnapshotPtr ClusterCache::Snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (dirty_) {
-    published_ = std::make_shared<const state::Snapshot>(index_, chunks_, size_, ++generation_);
+    published_ =
+        std::make_shared<const state::Snapshot>(index_, chunks_, size_, ++generation_, problems_);
     // From now on the snapshot shares them: the next change copies what it touches.
     dirty_ = false;
     index_private_ = false;
@@ -209,6 +210,64 @@ Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
   ReportLocked(node);
   ChangedLocked();
   return AssumeResult{std::move(*assignment), false};
+}
+
+void ClusterCache::MarkBound(const std::string& uid) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto pod = pods_.find(uid);
+  if (pod != pods_.end() && pod->second.phase == PodPhase::kAssumed) pod->second.bind_done = true;
+}
+
+bool ClusterCache::BindDone(const std::string& uid) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto pod = pods_.find(uid);
+  return pod != pods_.end() && pod->second.bind_done;
+}
+
+void ClusterCache::SetNodeProblem(const std::string& name, std::string reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool known = problems_ && problems_->count(name) != 0;
+  if (reason.empty() && !known) return;
+  auto next = problems_ ? std::make_shared<Snapshot::Problems>(*problems_)
+                        : std::make_shared<Snapshot::Problems>();
+  if (reason.empty()) {
+    next->erase(name);
+  } else {
+    (*next)[name] = std::move(reason);
+  }
+  problems_ = std::move(next);
+  ChangedLocked();
+}
+
+Result<void> ClusterCache::ReplaceBound(const Assignment& assignment) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto pod = pods_.find(assignment.pod_uid);
+  if (pod == pods_.end()) {
+    if (auto applied = ApplyLocked(assignment); !applied) return applied;
+    pods_[assignment.pod_uid] = PodEntry{PodPhase::kAdded, assignment.node};
+    ReportLocked(assignment.node);
+    ChangedLocked();
+    return {};
+  }
+  // Take the old assignment out, try the new one, and put the old one back if it collides.
+  const std::size_t old_position = PositionLocked(pod->second.node);
+  std::optional<Assignment> old;
+  if (old_position != NameIndex::kNotFound) {
+    const auto& node_pods = NodeAtLocked(old_position)->pods();
+    if (const auto it = node_pods.find(assignment.pod_uid); it != node_pods.end()) old = it->second;
+    SetNodeLocked(old_position, NodeAtLocked(old_position)->Remove(assignment.pod_uid));
+  }
+  if (auto applied = ApplyLocked(assignment); !applied) {
+    if (old) (void)ApplyLocked(*old);
+    return applied;
+  }
+  if (pod->second.phase == PodPhase::kAssumed) --assumed_;
+  const std::string old_node = pod->second.node;
+  pod->second = PodEntry{PodPhase::kAdded, assignment.node};
+  ReportLocked(old_node);
+  ReportLocked(assignment.node);
+  ChangedLocked();
+  return {};
 }
 
 void ClusterCache::Confirm(const std::string& uid) {

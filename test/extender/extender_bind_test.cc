@@ -138,7 +138,7 @@ TEST_F(BindTest, ReleaseFreesAndTellsTheBinder) {
 // A Binder whose calls wait until the test opens it, so that a bind can be caught in flight.
 class GatedBinder final : public Binder {
  public:
-  Result<void> Bind(const BindTarget&, const state::Assignment&) override {
+  Result<BindOutcome> Bind(const BindTarget&, const state::Assignment&) override {
     std::unique_lock<std::mutex> lock(mutex_);
     entered_ = true;
     changed_.notify_all();

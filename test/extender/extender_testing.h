@@ -17,7 +17,7 @@ namespace linkfit::extender::testing {
 
 class FakeBinder final : public Binder {
  public:
-  Result<void> Bind(const BindTarget& target, const state::Assignment& assignment) override {
+  Result<BindOutcome> Bind(const BindTarget& target, const state::Assignment& assignment) override {
     std::lock_guard<std::mutex> lock(mutex_);
     binds_.push_back({target, assignment});
     if (!fail_with_.empty()) return MakeError(fail_with_);

@@ -3,7 +3,14 @@
 // Binder: the one external write of a bind (DESIGN.md §8). In a cluster it POSTs the pod's
 // binding subresource with the assigned devices as Binding annotations; in standalone mode it
 // records the assignment in the state file. Called after the devices are assumed in the cache and
-// outside every cache lock; an error makes the extender forget the assumption.
+// outside every cache lock. What the extender does with the answer:
+//
+//   error      the write certainly did not happen: forget the assumption, answer the error
+//   kRecorded  the write is final (standalone): confirm now
+//   kAccepted  the API server accepted it (201, or 409 "already assigned" to this node): keep
+//              it assumed, marked bound; the pod watch confirms it
+//   kUnknown   no answer after the request was sent: keep the devices assumed (never forget on
+//              an unknown outcome); the source settles it, and bind answers an error meanwhile
 //
 // Thread-safety: implementations must accept concurrent calls.
 
@@ -21,11 +28,18 @@ struct BindTarget {
   std::string node;
 };
 
+struct BindOutcome {
+  enum class Kind { kRecorded, kAccepted, kUnknown };
+  Kind kind = Kind::kRecorded;
+  std::string detail;  // kUnknown: what happened to the request
+};
+
 class Binder {
  public:
   virtual ~Binder() = default;
   // `assignment` is empty (no GPUs) for pods that asked for none.
-  virtual Result<void> Bind(const BindTarget& target, const state::Assignment& assignment) = 0;
+  virtual Result<BindOutcome> Bind(const BindTarget& target,
+                                   const state::Assignment& assignment) = 0;
   // The pod's devices were released (standalone release, or a deleted pod seen by the watch).
   virtual void Released(const std::string& pod_uid) = 0;
 };

@@ -164,6 +164,15 @@ Result<PreemptionArgs> DecodePreemptionArgs(std::string_view body);
 std::string EncodePreemptionResult(const std::vector<NodeVictims>& nodes);
 
 // ---------------------------------------------------------------------------------------------
+// objects from the API server (list items and watch event objects, cluster mode)
+
+// Decodes one Pod object. Malformed resource fields become `problems`, as in requests; JSON that
+// is not a Pod object is an error.
+Result<PodView> DecodePod(std::string_view json);
+// Decodes one Node object (NodeView::name from metadata.name, which is required).
+Result<NodeView> DecodeNode(std::string_view json);
+
+// ---------------------------------------------------------------------------------------------
 // helpers for other modules
 
 // Appends `text` as a JSON string literal, quotes included, escaped exactly as Go's

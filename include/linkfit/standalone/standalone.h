@@ -68,7 +68,7 @@ std::string AllocationsToJson(const std::vector<state::Assignment>& assignments,
 class StateFileBinder final : public extender::Binder {
  public:
   StateFileBinder(std::string path, state::ClusterCache& cache);
-  Result<void> Bind(const extender::BindTarget& target,
+  Result<extender::BindOutcome> Bind(const extender::BindTarget& target,
                     const state::Assignment& assignment) override;
   void Released(const std::string& pod_uid) override;
 

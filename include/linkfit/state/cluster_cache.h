@@ -54,12 +54,15 @@ using NodeChunks = std::vector<std::shared_ptr<NodeChunk>>;
 // An immutable view of every node at one moment.
 class Snapshot {
  public:
+  using Problems = std::map<std::string, std::string, std::less<>>;
   Snapshot(std::shared_ptr<const NameIndex> index, std::shared_ptr<const NodeChunks> chunks,
-           std::size_t size, std::uint64_t generation)
+           std::size_t size, std::uint64_t generation,
+           std::shared_ptr<const Problems> problems = nullptr)
       : index_(std::move(index)),
         chunks_(std::move(chunks)),
         size_(size),
-        generation_(generation) {}
+        generation_(generation),
+        problems_(std::move(problems)) {}
 
   // Returns the node, or nullptr when linkfit does not know it.
   const NodeState* Find(std::string_view name) const {
@@ -71,12 +74,21 @@ class Snapshot {
   const std::vector<NodeStatePtr>& nodes() const;
   std::size_t size() const { return size_; }
   std::uint64_t generation() const { return generation_; }
+  // Why linkfit cannot model a node it was told about (a topology annotation that does not
+  // parse), or nullptr.
+  const std::string* Problem(std::string_view name) const {
+    if (!problems_) return nullptr;
+    const auto it = problems_->find(name);
+    return it == problems_->end() ? nullptr : &it->second;
+  }
+  const std::shared_ptr<const Problems>& problems() const { return problems_; }
 
  private:
   std::shared_ptr<const NameIndex> index_;
   std::shared_ptr<const NodeChunks> chunks_;
   std::size_t size_ = 0;
   std::uint64_t generation_ = 0;
+  std::shared_ptr<const Problems> problems_;
   mutable std::once_flag nodes_once_;
   mutable std::vector<NodeStatePtr> nodes_;  // written once, under nodes_once_
 };
@@ -109,6 +121,10 @@ class ClusterCache {
   // ("no longer fits"), or an assignment that collides with the current state.
   Result<AssumeResult> Assume(const std::string& uid, const std::string& node,
                               const Placer& placer);
+  // An Assumed pod's write was accepted (cluster mode: the Binding answered 201); it stays
+  // Assumed until the watch shows it bound (Confirm), and a repeated bind is a success.
+  void MarkBound(const std::string& uid);
+  bool BindDone(const std::string& uid) const;
   // Assumed -> Added. No-op in other phases.
   void Confirm(const std::string& uid);
   // Assumed -> Initial, freeing the devices. No-op for Added or unknown UIDs.
@@ -121,6 +137,13 @@ class ClusterCache {
   RemoveOutcome RemoveBound(const std::string& uid);
   // Initial -> Added for a pod already bound (start-up rebuild). Errors like Assume's.
   Result<void> AddBound(const Assignment& assignment);
+  // Sets what a known pod holds to `assignment` and makes it Added (the API server's record
+  // differs from the cache's: the record wins), or adds it. On a collision nothing changes and
+  // the error says why.
+  Result<void> ReplaceBound(const Assignment& assignment);
+
+  // Records (non-empty reason) or clears why a node cannot be modelled (Snapshot::Problem).
+  void SetNodeProblem(const std::string& name, std::string reason);
 
   PodPhase Phase(const std::string& uid) const;
   // The assignment of a known pod.
@@ -140,6 +163,7 @@ class ClusterCache {
   struct PodEntry {
     PodPhase phase = PodPhase::kInitial;
     std::string node;
+    bool bind_done = false;  // Assumed, and its write was accepted
   };
   // REQUIRES: mutex_ held.
   void ChangedLocked();
@@ -159,6 +183,7 @@ class ClusterCache {
   std::shared_ptr<NodeChunks> chunks_;              // GUARDED_BY(mutex_)
   std::size_t size_ = 0;                            // GUARDED_BY(mutex_)
   std::unordered_map<std::string, PodEntry> pods_;  // GUARDED_BY(mutex_)
+  std::shared_ptr<const Snapshot::Problems> problems_;  // GUARDED_BY(mutex_); copied on change
   std::size_t assumed_ = 0;                         // GUARDED_BY(mutex_)
   // Per node: free whole GPUs and those in its largest well-connected free set, and their
   // totals, for the fragmentation gauge (only maintained when metrics_ is set).

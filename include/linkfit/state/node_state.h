@@ -69,6 +69,9 @@ struct Assignment {
   std::vector<ShareSlot> shares;  // kShared
   std::int64_t cpu_milli = 0;     // the pod's CPU request, thousandths of a core
   std::int64_t memory_bytes = 0;  // the pod's memory request
+  // The devices were guessed (cluster mode: a GPU pod another scheduler placed, without an
+  // allocation record), not known.
+  bool estimated = false;
 
   std::string PodKey() const { return pod_namespace + "/" + pod_name; }
   friend bool operator==(const Assignment&, const Assignment&) = default;
