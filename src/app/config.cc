@@ -80,7 +80,13 @@ class ConfigParser {
   KeySpec PathKey(const std::string& name, std::string& out, bool required = false) const;
   KeySpec OptionalPathKey(const std::string& name, std::optional<std::string>& out) const;
 
-  Result<void> ParseListen(const YAML::Node& node, const std::string& path, Config& config) const;
+  struct ListenAddress {
+    std::string text;
+    std::string host;
+    int port = 0;
+  };
+  Result<void> ParseListen(const YAML::Node& node, const std::string& path,
+                           ListenAddress& address) const;
   Result<void> ParseUrlPrefix(const YAML::Node& node, const std::string& path,
                               Config& config) const;
 
@@ -222,7 +228,7 @@ bool IsHostChar(char c) {
 }
 
 Result<void> ConfigParser::ParseListen(const YAML::Node& node, const std::string& path,
-                                       Config& config) const {
+                                       ListenAddress& address) const {
   auto text = String(node, path);
   if (!text) return tl::unexpected(text.error());
   const std::string bad =
@@ -250,9 +256,9 @@ Result<void> ConfigParser::ParseListen(const YAML::Node& node, const std::string
       port_text.find_first_not_of("0123456789") != std::string::npos) {
     return Fail(node, path, bad + " (port must be 0..65535)");
   }
-  config.listen = *text;
-  config.listen_host = host.empty() ? "0.0.0.0" : host;
-  config.listen_port = static_cast<int>(*port);
+  address.text = *text;
+  address.host = host.empty() ? "0.0.0.0" : host;
+  address.port = static_cast<int>(*port);
   return {};
 }
 
@@ -369,8 +375,28 @@ Result<Config> ConfigParser::Parse(std::string_view yaml) {
 
   const std::vector<KeySpec> specs =
       {
-          {"listen", [&](const YAML::Node& node,
-                         const std::string& path) { return ParseListen(node, path, config); }},
+          {"listen",
+           [&](const YAML::Node& node, const std::string& path) -> Result<void> {
+             ListenAddress address;
+             if (auto ok = ParseListen(node, path, address); !ok) return ok;
+             config.listen = address.text;
+             config.listen_host = address.host;
+             config.listen_port = address.port;
+             return {};
+           }},
+          {"ops_listen",
+           [&](const YAML::Node& node, const std::string& path) -> Result<void> {
+             if (node.IsScalar() && node.Scalar().empty()) {
+               config.ops_listen.reset();
+               return {};
+             }
+             ListenAddress address;
+             if (auto ok = ParseListen(node, path, address); !ok) return ok;
+             config.ops_listen = address.text;
+             config.ops_listen_host = address.host;
+             config.ops_listen_port = address.port;
+             return {};
+           }},
           {"url_prefix",
            [&](const YAML::Node& node, const std::string& path) {
              return ParseUrlPrefix(node, path, config);
@@ -459,11 +485,16 @@ Result<Config> ConfigParser::Parse(std::string_view yaml) {
           section("kubernetes",
                   {
                       bool_key("enabled", config.kubernetes.enabled),
+                      OptionalPathKey("kubeconfig", config.kubernetes.kubeconfig),
+                      string_key("context", config.kubernetes.context),
                       string_key("api_server", config.kubernetes.api_server),
                       PathKey("token_file", config.kubernetes.token_file, /*required=*/true),
                       PathKey("ca_file", config.kubernetes.ca_file, /*required=*/true),
                       number_key("qps", config.kubernetes.qps, true),
                       int_key("burst", config.kubernetes.burst, 1, 100000),
+                      int_key("request_timeout_ms", config.kubernetes.request_timeout_ms, 100,
+                              600000),
+                      int_key("list_page_size", config.kubernetes.list_page_size, 1, 10000),
                   }),
           one_of_key("log_level", config.log_level, {"debug", "info", "warning", "error", "off"}),
       };

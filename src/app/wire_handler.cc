@@ -78,18 +78,31 @@ nlohmann::json NodeJson(const state::NodeState& node) {
                             {"requested", node.memory_used_bytes()}};
   }
   nlohmann::json gpu_less = nlohmann::json::array();
+  nlohmann::json estimated = nlohmann::json::array();
   for (const auto& [uid, a] : node.pods()) {
     if (a.gpus == 0) gpu_less.push_back(uid);
+    if (a.estimated) estimated.push_back(uid);
   }
   if (!gpu_less.empty()) json["pods_without_gpus"] = gpu_less;
+  // Cluster mode: GPU pods another scheduler placed without an allocation record; linkfit
+  // guessed their devices, so this node's free devices are an estimate.
+  if (!estimated.empty()) json["estimated_pods"] = estimated;
   return json;
 }
 
 }  // namespace
 
+std::string WireHandler::NotReadyReason() const {
+  if (not_ready_reason_) return not_ready_reason_();
+  return ready_.load() ? "" : "linkfit is still loading its state";
+}
+
 server::HttpReply WireHandler::Filter(std::string_view body) {
   auto args = kube::DecodeExtenderArgs(body);
   if (!args) return BadRequest(args.error().message);
+  if (const std::string reason = NotReadyReason(); !reason.empty()) {
+    return server::HttpReply{200, kube::EncodeFilterError(reason)};
+  }
   if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/true);
   return server::HttpReply{200, kube::EncodeFilterResult(extender_.Filter(*args))};
 }
@@ -97,6 +110,11 @@ server::HttpReply WireHandler::Filter(std::string_view body) {
 server::HttpReply WireHandler::Prioritize(std::string_view body) {
   auto args = kube::DecodeExtenderArgs(body);
   if (!args) return BadRequest(args.error().message);
+  if (!NotReadyReason().empty()) {
+    std::vector<kube::HostPriority> zeros;
+    for (std::string_view name : args->node_names) zeros.push_back({name, 0});
+    return server::HttpReply{200, kube::EncodeHostPriorityList(zeros)};
+  }
   if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/false);
   return server::HttpReply{200, kube::EncodeHostPriorityList(extender_.Prioritize(*args))};
 }
@@ -104,12 +122,16 @@ server::HttpReply WireHandler::Prioritize(std::string_view body) {
 server::HttpReply WireHandler::Bind(std::string_view body) {
   auto args = kube::DecodeBindingArgs(body);
   if (!args) return BadRequest(args.error().message);
+  if (const std::string reason = NotReadyReason(); !reason.empty()) {
+    return server::HttpReply{200, kube::EncodeBindingResult(reason)};
+  }
   return server::HttpReply{200, kube::EncodeBindingResult(extender_.Bind(*args))};
 }
 
 server::HttpReply WireHandler::Preempt(std::string_view body) {
   auto args = kube::DecodePreemptionArgs(body);
   if (!args) return BadRequest(args.error().message);
+  if (!NotReadyReason().empty()) return server::HttpReply{200, kube::EncodePreemptionResult({})};
   return server::HttpReply{200, kube::EncodePreemptionResult(extender_.Preempt(*args))};
 }
 
@@ -125,10 +147,14 @@ server::HttpReply WireHandler::Inspect(std::string_view node) {
   nlohmann::json nodes = nlohmann::json::array();
   for (const state::NodeStatePtr& state : snapshot->nodes()) nodes.push_back(NodeJson(*state));
   const state::ClusterCache::Sizes sizes = extender_.cache().sizes();
-  return server::HttpReply{
-      200, nlohmann::json{{"nodes", nodes},
-                          {"pods", {{"assumed", sizes.assumed}, {"bound", sizes.added}}}}
-               .dump()};
+  nlohmann::json reply = {{"nodes", nodes},
+                          {"pods", {{"assumed", sizes.assumed}, {"bound", sizes.added}}}};
+  if (const auto& problems = snapshot->problems(); problems && !problems->empty()) {
+    nlohmann::json unusable = nlohmann::json::object();
+    for (const auto& [name, problem] : *problems) unusable[name] = problem;
+    reply["unusable_nodes"] = unusable;
+  }
+  return server::HttpReply{200, reply.dump()};
 }
 
 server::HttpReply WireHandler::Explain(std::string_view pod_json) {
@@ -142,6 +168,11 @@ server::HttpReply WireHandler::Explain(std::string_view pod_json) {
 }
 
 server::HttpReply WireHandler::Release(std::string_view body) {
+  if (memo_ == nullptr) {
+    return server::HttpReply{404, kube::EncodeErrorBody(
+                                      "release is only available in standalone mode; in a "
+                                      "cluster linkfit learns departures from the pod watch")};
+  }
   const auto json = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
   if (json.is_discarded() || !json.is_object() || !json.contains("PodUID") ||
       !json["PodUID"].is_string()) {

@@ -8,6 +8,8 @@
 // Thread-safety: as the Extender (every method may be called concurrently).
 
 #include <atomic>
+#include <functional>
+#include <string>
 
 #include "linkfit/extender/extender.h"
 #include "linkfit/server/handler.h"
@@ -28,14 +30,25 @@ class WireHandler final : public server::ExtenderHandler {
   server::HttpReply Inspect(std::string_view node) override;
   server::HttpReply Explain(std::string_view pod_json) override;
   server::HttpReply Release(std::string_view body) override;
-  bool Ready() const override { return ready_.load(); }
+  bool Ready() const override { return NotReadyReason().empty(); }
 
+  // Standalone: ready once loaded.
   void SetReady(bool ready) { ready_.store(ready); }
+  // Cluster mode: ready while `not_ready_reason` returns "" (the initial lists are applied).
+  // Before that filter and bind answer with the reason as their Error, prioritize with zero
+  // scores and preempt with no victims: never an empty filter list, which kube-scheduler would
+  // read as "no node fits". REQUIRES: called before serving.
+  void SetReadiness(std::function<std::string()> not_ready_reason) {
+    not_ready_reason_ = std::move(not_ready_reason);
+  }
 
  private:
   extender::Extender& extender_;
+  std::string NotReadyReason() const;
+
   extender::PodMemo* memo_;
   std::atomic<bool> ready_{false};
+  std::function<std::string()> not_ready_reason_;
 };
 
 }  // namespace linkfit::app

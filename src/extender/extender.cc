@@ -108,7 +108,9 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
     PrefetchAhead(nodes, i);
     const state::NodeState* node = nodes[i];
     if (node == nullptr) {
-      result.failed_and_unresolvable_nodes.push_back({args.node_names[i], kUnknownNode});
+      const std::string* problem = snapshot->Problem(args.node_names[i]);
+      result.failed_and_unresolvable_nodes.push_back(
+          {args.node_names[i], problem != nullptr ? *problem : kUnknownNode});
       ++unresolvable;
       continue;
     }
@@ -281,6 +283,9 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
       line += std::string(fit.unresolvable ? "never fits: " : "does not fit now: ") + fit.reason;
     }
     lines.push_back(std::move(line));
+  }
+  if (const auto& problems = snapshot->problems()) {
+    for (const auto& [name, problem] : *problems) lines.push_back(name + ": never fits: " + problem);
   }
   return lines;
 }

@@ -93,6 +93,57 @@ struct PrometheusMetrics::Impl {
               "well-connected request any more.")
           .Register(*registry);
 
+  // Cluster mode.
+  prometheus::Family<prometheus::Counter>& watch_events =
+      prometheus::BuildCounter()
+          .Name("linkfit_watch_events_total")
+          .Help("Watch events received from the API server by kind (pods, nodes) and type.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& relists =
+      prometheus::BuildCounter()
+          .Name("linkfit_relists_total")
+          .Help("Lists of a kind from the API server by reason (initial, gone, error).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& api_calls =
+      prometheus::BuildCounter()
+          .Name("linkfit_api_calls_total")
+          .Help("API-server calls by verb and HTTP code (0: no reply).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& bind_outcomes =
+      prometheus::BuildCounter()
+          .Name("linkfit_bind_outcomes_total")
+          .Help(
+              "Binding writes by outcome: bound, rejected, unknown (no answer, devices kept), "
+              "settled (an unknown outcome resolved).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& bad_objects =
+      prometheus::BuildCounter()
+          .Name("linkfit_bad_objects_total")
+          .Help(
+              "Objects linkfit could not use, by kind and what was wrong (topology, mig-mode, "
+              "allocation, allocation-collision, overcommitted, json, uid, pods-dropped).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& estimated =
+      prometheus::BuildGauge()
+          .Name("linkfit_estimated_pods")
+          .Help(
+              "GPU pods placed by another scheduler whose devices linkfit estimated (no "
+              "linkfit.io/allocation record).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& pod_store =
+      prometheus::BuildGauge()
+          .Name("linkfit_pod_store_pods")
+          .Help("Pods known from the API server's watch.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& time_to_ready =
+      prometheus::BuildGauge()
+          .Name("linkfit_time_to_ready_seconds")
+          .Help("Seconds from start-up until the initial node and pod lists were applied.")
+          .Register(*registry);
+  prometheus::Gauge& estimated_pods = estimated.Add({});
+  prometheus::Gauge& pod_store_pods = pod_store.Add({});
+  prometheus::Gauge& ready_seconds = time_to_ready.Add({});
+
   std::array<prometheus::Histogram*, 4> duration_by_verb{};
   std::array<prometheus::Counter*, 4> ok_by_verb{};
   prometheus::Counter& passed = filter_nodes.Add({{"result", "passed"}});
@@ -190,5 +241,35 @@ void PrometheusMetrics::SetFragmentation(double ratio) { impl_->fragmentation_ra
 std::string PrometheusMetrics::Render() const {
   return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
 }
+
+void PrometheusMetrics::CountApiCall(std::string_view verb, int code) {
+  impl_->api_calls.Add({{"verb", std::string(verb)}, {"code", std::to_string(code)}}).Increment();
+}
+
+void PrometheusMetrics::CountWatchEvent(std::string_view kind, std::string_view type) {
+  impl_->watch_events.Add({{"kind", std::string(kind)}, {"type", std::string(type)}}).Increment();
+}
+
+void PrometheusMetrics::CountRelist(std::string_view kind, std::string_view reason) {
+  impl_->relists.Add({{"kind", std::string(kind)}, {"reason", std::string(reason)}}).Increment();
+}
+
+void PrometheusMetrics::CountBindOutcome(std::string_view outcome) {
+  impl_->bind_outcomes.Add({{"outcome", std::string(outcome)}}).Increment();
+}
+
+void PrometheusMetrics::CountBadObject(std::string_view kind, std::string_view what) {
+  impl_->bad_objects.Add({{"kind", std::string(kind)}, {"what", std::string(what)}}).Increment();
+}
+
+void PrometheusMetrics::SetEstimatedPods(std::uint64_t pods) {
+  impl_->estimated_pods.Set(static_cast<double>(pods));
+}
+
+void PrometheusMetrics::SetPodStoreSize(std::uint64_t pods) {
+  impl_->pod_store_pods.Set(static_cast<double>(pods));
+}
+
+void PrometheusMetrics::SetTimeToReady(double seconds) { impl_->ready_seconds.Set(seconds); }
 
 }  // namespace linkfit::server

@@ -226,6 +226,20 @@ RouteMatch MatchRoute(std::string_view path, std::string_view prefix) {
   return {};
 }
 
+bool Serves(RouteSet routes, Route route) {
+  switch (routes) {
+    case RouteSet::kAll:
+      return true;
+    case RouteSet::kExtender:
+      return route == Route::kVerb || route == Route::kRelease || route == Route::kHealthz ||
+             route == Route::kReadyz;
+    case RouteSet::kOperations:
+      return route == Route::kHealthz || route == Route::kReadyz || route == Route::kMetrics ||
+             route == Route::kInspect || route == Route::kExplain;
+  }
+  return true;
+}
+
 enum class BodyStatus { kOk, kTooLarge, kUnreadable };
 
 class HttpServer final : public Server {
@@ -396,6 +410,13 @@ HttpReply HttpServer::Dispatch(const httplib::Request& request, httplib::Respons
   const bool method_ok =
       match.post ? is_post : (request.method == "GET" || request.method == "HEAD");
 
+  if (match.route != Route::kNotFound && !Serves(options_.routes, match.route)) {
+    if (reader != nullptr) ReadBody(request, response, *reader, nullptr);  // drain
+    return JsonError(404, request.path + " is served on the " +
+                              (options_.routes == RouteSet::kExtender ? "operations"
+                                                                      : "extender") +
+                              " listener, not this one");
+  }
   if (match.route == Route::kNotFound || !method_ok) {
     if (reader != nullptr) ReadBody(request, response, *reader, nullptr);  // drain
     if (match.route == Route::kNotFound) {

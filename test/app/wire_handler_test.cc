@@ -51,6 +51,7 @@ TEST(WireHandlerReleaseTest, ReleaseDuringTheBindIsAConflictAndFreesNothing) {
   extender::PodMemo memo({});
   extender::Extender extender(cache, {}, binder, memo, metrics);
   WireHandler handler(extender, &memo);
+  handler.SetReady(true);
   binder.handler = &handler;
 
   ASSERT_EQ(handler.Filter(std::string(R"({"Pod":)") + kPod + R"(,"NodeNames":["h100"]})").status,

@@ -56,17 +56,27 @@ struct PolicyConfig {
 
 struct KubernetesConfig {
   bool enabled = false;
+  // A kubeconfig file (with `context`, or its current-context); unset: api_server, or in-cluster.
+  std::optional<std::string> kubeconfig;
+  std::string context;
   std::string api_server;  // empty: in-cluster (KUBERNETES_SERVICE_HOST/PORT)
   std::string token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
   std::string ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
   double qps = 50;  // kube-scheduler's own defaults, not client-go's 5/10
   int burst = 100;
+  int request_timeout_ms = 10000;  // one API request (not watches)
+  int list_page_size = 500;
 };
 
 struct Config {
   std::string listen = "0.0.0.0:8888";
   std::string listen_host = "0.0.0.0";  // from `listen`; IPv6 without brackets
   int listen_port = 8888;
+  // The operations listener (/healthz, /readyz, /metrics, /inspect, /explain) on its own threads;
+  // unset: one listener serves everything.
+  std::optional<std::string> ops_listen;
+  std::string ops_listen_host;
+  int ops_listen_port = 0;
   std::string url_prefix = "/scheduler";  // no trailing '/'; "" serves verbs at the root
   TlsConfig tls;
   LimitsConfig limits;

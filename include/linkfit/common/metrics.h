@@ -38,6 +38,30 @@ class MetricsSink {
   // largest well-connected free set (all hops NVLink on nodes with NVLink, one socket on PCIe-only
   // nodes), i.e. that can only serve small pods (maintained by state::ClusterCache).
   virtual void SetFragmentation(double ratio) = 0;
+
+  // Cluster mode (the defaults drop them; standalone mode never reports them).
+  // One API call: verb (list, watch, get, bind, ...) and HTTP code (0: no reply).
+  virtual void CountApiCall(std::string_view verb, int code) { (void)verb, (void)code; }
+  // One watch event by kind (pods, nodes) and type (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR).
+  virtual void CountWatchEvent(std::string_view kind, std::string_view type) {
+    (void)kind, (void)type;
+  }
+  // One (re)list by kind and reason (initial, gone, error).
+  virtual void CountRelist(std::string_view kind, std::string_view reason) {
+    (void)kind, (void)reason;
+  }
+  // One bind outcome: bound, rejected, unknown, settled.
+  virtual void CountBindOutcome(std::string_view outcome) { (void)outcome; }
+  // An object linkfit could not use: kind (node, pod) and what (topology, allocation, ...).
+  virtual void CountBadObject(std::string_view kind, std::string_view what) {
+    (void)kind, (void)what;
+  }
+  // Pods whose devices linkfit estimated (GPU pods another scheduler placed, without a record).
+  virtual void SetEstimatedPods(std::uint64_t pods) { (void)pods; }
+  // Pods the pod store holds.
+  virtual void SetPodStoreSize(std::uint64_t pods) { (void)pods; }
+  // Seconds from start-up to ready (the initial lists applied).
+  virtual void SetTimeToReady(double seconds) { (void)seconds; }
 };
 
 // A sink that drops everything.

@@ -12,6 +12,17 @@
 //   linkfit_cache_pods{state}                   gauge, state = assumed|bound
 //   linkfit_gpus{node,model,state}              gauge, state = used|free (whole-GPU equivalents)
 //   linkfit_fragmentation_ratio                 gauge, 0..1
+//   cluster mode:
+//   linkfit_watch_events_total{kind,type}       counter
+//   linkfit_relists_total{kind,reason}          counter
+//   linkfit_api_calls_total{verb,code}          counter
+//   linkfit_bind_outcomes_total{outcome}        counter, bound|rejected|unknown|settled
+//   linkfit_bad_objects_total{kind,what}        counter, bad annotations and collisions
+//   linkfit_estimated_pods                      gauge
+//   linkfit_pod_store_pods                      gauge
+//   linkfit_time_to_ready_seconds               gauge
+//
+// Per-node series: only linkfit_gpus (two series per node); everything else is aggregated.
 //
 // Thread-safety: every method may be called concurrently from any thread.
 
@@ -40,6 +51,14 @@ class PrometheusMetrics final : public MetricsSink {
                       double free) override;
   void RemoveNode(std::string_view node) override;
   void SetFragmentation(double ratio) override;
+  void CountApiCall(std::string_view verb, int code) override;
+  void CountWatchEvent(std::string_view kind, std::string_view type) override;
+  void CountRelist(std::string_view kind, std::string_view reason) override;
+  void CountBindOutcome(std::string_view outcome) override;
+  void CountBadObject(std::string_view kind, std::string_view what) override;
+  void SetEstimatedPods(std::uint64_t pods) override;
+  void SetPodStoreSize(std::uint64_t pods) override;
+  void SetTimeToReady(double seconds) override;
 
   // Counts a request in linkfit_requests_total without a latency observation, for requests the
   // server rejected before the handler ran (413, empty body).

@@ -53,7 +53,17 @@ struct TlsOptions {
   bool enabled() const { return !cert_file.empty() && !key_file.empty(); }
 };
 
+// Which routes a listener serves. With an operations address linkfit runs two listeners, each
+// with its own threads, so that a scrape storm or a slow client of the operations routes never
+// delays a scheduling call.
+enum class RouteSet {
+  kAll,         // every route (one listener)
+  kExtender,    // the verbs, /standalone/release, /healthz and /readyz
+  kOperations,  // /healthz, /readyz, /metrics, /inspect, /explain
+};
+
 struct ServerOptions {
+  RouteSet routes = RouteSet::kAll;
   std::string host = "0.0.0.0";
   // 0 binds a free port; Server::port() returns the one chosen.
   int port = 8888;

@@ -1,0 +1,117 @@
+#pragma once
+
+// PodStore: cluster mode's view of every pod, fed by the pods reflector, and the PodSource the
+// extender binds and scores through. It mirrors kube-scheduler's cache rules
+// (../shared/spec/kube-api.md §6): every assigned, non-terminal pod counts on its node, whoever
+// scheduled it.
+//
+//   pod event                      what the ClusterCache gets
+//   -----------------------------  --------------------------------------------------------------
+//   pending                        nothing (bind will assume it); its request counts in demand
+//   bound, Assumed by our bind     Confirm (same node; the record on the pod wins if it differs);
+//                                  bound elsewhere: Forget, then counted as below
+//   bound, linkfit.io/allocation   exactly those devices (AddBound / ReplaceBound)
+//   bound GPU pod, no record       devices estimated as NVIDIA's device plugin would pick them
+//                                  (the best-connected free set), marked estimated
+//   bound, no GPUs                 its CPU and memory only
+//   Succeeded / Failed / deleted   Remove (frees devices, CPU and memory)
+//   missing from a relist          deleted (a cut watch missed it), unless its bind is in flight
+//
+// Pods on nodes linkfit does not model wait in the store and are applied when the node appears
+// (NodeAppeared). Demand (fragmentation shapes, MIG profile weights) counts the pending and
+// running pods that ask for GPUs, with a power-of-two prior, so scores do not depend on the
+// history of filter calls and are the same after a restart.
+//
+// Memory: about 200 bytes per pod (a compact record; the full PodView is kept only for pending
+// GPU pods, which bind needs for the per-container plan).
+//
+// Thread-safety: all methods are safe to call concurrently; the reflector calls the sink methods
+// from its own thread, bind calls FindPod/PendingPod from server threads.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "linkfit/common/metrics.h"
+#include "linkfit/extender/node_fit.h"
+#include "linkfit/extender/pod_source.h"
+#include "linkfit/kube/reflector.h"
+#include "linkfit/state/cluster_cache.h"
+
+namespace linkfit::cluster {
+
+class PodStore final : public extender::PodSource, public kube::ReflectorSink {
+ public:
+  // `cache` and `metrics` must outlive the store.
+  PodStore(state::ClusterCache& cache, extender::RequestDefaults defaults,
+           extender::FitOptions fit, MetricsSink& metrics);
+
+  // ReflectorSink.
+  void BeginList() override;
+  void ListItem(std::string_view object_json) override;
+  void EndList(std::string_view resource_version) override;
+  void Event(kube::WatchEventType type, std::string_view object_json) override;
+
+  // Applies an already decoded pod (the reflector's path after decoding; tests).
+  void Upsert(const kube::PodView& pod);
+  void Delete(const std::string& uid);
+
+  // A node linkfit now models (new, or its model replaced): applies the pods bound to it that
+  // are not counted yet.
+  void NodeAppeared(const std::string& node);
+
+  // PodSource.
+  std::optional<extender::KnownPod> FindPod(const std::string& uid) const override;
+  const extender::Demand& demand() const override { return demand_; }
+  const char* where_pods_are_seen() const override { return "in the API server's pod list"; }
+
+  // The full view of a pending pod (bind's per-container plan), or nullopt.
+  std::shared_ptr<const kube::PodView> PendingPod(const std::string& uid) const;
+
+  std::size_t size() const;
+  // Nodes with at least one estimated pod, and the count of estimated pods.
+  std::size_t estimated_pods() const { return estimated_.load(); }
+  std::uint64_t lists_applied() const { return lists_.load(); }
+
+ private:
+  struct Entry {
+    std::string pod_namespace;
+    std::string pod_name;
+    std::string node;  // spec.nodeName
+    extender::GpuRequest request;
+    bool request_ok = false;
+    bool demand_counted = false;
+    bool estimated = false;
+    std::uint64_t record_hash = 0;  // of linkfit.io/allocation; 0 = none
+    bool in_cache = false;  // counted in the ClusterCache
+    std::uint64_t list_generation = 0;
+    // Kept for pending GPU pods (bind's plan) and bound pods waiting for their node to appear.
+    std::shared_ptr<const kube::PodView> view;
+  };
+
+  // REQUIRES: mutex_ held.
+  void UpsertLocked(const kube::PodView& pod);
+  void DeleteLocked(const std::string& uid);
+  // `pod` may be null (a pod waiting for its node without a kept view: its entry says enough).
+  void ApplyBoundLocked(const std::string& uid, Entry& entry, const std::string& node_name,
+                        const kube::PodView* pod);
+  void SetDemandLocked(Entry& entry, bool counted);
+
+  state::ClusterCache& cache_;
+  const extender::RequestDefaults defaults_;
+  const extender::FitOptions fit_;
+  MetricsSink& metrics_;
+  extender::Demand demand_{/*power_of_two_prior=*/true};
+
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, Entry> pods_;  // GUARDED_BY(mutex_), by UID
+  std::uint64_t generation_ = 0;                 // GUARDED_BY(mutex_): the list in progress
+  std::atomic<std::size_t> estimated_{0};
+  std::atomic<std::uint64_t> lists_{0};
+};
+
+}  // namespace linkfit::cluster

@@ -1,0 +1,167 @@
+#include "linkfit/cluster/node_store.h"
+
+#include <functional>
+
+#include "linkfit/common/log.h"
+#include "linkfit/common/strings.h"
+#include "linkfit/kube/annotations.h"
+#include "linkfit/kube/codec.h"
+
+namespace linkfit::cluster {
+namespace {
+
+void HashInto(std::uint64_t& hash, std::string_view text) {
+  hash = hash * 1000003u ^ std::hash<std::string_view>{}(text);
+}
+
+const std::string* Annotation(const kube::NodeView& node, const char* key) {
+  const auto it = node.annotations.find(key);
+  return it == node.annotations.end() ? nullptr : &it->second;
+}
+
+std::int64_t Allocatable(const kube::NodeView& node, const char* resource) {
+  const auto it = node.allocatable.find(resource);
+  return it == node.allocatable.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+NodeStore::NodeStore(state::ClusterCache& cache, source::NodeModelFactory& factory,
+                     PodStore& pods, MetricsSink& metrics)
+    : cache_(cache), factory_(factory), pods_(pods), metrics_(metrics) {}
+
+void NodeStore::BeginList() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++generation_;
+}
+
+void NodeStore::ListItem(std::string_view object_json) {
+  auto node = kube::DecodeNode(object_json);
+  if (!node) {
+    log::Error("nodes: a listed node does not decode, skipped: " + node.error().message);
+    metrics_.CountBadObject("node", "json");
+    return;
+  }
+  Upsert(*node);
+}
+
+void NodeStore::EndList(std::string_view resource_version) {
+  std::vector<std::string> gone;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [name, entry] : nodes_) {
+      if (entry.list_generation != generation_) gone.push_back(name);
+    }
+    ++lists_;
+  }
+  for (const std::string& name : gone) Delete(name);
+  if (!gone.empty()) {
+    log::Info("nodes: relist at resourceVersion " + std::string(resource_version) + " removed " +
+              std::to_string(gone.size()) + " nodes whose deletion the watch missed");
+  }
+}
+
+void NodeStore::Event(kube::WatchEventType type, std::string_view object_json) {
+  auto node = kube::DecodeNode(object_json);
+  if (!node) {
+    log::Error("nodes: a watch event's node does not decode, skipped: " + node.error().message);
+    metrics_.CountBadObject("node", "json");
+    return;
+  }
+  if (type == kube::WatchEventType::kDeleted) {
+    Delete(node->name);
+  } else {
+    Upsert(*node);
+  }
+}
+
+void NodeStore::Upsert(const kube::NodeView& node) {
+  bool appeared = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& entry = nodes_[node.name];
+    entry.list_generation = generation_;
+    const std::string* topology_text = Annotation(node, kube::kAnnotationTopology);
+    if (topology_text == nullptr) {
+      if (entry.facts_hash != 0) {
+        log::Info("node " + node.name + ": annotation " + kube::kAnnotationTopology +
+                  " removed; linkfit no longer places on it");
+        cache_.RemoveNode(node.name);
+      }
+      cache_.SetNodeProblem(node.name, "");
+      entry.facts_hash = 0;
+      return;
+    }
+    const std::string* mig_text = Annotation(node, kAnnotationMigMode);
+    std::map<std::string, std::string> labels;
+    for (const auto& [key, value] : node.labels) {
+      if (StartsWith(key, "nvidia.com/") || StartsWith(key, "linkfit.io/")) labels[key] = value;
+    }
+    const std::int64_t cpu_milli = Allocatable(node, "cpu");
+    const std::int64_t memory_bytes = (Allocatable(node, "memory") + 999) / 1000;
+    std::uint64_t hash = 1469598103934665603u;
+    HashInto(hash, *topology_text);
+    HashInto(hash, mig_text != nullptr ? *mig_text : "");
+    for (const auto& [key, value] : labels) {
+      HashInto(hash, key);
+      HashInto(hash, value);
+    }
+    HashInto(hash, std::to_string(cpu_milli) + "/" + std::to_string(memory_bytes));
+    if (hash == 0) hash = 1;
+    if (hash == entry.facts_hash) return;  // a status update: nothing linkfit models changed
+
+    const auto refuse = [&](const std::string& what, const std::string& problem) {
+      const std::string reason = "node's " + what + " is unusable: " + problem;
+      log::Error("node " + node.name + ": " + reason + "; linkfit does not place on it");
+      metrics_.CountBadObject("node", what == kAnnotationMigMode ? "mig-mode" : "topology");
+      if (entry.facts_hash != 0) cache_.RemoveNode(node.name);
+      cache_.SetNodeProblem(node.name, reason);
+      entry.facts_hash = 0;
+    };
+    auto topology =
+        factory_.TopologyFromText(*topology_text, "node " + node.name + " " +
+                                                      kube::kAnnotationTopology);
+    if (!topology) return refuse(kube::kAnnotationTopology, topology.error().message);
+    topology::GpuMask mig = 0;
+    if (mig_text != nullptr) {
+      auto parsed = source::ParseMigMode(*mig_text, (*topology)->gpu_count());
+      if (!parsed) return refuse(kAnnotationMigMode, parsed.error().message);
+      mig = *parsed;
+    }
+    auto info = factory_.Build({node.name, std::move(labels), *topology, mig, cpu_milli,
+                                memory_bytes});
+    if (!info) return refuse(kAnnotationMigMode, info.error().message);
+    cache_.SetNodeProblem(node.name, "");
+    const int dropped = cache_.UpsertNode(std::move(*info));
+    if (dropped > 0) metrics_.CountBadObject("node", "pods-dropped");
+    entry.facts_hash = hash;
+    appeared = true;
+  }
+  if (appeared) pods_.NodeAppeared(node.name);
+}
+
+void NodeStore::Delete(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  nodes_.erase(name);
+  cache_.RemoveNode(name);
+  cache_.SetNodeProblem(name, "");
+}
+
+std::size_t NodeStore::known() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return nodes_.size();
+}
+
+std::size_t NodeStore::modelled() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t count = 0;
+  for (const auto& [name, entry] : nodes_) count += entry.facts_hash != 0 ? 1 : 0;
+  return count;
+}
+
+std::uint64_t NodeStore::lists_applied() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lists_;
+}
+
+}  // namespace linkfit::cluster

@@ -1,0 +1,66 @@
+#pragma once
+
+// Test helpers for cluster mode: Pod and Node objects as the API server serves them.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "testing/fixtures.h"
+
+namespace linkfit::cluster::testing {
+
+// The topology document of a fixture machine (config/topologies/<id>.json), as a node annotation.
+inline std::string TopologyDocument(const std::string& fixture_id) {
+  return linkfit::testing::ReadFileOrDie(
+      linkfit::testing::SourcePath("config/topologies/" + fixture_id + ".json"));
+}
+
+struct PodSpec {
+  std::string ns = "ml";
+  std::string name;
+  std::string uid;
+  std::string node;         // "" = pending
+  int gpus = 0;             // nvidia.com/gpu limit of the one container
+  std::string cpu = "1";
+  std::string memory = "1Gi";
+  std::string phase = "Running";
+  std::map<std::string, std::string> annotations;
+  std::string scheduler = "linkfit-scheduler";
+};
+
+inline nlohmann::json PodObject(const PodSpec& spec) {
+  nlohmann::json limits = {{"cpu", spec.cpu}, {"memory", spec.memory}};
+  if (spec.gpus > 0) limits["nvidia.com/gpu"] = std::to_string(spec.gpus);
+  nlohmann::json pod = {
+      {"metadata",
+       {{"name", spec.name},
+        {"namespace", spec.ns},
+        {"uid", spec.uid},
+        {"resourceVersion", "1"},
+        {"annotations", spec.annotations}}},
+      {"spec",
+       {{"schedulerName", spec.scheduler},
+        {"containers", {{{"name", "main"}, {"resources", {{"limits", limits}}}}}}}},
+      {"status", {{"phase", spec.phase}}}};
+  if (!spec.node.empty()) pod["spec"]["nodeName"] = spec.node;
+  return pod;
+}
+
+inline nlohmann::json NodeObject(const std::string& name, const std::string& topology,
+                                 const std::string& mig_mode = "",
+                                 const std::string& cpu = "224", const std::string& memory = "2Ti") {
+  nlohmann::json annotations = nlohmann::json::object();
+  if (!topology.empty()) annotations["linkfit.io/topology"] = topology;
+  if (!mig_mode.empty()) annotations["linkfit.io/mig-mode"] = mig_mode;
+  return {{"metadata",
+           {{"name", name},
+            {"resourceVersion", "1"},
+            {"labels", {{"kubernetes.io/hostname", name}, {"nvidia.com/gpu.product", "X"}}},
+            {"annotations", annotations}}},
+          {"status", {{"allocatable", {{"cpu", cpu}, {"memory", memory}, {"pods", "110"}}}}}};
+}
+
+}  // namespace linkfit::cluster::testing

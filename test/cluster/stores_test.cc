@@ -1,0 +1,230 @@
+// NodeStore and PodStore on decoded API objects (no network): what the ClusterCache holds after
+// node and pod events, relists, bad annotations and pods placed by other schedulers.
+
+#include <gtest/gtest.h>
+
+#include "cluster/cluster_testing.h"
+#include "linkfit/cluster/node_store.h"
+#include "linkfit/cluster/pod_store.h"
+#include "linkfit/extender/extender.h"
+#include "linkfit/kube/annotations.h"
+#include "testing/cluster.h"
+
+namespace linkfit::cluster {
+namespace {
+
+using linkfit::testing::Mask;
+using testing::NodeObject;
+using testing::PodObject;
+using testing::PodSpec;
+using testing::TopologyDocument;
+
+class StoresTest : public ::testing::Test {
+ protected:
+  void Node(const nlohmann::json& node, kube::WatchEventType type = kube::WatchEventType::kAdded) {
+    nodes_.Event(type, node.dump());
+  }
+  void Pod(const PodSpec& spec, kube::WatchEventType type = kube::WatchEventType::kModified) {
+    pods_.Event(type, PodObject(spec).dump());
+  }
+  const state::NodeState* Find(const std::string& name) {
+    snapshot_ = cache_.Snapshot();
+    return snapshot_->Find(name);
+  }
+  topology::GpuMask WholeUsed(const std::string& name) {
+    const state::NodeState* node = Find(name);
+    EXPECT_NE(node, nullptr) << name;
+    return node == nullptr ? 0 : node->whole_used();
+  }
+
+  NullMetrics metrics_;
+  state::ClusterCache cache_;
+  alloc::ModelRegistry registry_;
+  source::NodeModelFactory factory_{registry_, linkfit::testing::Catalog(),
+                                    topology::BandwidthModel::Defaults()};
+  PodStore pods_{cache_, {}, {}, metrics_};
+  NodeStore nodes_{cache_, factory_, pods_, metrics_};
+  state::SnapshotPtr snapshot_;
+};
+
+TEST_F(StoresTest, ANodeIsModelledFromItsAnnotationAndStatusUpdatesCostNothing) {
+  Node(NodeObject("h100-0", TopologyDocument("dgx-h100")));
+  const state::NodeState* node = Find("h100-0");
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->info().gpu_count(), 8);
+  EXPECT_EQ(node->info().cpu_milli, 224000);
+  EXPECT_EQ(node->info().labels.count("nvidia.com/gpu.product"), 1u);
+  EXPECT_EQ(node->info().labels.count("kubernetes.io/hostname"), 0u);  // not kept
+  const std::uint64_t generation = cache_.Snapshot()->generation();
+  Node(NodeObject("h100-0", TopologyDocument("dgx-h100")), kube::WatchEventType::kModified);
+  EXPECT_EQ(cache_.Snapshot()->generation(), generation);  // a heartbeat: nothing rebuilt
+  Node(NodeObject("h100-1", TopologyDocument("dgx-h100")));
+  EXPECT_EQ(factory_.topologies(), 1u);  // one parse for identical documents
+  EXPECT_EQ(nodes_.modelled(), 2u);
+}
+
+TEST_F(StoresTest, ANodeWithoutTheAnnotationIsUnknownAndABadOneIsAReason) {
+  Node(NodeObject("cpu-0", ""));
+  EXPECT_EQ(Find("cpu-0"), nullptr);
+  EXPECT_EQ(nodes_.known(), 1u);
+  EXPECT_EQ(nodes_.modelled(), 0u);
+
+  Node(NodeObject("bad-0", "{\"gpus\": \"many\"}"));
+  EXPECT_EQ(Find("bad-0"), nullptr);
+  const std::string* problem = cache_.Snapshot()->Problem("bad-0");
+  ASSERT_NE(problem, nullptr);
+  EXPECT_NE(problem->find("linkfit.io/topology"), std::string::npos) << *problem;
+
+  // Filter names the reason, unresolvable.
+  extender::PodMemo memo({});
+  struct NoBinder final : extender::Binder {
+    Result<extender::BindOutcome> Bind(const extender::BindTarget&,
+                                       const state::Assignment&) override {
+      return extender::BindOutcome{};
+    }
+    void Released(const std::string&) override {}
+  } binder;
+  extender::Extender ext(cache_, {}, binder, memo, metrics_);
+  kube::ExtenderArgs args;
+  args.pod.name = "p";
+  args.pod.uid = "u";
+  args.pod.requests["nvidia.com/gpu"] = 1000;
+  args.node_names_given = true;
+  args.node_names = {"bad-0", "cpu-0"};
+  const kube::FilterResult result = ext.Filter(args);
+  ASSERT_EQ(result.failed_and_unresolvable_nodes.size(), 2u);
+  EXPECT_NE(result.failed_and_unresolvable_nodes[0].reason.find("unusable"), std::string::npos);
+  EXPECT_NE(result.failed_and_unresolvable_nodes[1].reason.find("unknown"), std::string::npos);
+
+  // Fixed: the problem goes away.
+  Node(NodeObject("bad-0", TopologyDocument("dgx1-v100")), kube::WatchEventType::kModified);
+  EXPECT_NE(Find("bad-0"), nullptr);
+  EXPECT_EQ(cache_.Snapshot()->Problem("bad-0"), nullptr);
+}
+
+TEST_F(StoresTest, MigModeBesideTheTopologyAndItsErrors) {
+  Node(NodeObject("a100-0", TopologyDocument("dgx-a100"), "0,1"));
+  ASSERT_NE(Find("a100-0"), nullptr);
+  EXPECT_EQ(Find("a100-0")->info().mig_enabled, Mask({0, 1}));
+  Node(NodeObject("v100-0", TopologyDocument("dgx1-v100"), "all"));
+  EXPECT_EQ(Find("v100-0"), nullptr);
+  ASSERT_NE(cache_.Snapshot()->Problem("v100-0"), nullptr);
+  EXPECT_NE(cache_.Snapshot()->Problem("v100-0")->find("not MIG-capable"), std::string::npos);
+  Node(NodeObject("a100-1", TopologyDocument("dgx-a100"), "sometimes"));
+  EXPECT_EQ(Find("a100-1"), nullptr);
+}
+
+TEST_F(StoresTest, ARecordOnThePodGivesExactlyThoseDevices) {
+  Node(NodeObject("h100-0", TopologyDocument("dgx-h100")));
+  PodSpec spec{.name = "train", .uid = "u1", .node = "h100-0", .gpus = 2};
+  spec.annotations[kube::kAnnotationAllocation] =
+      R"({"v":1,"pod":"ml/train","uid":"u1","node":"h100-0","gpus":[5,6]})";
+  Pod(spec, kube::WatchEventType::kAdded);
+  EXPECT_EQ(WholeUsed("h100-0"), Mask({5, 6}));
+  EXPECT_EQ(cache_.Phase("u1"), state::PodPhase::kAdded);
+  EXPECT_EQ(pods_.estimated_pods(), 0u);
+  EXPECT_EQ(Find("h100-0")->cpu_used_milli(), 1000);
+}
+
+TEST_F(StoresTest, ForeignGpuPodsAreEstimatedLikeTheDevicePluginAndMarked) {
+  Node(NodeObject("h100-0", TopologyDocument("dgx-h100")));
+  Pod({.name = "other", .uid = "u2", .node = "h100-0", .gpus = 4, .scheduler = "default"},
+      kube::WatchEventType::kAdded);
+  EXPECT_EQ(__builtin_popcount(WholeUsed("h100-0")), 4);
+  EXPECT_EQ(pods_.estimated_pods(), 1u);
+  const auto held = cache_.Find("u2");
+  ASSERT_TRUE(held.has_value());
+  EXPECT_TRUE(held->estimated);
+  // A pod asking for more than is free is counted for its CPU and memory only, loudly.
+  Pod({.name = "greedy", .uid = "u3", .node = "h100-0", .gpus = 8}, kube::WatchEventType::kAdded);
+  EXPECT_EQ(__builtin_popcount(WholeUsed("h100-0")), 4);
+  EXPECT_EQ(Find("h100-0")->cpu_used_milli(), 2000);
+}
+
+TEST_F(StoresTest, TerminalAndDeletedPodsFreeWhatTheyHeld) {
+  Node(NodeObject("h100-0", TopologyDocument("dgx-h100")));
+  Pod({.name = "a", .uid = "ua", .node = "h100-0", .gpus = 2}, kube::WatchEventType::kAdded);
+  Pod({.name = "b", .uid = "ub", .node = "h100-0", .gpus = 2}, kube::WatchEventType::kAdded);
+  EXPECT_EQ(__builtin_popcount(WholeUsed("h100-0")), 4);
+  Pod({.name = "a", .uid = "ua", .node = "h100-0", .gpus = 2, .phase = "Succeeded"});
+  EXPECT_EQ(__builtin_popcount(WholeUsed("h100-0")), 2);
+  Pod({.name = "b", .uid = "ub", .node = "h100-0", .gpus = 2}, kube::WatchEventType::kDeleted);
+  EXPECT_EQ(WholeUsed("h100-0"), 0);
+  EXPECT_EQ(pods_.size(), 0u);
+}
+
+TEST_F(StoresTest, ARelistRemovesWhatTheCutWatchMissed) {
+  Node(NodeObject("h100-0", TopologyDocument("dgx-h100")));
+  Pod({.name = "a", .uid = "ua", .node = "h100-0", .gpus = 2}, kube::WatchEventType::kAdded);
+  Pod({.name = "b", .uid = "ub", .node = "h100-0", .gpus = 2}, kube::WatchEventType::kAdded);
+  pods_.BeginList();
+  pods_.ListItem(PodObject({.name = "b", .uid = "ub", .node = "h100-0", .gpus = 2}).dump());
+  pods_.EndList("77");
+  EXPECT_EQ(pods_.size(), 1u);
+  EXPECT_EQ(cache_.Phase("ua"), state::PodPhase::kInitial);
+  EXPECT_EQ(__builtin_popcount(WholeUsed("h100-0")), 2);
+  // Nodes too: a node missing from a relist is gone, with its pods.
+  nodes_.BeginList();
+  nodes_.EndList("78");
+  EXPECT_EQ(Find("h100-0"), nullptr);
+  EXPECT_EQ(cache_.Phase("ub"), state::PodPhase::kInitial);
+}
+
+TEST_F(StoresTest, PodsSeenBeforeTheirNodeAreAppliedWhenItAppears) {
+  PodSpec spec{.name = "train", .uid = "u1", .node = "late-0", .gpus = 2};
+  spec.annotations[kube::kAnnotationAllocation] =
+      R"({"v":1,"pod":"ml/train","uid":"u1","node":"late-0","gpus":[0,1]})";
+  Pod(spec, kube::WatchEventType::kAdded);
+  Pod({.name = "etl", .uid = "u2", .node = "late-0", .cpu = "8"}, kube::WatchEventType::kAdded);
+  EXPECT_EQ(cache_.Phase("u1"), state::PodPhase::kInitial);
+  Node(NodeObject("late-0", TopologyDocument("dgx1-v100")));
+  EXPECT_EQ(WholeUsed("late-0"), Mask({0, 1}));
+  EXPECT_EQ(Find("late-0")->cpu_used_milli(), 9000);
+}
+
+TEST_F(StoresTest, PendingPodsAreFoundForBindAndCountInDemand) {
+  Pod({.name = "p", .uid = "up", .gpus = 4}, kube::WatchEventType::kAdded);
+  const auto known = pods_.FindPod("up");
+  ASSERT_TRUE(known.has_value());
+  EXPECT_EQ(known->request.count, 4);
+  EXPECT_EQ(known->pod_name, "p");
+  ASSERT_NE(pods_.PendingPod("up"), nullptr);
+  const extender::ShapeList shapes = pods_.demand().Shapes();
+  bool four = false;
+  for (const extender::Shape& shape : *shapes) four = four || shape.gpus == 4;
+  EXPECT_TRUE(four);
+  Pod({.name = "p", .uid = "up", .gpus = 4}, kube::WatchEventType::kDeleted);
+  EXPECT_FALSE(pods_.FindPod("up").has_value());
+}
+
+TEST_F(StoresTest, TheWatchConfirmsAnAssumedPodAndTheRecordWinsWhenItDiffers) {
+  Node(NodeObject("h100-0", TopologyDocument("dgx-h100")));
+  Pod({.name = "p", .uid = "up", .gpus = 2}, kube::WatchEventType::kAdded);
+  auto assumed = cache_.Assume("up", "h100-0", [](const state::NodeState&) {
+    state::Assignment a;
+    a.pod_namespace = "ml";
+    a.pod_name = "p";
+    a.gpus = Mask({0, 1});
+    return Result<state::Assignment>(a);
+  });
+  ASSERT_TRUE(assumed.has_value());
+  // The pod comes back bound, but with another writer's record (GPUs 2, 3): the record wins.
+  PodSpec bound{.name = "p", .uid = "up", .node = "h100-0", .gpus = 2};
+  bound.annotations[kube::kAnnotationAllocation] =
+      R"({"v":1,"pod":"ml/p","uid":"up","node":"h100-0","gpus":[2,3]})";
+  Pod(bound);
+  EXPECT_EQ(cache_.Phase("up"), state::PodPhase::kAdded);
+  EXPECT_EQ(WholeUsed("h100-0"), Mask({2, 3}));
+}
+
+TEST_F(StoresTest, AnUnusableRecordFallsBackToAnEstimate) {
+  Node(NodeObject("v100-0", TopologyDocument("dgx1-v100")));
+  PodSpec spec{.name = "p", .uid = "u1", .node = "v100-0", .gpus = 1};
+  spec.annotations[kube::kAnnotationAllocation] = R"({"v":7})";
+  Pod(spec, kube::WatchEventType::kAdded);
+  EXPECT_EQ(__builtin_popcount(WholeUsed("v100-0")), 1);
+  EXPECT_EQ(pods_.estimated_pods(), 1u);
+}
+
+}  // namespace
+}  // namespace linkfit::cluster
