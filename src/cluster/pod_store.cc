@@ -251,7 +251,15 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   assignment.node = node_name;
   assignment.cpu_milli = entry.request.cpu_milli;
   assignment.memory_bytes = entry.request.memory_bytes;
-  if (auto added = cache_.ReplaceBound(assignment); !added) {
+  auto added = cache_.ReplaceBound(assignment);
+  std::vector<std::string> evicted;
+  if (!added && !assignment.estimated) {
+    // Known devices beat guessed ones: move the node's estimated pods out of the way, then
+    // estimate them again around the record.
+    evicted = EvictEstimatedLocked(node_name, uid);
+    if (!evicted.empty()) added = cache_.ReplaceBound(assignment);
+  }
+  if (!added) {
     log::Error("pod " + pod_key + " on " + node_name +
                ": its devices collide with other pods, counting its CPU and memory only: " +
                added.error().message);
@@ -275,6 +283,30 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
     }
     entry.estimated = assignment.estimated;
   }
+  for (const std::string& other : evicted) {
+    const auto it = pods_.find(other);
+    if (it != pods_.end()) ApplyBoundLocked(other, it->second, node_name, nullptr);
+  }
+}
+
+std::vector<std::string> PodStore::EvictEstimatedLocked(const std::string& node_name,
+                                                        const std::string& except) {
+  std::vector<std::string> evicted;
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  const state::NodeState* node = snapshot->Find(node_name);
+  if (node == nullptr) return evicted;
+  for (const auto& [uid, held] : node->pods()) {
+    if (!held.estimated || uid == except) continue;
+    cache_.Remove(uid);
+    const auto it = pods_.find(uid);
+    if (it != pods_.end()) {
+      it->second.in_cache = false;
+      if (it->second.estimated) --estimated_;
+      it->second.estimated = false;
+    }
+    evicted.push_back(uid);
+  }
+  return evicted;
 }
 
 void PodStore::DeleteLocked(const std::string& uid) {

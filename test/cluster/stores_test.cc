@@ -228,3 +228,32 @@ TEST_F(StoresTest, AnUnusableRecordFallsBackToAnEstimate) {
 
 }  // namespace
 }  // namespace linkfit::cluster
+
+namespace linkfit::cluster {
+namespace {
+
+TEST_F(StoresTest, ARecordMovesEstimatesOutOfItsWay) {
+  Node(NodeObject("v100-0", TopologyDocument("dgx1-v100")));
+  Pod({.name = "foreign", .uid = "uf", .node = "v100-0", .gpus = 4}, kube::WatchEventType::kAdded);
+  const auto guessed = cache_.Find("uf");
+  ASSERT_TRUE(guessed.has_value());
+  // linkfit's pod holds exactly the GPUs the estimate took.
+  PodSpec spec{.name = "mine", .uid = "um", .node = "v100-0", .gpus = 4};
+  kube::AllocationRecord record;
+  record.pod = "ml/mine";
+  record.uid = "um";
+  record.node = "v100-0";
+  record.devices.gpus = alloc::MaskToIndexes(guessed->gpus);
+  spec.annotations[kube::kAnnotationAllocation] = kube::EncodeAllocationRecord(record);
+  Pod(spec, kube::WatchEventType::kAdded);
+  const auto mine = cache_.Find("um");
+  const auto moved = cache_.Find("uf");
+  ASSERT_TRUE(mine.has_value() && moved.has_value());
+  EXPECT_EQ(mine->gpus, guessed->gpus);
+  EXPECT_TRUE(moved->estimated);
+  EXPECT_EQ(mine->gpus & moved->gpus, 0);
+  EXPECT_EQ(WholeUsed("v100-0"), 0xff);
+}
+
+}  // namespace
+}  // namespace linkfit::cluster

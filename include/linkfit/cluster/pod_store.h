@@ -12,7 +12,8 @@
 //                                  bound elsewhere: Forget, then counted as below
 //   bound, linkfit.io/allocation   exactly those devices (AddBound / ReplaceBound)
 //   bound GPU pod, no record       devices estimated as NVIDIA's device plugin would pick them
-//                                  (the best-connected free set), marked estimated
+//                                  (the best-connected free set), marked estimated; a record
+//                                  that collides with estimates moves them (known beats guessed)
 //   bound, no GPUs                 its CPU and memory only
 //   Succeeded / Failed / deleted   Remove (frees devices, CPU and memory)
 //   missing from a relist          deleted (a cut watch missed it), unless its bind is in flight
@@ -35,6 +36,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "linkfit/common/metrics.h"
 #include "linkfit/extender/node_fit.h"
@@ -100,6 +102,9 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   void ApplyBoundLocked(const std::string& uid, Entry& entry, const std::string& node_name,
                         const kube::PodView* pod);
   void SetDemandLocked(Entry& entry, bool counted);
+  // Takes the node's estimated pods (but `except`) out of the cache; returns their UIDs.
+  std::vector<std::string> EvictEstimatedLocked(const std::string& node_name,
+                                                const std::string& except);
 
   state::ClusterCache& cache_;
   const extender::RequestDefaults defaults_;
