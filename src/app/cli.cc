@@ -14,10 +14,15 @@ commands:
   place  --topology FILE --mig-profile NAME [--mig-used GPU:PROFILE@START,...] [--json]
          where the exact allocator puts a request on one node
          LEVEL: nvlink | pcie-switch | numa | socket | node
-  serve  --config FILE [--cluster FILE] [--listen ADDR:PORT] [--state-file FILE]
-         the kube-scheduler extender (standalone mode with --cluster)
+  serve  --config FILE [--cluster FILE] [--listen ADDR:PORT] [--ops-listen ADDR:PORT]
+         [--state-file FILE] [--kubeconfig FILE [--context NAME]]
+         the kube-scheduler extender: standalone mode with a cluster file, cluster mode with
+         --kubeconfig or kubernetes.enabled (in-cluster)
   explain --config FILE --pod POD.json [--cluster FILE] [--state-file FILE]
-         one line per node: does the pod fit, on which devices, or why not
+         one line per node: does the pod fit, on which devices, or why not (offline)
+  explain NAMESPACE/POD [--kubeconfig FILE] [--context NAME] [--server URL]
+         asks the running extender (--server, default http://127.0.0.1:9090) about a pod of
+         the cluster; as a kubectl plugin: ln -s linkfit kubectl-linkfit
   demo   [--config FILE]
          a guided tour: starts the extender on the demo cluster (default config/demo.yaml),
          schedules five pods over HTTP as kube-scheduler would and says what happened

@@ -30,7 +30,14 @@ class NoBinder final : public extender::Binder {
 
 }  // namespace
 
+int RunExplainRemote(const std::string& pod_ref, const std::vector<std::string>& args,
+                     std::ostream& out, std::ostream& err);
+
 int RunExplain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (!args.empty() && !args[0].starts_with("--")) {
+    return RunExplainRemote(args[0], std::vector<std::string>(args.begin() + 1, args.end()), out,
+                            err);
+  }
   auto flags = Flags::Parse(args, {{"config"}, {"cluster"}, {"state-file"}, {"pod"}});
   if (!flags) {
     err << "linkfit explain: " << flags.error().message << "\n";

@@ -43,11 +43,29 @@ Result<Config> ConfigFromFlags(const Flags& flags) {
   if (auto listen = flags.Get("listen")) {
     if (auto ok = OverrideListen(config, *listen); !ok) return tl::unexpected(ok.error());
   }
+  if (auto ops = flags.Get("ops-listen")) {
+    auto parsed = ParseConfig("ops_listen: \"" + *ops + "\"", "", "--ops-listen");
+    if (!parsed) return tl::unexpected(parsed.error());
+    config.ops_listen = parsed->ops_listen;
+    config.ops_listen_host = parsed->ops_listen_host;
+    config.ops_listen_port = parsed->ops_listen_port;
+  }
+  if (auto kubeconfig = flags.Get("kubeconfig")) {
+    config.kubernetes.kubeconfig = *kubeconfig;
+    config.kubernetes.enabled = true;
+  }
+  if (auto context = flags.Get("context")) config.kubernetes.context = *context;
   return config;
 }
 
 int RunServe(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  auto flags = Flags::Parse(args, {{"config"}, {"cluster"}, {"listen"}, {"state-file"}});
+  auto flags = Flags::Parse(args, {{"config"},
+                                   {"cluster"},
+                                   {"listen"},
+                                   {"ops-listen"},
+                                   {"state-file"},
+                                   {"kubeconfig"},
+                                   {"context"}});
   if (!flags) {
     err << "linkfit serve: " << flags.error().message << "\n";
     return 2;
@@ -77,8 +95,10 @@ int RunServe(const std::vector<std::string>& args, std::ostream& out, std::ostre
   // Loading built and freed large temporaries (the YAML trees of the cluster and state files);
   // hand their pages back so that the resident size is what serving needs (DESIGN.md §11).
   malloc_trim(0);
-  out << "linkfit listening on http://" << (*service)->host() << ":" << (*service)->port()
-      << std::endl;
+  out << "linkfit listening on http://" << (*service)->host() << ":" << (*service)->port();
+  if ((*service)->ops_port() != 0) out << " (operations on port " << (*service)->ops_port() << ")";
+  if ((*service)->cluster_mode()) out << "; cluster mode, ready once the API server is listed";
+  out << std::endl;
   std::thread waiter([&] {
     int signal_number = 0;
     sigwait(&stop_signals, &signal_number);

@@ -1,5 +1,8 @@
 #include "app/service.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "linkfit/common/log.h"
 
 namespace linkfit::app {
@@ -29,59 +32,138 @@ Result<topology::BandwidthModel> BandwidthModelFrom(const Config& config) {
   return bandwidth;
 }
 
-Service::~Service() {
-  if (server_) {
-    server_->Stop();
-    server_->Wait();
+Result<kube::ClientConfig> ClientConfigFrom(const Config& config) {
+  const KubernetesConfig& k = config.kubernetes;
+  kube::ClientConfig client;
+  if (k.kubeconfig) {
+    LINKFIT_ASSIGN_OR_RETURN(client, kube::LoadKubeconfig(*k.kubeconfig, k.context));
+  } else if (!k.api_server.empty()) {
+    client.server = k.api_server;
+    client.token_file = k.token_file;
+    std::ifstream ca(k.ca_file);
+    if (!ca) return MakeError("kubernetes.ca_file " + k.ca_file + ": cannot read the file");
+    std::ostringstream pem;
+    pem << ca.rdbuf();
+    client.ca_pem = pem.str();
+    client.source = "kubernetes.api_server " + k.api_server;
+  } else {
+    LINKFIT_ASSIGN_OR_RETURN(client, kube::InClusterConfig());
   }
+  client.qps = k.qps;
+  client.burst = k.burst;
+  client.timeout = std::chrono::milliseconds(k.request_timeout_ms);
+  return client;
+}
+
+Service::~Service() {
+  Stop();
+  Wait();
+  if (cluster_) cluster_->Stop();
+}
+
+void Service::Stop() {
+  if (server_) server_->Stop();
+  if (ops_server_) ops_server_->Stop();
+}
+
+void Service::Wait() {
+  if (server_) server_->Wait();
+  if (ops_server_) ops_server_->Wait();
+}
+
+Result<void> Service::LoadStandalone() {
+  if (!config_.cluster_file) {
+    return MakeError("no nodes: set cluster_file in the config (or --cluster), or run in "
+                     "cluster mode (kubernetes.enabled, or --kubeconfig)");
+  }
+  LINKFIT_ASSIGN_OR_RETURN(stats_,
+                           standalone::LoadClusterFile(*config_.cluster_file, *factory_, *cache_));
+  if (config_.state_file) {
+    // The state file replaces the cluster file's allocations (see standalone.h).
+    if (auto restored = standalone::LoadStateFile(*config_.state_file, *cache_); !restored) {
+      return tl::unexpected(restored.error());
+    }
+    stats_.allocations = static_cast<int>(cache_->BoundAssignments().size());
+  }
+  binder_ = std::make_unique<standalone::StateFileBinder>(config_.state_file.value_or(""),
+                                                          *cache_);
+  extender::ExtenderOptions options;
+  LINKFIT_ASSIGN_OR_RETURN(options, ExtenderOptionsFrom(config_));
+  memo_ = std::make_unique<extender::PodMemo>(options.defaults);
+  extender_ = std::make_unique<extender::Extender>(*cache_, std::move(options), *binder_, *memo_,
+                                                   metrics_);
+  handler_ = std::make_unique<WireHandler>(*extender_, memo_.get());
+  return {};
+}
+
+Result<void> Service::StartCluster() {
+  cluster::ClusterOptions options;
+  LINKFIT_ASSIGN_OR_RETURN(options.client, ClientConfigFrom(config_));
+  options.page_size = config_.kubernetes.list_page_size;
+  extender::ExtenderOptions extender_options;
+  LINKFIT_ASSIGN_OR_RETURN(extender_options, ExtenderOptionsFrom(config_));
+  options.defaults = extender_options.defaults;
+  options.fit = extender_options.fit;
+  LINKFIT_ASSIGN_OR_RETURN(cluster_,
+                           cluster::ClusterSource::Create(options, *cache_, *factory_, metrics_));
+  extender_ = std::make_unique<extender::Extender>(*cache_, std::move(extender_options),
+                                                   cluster_->binder(), cluster_->pods(),
+                                                   metrics_);
+  handler_ = std::make_unique<WireHandler>(*extender_);
+  cluster::ClusterSource* source = cluster_.get();
+  handler_->SetReadiness([source] { return source->NotReadyReason(); });
+  return {};
+}
+
+Result<void> Service::Listen() {
+  server::ServerOptions options;
+  options.routes = config_.ops_listen ? server::RouteSet::kExtender : server::RouteSet::kAll;
+  options.host = config_.listen_host;
+  options.port = config_.listen_port;
+  options.url_prefix = config_.url_prefix;
+  options.tls = {config_.tls.cert_file, config_.tls.key_file, config_.tls.client_ca_file,
+                 config_.tls.require_client_cert};
+  options.max_body_bytes = static_cast<std::size_t>(config_.limits.max_body_bytes);
+  options.read_timeout = std::chrono::milliseconds(config_.limits.read_timeout_ms);
+  options.write_timeout = std::chrono::milliseconds(config_.limits.write_timeout_ms);
+  options.threads = config_.limits.threads;
+  options.keep_alive_timeout = std::chrono::seconds(config_.limits.keep_alive_timeout_s);
+  LINKFIT_ASSIGN_OR_RETURN(server_, server::NewServer(options, *handler_, metrics_));
+  if (auto started = server_->Start(); !started) return started;
+  if (config_.ops_listen) {
+    // Plain HTTP for probes and Prometheus (the NetworkPolicy limits who reaches it); its own
+    // few threads.
+    server::ServerOptions ops = options;
+    ops.routes = server::RouteSet::kOperations;
+    ops.host = config_.ops_listen_host;
+    ops.port = config_.ops_listen_port;
+    ops.tls = {};
+    ops.threads = 4;
+    LINKFIT_ASSIGN_OR_RETURN(ops_server_, server::NewServer(ops, *handler_, metrics_));
+    if (auto started = ops_server_->Start(); !started) return started;
+  }
+  return {};
 }
 
 Result<std::unique_ptr<Service>> Service::Start(const Config& config) {
   std::unique_ptr<Service> service(new Service(config));
   Service& s = *service;
   LINKFIT_ASSIGN_OR_RETURN(s.catalog_, alloc::MigCatalog::LoadDirectory(config.mig_profiles_dir));
-  s.cache_ = std::make_unique<state::ClusterCache>(&s.metrics_);
-  if (config.kubernetes.enabled) {
-    return MakeError(
-        "kubernetes.enabled: the API-server client is not implemented yet; run in standalone "
-        "mode with cluster_file");
-  }
-  if (!config.cluster_file) {
-    return MakeError("no nodes: set cluster_file in the config (or --cluster)");
-  }
   topology::BandwidthModel bandwidth;
   LINKFIT_ASSIGN_OR_RETURN(bandwidth, BandwidthModelFrom(config));
   s.factory_ = std::make_unique<source::NodeModelFactory>(s.registry_, s.catalog_, bandwidth);
-  LINKFIT_ASSIGN_OR_RETURN(s.stats_,
-                           standalone::LoadClusterFile(*config.cluster_file, *s.factory_, *s.cache_));
-  if (config.state_file) {
-    // The state file replaces the cluster file's allocations (see standalone.h).
-    if (auto restored = standalone::LoadStateFile(*config.state_file, *s.cache_); !restored) {
-      return tl::unexpected(restored.error());
-    }
-    s.stats_.allocations = static_cast<int>(s.cache_->BoundAssignments().size());
+  s.cache_ = std::make_unique<state::ClusterCache>(&s.metrics_);
+  const bool cluster_mode = config.kubernetes.enabled || config.kubernetes.kubeconfig.has_value();
+  if (cluster_mode) {
+    if (auto ok = s.StartCluster(); !ok) return tl::unexpected(ok.error());
+  } else {
+    if (auto ok = s.LoadStandalone(); !ok) return tl::unexpected(ok.error());
   }
-  s.binder_ = std::make_unique<standalone::StateFileBinder>(config.state_file.value_or(""), *s.cache_);
-  extender::ExtenderOptions options;
-  LINKFIT_ASSIGN_OR_RETURN(options, ExtenderOptionsFrom(config));
-  s.memo_ = std::make_unique<extender::PodMemo>(options.defaults);
-  s.extender_ = std::make_unique<extender::Extender>(*s.cache_, std::move(options), *s.binder_,
-                                                     *s.memo_, s.metrics_);
-  s.handler_ = std::make_unique<WireHandler>(*s.extender_, s.memo_.get());
-
-  server::ServerOptions server_options;
-  server_options.host = config.listen_host;
-  server_options.port = config.listen_port;
-  server_options.url_prefix = config.url_prefix;
-  server_options.tls = {config.tls.cert_file, config.tls.key_file, config.tls.client_ca_file,
-                        config.tls.require_client_cert};
-  server_options.max_body_bytes = static_cast<std::size_t>(config.limits.max_body_bytes);
-  server_options.read_timeout = std::chrono::milliseconds(config.limits.read_timeout_ms);
-  server_options.write_timeout = std::chrono::milliseconds(config.limits.write_timeout_ms);
-  server_options.threads = config.limits.threads;
-  server_options.keep_alive_timeout = std::chrono::seconds(config.limits.keep_alive_timeout_s);
-  LINKFIT_ASSIGN_OR_RETURN(s.server_, server::NewServer(server_options, *s.handler_, s.metrics_));
-  if (auto started = s.server_->Start(); !started) return tl::unexpected(started.error());
+  if (auto ok = s.Listen(); !ok) return tl::unexpected(ok.error());
+  if (cluster_mode) {
+    s.cluster_->Start();
+    return service;
+  }
   s.handler_->SetReady(true);
   log::Info("linkfit: " + std::to_string(s.stats_.nodes) + " nodes (" +
             std::to_string(s.stats_.topologies) + " topologies, " +

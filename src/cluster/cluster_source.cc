@@ -41,6 +41,15 @@ Result<std::unique_ptr<ClusterSource>> ClusterSource::Create(const ClusterOption
                            kube::NewApiClient(options.client, source->observer_.get()));
   source->pods_ = std::make_unique<PodStore>(cache, options.defaults, options.fit, metrics);
   source->nodes_ = std::make_unique<NodeStore>(cache, factory, *source->pods_, metrics);
+  // Bind may be asked about a pod linkfit's watch has not delivered yet: read it (the bind path
+  // may call the API server; filter and prioritize never do).
+  kube::ApiClient* bind_client = source->bind_client_.get();
+  source->pods_->SetFetcher(
+      [bind_client](const std::string& ns, const std::string& name) -> std::optional<std::string> {
+        auto reply = bind_client->Get("/api/v1/namespaces/" + ns + "/pods/" + name, "get");
+        if (!reply || reply->status != 200) return std::nullopt;
+        return std::move(reply->body);
+      });
   source->binder_ =
       std::make_unique<ApiBinder>(*source->bind_client_, cache, *source->pods_,
                                   options.defaults.shared_gpu_resource, metrics, options.settle);

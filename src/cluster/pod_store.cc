@@ -334,6 +334,19 @@ std::optional<extender::KnownPod> PodStore::FindPod(const std::string& uid) cons
   return extender::KnownPod{it->second.request, it->second.pod_namespace, it->second.pod_name};
 }
 
+std::optional<extender::KnownPod> PodStore::ResolveForBind(const std::string& pod_namespace,
+                                                           const std::string& pod_name,
+                                                           const std::string& uid) {
+  if (auto known = FindPod(uid)) return known;
+  if (!fetcher_) return std::nullopt;
+  const std::optional<std::string> json = fetcher_(pod_namespace, pod_name);
+  if (!json) return std::nullopt;
+  auto pod = kube::DecodePod(*json);
+  if (!pod || pod->uid != uid) return std::nullopt;  // gone, or replaced by another pod
+  Upsert(*pod);
+  return FindPod(uid);
+}
+
 std::shared_ptr<const kube::PodView> PodStore::PendingPod(const std::string& uid) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = pods_.find(uid);

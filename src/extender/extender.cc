@@ -68,7 +68,7 @@ void PrefetchAhead(const std::vector<const state::NodeState*>& nodes, std::size_
 }  // namespace
 
 Extender::Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& binder,
-                   const PodSource& pods, MetricsSink& metrics)
+                   PodSource& pods, MetricsSink& metrics)
     : cache_(cache),
       options_(std::move(options)),
       binder_(binder),
@@ -166,7 +166,8 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
     return "a bind of pod " + args.pod_namespace + "/" + args.pod_name + " to " + args.node +
            " is still in progress";
   };
-  const std::optional<KnownPod> pending = pods_.FindPod(args.pod_uid);
+  const std::optional<KnownPod> pending =
+      pods_.ResolveForBind(args.pod_namespace, args.pod_name, args.pod_uid);
   if (!pending) {
     if (const auto existing = cache_.Find(args.pod_uid)) {
       return existing->node == args.node

@@ -20,14 +20,14 @@ inline std::string TopologyDocument(const std::string& fixture_id) {
 
 struct PodSpec {
   std::string ns = "ml";
-  std::string name;
-  std::string uid;
-  std::string node;         // "" = pending
+  std::string name = "";
+  std::string uid = "";
+  std::string node = "";    // "" = pending
   int gpus = 0;             // nvidia.com/gpu limit of the one container
   std::string cpu = "1";
   std::string memory = "1Gi";
   std::string phase = "Running";
-  std::map<std::string, std::string> annotations;
+  std::map<std::string, std::string> annotations = {};
   std::string scheduler = "linkfit-scheduler";
 };
 
@@ -46,6 +46,7 @@ inline nlohmann::json PodObject(const PodSpec& spec) {
         {"containers", {{{"name", "main"}, {"resources", {{"limits", limits}}}}}}}},
       {"status", {{"phase", spec.phase}}}};
   if (!spec.node.empty()) pod["spec"]["nodeName"] = spec.node;
+  if (spec.uid.empty()) pod["metadata"].erase("uid");  // the API server assigns one
   return pod;
 }
 

@@ -30,6 +30,7 @@
 // from its own thread, bind calls FindPod/PendingPod from server threads.
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -66,8 +67,18 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   // are not counted yet.
   void NodeAppeared(const std::string& node);
 
+  // Reads one pod from the API server (the JSON of GET namespaces/NS/pods/NAME, or nullopt);
+  // set by ClusterSource, used by ResolveForBind.
+  using PodFetcher =
+      std::function<std::optional<std::string>(const std::string&, const std::string&)>;
+  void SetFetcher(PodFetcher fetcher) { fetcher_ = std::move(fetcher); }
+
   // PodSource.
   std::optional<extender::KnownPod> FindPod(const std::string& uid) const override;
+  // A pod the watch has not shown yet is read from the API server and applied first.
+  std::optional<extender::KnownPod> ResolveForBind(const std::string& pod_namespace,
+                                                   const std::string& pod_name,
+                                                   const std::string& uid) override;
   const extender::Demand& demand() const override { return demand_; }
   const char* where_pods_are_seen() const override { return "in the API server's pod list"; }
 
@@ -111,6 +122,7 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   const extender::FitOptions fit_;
   MetricsSink& metrics_;
   extender::Demand demand_{/*power_of_two_prior=*/true};
+  PodFetcher fetcher_;  // set before serving
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, Entry> pods_;  // GUARDED_BY(mutex_), by UID

@@ -44,7 +44,7 @@ class Extender {
  public:
   // `binder`, `pods` and `metrics` must outlive the Extender.
   Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& binder,
-           const PodSource& pods, MetricsSink& metrics);
+           PodSource& pods, MetricsSink& metrics);
 
   kube::FilterResult Filter(const kube::ExtenderArgs& args) const;
   std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) const;
@@ -66,7 +66,7 @@ class Extender {
   state::ClusterCache& cache_;
   const ExtenderOptions options_;
   Binder& binder_;
-  const PodSource& pods_;
+  PodSource& pods_;
   MetricsSink& metrics_;
 };
 

@@ -62,6 +62,14 @@ class PodSource {
   virtual const Demand& demand() const = 0;
   // Where the source learns pods, for bind's error about an unknown pod ("in a filter call").
   virtual const char* where_pods_are_seen() const = 0;
+  // The pod bind is about. Cluster mode asks the API server when its watch has not shown the pod
+  // yet (kube-scheduler's informer may be ahead of linkfit's); the default is FindPod.
+  virtual std::optional<KnownPod> ResolveForBind(const std::string& pod_namespace,
+                                                 const std::string& pod_name,
+                                                 const std::string& uid) {
+    (void)pod_namespace, (void)pod_name;
+    return FindPod(uid);
+  }
 };
 
 // Standalone mode's PodSource: the latest request of each pod seen by filter or prioritize (by

@@ -1,0 +1,210 @@
+// LoadKubeconfig and InClusterConfig (api_client.h).
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "linkfit/common/strings.h"
+#include "linkfit/kube/api_client.h"
+
+namespace linkfit::kube {
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return MakeError(what + ": cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result<std::string> DecodeBase64(std::string_view text, const std::string& what) {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  unsigned buffer = 0;
+  int bits = 0;
+  std::size_t padding = 0;
+  for (char c : text) {
+    if (c == '\n' || c == '\r' || c == ' ' || c == '\t') continue;
+    if (c == '=') {
+      ++padding;
+      continue;
+    }
+    const auto value = kAlphabet.find(c);
+    if (value == std::string_view::npos || padding > 0) {
+      return MakeError(what + ": not valid base64");
+    }
+    buffer = (buffer << 6) | static_cast<unsigned>(value);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buffer >> bits) & 0xff));
+    }
+  }
+  if (padding > 2) return MakeError(what + ": not valid base64");
+  return out;
+}
+
+// The entry named `name` in a kubeconfig list (clusters, users, contexts): its inner mapping.
+Result<YAML::Node> Named(const YAML::Node& root, const char* list, const char* inner,
+                         const std::string& name, const std::string& where) {
+  const YAML::Node entries = root[list];
+  if (entries && entries.IsSequence()) {
+    for (const YAML::Node& entry : entries) {
+      if (entry["name"] && entry["name"].as<std::string>("") == name) {
+        const YAML::Node value = entry[inner];
+        if (!value || !value.IsMap()) {
+          if (value && value.IsNull()) return YAML::Node(YAML::NodeType::Map);
+          return MakeError(where + ": " + list + " entry " + name + " has no " + inner);
+        }
+        return value;
+      }
+    }
+  }
+  return MakeError(where + ": no " + std::string(list) + " entry named " + QuoteForMessage(name));
+}
+
+std::string StringAt(const YAML::Node& map, const char* key) {
+  const YAML::Node value = map[key];
+  return value && value.IsScalar() ? value.Scalar() : "";
+}
+
+std::string Resolve(const std::string& base, const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  return (fs::path(base) / path).lexically_normal().string();
+}
+
+// `key-data` (base64 PEM) or `key` (a file), checked to hold PEM text.
+Result<std::string> PemFrom(const YAML::Node& map, const char* file_key, const char* data_key,
+                            const std::string& base, const std::string& where) {
+  const std::string data = StringAt(map, data_key);
+  const std::string file = StringAt(map, file_key);
+  std::string pem;
+  if (!data.empty()) {
+    LINKFIT_ASSIGN_OR_RETURN(pem, DecodeBase64(data, where + ": " + data_key));
+  } else if (!file.empty()) {
+    LINKFIT_ASSIGN_OR_RETURN(pem, ReadWholeFile(Resolve(base, file), where + ": " + file_key));
+  } else {
+    return std::string();
+  }
+  if (pem.find("-----BEGIN ") == std::string::npos) {
+    return MakeError(where + ": " + (data.empty() ? file_key : data_key) +
+                     " does not hold PEM text");
+  }
+  return pem;
+}
+
+}  // namespace
+
+Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& context) {
+  const std::string where = "kubeconfig " + path;
+  std::string text;
+  LINKFIT_ASSIGN_OR_RETURN(text, ReadWholeFile(path, where));
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return MakeError(where + ": not YAML: " + e.what());
+  }
+  if (!root.IsMap()) return MakeError(where + ": expected a mapping");
+  const std::string base = fs::path(path).parent_path().string();
+  try {
+    const std::string context_name =
+        context.empty() ? StringAt(root, "current-context") : context;
+    if (context_name.empty()) {
+      return MakeError(where + ": no current-context (name one with --context)");
+    }
+    YAML::Node context_map;
+    LINKFIT_ASSIGN_OR_RETURN(context_map,
+                             Named(root, "contexts", "context", context_name, where));
+    const std::string cluster_name = StringAt(context_map, "cluster");
+    const std::string user_name = StringAt(context_map, "user");
+    if (cluster_name.empty()) return MakeError(where + ": context " + context_name + " names no cluster");
+    YAML::Node cluster;
+    LINKFIT_ASSIGN_OR_RETURN(cluster, Named(root, "clusters", "cluster", cluster_name, where));
+    ClientConfig config;
+    config.source = where + ", context " + context_name;
+    config.server = StringAt(cluster, "server");
+    if (config.server.empty()) {
+      return MakeError(where + ": cluster " + cluster_name + " has no server");
+    }
+    const std::string cluster_where = where + ": cluster " + cluster_name;
+    LINKFIT_ASSIGN_OR_RETURN(config.ca_pem,
+                             PemFrom(cluster, "certificate-authority", "certificate-authority-data",
+                                     base, cluster_where));
+    config.insecure_skip_tls_verify = StringAt(cluster, "insecure-skip-tls-verify") == "true";
+    config.tls_server_name = StringAt(cluster, "tls-server-name");
+    if (!user_name.empty()) {
+      YAML::Node user;
+      LINKFIT_ASSIGN_OR_RETURN(user, Named(root, "users", "user", user_name, where));
+      const std::string user_where = where + ": user " + user_name;
+      if (user["exec"]) {
+        return MakeError(user_where +
+                         " uses an exec plugin, which linkfit does not support; use a token, "
+                         "tokenFile or client certificate");
+      }
+      if (user["auth-provider"]) {
+        return MakeError(user_where +
+                         " uses an auth-provider plugin, which linkfit does not support; use a "
+                         "token, tokenFile or client certificate");
+      }
+      config.token = StringAt(user, "token");
+      const std::string token_file = StringAt(user, "tokenFile");
+      if (!token_file.empty()) {
+        config.token_file = Resolve(base, token_file);
+        std::string token;
+        LINKFIT_ASSIGN_OR_RETURN(token, ReadWholeFile(config.token_file, user_where + ": tokenFile"));
+      }
+      LINKFIT_ASSIGN_OR_RETURN(config.client_cert_pem,
+                               PemFrom(user, "client-certificate", "client-certificate-data", base,
+                                       user_where));
+      LINKFIT_ASSIGN_OR_RETURN(config.client_key_pem,
+                               PemFrom(user, "client-key", "client-key-data", base, user_where));
+      if (config.client_cert_pem.empty() != config.client_key_pem.empty()) {
+        return MakeError(user_where + ": client-certificate and client-key must be given together");
+      }
+      config.username = StringAt(user, "username");
+      config.password = StringAt(user, "password");
+    }
+    return config;
+  } catch (const YAML::Exception& e) {
+    return MakeError(where + ": " + e.what());
+  }
+}
+
+Result<ClientConfig> InClusterConfig(const InClusterPaths& paths) {
+  const auto variable = [](const std::optional<std::string>& given,
+                           const char* name) -> Result<std::string> {
+    if (given) return *given;
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') {
+      return MakeError(std::string("in-cluster config: ") + name +
+                       " is not set (not running in a pod? use --kubeconfig)");
+    }
+    return std::string(value);
+  };
+  std::string host;
+  std::string port;
+  LINKFIT_ASSIGN_OR_RETURN(host, variable(paths.host, "KUBERNETES_SERVICE_HOST"));
+  LINKFIT_ASSIGN_OR_RETURN(port, variable(paths.port, "KUBERNETES_SERVICE_PORT"));
+  ClientConfig config;
+  config.source = "in-cluster service account";
+  config.server = "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+                  ":" + port;
+  config.token_file = paths.token_file;
+  std::string token;
+  LINKFIT_ASSIGN_OR_RETURN(token, ReadWholeFile(paths.token_file, "in-cluster config: token"));
+  LINKFIT_ASSIGN_OR_RETURN(config.ca_pem, ReadWholeFile(paths.ca_file, "in-cluster config: CA"));
+  if (config.ca_pem.find("-----BEGIN ") == std::string::npos) {
+    return MakeError("in-cluster config: " + paths.ca_file + " does not hold PEM text");
+  }
+  return config;
+}
+
+}  // namespace linkfit::kube

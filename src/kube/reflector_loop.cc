@@ -1,0 +1,373 @@
+// The Reflector's list/watch loop (reflector.h).
+
+#include <simdjson.h>
+
+#include <cctype>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "kube/json_reader.h"
+#include "linkfit/common/log.h"
+#include "linkfit/kube/reflector.h"
+
+namespace linkfit::kube {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+std::string UrlEncode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+// metadata.resourceVersion of an object value (consumed up to its metadata).
+std::string ResourceVersionOf(od::object& object) {
+  od::value metadata;
+  if (object.find_field_unordered("metadata").get(metadata) != simdjson::SUCCESS) return "";
+  std::string_view rv;
+  if (metadata.find_field_unordered("resourceVersion").get_string().get(rv) != simdjson::SUCCESS) {
+    return "";
+  }
+  return std::string(rv);
+}
+
+}  // namespace
+
+struct Reflector::Impl {
+  Impl(ApiClient& client_in, ReflectorSink& sink_in, ReflectorOptions options_in,
+       ReflectorObserver* observer_in, Reflector& owner_in)
+      : client(client_in),
+        sink(sink_in),
+        options(std::move(options_in)),
+        observer(observer_in),
+        owner(owner_in) {}
+
+  ApiClient& client;
+  ReflectorSink& sink;
+  const ReflectorOptions options;
+  ReflectorObserver* observer;
+  Reflector& owner;
+
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;     // GUARDED_BY(mutex)
+  bool started = false;      // GUARDED_BY(mutex)
+  std::string rv;            // GUARDED_BY(mutex)
+  std::mt19937_64 rng{std::random_device{}()};
+  json::Scratch scratch;     // the loop thread's parser
+
+  bool Stopping() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return stopping;
+  }
+  void SetRv(std::string value) {
+    std::lock_guard<std::mutex> lock(mutex);
+    rv = std::move(value);
+  }
+  std::string Rv() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return rv;
+  }
+  // Sleeps for `delay` with up to 50 % jitter, or until Stop().
+  void Sleep(std::chrono::milliseconds delay) {
+    const auto jitter = std::chrono::milliseconds(
+        delay.count() > 0 ? static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(
+                                                               delay.count() / 2 + 1))
+                          : 0);
+    std::unique_lock<std::mutex> lock(mutex);
+    wake.wait_for(lock, delay + jitter, [this] { return stopping; });
+  }
+  void Error(const std::string& message) {
+    log::Warning(options.kind + ": " + message);
+    if (observer != nullptr) observer->ReflectorError(options.kind, message);
+  }
+  std::string Selectors() const {
+    std::string query;
+    if (!options.field_selector.empty()) {
+      query += "&fieldSelector=" + UrlEncode(options.field_selector);
+    }
+    if (!options.label_selector.empty()) {
+      query += "&labelSelector=" + UrlEncode(options.label_selector);
+    }
+    return query;
+  }
+
+  enum class ListResult { kDone, kRetry, kStopped };
+  ListResult List();
+  enum class WatchResult { kResume, kRelist, kBackoff, kStopped };
+  WatchResult Watch(bool* delivered);
+  void Run();
+};
+
+Reflector::Impl::ListResult Reflector::Impl::List() {
+  sink.BeginList();
+  std::string continue_token;
+  while (true) {
+    if (Stopping()) return ListResult::kStopped;
+    std::string path = options.path + "?limit=" + std::to_string(options.page_size) + Selectors();
+    if (!continue_token.empty()) path += "&continue=" + UrlEncode(continue_token);
+    auto reply = client.Get(path, "list");
+    if (!reply) {
+      Error("list failed: " + reply.error().message);
+      return ListResult::kRetry;
+    }
+    if (reply->status == 410) {
+      // The continue token expired (compaction): start the list over.
+      if (observer != nullptr) observer->Relist(options.kind, "gone");
+      sink.BeginList();
+      continue_token.clear();
+      continue;
+    }
+    if (reply->status != 200) {
+      Error("list answered " + std::to_string(reply->status) + ": " + StatusMessage(reply->body));
+      return ListResult::kRetry;
+    }
+    json::Ctx c;
+    od::document doc;
+    std::string list_rv;
+    std::string next;
+    std::size_t items = 0;
+    const bool ok =
+        json::Open(c, reply->body, &doc, scratch, "list") &&
+        json::ReadEnvelope(
+            c, doc,
+            [&](std::string_view key, od::value& value) {
+              if (key == "metadata") {
+                return json::ForEachField(c, value, "metadata", true,
+                                          [&](std::string_view mkey, od::value& mvalue) {
+                                            if (mkey == "resourceVersion") {
+                                              return json::ReadString(c, mvalue, "rv", &list_rv);
+                                            }
+                                            if (mkey == "continue") {
+                                              return json::ReadString(c, mvalue, "continue",
+                                                                      &next);
+                                            }
+                                            return json::Skip(c, mvalue, 2, "metadata");
+                                          });
+              }
+              if (key == "items") {
+                return json::ForEachElement(c, value, "items", [&](std::size_t, od::value& item) {
+                  od::object object;
+                  std::string_view raw;
+                  if (item.get_object().get(object) != simdjson::SUCCESS ||
+                      object.raw_json().get(raw) != simdjson::SUCCESS) {
+                    return json::Fail(c, "items: an item is not an object");
+                  }
+                  sink.ListItem(raw);
+                  ++items;
+                  return true;
+                });
+              }
+              return json::Skip(c, value, 1, "list");
+            },
+            "list");
+    if (!ok) {
+      Error("list page does not parse: " + c.error);
+      return ListResult::kRetry;
+    }
+    if (next.empty()) {
+      SetRv(list_rv);
+      sink.EndList(list_rv);
+      owner.lists_++;
+      owner.synced_ = true;
+      return ListResult::kDone;
+    }
+    continue_token = next;
+  }
+}
+
+Reflector::Impl::WatchResult Reflector::Impl::Watch(bool* delivered) {
+  const int timeout = options.watch_timeout_seconds +
+                      static_cast<int>(rng() % static_cast<std::uint64_t>(
+                                                   std::max(1, options.watch_timeout_seconds)));
+  const std::string path = options.path + "?watch=1&allowWatchBookmarks=true&resourceVersion=" +
+                           UrlEncode(Rv()) + "&timeoutSeconds=" + std::to_string(timeout) +
+                           Selectors();
+  bool gone = false;
+  bool failed = false;
+  std::string error_body;
+  json::Scratch line_scratch;
+  json::Scratch rv_scratch;
+  auto result = client.Watch(
+      path,
+      [&](std::string_view line) {
+        if (Stopping()) return false;
+        json::Ctx c;
+        od::document doc;
+        if (!json::Open(c, line, &doc, line_scratch, "watch event")) {
+          Error("watch event does not parse: " + c.error);
+          failed = true;
+          return false;
+        }
+        od::object event;
+        std::string_view type;
+        od::object object;
+        std::string_view raw;
+        if (doc.get_object().get(event) != simdjson::SUCCESS ||
+            event.find_field_unordered("type").get_string().get(type) != simdjson::SUCCESS ||
+            event.find_field_unordered("object").get_object().get(object) != simdjson::SUCCESS ||
+            object.raw_json().get(raw) != simdjson::SUCCESS) {
+          Error("watch event is not {type, object}: " + std::string(line.substr(0, 200)));
+          failed = true;
+          return false;
+        }
+        if (observer != nullptr) observer->WatchEvent(options.kind, type);
+        if (type == "ERROR") {
+          json::Ctx status_ctx;
+          od::document status_doc;
+          std::int64_t code = 0;
+          json::Scratch status_scratch;
+          if (json::Open(status_ctx, raw, &status_doc, status_scratch, "Status")) {
+            od::object status;
+            if (status_doc.get_object().get(status) == simdjson::SUCCESS) {
+              if (status.find_field_unordered("code").get_int64().get(code) !=
+                  simdjson::SUCCESS) {
+                code = 0;
+              }
+            }
+          }
+          if (code == 410) {
+            gone = true;
+          } else {
+            Error("watch ERROR event: " + StatusMessage(raw));
+            failed = true;
+          }
+          return false;
+        }
+        // The object's resourceVersion: a second parse, in a scratch of its own (`raw` lives in
+        // line_scratch); metadata comes first, so it stops early.
+        json::Ctx rv_ctx;
+        od::document rv_doc;
+        od::object rv_object;
+        std::string rv_value;
+        if (json::Open(rv_ctx, raw, &rv_doc, rv_scratch, "object") &&
+            rv_doc.get_object().get(rv_object) == simdjson::SUCCESS) {
+          rv_value = ResourceVersionOf(rv_object);
+        }
+        if (type != "BOOKMARK") {
+          WatchEventType kind = WatchEventType::kModified;
+          if (type == "ADDED") {
+            kind = WatchEventType::kAdded;
+          } else if (type == "DELETED") {
+            kind = WatchEventType::kDeleted;
+          } else if (type != "MODIFIED") {
+            Error("unknown watch event type " + std::string(type));
+            return true;
+          }
+          sink.Event(kind, raw);
+          *delivered = true;
+        }
+        if (!rv_value.empty()) SetRv(std::move(rv_value));
+        return true;
+      },
+      options.watch_idle_timeout, &error_body);
+  if (Stopping()) return WatchResult::kStopped;
+  if (gone) {
+    if (observer != nullptr) observer->Relist(options.kind, "gone");
+    return WatchResult::kRelist;
+  }
+  if (failed) return WatchResult::kBackoff;
+  if (!result) {
+    Error("watch ended: " + result.error().message);
+    return WatchResult::kBackoff;
+  }
+  if (*result == 410) {
+    if (observer != nullptr) observer->Relist(options.kind, "gone");
+    return WatchResult::kRelist;
+  }
+  if (*result != 200) {
+    Error("watch answered " + std::to_string(*result) + ": " + StatusMessage(error_body));
+    return WatchResult::kBackoff;
+  }
+  return WatchResult::kResume;
+}
+
+void Reflector::Impl::Run() {
+  std::chrono::milliseconds backoff = options.initial_backoff;
+  bool need_list = true;
+  const char* reason = "initial";
+  while (!Stopping()) {
+    if (need_list) {
+      if (observer != nullptr) observer->Relist(options.kind, reason);
+      const ListResult listed = List();
+      if (listed == ListResult::kStopped) return;
+      if (listed == ListResult::kRetry) {
+        reason = "error";
+        Sleep(backoff);
+        backoff = std::min(options.max_backoff, backoff * 2);
+        continue;
+      }
+      need_list = false;
+      backoff = options.initial_backoff;
+    }
+    bool delivered = false;
+    const auto watch_began = std::chrono::steady_clock::now();
+    const WatchResult watched = Watch(&delivered);
+    if (delivered) backoff = options.initial_backoff;
+    switch (watched) {
+      case WatchResult::kStopped:
+        return;
+      case WatchResult::kRelist:
+        need_list = true;
+        reason = "gone";
+        break;
+      case WatchResult::kResume:
+        // A clean end: resume at once, unless the server keeps closing at once (a broken proxy).
+        if (!delivered && std::chrono::steady_clock::now() - watch_began < std::chrono::seconds(1)) {
+          Sleep(backoff);
+          backoff = std::min(options.max_backoff, backoff * 2);
+        }
+        break;
+      case WatchResult::kBackoff:
+        Sleep(backoff);
+        backoff = std::min(options.max_backoff, backoff * 2);
+        break;
+    }
+  }
+}
+
+Reflector::Reflector(ApiClient& client, ReflectorSink& sink, ReflectorOptions options,
+                     ReflectorObserver* observer)
+    : impl_(std::make_unique<Impl>(client, sink, std::move(options), observer, *this)) {}
+
+Reflector::~Reflector() { Stop(); }
+
+void Reflector::Start() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->started) return;
+  impl_->started = true;
+  impl_->thread = std::thread([this] { impl_->Run(); });
+}
+
+void Reflector::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->stopping) return;
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  // The client is the reflector's own (reflector.h): stopping it cuts a watch in progress.
+  impl_->client.Stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::string Reflector::last_resource_version() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->rv;
+}
+
+}  // namespace linkfit::kube
