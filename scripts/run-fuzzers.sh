@@ -37,6 +37,7 @@ seeds_for() {
   case "$1" in
     fuzz_nvidia_smi) echo "test/data/nvidia-smi" ;;
     fuzz_topology_document) echo "config/topologies" ;;
+    fuzz_allocation_record) echo "test/data/allocation-records" ;;
     *) echo "test/data/nvidia-smi config/topologies" ;;
   esac
 }

@@ -147,8 +147,7 @@ std::string PodJson(int i, const std::string& node, int gpus, const std::string&
        {{"phase", phase},
         {"qosClass", "Burstable"},
         {"conditions",
-         {{{"type", "Ready"}, {"status", "True"}},
-          {{"type", "PodScheduled"}, {"status", "True"}}}},
+         {{{"type", "Ready"}, {"status", "True"}}, {{"type", "PodScheduled"}, {"status", "True"}}}},
         {"podIP", "10.1.2.3"}}}};
   if (!node.empty()) pod["spec"]["nodeName"] = node;
   return pod.dump();
@@ -187,7 +186,8 @@ std::vector<double> FilterLatencies(const extender::Extender& ext, const kube::E
 
 double Quantile(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
-  return sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(q * sorted.size()))];
+  const auto index = static_cast<std::size_t>(q * static_cast<double>(sorted.size()));
+  return sorted[std::min(sorted.size() - 1, index)];
 }
 
 }  // namespace
@@ -265,21 +265,21 @@ int main(int argc, char** argv) {
   const double wall_total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   const std::size_t heap_after_pods = HeapBytes();
-  const double bytes_per_pod = (static_cast<double>(heap_after_pods) -
-                                static_cast<double>(heap_after_nodes)) /
-                               pod_count;
+  const double bytes_per_pod =
+      (static_cast<double>(heap_after_pods) - static_cast<double>(heap_after_nodes)) / pod_count;
   const state::ClusterCache::Sizes sizes = cache.sizes();
-  std::printf("initial list: %d nodes (%zu modelled), %d pods (%d with records, %d estimated, "
-              "%zu in the cache), %.1f MB of pod JSON\n",
-              node_count, nodes.modelled(), pod_count, gpu_pods, estimated, sizes.added,
-              static_cast<double>(pod_bytes) / 1e6);
+  std::printf(
+      "initial list: %d nodes (%zu modelled), %d pods (%d with records, %d estimated, "
+      "%zu in the cache), %.1f MB of pod JSON\n",
+      node_count, nodes.modelled(), pod_count, gpu_pods, estimated, sizes.added,
+      static_cast<double>(pod_bytes) / 1e6);
   std::printf("  CPU to ready: %.3f s (nodes %.3f s, pods %.3f s; %.1f us per pod), wall %.3f s\n",
               cpu_total, cpu_nodes, cpu_total - cpu_nodes,
               (cpu_total - cpu_nodes) * 1e6 / pod_count, wall_total);
-  std::printf("  heap: nodes %.0f B per node, pods %.0f B per pod\n",
-              (static_cast<double>(heap_after_nodes) - static_cast<double>(heap_before_nodes)) /
-                  node_count,
-              bytes_per_pod);
+  std::printf(
+      "  heap: nodes %.0f B per node, pods %.0f B per pod\n",
+      (static_cast<double>(heap_after_nodes) - static_cast<double>(heap_before_nodes)) / node_count,
+      bytes_per_pod);
 
   // 2. Watch absorption under filter load.
   extender::ExtenderOptions options;
@@ -331,9 +331,10 @@ int main(int argc, char** argv) {
   std::sort(busy.begin(), busy.end());
   std::printf("watch absorption: %ld pod events in %.3f s = %.0f events/s while filter ran\n",
               applied.load(), events_seconds, static_cast<double>(applied.load()) / events_seconds);
-  std::printf("  filter @ %d names: quiet p50 %.3f ms p99 %.3f ms; during events p50 %.3f ms "
-              "p99 %.3f ms (%zu calls)\n",
-              names, Quantile(quiet, 0.5) * 1e3, Quantile(quiet, 0.99) * 1e3,
-              Quantile(busy, 0.5) * 1e3, Quantile(busy, 0.99) * 1e3, busy.size());
+  std::printf(
+      "  filter @ %d names: quiet p50 %.3f ms p99 %.3f ms; during events p50 %.3f ms "
+      "p99 %.3f ms (%zu calls)\n",
+      names, Quantile(quiet, 0.5) * 1e3, Quantile(quiet, 0.99) * 1e3, Quantile(busy, 0.5) * 1e3,
+      Quantile(busy, 0.99) * 1e3, busy.size());
   return 0;
 }

@@ -8,10 +8,10 @@
 
 #include "app/flags.h"
 #include "app/service.h"
-#include "linkfit/standalone/standalone.h"
 #include "linkfit/app/cli.h"
 #include "linkfit/extender/extender.h"
 #include "linkfit/kube/codec.h"
+#include "linkfit/standalone/standalone.h"
 
 namespace linkfit::app {
 
@@ -22,7 +22,8 @@ namespace {
 // A Binder for a read-only question: explain never binds.
 class NoBinder final : public extender::Binder {
  public:
-  Result<extender::BindOutcome> Bind(const extender::BindTarget&, const state::Assignment&) override {
+  Result<extender::BindOutcome> Bind(const extender::BindTarget&,
+                                     const state::Assignment&) override {
     return MakeError("explain does not bind");
   }
   void Released(const std::string&) override {}

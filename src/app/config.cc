@@ -482,20 +482,20 @@ Result<Config> ConfigParser::Parse(std::string_view yaml) {
              config.shared_gpu_resource = *text;
              return {};
            }},
-          section("kubernetes",
-                  {
-                      bool_key("enabled", config.kubernetes.enabled),
-                      OptionalPathKey("kubeconfig", config.kubernetes.kubeconfig),
-                      string_key("context", config.kubernetes.context),
-                      string_key("api_server", config.kubernetes.api_server),
-                      PathKey("token_file", config.kubernetes.token_file, /*required=*/true),
-                      PathKey("ca_file", config.kubernetes.ca_file, /*required=*/true),
-                      number_key("qps", config.kubernetes.qps, true),
-                      int_key("burst", config.kubernetes.burst, 1, 100000),
-                      int_key("request_timeout_ms", config.kubernetes.request_timeout_ms, 100,
-                              600000),
-                      int_key("list_page_size", config.kubernetes.list_page_size, 1, 10000),
-                  }),
+          section(
+              "kubernetes",
+              {
+                  bool_key("enabled", config.kubernetes.enabled),
+                  OptionalPathKey("kubeconfig", config.kubernetes.kubeconfig),
+                  string_key("context", config.kubernetes.context),
+                  string_key("api_server", config.kubernetes.api_server),
+                  PathKey("token_file", config.kubernetes.token_file, /*required=*/true),
+                  PathKey("ca_file", config.kubernetes.ca_file, /*required=*/true),
+                  number_key("qps", config.kubernetes.qps, true),
+                  int_key("burst", config.kubernetes.burst, 1, 100000),
+                  int_key("request_timeout_ms", config.kubernetes.request_timeout_ms, 100, 600000),
+                  int_key("list_page_size", config.kubernetes.list_page_size, 1, 10000),
+              }),
           one_of_key("log_level", config.log_level, {"debug", "info", "warning", "error", "off"}),
       };
 

@@ -73,8 +73,9 @@ void Service::Wait() {
 
 Result<void> Service::LoadStandalone() {
   if (!config_.cluster_file) {
-    return MakeError("no nodes: set cluster_file in the config (or --cluster), or run in "
-                     "cluster mode (kubernetes.enabled, or --kubeconfig)");
+    return MakeError(
+        "no nodes: set cluster_file in the config (or --cluster), or run in "
+        "cluster mode (kubernetes.enabled, or --kubeconfig)");
   }
   LINKFIT_ASSIGN_OR_RETURN(stats_,
                            standalone::LoadClusterFile(*config_.cluster_file, *factory_, *cache_));
@@ -85,13 +86,12 @@ Result<void> Service::LoadStandalone() {
     }
     stats_.allocations = static_cast<int>(cache_->BoundAssignments().size());
   }
-  binder_ = std::make_unique<standalone::StateFileBinder>(config_.state_file.value_or(""),
-                                                          *cache_);
+  binder_ = std::make_unique<standalone::StateFileBinder>(config_.state_file.value_or(""), *cache_);
   extender::ExtenderOptions options;
   LINKFIT_ASSIGN_OR_RETURN(options, ExtenderOptionsFrom(config_));
   memo_ = std::make_unique<extender::PodMemo>(options.defaults);
-  extender_ = std::make_unique<extender::Extender>(*cache_, std::move(options), *binder_, *memo_,
-                                                   metrics_);
+  extender_ =
+      std::make_unique<extender::Extender>(*cache_, std::move(options), *binder_, *memo_, metrics_);
   handler_ = std::make_unique<WireHandler>(*extender_, memo_.get());
   return {};
 }
@@ -107,8 +107,7 @@ Result<void> Service::StartCluster() {
   LINKFIT_ASSIGN_OR_RETURN(cluster_,
                            cluster::ClusterSource::Create(options, *cache_, *factory_, metrics_));
   extender_ = std::make_unique<extender::Extender>(*cache_, std::move(extender_options),
-                                                   cluster_->binder(), cluster_->pods(),
-                                                   metrics_);
+                                                   cluster_->binder(), cluster_->pods(), metrics_);
   handler_ = std::make_unique<WireHandler>(*extender_);
   cluster::ClusterSource* source = cluster_.get();
   handler_->SetReadiness([source] { return source->NotReadyReason(); });

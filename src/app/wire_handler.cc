@@ -169,9 +169,9 @@ server::HttpReply WireHandler::Explain(std::string_view pod_json) {
 
 server::HttpReply WireHandler::Release(std::string_view body) {
   if (memo_ == nullptr) {
-    return server::HttpReply{404, kube::EncodeErrorBody(
-                                      "release is only available in standalone mode; in a "
-                                      "cluster linkfit learns departures from the pod watch")};
+    return server::HttpReply{
+        404, kube::EncodeErrorBody("release is only available in standalone mode; in a "
+                                   "cluster linkfit learns departures from the pod watch")};
   }
   const auto json = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
   if (json.is_discarded() || !json.is_object() || !json.contains("PodUID") ||

@@ -57,8 +57,8 @@ std::string ApiBinder::BindingBody(const extender::BindTarget& target,
 }
 
 ApiBinder::Answer ApiBinder::Post(const extender::BindTarget& target, const std::string& body) {
-  const std::string path = "/api/v1/namespaces/" + target.pod_namespace + "/pods/" +
-                           target.pod_name + "/binding";
+  const std::string path =
+      "/api/v1/namespaces/" + target.pod_namespace + "/pods/" + target.pod_name + "/binding";
   auto reply = client_.Post(path, body, "bind");
   if (!reply) {
     if (reply.error().maybe_sent) {
@@ -124,10 +124,9 @@ void ApiBinder::SettleLoop() {
       wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
       continue;
     }
-    const auto next = std::min_element(pending_.begin(), pending_.end(),
-                                       [](const Pending& a, const Pending& b) {
-                                         return a.due < b.due;
-                                       });
+    const auto next =
+        std::min_element(pending_.begin(), pending_.end(),
+                         [](const Pending& a, const Pending& b) { return a.due < b.due; });
     if (next->due > std::chrono::steady_clock::now()) {
       wake_.wait_until(lock, next->due);
       continue;

@@ -5,8 +5,7 @@
 namespace linkfit::cluster {
 
 // Forwards the client's and the reflectors' counts to the metrics sink.
-class ClusterSource::Observer final : public kube::ApiCallObserver,
-                                      public kube::ReflectorObserver {
+class ClusterSource::Observer final : public kube::ApiCallObserver, public kube::ReflectorObserver {
  public:
   explicit Observer(MetricsSink& metrics) : metrics_(metrics) {}
   void ApiCall(std::string_view verb, int code) override { metrics_.CountApiCall(verb, code); }

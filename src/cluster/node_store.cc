@@ -26,8 +26,8 @@ std::int64_t Allocatable(const kube::NodeView& node, const char* resource) {
 
 }  // namespace
 
-NodeStore::NodeStore(state::ClusterCache& cache, source::NodeModelFactory& factory,
-                     PodStore& pods, MetricsSink& metrics)
+NodeStore::NodeStore(state::ClusterCache& cache, source::NodeModelFactory& factory, PodStore& pods,
+                     MetricsSink& metrics)
     : cache_(cache), factory_(factory), pods_(pods), metrics_(metrics) {}
 
 void NodeStore::BeginList() {
@@ -118,9 +118,8 @@ void NodeStore::Upsert(const kube::NodeView& node) {
       cache_.SetNodeProblem(node.name, reason);
       entry.facts_hash = 0;
     };
-    auto topology =
-        factory_.TopologyFromText(*topology_text, "node " + node.name + " " +
-                                                      kube::kAnnotationTopology);
+    auto topology = factory_.TopologyFromText(
+        *topology_text, "node " + node.name + " " + kube::kAnnotationTopology);
     if (!topology) return refuse(kube::kAnnotationTopology, topology.error().message);
     topology::GpuMask mig = 0;
     if (mig_text != nullptr) {
@@ -128,8 +127,8 @@ void NodeStore::Upsert(const kube::NodeView& node) {
       if (!parsed) return refuse(kAnnotationMigMode, parsed.error().message);
       mig = *parsed;
     }
-    auto info = factory_.Build({node.name, std::move(labels), *topology, mig, cpu_milli,
-                                memory_bytes});
+    auto info =
+        factory_.Build({node.name, std::move(labels), *topology, mig, cpu_milli, memory_bytes});
     if (!info) return refuse(kAnnotationMigMode, info.error().message);
     cache_.SetNodeProblem(node.name, "");
     const int dropped = cache_.UpsertNode(std::move(*info));

@@ -128,8 +128,7 @@ void PodStore::UpsertLocked(const kube::PodView& pod) {
   const bool gpu_pod = request && request->kind != extender::GpuRequest::Kind::kNone;
   // The request is fixed at creation (resources are immutable), so demand is adjusted only when
   // the pod is new or its parse changes (annotations can change).
-  if (!inserted && entry.request_ok && request &&
-      entry.request.Describe() != request->Describe()) {
+  if (!inserted && entry.request_ok && request && entry.request.Describe() != request->Describe()) {
     SetDemandLocked(entry, false);
   }
   entry.pod_namespace = pod.pod_namespace;
@@ -169,8 +168,8 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
         record ? source::AssignmentOf(*record, node->info())
                : Result<state::Assignment>(tl::unexpected(record.error()));
     if (assignment && (assignment->pod_uid != uid || assignment->node != node_name)) {
-      assignment = MakeError("the record names pod " + assignment->pod_uid + " on node " +
-                             assignment->node);
+      assignment =
+          MakeError("the record names pod " + assignment->pod_uid + " on node " + assignment->node);
     }
     if (assignment) {
       assignment->pod_namespace = entry.pod_namespace;
@@ -179,9 +178,8 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
       assignment->memory_bytes = entry.request.memory_bytes;
       recorded = std::move(*assignment);
     } else {
-      log::Error("pod " + pod_key + ": annotation " +
-                 kube::kAnnotationAllocation + " is unusable, its devices are estimated: " +
-                 assignment.error().message);
+      log::Error("pod " + pod_key + ": annotation " + kube::kAnnotationAllocation +
+                 " is unusable, its devices are estimated: " + assignment.error().message);
       metrics_.CountBadObject("pod", "allocation");
     }
   }
@@ -216,9 +214,10 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   if (node == nullptr) {
     // The node is not modelled (yet): keep the pod until NodeAppeared (its view only when its
     // devices matter: most pods on nodes without GPUs ask for none).
-    const bool keep_view = pod != nullptr && (text != nullptr || (entry.request_ok &&
-                                                                    entry.request.kind !=
-                                                                        extender::GpuRequest::Kind::kNone));
+    const bool keep_view =
+        pod != nullptr &&
+        (text != nullptr ||
+         (entry.request_ok && entry.request.kind != extender::GpuRequest::Kind::kNone));
     entry.view = keep_view ? std::make_shared<const kube::PodView>(*pod) : nullptr;
     return;
   }
@@ -236,9 +235,9 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
       assignment = std::move(fit.assignment);
       assignment.estimated = true;
     } else {
-      log::Error("pod " + pod_key + " runs on " + node_name +
-                 " asking for " + entry.request.Describe() + ", but linkfit sees no such free " +
-                 "devices there (" + fit.reason + "); counting its CPU and memory only");
+      log::Error("pod " + pod_key + " runs on " + node_name + " asking for " +
+                 entry.request.Describe() + ", but linkfit sees no such free " + "devices there (" +
+                 fit.reason + "); counting its CPU and memory only");
       metrics_.CountBadObject("pod", "overcommitted");
     }
   }
@@ -351,6 +350,14 @@ std::shared_ptr<const kube::PodView> PodStore::PendingPod(const std::string& uid
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = pods_.find(uid);
   return it == pods_.end() ? nullptr : it->second.view;
+}
+
+std::unordered_map<std::string, std::string> PodStore::UidsByName() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::unordered_map<std::string, std::string> uids;
+  uids.reserve(pods_.size());
+  for (const auto& [uid, entry] : pods_) uids[entry.pod_namespace + "/" + entry.pod_name] = uid;
+  return uids;
 }
 
 std::size_t PodStore::size() const {

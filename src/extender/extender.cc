@@ -224,9 +224,9 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
     case BindOutcome::Kind::kUnknown:
       break;
   }
-  log::Warning("bind of " + args.pod_namespace + "/" + args.pod_name + " to " + args.node +
-               ": outcome unknown, devices stay reserved until the API server settles it: " +
-               bound->detail);
+  log::Warning(
+      "bind of " + args.pod_namespace + "/" + args.pod_name + " to " + args.node +
+      ": outcome unknown, devices stay reserved until the API server settles it: " + bound->detail);
   return "the outcome of binding pod " + args.pod_namespace + "/" + args.pod_name + " to " +
          args.node + " is unknown (" + bound->detail +
          "); its devices stay reserved until the API server's state settles it";
@@ -286,7 +286,8 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
     lines.push_back(std::move(line));
   }
   if (const auto& problems = snapshot->problems()) {
-    for (const auto& [name, problem] : *problems) lines.push_back(name + ": never fits: " + problem);
+    for (const auto& [name, problem] : *problems)
+      lines.push_back(name + ": never fits: " + problem);
   }
   return lines;
 }

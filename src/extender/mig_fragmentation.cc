@@ -52,8 +52,7 @@ void MigProfileStats::Remove(const GpuRequest& request) {
 
 MigProfileWeightsPtr MigProfileStats::Weights() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (weights_ &&
-      changes_ < weights_changes_ + std::max<std::uint64_t>(1, weights_total_ / 200)) {
+  if (weights_ && changes_ < weights_changes_ + std::max<std::uint64_t>(1, weights_total_ / 200)) {
     return weights_;
   }
   weights_changes_ = changes_;

@@ -188,8 +188,7 @@ void ShapeStats::Remove(const GpuRequest& request) {
 ShapeList ShapeStats::Typical() const {
   std::lock_guard<std::mutex> lock(mutex_);
   // Rebuilt once the counts have changed by 0.5 % (with records only, changes_ == total_).
-  if (typical_ &&
-      changes_ < typical_changes_ + std::max<std::uint64_t>(1, typical_total_ / 200)) {
+  if (typical_ && changes_ < typical_changes_ + std::max<std::uint64_t>(1, typical_total_ / 200)) {
     return typical_;
   }
   auto typical = std::make_shared<std::vector<Shape>>();

@@ -82,8 +82,7 @@ bool ReadGpuList(Ctx& c, od::value& v, const std::string& where, std::vector<int
   });
 }
 
-bool ReadStringList(Ctx& c, od::value& v, const std::string& where,
-                    std::vector<std::string>* out) {
+bool ReadStringList(Ctx& c, od::value& v, const std::string& where, std::vector<std::string>* out) {
   return ForEachElement(c, v, where, [&](std::size_t index, od::value& element) {
     return ReadString(c, element, Indexed(where, index), &out->emplace_back());
   });
@@ -279,13 +278,12 @@ Result<AllocationRecord> DecodeAllocationRecord(std::string_view text) {
     return MakeError("allocation record: " + c.error);
   }
   if (record.version != kAllocationRecordVersion) {
-    return MakeError("allocation record: version " + std::to_string(record.version) +
-                     " is not supported (expected \"v\":" +
-                     std::to_string(kAllocationRecordVersion) + ")");
+    return MakeError(
+        "allocation record: version " + std::to_string(record.version) +
+        " is not supported (expected \"v\":" + std::to_string(kAllocationRecordVersion) + ")");
   }
-  for (const auto& [value, name] :
-       {std::pair{&record.pod, "pod"}, std::pair{&record.uid, "uid"},
-        std::pair{&record.node, "node"}}) {
+  for (const auto& [value, name] : {std::pair{&record.pod, "pod"}, std::pair{&record.uid, "uid"},
+                                    std::pair{&record.node, "node"}}) {
     if (value->empty()) return MakeError(std::string("allocation record: missing ") + name);
   }
   record.memory_bytes = (memory_milli + 999) / 1000;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <csignal>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -234,8 +235,7 @@ class HttpApiClient final : public ApiClient {
   }
 
   httplib::Headers Headers(bool force_token_reload) {
-    httplib::Headers headers = {{"User-Agent", config_.user_agent},
-                                {"Accept", "application/json"}};
+    httplib::Headers headers = {{"User-Agent", config_.user_agent}, {"Accept", "application/json"}};
     const std::string token = Token(force_token_reload);
     if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
     return headers;
@@ -263,9 +263,8 @@ class HttpApiClient final : public ApiClient {
     return token_;
   }
 
-  ApiResult<ApiResponse> Call(const char* method, const std::string& path,
-                              const std::string& body, const char* content_type,
-                              std::string_view verb) {
+  ApiResult<ApiResponse> Call(const char* method, const std::string& path, const std::string& body,
+                              const char* content_type, std::string_view verb) {
     bool reloaded = false;
     bool retried = false;
     while (true) {
@@ -276,17 +275,16 @@ class HttpApiClient final : public ApiClient {
       limiter_.Wait();
       ClientPtr client = Acquire();
       const httplib::Headers headers = Headers(reloaded);
-      httplib::Result result =
-          method[0] == 'G'   ? client->Get(path.c_str(), headers)
-          : method[1] == 'O' ? client->Post(path.c_str(), headers, body, content_type)
-                             : client->Patch(path.c_str(), headers, body, content_type);
+      httplib::Result result = method[0] == 'G' ? client->Get(path.c_str(), headers)
+                               : method[1] == 'O'
+                                   ? client->Post(path.c_str(), headers, body, content_type)
+                                   : client->Patch(path.c_str(), headers, body, content_type);
       if (!result) {
         const httplib::Error error = result.error();
         Release(std::move(client), /*reusable=*/false);
         if (observer_ != nullptr) observer_->ApiCall(verb, 0);
-        return tl::unexpected(TransportError{std::string(method) + " " + path + ": " +
-                                                 httplib::to_string(error),
-                                             MaybeSent(error)});
+        return tl::unexpected(TransportError{
+            std::string(method) + " " + path + ": " + httplib::to_string(error), MaybeSent(error)});
       }
       Release(std::move(client), /*reusable=*/true);
       if (observer_ != nullptr) observer_->ApiCall(verb, result->status);
@@ -301,8 +299,8 @@ class HttpApiClient final : public ApiClient {
           const auto parsed = ParseInt(result->get_header_value("Retry-After"));
           if (parsed && *parsed >= 0) seconds = static_cast<double>(*parsed);
         }
-        clock_.SleepFor(std::chrono::milliseconds(
-            static_cast<std::int64_t>(std::min(seconds, 10.0) * 1000)));
+        clock_.SleepFor(
+            std::chrono::milliseconds(static_cast<std::int64_t>(std::min(seconds, 10.0) * 1000)));
         continue;
       }
       ApiResponse response;
@@ -321,9 +319,9 @@ class HttpApiClient final : public ApiClient {
   RateLimiter limiter_;
 
   std::mutex mutex_;
-  bool stopped_ = false;                   // GUARDED_BY(mutex_)
-  std::vector<ClientPtr> idle_;            // GUARDED_BY(mutex_)
-  std::set<httplib::ClientImpl*> live_;    // GUARDED_BY(mutex_)
+  bool stopped_ = false;                 // GUARDED_BY(mutex_)
+  std::vector<ClientPtr> idle_;          // GUARDED_BY(mutex_)
+  std::set<httplib::ClientImpl*> live_;  // GUARDED_BY(mutex_)
 
   std::mutex token_mutex_;
   std::string token_;                                    // GUARDED_BY(token_mutex_)
@@ -411,12 +409,18 @@ Clock& SystemClock() {
 }
 
 Result<ApiClientPtr> NewApiClient(ClientConfig config, ApiCallObserver* observer, Clock& clock) {
+  // OpenSSL writes with write(2): a connection the server reset would raise SIGPIPE and end the
+  // process. A network client turns that into an error return instead (as httplib's server
+  // does for its side).
+  static std::once_flag ignore_sigpipe;
+  std::call_once(ignore_sigpipe, [] { std::signal(SIGPIPE, SIG_IGN); });
   Endpoint endpoint;
   LINKFIT_ASSIGN_OR_RETURN(endpoint, ParseServer(config.server));
   auto tls = std::make_unique<TlsMaterial>();
   if (endpoint.tls) {
     if (!config.ca_pem.empty()) {
-      LINKFIT_ASSIGN_OR_RETURN(tls->cas, ParseCertificates(config.ca_pem, "CA (" + config.source + ")"));
+      LINKFIT_ASSIGN_OR_RETURN(tls->cas,
+                               ParseCertificates(config.ca_pem, "CA (" + config.source + ")"));
     }
     if (!config.client_cert_pem.empty() || !config.client_key_pem.empty()) {
       if (config.client_cert_pem.empty() || config.client_key_pem.empty()) {
@@ -425,7 +429,8 @@ Result<ApiClientPtr> NewApiClient(ClientConfig config, ApiCallObserver* observer
       }
       std::vector<X509*> certs;
       LINKFIT_ASSIGN_OR_RETURN(
-          certs, ParseCertificates(config.client_cert_pem, "client certificate (" + config.source + ")"));
+          certs,
+          ParseCertificates(config.client_cert_pem, "client certificate (" + config.source + ")"));
       tls->client_cert = certs.front();
       for (std::size_t i = 1; i < certs.size(); ++i) X509_free(certs[i]);
       BIO* bio = BIO_new_mem_buf(config.client_key_pem.data(),
@@ -442,8 +447,10 @@ Result<ApiClientPtr> NewApiClient(ClientConfig config, ApiCallObserver* observer
       }
     }
     if (config.insecure_skip_tls_verify) {
-      log::Warning("API client: insecure-skip-tls-verify is set: the API server's certificate "
-                   "is NOT verified (" + config.source + ")");
+      log::Warning(
+          "API client: insecure-skip-tls-verify is set: the API server's certificate "
+          "is NOT verified (" +
+          config.source + ")");
     }
     if (!config.tls_server_name.empty() && config.tls_server_name != endpoint.host) {
       return MakeError("tls-server-name " + config.tls_server_name +
@@ -453,12 +460,11 @@ Result<ApiClientPtr> NewApiClient(ClientConfig config, ApiCallObserver* observer
     }
   } else if (endpoint.host != "127.0.0.1" && endpoint.host != "localhost" &&
              endpoint.host != "::1") {
-    log::Warning("API client: plain http to " + endpoint.host +
-                 ": tokens travel unencrypted (" + config.source + ")");
+    log::Warning("API client: plain http to " + endpoint.host + ": tokens travel unencrypted (" +
+                 config.source + ")");
   }
-  return ApiClientPtr(
-      std::make_unique<HttpApiClient>(std::move(config), endpoint, std::move(tls), observer,
-                                      clock));
+  return ApiClientPtr(std::make_unique<HttpApiClient>(std::move(config), endpoint, std::move(tls),
+                                                      observer, clock));
 }
 
 std::string StatusMessage(std::string_view body) {
@@ -470,7 +476,8 @@ std::string StatusMessage(std::string_view body) {
                   json::ReadEnvelope(
                       c, doc,
                       [&](std::string_view key, simdjson::ondemand::value& value) {
-                        if (key == "message") return json::ReadString(c, value, "message", &message);
+                        if (key == "message")
+                          return json::ReadString(c, value, "message", &message);
                         return json::Skip(c, value, 0, "Status");
                       },
                       "Status");

@@ -400,7 +400,8 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
   bool pod_given = false;
   std::vector<std::string_view> item_names;  // metadata.name of each Nodes item
   const bool ok =
-      Open(c, body, &doc, RequestScratch()) && ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
+      Open(c, body, &doc, RequestScratch()) &&
+      ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
         if (KeyIs(key, "pod")) {
           return ReadEnvelopePod(c, child, "Pod", &args.pod, &pod_given);
         }
@@ -467,16 +468,17 @@ Result<BindingArgs> DecodeBindingArgs(std::string_view body) {
   BindingArgs args;
   Ctx c;
   od::document doc;
-  const bool ok =
-      Open(c, body, &doc, RequestScratch()) && ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
-        if (KeyIs(key, "podname")) return ReadString(c, child, "PodName", &args.pod_name);
-        if (KeyIs(key, "podnamespace")) {
-          return ReadString(c, child, "PodNamespace", &args.pod_namespace);
-        }
-        if (KeyIs(key, "poduid")) return ReadString(c, child, "PodUID", &args.pod_uid);
-        if (KeyIs(key, "node")) return ReadString(c, child, "Node", &args.node);
-        return Skip(c, child, 0, "the top level");
-      });
+  const bool ok = Open(c, body, &doc, RequestScratch()) &&
+                  ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
+                    if (KeyIs(key, "podname"))
+                      return ReadString(c, child, "PodName", &args.pod_name);
+                    if (KeyIs(key, "podnamespace")) {
+                      return ReadString(c, child, "PodNamespace", &args.pod_namespace);
+                    }
+                    if (KeyIs(key, "poduid")) return ReadString(c, child, "PodUID", &args.pod_uid);
+                    if (KeyIs(key, "node")) return ReadString(c, child, "Node", &args.node);
+                    return Skip(c, child, 0, "the top level");
+                  });
   if (!ok) return MakeError(std::move(c.error));
   std::string missing;
   auto require = [&](const std::string& value, const char* name) {
@@ -495,22 +497,24 @@ Result<PreemptionArgs> DecodePreemptionArgs(std::string_view body) {
   Ctx c;
   od::document doc;
   bool pod_given = false;
-  const bool ok =
-      Open(c, body, &doc, RequestScratch()) && ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
-        if (KeyIs(key, "pod")) return ReadEnvelopePod(c, child, "Pod", &args.pod, &pod_given);
-        const bool full = KeyIs(key, "nodenametovictims");
-        if (full || KeyIs(key, "nodenametometavictims")) {
-          const char* where = full ? "NodeNameToVictims" : "NodeNameToMetaVictims";
-          std::vector<NodeVictims>* out = full ? &args.node_victims : &args.node_meta_victims;
-          bool* given = full ? &args.victims_given : &args.meta_victims_given;
-          bool is_null = false;
-          if (!IsNull(c, child, where, &is_null)) return false;
-          out->clear();
-          *given = !is_null;
-          return is_null || ReadVictimsMap(c, child, where, full, out);
-        }
-        return Skip(c, child, 0, "the top level");
-      });
+  const bool ok = Open(c, body, &doc, RequestScratch()) &&
+                  ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
+                    if (KeyIs(key, "pod"))
+                      return ReadEnvelopePod(c, child, "Pod", &args.pod, &pod_given);
+                    const bool full = KeyIs(key, "nodenametovictims");
+                    if (full || KeyIs(key, "nodenametometavictims")) {
+                      const char* where = full ? "NodeNameToVictims" : "NodeNameToMetaVictims";
+                      std::vector<NodeVictims>* out =
+                          full ? &args.node_victims : &args.node_meta_victims;
+                      bool* given = full ? &args.victims_given : &args.meta_victims_given;
+                      bool is_null = false;
+                      if (!IsNull(c, child, where, &is_null)) return false;
+                      out->clear();
+                      *given = !is_null;
+                      return is_null || ReadVictimsMap(c, child, where, full, out);
+                    }
+                    return Skip(c, child, 0, "the top level");
+                  });
   if (!ok) return MakeError(std::move(c.error));
   if (!pod_given) return MakeError("request has no Pod (missing or null)");
   return args;

@@ -1,8 +1,8 @@
 #include "kube/json_reader.h"
 
 #include <cstddef>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <string_view>

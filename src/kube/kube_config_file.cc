@@ -115,17 +115,16 @@ Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& 
   if (!root.IsMap()) return MakeError(where + ": expected a mapping");
   const std::string base = fs::path(path).parent_path().string();
   try {
-    const std::string context_name =
-        context.empty() ? StringAt(root, "current-context") : context;
+    const std::string context_name = context.empty() ? StringAt(root, "current-context") : context;
     if (context_name.empty()) {
       return MakeError(where + ": no current-context (name one with --context)");
     }
     YAML::Node context_map;
-    LINKFIT_ASSIGN_OR_RETURN(context_map,
-                             Named(root, "contexts", "context", context_name, where));
+    LINKFIT_ASSIGN_OR_RETURN(context_map, Named(root, "contexts", "context", context_name, where));
     const std::string cluster_name = StringAt(context_map, "cluster");
     const std::string user_name = StringAt(context_map, "user");
-    if (cluster_name.empty()) return MakeError(where + ": context " + context_name + " names no cluster");
+    if (cluster_name.empty())
+      return MakeError(where + ": context " + context_name + " names no cluster");
     YAML::Node cluster;
     LINKFIT_ASSIGN_OR_RETURN(cluster, Named(root, "clusters", "cluster", cluster_name, where));
     ClientConfig config;
@@ -135,9 +134,9 @@ Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& 
       return MakeError(where + ": cluster " + cluster_name + " has no server");
     }
     const std::string cluster_where = where + ": cluster " + cluster_name;
-    LINKFIT_ASSIGN_OR_RETURN(config.ca_pem,
-                             PemFrom(cluster, "certificate-authority", "certificate-authority-data",
-                                     base, cluster_where));
+    LINKFIT_ASSIGN_OR_RETURN(
+        config.ca_pem, PemFrom(cluster, "certificate-authority", "certificate-authority-data", base,
+                               cluster_where));
     config.insecure_skip_tls_verify = StringAt(cluster, "insecure-skip-tls-verify") == "true";
     config.tls_server_name = StringAt(cluster, "tls-server-name");
     if (!user_name.empty()) {
@@ -159,11 +158,12 @@ Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& 
       if (!token_file.empty()) {
         config.token_file = Resolve(base, token_file);
         std::string token;
-        LINKFIT_ASSIGN_OR_RETURN(token, ReadWholeFile(config.token_file, user_where + ": tokenFile"));
+        LINKFIT_ASSIGN_OR_RETURN(token,
+                                 ReadWholeFile(config.token_file, user_where + ": tokenFile"));
       }
-      LINKFIT_ASSIGN_OR_RETURN(config.client_cert_pem,
-                               PemFrom(user, "client-certificate", "client-certificate-data", base,
-                                       user_where));
+      LINKFIT_ASSIGN_OR_RETURN(
+          config.client_cert_pem,
+          PemFrom(user, "client-certificate", "client-certificate-data", base, user_where));
       LINKFIT_ASSIGN_OR_RETURN(config.client_key_pem,
                                PemFrom(user, "client-key", "client-key-data", base, user_where));
       if (config.client_cert_pem.empty() != config.client_key_pem.empty()) {
@@ -195,8 +195,8 @@ Result<ClientConfig> InClusterConfig(const InClusterPaths& paths) {
   LINKFIT_ASSIGN_OR_RETURN(port, variable(paths.port, "KUBERNETES_SERVICE_PORT"));
   ClientConfig config;
   config.source = "in-cluster service account";
-  config.server = "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
-                  ":" + port;
+  config.server =
+      "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
   config.token_file = paths.token_file;
   std::string token;
   LINKFIT_ASSIGN_OR_RETURN(token, ReadWholeFile(paths.token_file, "in-cluster config: token"));

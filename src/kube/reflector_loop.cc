@@ -64,11 +64,11 @@ struct Reflector::Impl {
   std::thread thread;
   std::mutex mutex;
   std::condition_variable wake;
-  bool stopping = false;     // GUARDED_BY(mutex)
-  bool started = false;      // GUARDED_BY(mutex)
-  std::string rv;            // GUARDED_BY(mutex)
+  bool stopping = false;  // GUARDED_BY(mutex)
+  bool started = false;   // GUARDED_BY(mutex)
+  std::string rv;         // GUARDED_BY(mutex)
   std::mt19937_64 rng{std::random_device{}()};
-  json::Scratch scratch;     // the loop thread's parser
+  json::Scratch scratch;  // the loop thread's parser
 
   bool Stopping() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -85,9 +85,9 @@ struct Reflector::Impl {
   // Sleeps for `delay` with up to 50 % jitter, or until Stop().
   void Sleep(std::chrono::milliseconds delay) {
     const auto jitter = std::chrono::milliseconds(
-        delay.count() > 0 ? static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(
-                                                               delay.count() / 2 + 1))
-                          : 0);
+        delay.count() > 0
+            ? static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(delay.count() / 2 + 1))
+            : 0);
     std::unique_lock<std::mutex> lock(mutex);
     wake.wait_for(lock, delay + jitter, [this] { return stopping; });
   }
@@ -153,8 +153,7 @@ Reflector::Impl::ListResult Reflector::Impl::List() {
                                               return json::ReadString(c, mvalue, "rv", &list_rv);
                                             }
                                             if (mkey == "continue") {
-                                              return json::ReadString(c, mvalue, "continue",
-                                                                      &next);
+                                              return json::ReadString(c, mvalue, "continue", &next);
                                             }
                                             return json::Skip(c, mvalue, 2, "metadata");
                                           });
@@ -194,9 +193,9 @@ Reflector::Impl::WatchResult Reflector::Impl::Watch(bool* delivered) {
   const int timeout = options.watch_timeout_seconds +
                       static_cast<int>(rng() % static_cast<std::uint64_t>(
                                                    std::max(1, options.watch_timeout_seconds)));
-  const std::string path = options.path + "?watch=1&allowWatchBookmarks=true&resourceVersion=" +
-                           UrlEncode(Rv()) + "&timeoutSeconds=" + std::to_string(timeout) +
-                           Selectors();
+  const std::string path = options.path +
+                           "?watch=1&allowWatchBookmarks=true&resourceVersion=" + UrlEncode(Rv()) +
+                           "&timeoutSeconds=" + std::to_string(timeout) + Selectors();
   bool gone = false;
   bool failed = false;
   std::string error_body;
@@ -234,8 +233,7 @@ Reflector::Impl::WatchResult Reflector::Impl::Watch(bool* delivered) {
           if (json::Open(status_ctx, raw, &status_doc, status_scratch, "Status")) {
             od::object status;
             if (status_doc.get_object().get(status) == simdjson::SUCCESS) {
-              if (status.find_field_unordered("code").get_int64().get(code) !=
-                  simdjson::SUCCESS) {
+              if (status.find_field_unordered("code").get_int64().get(code) != simdjson::SUCCESS) {
                 code = 0;
               }
             }
@@ -327,7 +325,8 @@ void Reflector::Impl::Run() {
         break;
       case WatchResult::kResume:
         // A clean end: resume at once, unless the server keeps closing at once (a broken proxy).
-        if (!delivered && std::chrono::steady_clock::now() - watch_began < std::chrono::seconds(1)) {
+        if (!delivered &&
+            std::chrono::steady_clock::now() - watch_began < std::chrono::seconds(1)) {
           Sleep(backoff);
           backoff = std::min(options.max_backoff, backoff * 2);
         }

@@ -413,8 +413,7 @@ HttpReply HttpServer::Dispatch(const httplib::Request& request, httplib::Respons
   if (match.route != Route::kNotFound && !Serves(options_.routes, match.route)) {
     if (reader != nullptr) ReadBody(request, response, *reader, nullptr);  // drain
     return JsonError(404, request.path + " is served on the " +
-                              (options_.routes == RouteSet::kExtender ? "operations"
-                                                                      : "extender") +
+                              (options_.routes == RouteSet::kExtender ? "operations" : "extender") +
                               " listener, not this one");
   }
   if (match.route == Route::kNotFound || !method_ok) {

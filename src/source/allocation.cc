@@ -192,8 +192,7 @@ std::vector<Record::Container> PlanContainers(const kube::PodView& pod,
     }
     const std::string resource = kube::kMigResourcePrefix + profile;
     AssignInOrder(
-        pod, instances.size(),
-        [&](const kube::ContainerView& c) { return CountOf(c, resource); },
+        pod, instances.size(), [&](const kube::ContainerView& c) { return CountOf(c, resource); },
         [&](std::size_t c, std::size_t i) { plan[c].devices.mig.push_back(*instances[i]); });
   }
   if (!devices.shares.empty()) {

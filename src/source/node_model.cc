@@ -5,8 +5,7 @@
 
 namespace linkfit::source {
 
-NodeModelFactory::NodeModelFactory(alloc::ModelRegistry& registry,
-                                   const alloc::MigCatalog& catalog,
+NodeModelFactory::NodeModelFactory(alloc::ModelRegistry& registry, const alloc::MigCatalog& catalog,
                                    topology::BandwidthModel bandwidth)
     : registry_(registry), catalog_(catalog), bandwidth_(std::move(bandwidth)) {}
 
@@ -35,8 +34,7 @@ Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
   }
   const alloc::MigPlanner* planner = catalog_.FindPlanner(topo.gpu(0).mig_profile_set);
   if (facts.mig_enabled != 0 && planner == nullptr) {
-    return MakeError("GPUs of " + topo.gpu(0).model +
-                     " are not MIG-capable (no MIG profile set " +
+    return MakeError("GPUs of " + topo.gpu(0).model + " are not MIG-capable (no MIG profile set " +
                      QuoteForMessage(topo.gpu(0).mig_profile_set) + " is known)");
   }
   auto info = std::make_shared<state::NodeInfo>();

@@ -255,8 +255,7 @@ Result<YAML::Node> ParseYamlFile(const std::string& path) {
 
 }  // namespace
 
-Result<ClusterLoadStats> LoadClusterFile(const std::string& path,
-                                         source::NodeModelFactory& factory,
+Result<ClusterLoadStats> LoadClusterFile(const std::string& path, source::NodeModelFactory& factory,
                                          state::ClusterCache& cache) {
   YAML::Node root;
   LINKFIT_ASSIGN_OR_RETURN(root, ParseYamlFile(path));
@@ -340,11 +339,11 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path,
           return MakeError(Where(path, entry[key]) + ": " + where + "." + key +
                            ": duplicate node name " + name);
         }
-        auto info = factory.Build({name, labels, topo, mig_enabled, cpu_milli,
-                                   MilliToBytes(memory_milli)});
+        auto info =
+            factory.Build({name, labels, topo, mig_enabled, cpu_milli, MilliToBytes(memory_milli)});
         if (!info) {
-          return MakeError(Where(path, entry["mig"]) + ": " + where + ".mig: " +
-                           info.error().message);
+          return MakeError(Where(path, entry["mig"]) + ": " + where +
+                           ".mig: " + info.error().message);
         }
         cache.UpsertNode(std::move(*info));
         ++stats.nodes;

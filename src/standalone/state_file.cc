@@ -39,8 +39,10 @@ Result<int> LoadStateFile(const std::string& path, state::ClusterCache& cache) {
   for (const auto& [key, value] : root.items()) {
     if (key != "allocations") return MakeError(path + ": $." + key + ": unknown key");
   }
-  const nlohmann::json& list = root.contains("allocations") ? root["allocations"] : nlohmann::json();
-  if (!list.is_null() && !list.is_array()) return MakeError(path + ": allocations: expected a list");
+  const nlohmann::json& list =
+      root.contains("allocations") ? root["allocations"] : nlohmann::json();
+  if (!list.is_null() && !list.is_array())
+    return MakeError(path + ": allocations: expected a list");
   // The state file holds every allocation of the previous run, the cluster file's included and
   // those released since left out, so it replaces the cluster file's allocations.
   const std::vector<state::Assignment> seeded = cache.BoundAssignments(true);
@@ -114,7 +116,7 @@ Result<void> StateFileBinder::Save() {
 }
 
 Result<extender::BindOutcome> StateFileBinder::Bind(const extender::BindTarget& target,
-                                   const state::Assignment& assignment) {
+                                                    const state::Assignment& assignment) {
   (void)target;
   if (assignment.pod_uid.empty()) return {};  // no devices to record
   if (auto saved = Save(); !saved) return tl::unexpected(saved.error());

@@ -145,7 +145,8 @@ TEST(ConfigTest, InvalidConfigsNameTheKeyValueAndLine) {
   const std::vector<Case> cases = {
       {"policy:\n  weigths: {topology: 1}\n",
        {"config:2:3: policy.weigths: unknown key; known keys: weights, default_closeness"}},
-      {"lisen: 0.0.0.0:1\n", {"config:1:1: lisen: unknown key; known keys: listen, ops_listen, url_prefix"}},
+      {"lisen: 0.0.0.0:1\n",
+       {"config:1:1: lisen: unknown key; known keys: listen, ops_listen, url_prefix"}},
       {"tls:\n  cert: x\n", {"tls.cert: unknown key"}},
       {"listen: 0.0.0.0\n", {"listen: expected host:port", "\"0.0.0.0\""}},
       {"listen: 0.0.0.0:70000\n", {"listen:", "0..65535"}},

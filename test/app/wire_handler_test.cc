@@ -23,7 +23,8 @@ constexpr const char* kRelease = R"({"PodUID":"u1"})";
 // (what a departure racing the state-file write does) and keeps its reply.
 class ReleasingBinder final : public extender::Binder {
  public:
-  Result<extender::BindOutcome> Bind(const extender::BindTarget&, const state::Assignment&) override {
+  Result<extender::BindOutcome> Bind(const extender::BindTarget&,
+                                     const state::Assignment&) override {
     if (handler != nullptr) during_bind = handler->Release(kRelease);
     return {};
   }

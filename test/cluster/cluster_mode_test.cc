@@ -85,8 +85,7 @@ class ClusterModeTest : public ::testing::Test {
     }
   }
 
-  void AddNode(const std::string& name, const std::string& fixture,
-               const std::string& mig = "") {
+  void AddNode(const std::string& name, const std::string& fixture, const std::string& mig = "") {
     ASSERT_TRUE(fake_->AddNode(NodeObject(name, TopologyDocument(fixture), mig)).has_value());
   }
   // Adds a pending pod; returns the object as stored (with its UID).
@@ -101,9 +100,7 @@ class ClusterModeTest : public ::testing::Test {
     if (!reply) return {-1, httplib::to_string(reply.error())};
     return {reply->status, reply->body};
   }
-  static std::string NamesJson(const std::vector<std::string>& nodes) {
-    return json(nodes).dump();
-  }
+  static std::string NamesJson(const std::vector<std::string>& nodes) { return json(nodes).dump(); }
   // kube-scheduler's cycle for one pod: filter, prioritize, bind to the best node. Returns the
   // node, or "" with `error` set.
   std::string Schedule(const json& pod, const std::vector<std::string>& nodes,
@@ -112,8 +109,9 @@ class ClusterModeTest : public ::testing::Test {
         R"({"Pod":)" + pod.dump() + R"(,"Nodes":null,"NodeNames":)" + NamesJson(nodes) + "}";
     const auto [filter_status, filter_body] = Post("/scheduler/filter", args);
     const json filtered = json::parse(filter_body, nullptr, false);
-    if (filter_status != 200 || !filtered.is_object() || !filtered["Error"].get<std::string>().empty() ||
-        !filtered["NodeNames"].is_array() || filtered["NodeNames"].empty()) {
+    if (filter_status != 200 || !filtered.is_object() ||
+        !filtered["Error"].get<std::string>().empty() || !filtered["NodeNames"].is_array() ||
+        filtered["NodeNames"].empty()) {
       if (error != nullptr) *error = "filter: " + filter_body;
       return "";
     }
@@ -261,9 +259,8 @@ TEST_F(ClusterModeTest, ABindIsOneBindingCarryingTheExactDevices) {
   EXPECT_EQ(record->containers[0].devices.gpus, record->devices.gpus);
   // The API server merged it into the pod; the watch confirms the assumption.
   const std::string uid = pod["metadata"]["uid"];
-  ASSERT_TRUE(WaitFor([&] {
-    return service_->extender().cache().Phase(uid) == state::PodPhase::kAdded;
-  }));
+  ASSERT_TRUE(
+      WaitFor([&] { return service_->extender().cache().Phase(uid) == state::PodPhase::kAdded; }));
   // A repeated bind (kube-scheduler retry) is answered from the cache: no second write.
   EXPECT_EQ(json::parse(Post("/scheduler/bind", BindBody(pod, "h100-0")).second)["Error"], "");
   EXPECT_EQ(fake_->Bindings().size(), 1u);
@@ -288,9 +285,7 @@ TEST_F(ClusterModeTest, EightSchedulersAgainstASlowApiServerNeverShareAGpu) {
   for (int i = 0; i < 40; ++i) {
     pods.push_back(AddPod({.name = "p" + std::to_string(i), .gpus = 1 + i % 2}));
   }
-  ASSERT_TRUE(WaitFor([&] {
-    return service_->cluster()->pods().size() == pods.size();
-  }));
+  ASSERT_TRUE(WaitFor([&] { return service_->cluster()->pods().size() == pods.size(); }));
   std::atomic<int> next{0};
   std::atomic<int> bound_gpus{0};
   std::vector<std::thread> schedulers;
@@ -350,9 +345,8 @@ TEST_F(ClusterModeTest, ABindingWhoseReplyIsLostIsSettledWithoutADoubleAllocatio
   // The devices stay assumed (never forgotten on an unknown outcome) until the watch shows the
   // pod bound.
   EXPECT_NE(service_->extender().cache().Phase(uid), state::PodPhase::kInitial);
-  ASSERT_TRUE(WaitFor([&] {
-    return service_->extender().cache().Phase(uid) == state::PodPhase::kAdded;
-  }));
+  ASSERT_TRUE(
+      WaitFor([&] { return service_->extender().cache().Phase(uid) == state::PodPhase::kAdded; }));
   // The other 4 GPUs are still free; the first pod's are not handed out again.
   EXPECT_EQ(Schedule(second, {"v100-0"}, &error), "v100-0") << error;
   const json third = AddPod({.name = "third", .gpus = 1});
@@ -369,9 +363,8 @@ TEST_F(ClusterModeTest, ABindingDroppedBeforeItLandedIsSettledByResending) {
   EXPECT_EQ(Schedule(pod, {"v100-0"}, &error), "");
   const std::string uid = pod["metadata"]["uid"];
   // The settler re-sends the same Binding: it lands once.
-  ASSERT_TRUE(WaitFor([&] {
-    return service_->extender().cache().Phase(uid) == state::PodPhase::kAdded;
-  }));
+  ASSERT_TRUE(
+      WaitFor([&] { return service_->extender().cache().Phase(uid) == state::PodPhase::kAdded; }));
   const auto stored = fake_->GetPod("ml", "p");
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ((*stored)["spec"]["nodeName"], "v100-0");
@@ -413,20 +406,25 @@ TEST_F(ClusterModeTest, CutWatchesAndCompactedHistoryLoseNothing) {
   fake_->CutWatches();
   ASSERT_TRUE(fake_->WaitForOpenWatches(0, std::chrono::seconds(5)));
   ASSERT_TRUE(fake_->DeletePod("ml", "a").has_value());
-  ASSERT_TRUE(fake_->AddPod(PodObject({.name = "foreign", .node = "h100-0", .gpus = 2,
-                                       .scheduler = "default-scheduler"}))
-                  .has_value());
+  ASSERT_TRUE(
+      fake_
+          ->AddPod(PodObject(
+              {.name = "foreign", .node = "h100-0", .gpus = 2, .scheduler = "default-scheduler"}))
+          .has_value());
   ASSERT_TRUE(fake_->DeleteNode("v100-0").has_value());
   AddNode("l40s-0", "pcie-8x-l40s-2socket");
   fake_->Compact();
   fake_->ClearFaults();
-  ASSERT_TRUE(WaitFor([&] {
-    const state::SnapshotPtr snapshot = service_->extender().cache().Snapshot();
-    const state::NodeState* h100 = snapshot->Find("h100-0");
-    return snapshot->Find("v100-0") == nullptr && snapshot->Find("l40s-0") != nullptr &&
-           h100 != nullptr && __builtin_popcount(h100->whole_used()) == 2 &&
-           service_->extender().cache().Phase(a["metadata"]["uid"]) == state::PodPhase::kInitial;
-  }, std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const state::SnapshotPtr snapshot = service_->extender().cache().Snapshot();
+        const state::NodeState* h100 = snapshot->Find("h100-0");
+        return snapshot->Find("v100-0") == nullptr && snapshot->Find("l40s-0") != nullptr &&
+               h100 != nullptr && __builtin_popcount(h100->whole_used()) == 2 &&
+               service_->extender().cache().Phase(a["metadata"]["uid"]) ==
+                   state::PodPhase::kInitial;
+      },
+      std::chrono::seconds(20)));
   ExpectCacheEqualsTheApi();
 }
 
@@ -440,9 +438,8 @@ TEST_F(ClusterModeTest, NodesAreAddedChangedAndRemoved) {
   ASSERT_TRUE(WaitFor([&] { return service_->extender().cache().Snapshot()->Find("new-0"); }));
   // A bad annotation: unschedulable for linkfit with the parse error as the reason.
   ASSERT_TRUE(fake_->UpdateNode(NodeObject("new-0", "{not json")).has_value());
-  ASSERT_TRUE(WaitFor([&] {
-    return service_->extender().cache().Snapshot()->Problem("new-0") != nullptr;
-  }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return service_->extender().cache().Snapshot()->Problem("new-0") != nullptr; }));
   EXPECT_EQ(Schedule(pod, {"new-0"}, &error), "");
   EXPECT_NE(error.find("linkfit.io/topology"), std::string::npos) << error;
   ASSERT_TRUE(fake_->UpdateNode(NodeObject("new-0", TopologyDocument("dgx-h100"))).has_value());
@@ -452,16 +449,17 @@ TEST_F(ClusterModeTest, NodesAreAddedChangedAndRemoved) {
   }));
   EXPECT_EQ(Schedule(pod, {"new-0"}, &error), "new-0") << error;
   ASSERT_TRUE(fake_->DeleteNode("new-0").has_value());
-  ASSERT_TRUE(WaitFor([&] {
-    return service_->extender().cache().Snapshot()->Find("new-0") == nullptr;
-  }));
+  ASSERT_TRUE(
+      WaitFor([&] { return service_->extender().cache().Snapshot()->Find("new-0") == nullptr; }));
 }
 
 TEST_F(ClusterModeTest, GpuPodsOfOtherSchedulersAreCountedAsEstimates) {
   AddNode("v100-0", "dgx1-v100");
-  ASSERT_TRUE(fake_->AddPod(PodObject({.name = "theirs", .node = "v100-0", .gpus = 6,
-                                       .scheduler = "default-scheduler"}))
-                  .has_value());
+  ASSERT_TRUE(
+      fake_
+          ->AddPod(PodObject(
+              {.name = "theirs", .node = "v100-0", .gpus = 6, .scheduler = "default-scheduler"}))
+          .has_value());
   StartLinkfit();
   const json inspect = json::parse(client_->Get("/inspect/v100-0")->body);
   ASSERT_TRUE(inspect.contains("estimated_pods")) << inspect.dump();

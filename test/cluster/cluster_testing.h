@@ -22,8 +22,8 @@ struct PodSpec {
   std::string ns = "ml";
   std::string name = "";
   std::string uid = "";
-  std::string node = "";    // "" = pending
-  int gpus = 0;             // nvidia.com/gpu limit of the one container
+  std::string node = "";  // "" = pending
+  int gpus = 0;           // nvidia.com/gpu limit of the one container
   std::string cpu = "1";
   std::string memory = "1Gi";
   std::string phase = "Running";
@@ -51,8 +51,8 @@ inline nlohmann::json PodObject(const PodSpec& spec) {
 }
 
 inline nlohmann::json NodeObject(const std::string& name, const std::string& topology,
-                                 const std::string& mig_mode = "",
-                                 const std::string& cpu = "224", const std::string& memory = "2Ti") {
+                                 const std::string& mig_mode = "", const std::string& cpu = "224",
+                                 const std::string& memory = "2Ti") {
   nlohmann::json annotations = nlohmann::json::object();
   if (!topology.empty()) annotations["linkfit.io/topology"] = topology;
   if (!mig_mode.empty()) annotations["linkfit.io/mig-mode"] = mig_mode;

@@ -47,8 +47,8 @@ class Child {
                    mig.c_str());
       std::fclose(config);
     }
-    std::vector<std::string> args = {LINKFIT_SERVE_BINARY, "serve", "--config", config_path,
-                                     "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0"};
+    std::vector<std::string> args = {LINKFIT_SERVE_BINARY, "serve",    "--config", config_path,
+                                     "--kubeconfig",       kubeconfig, "--listen", "127.0.0.1:0"};
     const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     pid_ = fork();
     if (pid_ == 0) {
@@ -121,13 +121,14 @@ TEST(CrashRestartTest, KillNineDuringABindStormThenRestartMatchesTheApi) {
   const std::vector<std::string> nodes = {"h100-0", "h100-1", "v100-0", "v100-1"};
   for (const std::string& node : nodes) {
     const std::string fixture = node.starts_with("h100") ? "dgx-h100" : "dgx1-v100";
-    ASSERT_TRUE(
-        (*fake)->AddNode(testing::NodeObject(node, testing::TopologyDocument(fixture))).has_value());
+    ASSERT_TRUE((*fake)
+                    ->AddNode(testing::NodeObject(node, testing::TopologyDocument(fixture)))
+                    .has_value());
   }
   std::vector<json> pods;
   for (int i = 0; i < 60; ++i) {
-    auto pod = (*fake)->AddPod(
-        testing::PodObject({.name = "p" + std::to_string(i), .gpus = 1 + i % 2}));
+    auto pod =
+        (*fake)->AddPod(testing::PodObject({.name = "p" + std::to_string(i), .gpus = 1 + i % 2}));
     ASSERT_TRUE(pod.has_value());
     pods.push_back(*pod);
   }
@@ -171,8 +172,8 @@ TEST(CrashRestartTest, KillNineDuringABindStormThenRestartMatchesTheApi) {
     if (!pod["spec"].contains("nodeName")) continue;
     const auto annotations = pod["metadata"].value("annotations", json::object());
     ASSERT_TRUE(annotations.contains(kube::kAnnotationAllocation)) << pod.dump();
-    auto record = kube::DecodeAllocationRecord(
-        annotations[kube::kAnnotationAllocation].get<std::string>());
+    auto record =
+        kube::DecodeAllocationRecord(annotations[kube::kAnnotationAllocation].get<std::string>());
     ASSERT_TRUE(record.has_value());
     unsigned mask = 0;
     for (int gpu : record->devices.gpus) mask |= 1u << gpu;

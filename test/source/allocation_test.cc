@@ -160,8 +160,8 @@ TEST(NodeModelTest, SameTextSharesOneTopologyAndMigNeedsCapableGpus) {
   alloc::ModelRegistry registry;
   NodeModelFactory factory(registry, linkfit::testing::Catalog(),
                            topology::BandwidthModel::Defaults());
-  auto text = topology::ReadTopologyFile(
-      linkfit::testing::SourcePath("config/topologies/dgx1-v100.json"));
+  auto text =
+      topology::ReadTopologyFile(linkfit::testing::SourcePath("config/topologies/dgx1-v100.json"));
   ASSERT_TRUE(text.has_value());
   auto first = factory.TopologyFromText(*text, "a");
   auto second = factory.TopologyFromText(*text, "b");

@@ -183,7 +183,8 @@ TEST(ClusterCacheStressTest, ConcurrentAssumesNeverGiveADeviceTwice) {
 class CountingBinder final : public extender::Binder {
  public:
   explicit CountingBinder(int fail_every) : fail_every_(fail_every) {}
-  Result<extender::BindOutcome> Bind(const extender::BindTarget& target, const Assignment&) override {
+  Result<extender::BindOutcome> Bind(const extender::BindTarget& target,
+                                     const Assignment&) override {
     if (calls_.fetch_add(1) % fail_every_ == fail_every_ - 1) {
       return MakeError("injected failure for " + target.pod_uid);
     }

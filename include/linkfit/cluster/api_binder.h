@@ -65,8 +65,7 @@ class ApiBinder final : public extender::Binder {
   std::size_t unsettled() const;
 
   // The Binding object for `target` carrying `allocation` (empty: no annotation).
-  static std::string BindingBody(const extender::BindTarget& target,
-                                 const std::string& allocation);
+  static std::string BindingBody(const extender::BindTarget& target, const std::string& allocation);
 
  private:
   enum class Verdict { kAccepted, kRejected, kUnknown };

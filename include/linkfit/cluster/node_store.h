@@ -47,8 +47,8 @@ class NodeStore final : public kube::ReflectorSink {
   void Upsert(const kube::NodeView& node);
   void Delete(const std::string& name);
 
-  std::size_t known() const;      // nodes the API shows
-  std::size_t modelled() const;   // of which linkfit models
+  std::size_t known() const;     // nodes the API shows
+  std::size_t modelled() const;  // of which linkfit models
   std::uint64_t lists_applied() const;
 
  private:

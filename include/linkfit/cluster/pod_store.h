@@ -30,8 +30,8 @@
 // from its own thread, bind calls FindPod/PendingPod from server threads.
 
 #include <atomic>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,8 +50,8 @@ namespace linkfit::cluster {
 class PodStore final : public extender::PodSource, public kube::ReflectorSink {
  public:
   // `cache` and `metrics` must outlive the store.
-  PodStore(state::ClusterCache& cache, extender::RequestDefaults defaults,
-           extender::FitOptions fit, MetricsSink& metrics);
+  PodStore(state::ClusterCache& cache, extender::RequestDefaults defaults, extender::FitOptions fit,
+           MetricsSink& metrics);
 
   // ReflectorSink.
   void BeginList() override;
@@ -86,6 +86,8 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   std::shared_ptr<const kube::PodView> PendingPod(const std::string& uid) const;
 
   std::size_t size() const;
+  // "namespace/name" -> UID of every pod (tools and benchmarks; a full scan).
+  std::unordered_map<std::string, std::string> UidsByName() const;
   // Nodes with at least one estimated pod, and the count of estimated pods.
   std::size_t estimated_pods() const { return estimated_.load(); }
   std::uint64_t lists_applied() const { return lists_.load(); }
@@ -100,7 +102,7 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
     bool demand_counted = false;
     bool estimated = false;
     std::uint64_t record_hash = 0;  // of linkfit.io/allocation; 0 = none
-    bool in_cache = false;  // counted in the ClusterCache
+    bool in_cache = false;          // counted in the ClusterCache
     std::uint64_t list_generation = 0;
     // Kept for pending GPU pods (bind's plan) and bound pods waiting for their node to appear.
     std::shared_ptr<const kube::PodView> view;

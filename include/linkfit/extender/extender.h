@@ -43,8 +43,8 @@ struct ExtenderOptions {
 class Extender {
  public:
   // `binder`, `pods` and `metrics` must outlive the Extender.
-  Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& binder,
-           PodSource& pods, MetricsSink& metrics);
+  Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& binder, PodSource& pods,
+           MetricsSink& metrics);
 
   kube::FilterResult Filter(const kube::ExtenderArgs& args) const;
   std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) const;

@@ -60,8 +60,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,12 +133,12 @@ class ShapeStats {
 
   const bool prior_;
   mutable std::mutex mutex_;
-  std::map<Key, Tally> tallies_;                 // GUARDED_BY(mutex_)
-  std::uint64_t total_ = 0;                      // GUARDED_BY(mutex_)
-  std::uint64_t changes_ = 0;                    // GUARDED_BY(mutex_): records and removals
-  mutable ShapeList typical_;                    // GUARDED_BY(mutex_)
-  mutable std::uint64_t typical_total_ = 0;      // GUARDED_BY(mutex_)
-  mutable std::uint64_t typical_changes_ = 0;    // GUARDED_BY(mutex_)
+  std::map<Key, Tally> tallies_;               // GUARDED_BY(mutex_)
+  std::uint64_t total_ = 0;                    // GUARDED_BY(mutex_)
+  std::uint64_t changes_ = 0;                  // GUARDED_BY(mutex_): records and removals
+  mutable ShapeList typical_;                  // GUARDED_BY(mutex_)
+  mutable std::uint64_t typical_total_ = 0;    // GUARDED_BY(mutex_)
+  mutable std::uint64_t typical_changes_ = 0;  // GUARDED_BY(mutex_)
 };
 
 // FGD fragmentation of a node for the given shapes, in thousandths of a GPU.

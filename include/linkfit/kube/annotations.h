@@ -90,7 +90,7 @@ struct AllocationRecord {
   std::string node;
   Devices devices;  // the pod's total
   std::vector<Container> containers;
-  std::int64_t cpu_milli = 0;     // requests; written only when > 0
+  std::int64_t cpu_milli = 0;  // requests; written only when > 0
   std::int64_t memory_bytes = 0;
 
   friend bool operator==(const AllocationRecord&, const AllocationRecord&) = default;

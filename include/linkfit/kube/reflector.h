@@ -52,7 +52,8 @@ class ReflectorObserver {
  public:
   virtual ~ReflectorObserver() = default;
   virtual void WatchEvent(std::string_view kind, std::string_view type) = 0;  // incl. BOOKMARK
-  virtual void Relist(std::string_view kind, std::string_view reason) = 0;    // "initial", "gone", "error"
+  virtual void Relist(std::string_view kind,
+                      std::string_view reason) = 0;  // "initial", "gone", "error"
   virtual void ReflectorError(std::string_view kind, std::string_view message) = 0;
 };
 

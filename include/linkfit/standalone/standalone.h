@@ -52,8 +52,7 @@ struct ClusterLoadStats {
 
 // Reads the cluster file, builds every node through `factory` (sharing models of identical
 // topologies) and applies its allocations.
-Result<ClusterLoadStats> LoadClusterFile(const std::string& path,
-                                         source::NodeModelFactory& factory,
+Result<ClusterLoadStats> LoadClusterFile(const std::string& path, source::NodeModelFactory& factory,
                                          state::ClusterCache& cache);
 
 // Replaces the cache's allocations with those of a state file (missing file: nothing to do).
@@ -69,7 +68,7 @@ class StateFileBinder final : public extender::Binder {
  public:
   StateFileBinder(std::string path, state::ClusterCache& cache);
   Result<extender::BindOutcome> Bind(const extender::BindTarget& target,
-                    const state::Assignment& assignment) override;
+                                     const state::Assignment& assignment) override;
   void Released(const std::string& pod_uid) override;
 
  private:

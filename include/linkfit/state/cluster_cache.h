@@ -179,12 +179,12 @@ class ClusterCache {
 
   MetricsSink* metrics_;
   mutable std::mutex mutex_;
-  std::shared_ptr<NameIndex> index_;                // GUARDED_BY(mutex_)
-  std::shared_ptr<NodeChunks> chunks_;              // GUARDED_BY(mutex_)
-  std::size_t size_ = 0;                            // GUARDED_BY(mutex_)
-  std::unordered_map<std::string, PodEntry> pods_;  // GUARDED_BY(mutex_)
+  std::shared_ptr<NameIndex> index_;                    // GUARDED_BY(mutex_)
+  std::shared_ptr<NodeChunks> chunks_;                  // GUARDED_BY(mutex_)
+  std::size_t size_ = 0;                                // GUARDED_BY(mutex_)
+  std::unordered_map<std::string, PodEntry> pods_;      // GUARDED_BY(mutex_)
   std::shared_ptr<const Snapshot::Problems> problems_;  // GUARDED_BY(mutex_); copied on change
-  std::size_t assumed_ = 0;                         // GUARDED_BY(mutex_)
+  std::size_t assumed_ = 0;                             // GUARDED_BY(mutex_)
   // Per node: free whole GPUs and those in its largest well-connected free set, and their
   // totals, for the fragmentation gauge (only maintained when metrics_ is set).
   struct FreeGpus {

@@ -1,0 +1,232 @@
+// Cluster mode over real HTTPS: start-up from the API server's lists, and binds per second.
+// The fake API server (test/kube/fake_api_server.h) runs in a child process, so that the CPU
+// this process uses is linkfit's alone (the reflectors' HTTP, parsing and state, the binds).
+//
+//   linkfit_cluster_api_bench [--nodes 5000] [--pods 50000] [--binds 2000] [--bind-threads 8]
+//                             [--api-latency-ms 1]
+//
+// 1. Start-up: ClusterSource::Start until Ready (nodes listed, then pods, 500 a page): wall and
+//    CPU seconds of this process, heap growth per pod.
+// 2. Binds: `binds` pending 1-GPU pods bound through Extender::Bind by `bind-threads` threads
+//    while every API request takes `api-latency-ms`: binds per second and the latency of a bind.
+
+#include <malloc.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "kube/fake_api_server.h"
+#include "linkfit/cluster/cluster_source.h"
+#include "linkfit/extender/extender.h"
+#include "linkfit/kube/annotations.h"
+#include "linkfit/topology/spec.h"
+
+namespace {
+
+using namespace linkfit;
+using nlohmann::json;
+
+double CpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+long Arg(int argc, char** argv, const char* name, long fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == name) return std::atol(argv[i + 1]);
+  }
+  return fallback;
+}
+
+std::string Compact(const std::string& id) {
+  std::ifstream in(std::string(LINKFIT_SOURCE_DIR) + "/config/topologies/" + id + ".json");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto spec = topology::ParseTopologyDocument(text.str());
+  if (!spec) std::abort();
+  return topology::ToTopologyDocument(*spec);
+}
+
+// The child: a fake API server with the cluster, until its stdin closes. Writes the kubeconfig
+// path and a newline to `out`.
+[[noreturn]] void RunApiServer(int out, int nodes, int pods, int binds, int latency_ms) {
+  linkfit::testing::FakeApiServerOptions options;
+  options.history_limit = 1000;
+  options.bookmark_interval = std::chrono::milliseconds(5000);
+  auto fake = linkfit::testing::StartFakeApiServer(options);
+  if (!fake) _exit(3);
+  const std::vector<std::string> machines = {Compact("dgx-a100"), Compact("dgx-h100"),
+                                             Compact("dgx1-v100"), Compact("pcie-8x-l40s-2socket")};
+  for (int n = 0; n < nodes; ++n) {
+    json node = linkfit::testing::MakeFakeNode("gpu-" + std::to_string(n));
+    node["metadata"]["annotations"][kube::kAnnotationTopology] =
+        machines[static_cast<std::size_t>(n) % machines.size()];
+    node["metadata"]["labels"]["kubernetes.io/hostname"] = "gpu-" + std::to_string(n);
+    node["status"]["allocatable"] = {{"cpu", "224"}, {"memory", "2Ti"}, {"pods", "110"}};
+    if (!(*fake)->AddNode(node)) _exit(4);
+  }
+  std::vector<int> used(static_cast<std::size_t>(nodes), 0);
+  std::mt19937 rng(7);
+  for (int i = 0; i < pods; ++i) {
+    const int n = static_cast<int>(rng() % static_cast<unsigned>(nodes));
+    const std::string node = "gpu-" + std::to_string(n);
+    json pod = linkfit::testing::MakeFakePod("team-" + std::to_string(i % 40),
+                                             "job-" + std::to_string(i), node);
+    json limits = {{"cpu", "4"}, {"memory", "32Gi"}};
+    int& gpus = used[static_cast<std::size_t>(n)];
+    if (i % 2 == 0 && gpus < 6) {  // half GPU pods, with the record linkfit would have written
+      limits["nvidia.com/gpu"] = "1";
+      pod["metadata"]["uid"] = "uid-" + std::to_string(i);
+      kube::AllocationRecord record;
+      record.pod = pod["metadata"]["namespace"].get<std::string>() + "/job-" + std::to_string(i);
+      record.uid = "uid-" + std::to_string(i);
+      record.node = node;
+      record.devices.gpus = {gpus++};
+      pod["metadata"]["annotations"][kube::kAnnotationAllocation] =
+          kube::EncodeAllocationRecord(record);
+    }
+    pod["spec"]["containers"] = {{{"name", "main"}, {"resources", {{"limits", limits}}}}};
+    pod["status"]["phase"] = "Running";
+    if (!(*fake)->AddPod(pod)) _exit(5);
+  }
+  for (int i = 0; i < binds; ++i) {
+    json pod = linkfit::testing::MakeFakePod("bench", "pending-" + std::to_string(i));
+    pod["spec"]["containers"] = {
+        {{"name", "main"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}};
+    if (!(*fake)->AddPod(pod)) _exit(6);
+  }
+  if (latency_ms > 0) (*fake)->SetLatency(std::chrono::milliseconds(latency_ms));
+  auto kubeconfig = (*fake)->WriteKubeconfig();
+  if (!kubeconfig) _exit(7);
+  const std::string line = *kubeconfig + "\n";
+  if (write(out, line.data(), line.size()) < 0) _exit(8);
+  close(out);
+  char byte = 0;
+  while (read(STDIN_FILENO, &byte, 1) > 0) {
+  }
+  _exit(0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int nodes = static_cast<int>(Arg(argc, argv, "--nodes", 5000));
+  const int pods = static_cast<int>(Arg(argc, argv, "--pods", 50000));
+  const int binds = static_cast<int>(Arg(argc, argv, "--binds", 2000));
+  const int threads = static_cast<int>(Arg(argc, argv, "--bind-threads", 8));
+  const int latency_ms = static_cast<int>(Arg(argc, argv, "--api-latency-ms", 1));
+  setenv("LINKFIT_LOG_LEVEL", "warning", 0);
+
+  int to_parent[2];
+  int to_child[2];
+  if (pipe(to_parent) != 0 || pipe(to_child) != 0) return 1;
+  const pid_t child = fork();
+  if (child == 0) {
+    close(to_parent[0]);
+    close(to_child[1]);
+    dup2(to_child[0], STDIN_FILENO);
+    RunApiServer(to_parent[1], nodes, pods, binds, latency_ms);
+  }
+  close(to_parent[1]);
+  close(to_child[0]);
+  std::string kubeconfig;
+  char c = 0;
+  while (read(to_parent[0], &c, 1) == 1 && c != '\n') kubeconfig.push_back(c);
+  if (kubeconfig.empty()) {
+    std::fprintf(stderr, "the fake API server did not start\n");
+    return 1;
+  }
+
+  auto catalog = alloc::MigCatalog::LoadDirectory(std::string(LINKFIT_SOURCE_DIR) + "/config/mig");
+  auto client = kube::LoadKubeconfig(kubeconfig);
+  if (!catalog || !client) return 1;
+  NullMetrics metrics;
+  state::ClusterCache cache;
+  alloc::ModelRegistry registry;
+  source::NodeModelFactory factory(registry, *catalog, topology::BandwidthModel::Defaults());
+  cluster::ClusterOptions options;
+  options.client = *client;
+  options.client.qps = 0;  // the start-up figure is linkfit's, not the rate limit's
+  malloc_trim(0);
+  const std::size_t heap_before = mallinfo2().uordblks;
+  auto source = cluster::ClusterSource::Create(options, cache, factory, metrics);
+  if (!source) {
+    std::fprintf(stderr, "%s\n", source.error().message.c_str());
+    return 1;
+  }
+  const double cpu_start = CpuSeconds();
+  const auto wall_start = std::chrono::steady_clock::now();
+  (*source)->Start();
+  if (!(*source)->WaitReady(std::chrono::minutes(5))) return 1;
+  const double cpu = CpuSeconds() - cpu_start;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  malloc_trim(0);
+  const double heap = static_cast<double>(mallinfo2().uordblks - heap_before);
+  std::printf(
+      "start-up over HTTPS: %d nodes, %d pods (+%d pending) to ready in %.2f s wall, "
+      "%.2f s CPU; heap %.0f MB (%.0f B per pod, nodes included)\n",
+      nodes, pods, binds, wall, cpu, heap / 1e6, heap / (pods + binds));
+
+  // Binds.
+  extender::ExtenderOptions extender_options;
+  extender::Extender ext(cache, extender_options, (*source)->binder(), (*source)->pods(), metrics);
+  // The UIDs kube-scheduler's bind would carry.
+  const std::unordered_map<std::string, std::string> uids = (*source)->pods().UidsByName();
+  std::atomic<int> next{0};
+  std::atomic<int> ok{0};
+  std::vector<std::vector<double>> latencies(static_cast<std::size_t>(threads));
+  const auto binds_start = std::chrono::steady_clock::now();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (int i = next++; i < binds; i = next++) {
+        const std::string name = "pending-" + std::to_string(i);
+        const auto uid = uids.find("bench/" + name);
+        kube::BindingArgs args{name, "bench", uid == uids.end() ? "" : uid->second,
+                               "gpu-" + std::to_string(i % nodes)};
+        const auto start = std::chrono::steady_clock::now();
+        const std::string error = ext.Bind(args);
+        latencies[static_cast<std::size_t>(t)].push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        if (error.empty()) ++ok;
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  const double binds_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - binds_start).count();
+  std::vector<double> all;
+  for (const auto& list : latencies) all.insert(all.end(), list.begin(), list.end());
+  std::sort(all.begin(), all.end());
+  const auto quantile = [&](double q) {
+    return all.empty()
+               ? 0.0
+               : all[std::min(all.size() - 1,
+                              static_cast<std::size_t>(q * static_cast<double>(all.size())))];
+  };
+  std::printf(
+      "binds: %d of %d bound in %.2f s = %.0f binds/s with %d threads, API latency %d ms; "
+      "bind p50 %.2f ms p99 %.2f ms (API call included)\n",
+      ok.load(), binds, binds_seconds, ok.load() / binds_seconds, threads, latency_ms,
+      quantile(0.5) * 1e3, quantile(0.99) * 1e3);
+  (*source)->Stop();
+  close(to_child[1]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return ok.load() > 0 ? 0 : 1;
+}
