@@ -76,7 +76,13 @@ void NodeStore::Event(kube::WatchEventType type, std::string_view object_json) {
 }
 
 void NodeStore::Upsert(const kube::NodeView& node) {
-  bool appeared = false;
+  const Change change = UpsertLocked(node);
+  // The pod store is told outside this store's lock (it takes its own, then the cache's).
+  if (change == Change::kModelled) pods_.NodeAppeared(node.name);
+  if (change == Change::kRemoved) pods_.NodeRemoved(node.name);
+}
+
+NodeStore::Change NodeStore::UpsertLocked(const kube::NodeView& node) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Entry& entry = nodes_[node.name];
@@ -87,10 +93,12 @@ void NodeStore::Upsert(const kube::NodeView& node) {
         log::Info("node " + node.name + ": annotation " + kube::kAnnotationTopology +
                   " removed; linkfit no longer places on it");
         cache_.RemoveNode(node.name);
+        cache_.SetNodeProblem(node.name, "");
+        entry.facts_hash = 0;
+        return Change::kRemoved;
       }
       cache_.SetNodeProblem(node.name, "");
-      entry.facts_hash = 0;
-      return;
+      return Change::kNone;
     }
     const std::string* mig_text = Annotation(node, kAnnotationMigMode);
     std::map<std::string, std::string> labels;
@@ -108,15 +116,17 @@ void NodeStore::Upsert(const kube::NodeView& node) {
     }
     HashInto(hash, std::to_string(cpu_milli) + "/" + std::to_string(memory_bytes));
     if (hash == 0) hash = 1;
-    if (hash == entry.facts_hash) return;  // a status update: nothing linkfit models changed
+    if (hash == entry.facts_hash) return Change::kNone;  // a status update: nothing changed
 
     const auto refuse = [&](const std::string& what, const std::string& problem) {
       const std::string reason = "node's " + what + " is unusable: " + problem;
       log::Error("node " + node.name + ": " + reason + "; linkfit does not place on it");
       metrics_.CountBadObject("node", what == kAnnotationMigMode ? "mig-mode" : "topology");
-      if (entry.facts_hash != 0) cache_.RemoveNode(node.name);
+      const bool was_modelled = entry.facts_hash != 0;
+      if (was_modelled) cache_.RemoveNode(node.name);
       cache_.SetNodeProblem(node.name, reason);
       entry.facts_hash = 0;
+      return was_modelled ? Change::kRemoved : Change::kNone;
     };
     auto topology = factory_.TopologyFromText(
         *topology_text, "node " + node.name + " " + kube::kAnnotationTopology);
@@ -134,16 +144,18 @@ void NodeStore::Upsert(const kube::NodeView& node) {
     const int dropped = cache_.UpsertNode(std::move(*info));
     if (dropped > 0) metrics_.CountBadObject("node", "pods-dropped");
     entry.facts_hash = hash;
-    appeared = true;
+    return Change::kModelled;
   }
-  if (appeared) pods_.NodeAppeared(node.name);
 }
 
 void NodeStore::Delete(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  nodes_.erase(name);
-  cache_.RemoveNode(name);
-  cache_.SetNodeProblem(name, "");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    nodes_.erase(name);
+    cache_.RemoveNode(name);
+    cache_.SetNodeProblem(name, "");
+  }
+  pods_.NodeRemoved(name);
 }
 
 std::size_t NodeStore::known() const {

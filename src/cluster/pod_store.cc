@@ -157,7 +157,9 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
     entry.view = nullptr;
     return;  // nothing new (a status update of a counted pod)
   }
-  entry.record_hash = record_hash;
+  // Without the pod's object (a pod waiting for its node) the record is unknown here: a hash of
+  // 0 makes the pod's next event apply its record.
+  entry.record_hash = pod != nullptr ? record_hash : 0;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   const state::NodeState* node = snapshot->Find(node_name);
   // The API server's record of the devices, on this node's model.
@@ -186,17 +188,31 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   if (phase == state::PodPhase::kAssumed || phase == state::PodPhase::kAdded) {
     const std::optional<state::Assignment> held = cache_.Find(uid);
     if (held && held->node == node_name) {
-      if (recorded && !SameDevices(*recorded, *held)) {
-        // Another writer's record (a second replica, a retried bind): the API server's wins.
-        if (auto replaced = cache_.ReplaceBound(*recorded); !replaced) {
+      if (recorded && (!SameDevices(*recorded, *held) || held->estimated)) {
+        // The API server's record wins: another writer's (a second replica, a retried bind), or
+        // the record of a pod whose devices were estimated.
+        auto replaced = cache_.ReplaceBound(*recorded);
+        if (!replaced && held->estimated) {
+          const std::vector<std::string> evicted = EvictEstimatedLocked(node_name, uid);
+          replaced = cache_.ReplaceBound(*recorded);
+          for (const std::string& other : evicted) {
+            const auto it = pods_.find(other);
+            if (it != pods_.end()) ApplyBoundLocked(other, it->second, node_name, nullptr);
+          }
+        }
+        if (!replaced) {
           log::Error("pod " + pod_key + ": its recorded devices " +
                      "collide with other pods; keeping linkfit's: " + replaced.error().message);
           metrics_.CountBadObject("pod", "allocation-collision");
           cache_.Confirm(uid);
         } else {
-          log::Warning("pod " + pod_key +
-                       ": the API server's allocation record differs from linkfit's; the "
-                       "record wins");
+          if (!held->estimated) {
+            log::Warning("pod " + pod_key +
+                         ": the API server's allocation record differs from linkfit's; the "
+                         "record wins");
+          }
+          if (entry.estimated) --estimated_;
+          entry.estimated = false;
         }
       } else {
         cache_.Confirm(uid);
@@ -320,9 +336,24 @@ void PodStore::DeleteLocked(const std::string& uid) {
 void PodStore::NodeAppeared(const std::string& node) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [uid, entry] : pods_) {
-    if (entry.node != node || entry.in_cache) continue;
+    // Pods waiting for the node, and pods the cache dropped when the node's model changed.
+    if (entry.node != node || cache_.Phase(uid) != state::PodPhase::kInitial) continue;
+    entry.in_cache = false;
     const std::shared_ptr<const kube::PodView> view = entry.view;
     ApplyBoundLocked(uid, entry, node, view.get());
+  }
+}
+
+void PodStore::NodeRemoved(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [uid, entry] : pods_) {
+    if (entry.node != node || !entry.in_cache) continue;
+    // The cache forgot them with the node. Should the node come back, they are applied again;
+    // their record is re-read from their next event (record_hash 0 forces it).
+    entry.in_cache = false;
+    entry.record_hash = 0;
+    if (entry.estimated) --estimated_;
+    entry.estimated = false;
   }
 }
 

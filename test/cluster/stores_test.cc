@@ -257,3 +257,26 @@ TEST_F(StoresTest, ARecordMovesEstimatesOutOfItsWay) {
 
 }  // namespace
 }  // namespace linkfit::cluster
+
+namespace linkfit::cluster {
+namespace {
+
+TEST_F(StoresTest, ANodeThatLeavesAndComesBackGetsItsPodsBack) {
+  Node(NodeObject("v100-0", TopologyDocument("dgx1-v100")));
+  PodSpec spec{.name = "train", .uid = "u1", .node = "v100-0", .gpus = 2};
+  spec.annotations[kube::kAnnotationAllocation] =
+      R"({"v":1,"pod":"ml/train","uid":"u1","node":"v100-0","gpus":[6,7]})";
+  Pod(spec, kube::WatchEventType::kAdded);
+  EXPECT_EQ(WholeUsed("v100-0"), Mask({6, 7}));
+  // The annotation is removed (the node is unknown for a while), then published again.
+  Node(NodeObject("v100-0", ""), kube::WatchEventType::kModified);
+  EXPECT_EQ(Find("v100-0"), nullptr);
+  Node(NodeObject("v100-0", TopologyDocument("dgx1-v100")), kube::WatchEventType::kModified);
+  EXPECT_EQ(__builtin_popcount(WholeUsed("v100-0")), 2);  // counted again (estimated)...
+  Pod(spec);                                             // ...and exact from its next event
+  EXPECT_EQ(WholeUsed("v100-0"), Mask({6, 7}));
+  EXPECT_EQ(pods_.estimated_pods(), 0u);
+}
+
+}  // namespace
+}  // namespace linkfit::cluster

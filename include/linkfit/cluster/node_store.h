@@ -52,6 +52,9 @@ class NodeStore final : public kube::ReflectorSink {
   std::uint64_t lists_applied() const;
 
  private:
+  enum class Change { kNone, kModelled, kRemoved };
+  Change UpsertLocked(const kube::NodeView& node);
+
   struct Entry {
     std::uint64_t facts_hash = 0;  // 0 = not modelled
     std::uint64_t list_generation = 0;

@@ -64,8 +64,10 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   void Delete(const std::string& uid);
 
   // A node linkfit now models (new, or its model replaced): applies the pods bound to it that
-  // are not counted yet.
+  // the cache does not hold (waiting for the node, or dropped by the model change).
   void NodeAppeared(const std::string& node);
+  // The node is gone from the cache, and its pods with it.
+  void NodeRemoved(const std::string& node);
 
   // Reads one pod from the API server (the JSON of GET namespaces/NS/pods/NAME, or nullopt);
   // set by ClusterSource, used by ResolveForBind.
