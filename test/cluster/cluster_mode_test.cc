@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "app/service.h"
 #include "cluster/cluster_testing.h"
 #include "kube/fake_api_server.h"
+#include "linkfit/app/cli.h"
 #include "linkfit/kube/annotations.h"
 #include "testing/fixtures.h"
 
@@ -496,6 +498,32 @@ TEST_F(ClusterModeTest, ARestartRebuildsTheSameAllocationsFromTheApi) {
   json a = json::parse(before);
   json b = json::parse(client_->Get("/inspect")->body);
   EXPECT_EQ(a["nodes"], b["nodes"]);
+}
+
+TEST_F(ClusterModeTest, ExplainAsksTheRunningExtenderAboutAPodOfTheCluster) {
+  AddNode("v100-0", "dgx1-v100");
+  AddNode("l40s-0", "pcie-8x-l40s-2socket");
+  StartLinkfit();
+  PodSpec spec{.name = "trainer", .gpus = 4};
+  spec.annotations[kube::kAnnotationCloseness] = "nvlink";
+  spec.annotations[kube::kAnnotationClosenessPolicy] = "required";
+  AddPod(spec);
+  std::ostringstream out;
+  std::ostringstream err;
+  const int code = app::RunCli({"explain", "ml/trainer", "--kubeconfig", kubeconfig_, "--server",
+                                "http://127.0.0.1:" + std::to_string(service_->port())},
+                               out, err);
+  EXPECT_EQ(code, 0) << err.str();
+  EXPECT_NE(out.str().find("pod ml/trainer asks for 4 GPUs, nvlink required"), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("v100-0: fits on GPUs"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("l40s-0: never fits"), std::string::npos) << out.str();
+  std::ostringstream missing_out;
+  std::ostringstream missing_err;
+  EXPECT_EQ(
+      app::RunCli({"explain", "ml/absent", "--kubeconfig", kubeconfig_}, missing_out, missing_err),
+      1);
+  EXPECT_NE(missing_err.str().find("not found"), std::string::npos) << missing_err.str();
 }
 
 }  // namespace

@@ -33,22 +33,25 @@ using nlohmann::json;
 // `linkfit serve` as a child process; its port is read from its first stdout line.
 class Child {
  public:
-  Child(const std::string& kubeconfig, const std::string& log_path) {
+  // `config` empty: a config of the test's own (small pages); else that file, as given.
+  Child(const std::string& kubeconfig, const std::string& log_path,
+        const std::vector<std::string>& extra = {}, const std::string& config = "") {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return;
     const std::string mig = linkfit::testing::SourcePath("config/mig");
-    const std::string config_path = log_path + ".yaml";
-    {
-      FILE* config = std::fopen(config_path.c_str(), "w");
-      if (config == nullptr) return;
-      std::fprintf(config,
+    const std::string config_path = config.empty() ? log_path + ".yaml" : config;
+    if (config.empty()) {
+      FILE* file = std::fopen(config_path.c_str(), "w");
+      if (file == nullptr) return;
+      std::fprintf(file,
                    "mig_profiles_dir: %s\nlimits: {threads: 16}\n"
                    "kubernetes: {request_timeout_ms: 2000, list_page_size: 5}\n",
                    mig.c_str());
-      std::fclose(config);
+      std::fclose(file);
     }
     std::vector<std::string> args = {LINKFIT_SERVE_BINARY, "serve",    "--config", config_path,
                                      "--kubeconfig",       kubeconfig, "--listen", "127.0.0.1:0"};
+    args.insert(args.end(), extra.begin(), extra.end());
     const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     pid_ = fork();
     if (pid_ == 0) {
@@ -218,6 +221,36 @@ TEST(CrashRestartTest, KillNineDuringABindStormThenRestartMatchesTheApi) {
     EXPECT_EQ(used[record->node] & mask, 0u);
     used[record->node] |= mask;
   }
+}
+
+// As an outside check runs it: the demo config (which names a cluster file: --kubeconfig wins),
+// a kubeconfig, an operations listener; ready, then a Binding with the GPUs under "gpus".
+TEST(CrashRestartTest, TheDemoConfigWithAKubeconfigBecomesReadyAndBinds) {
+  auto fake = linkfit::testing::StartFakeApiServer();
+  ASSERT_TRUE(fake.has_value()) << fake.error().message;
+  auto kubeconfig = (*fake)->WriteKubeconfig();
+  ASSERT_TRUE(kubeconfig.has_value());
+  ASSERT_TRUE((*fake)
+                  ->AddNode(testing::NodeObject("dgx-0", testing::TopologyDocument("dgx-h100")))
+                  .has_value());
+  auto pod = (*fake)->AddPod(testing::PodObject({.name = "train", .gpus = 4}));
+  ASSERT_TRUE(pod.has_value());
+  const std::string log = (*fake)->work_dir() + "/demo.log";
+  Child child(*kubeconfig, log, {"--ops-listen", "127.0.0.1:0"},
+              linkfit::testing::SourcePath("config/demo.yaml"));
+  ASSERT_GT(child.port(), 0) << "see " << log;
+  ASSERT_TRUE(child.WaitReady());
+  httplib::Client client("127.0.0.1", child.port());
+  auto bound = client.Post("/scheduler/bind", BindBody(*pod, "dgx-0"), "application/json");
+  ASSERT_TRUE(bound);
+  EXPECT_EQ(bound->body, R"({"Error":""})");
+  const auto bindings = (*fake)->Bindings();
+  ASSERT_EQ(bindings.size(), 1u);
+  const json record = json::parse(
+      bindings[0].body["metadata"]["annotations"][kube::kAnnotationAllocation].get<std::string>());
+  EXPECT_EQ(record["gpus"].size(), 4u);
+  // The extender listener does not serve the operations routes.
+  EXPECT_EQ(client.Get("/metrics")->status, 404);
 }
 
 }  // namespace

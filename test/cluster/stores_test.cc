@@ -273,7 +273,7 @@ TEST_F(StoresTest, ANodeThatLeavesAndComesBackGetsItsPodsBack) {
   EXPECT_EQ(Find("v100-0"), nullptr);
   Node(NodeObject("v100-0", TopologyDocument("dgx1-v100")), kube::WatchEventType::kModified);
   EXPECT_EQ(__builtin_popcount(WholeUsed("v100-0")), 2);  // counted again (estimated)...
-  Pod(spec);                                             // ...and exact from its next event
+  Pod(spec);                                              // ...and exact from its next event
   EXPECT_EQ(WholeUsed("v100-0"), Mask({6, 7}));
   EXPECT_EQ(pods_.estimated_pods(), 0u);
 }
