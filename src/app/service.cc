@@ -47,7 +47,10 @@ Result<kube::ClientConfig> ClientConfigFrom(const Config& config) {
     client.ca_pem = pem.str();
     client.source = "kubernetes.api_server " + k.api_server;
   } else {
-    LINKFIT_ASSIGN_OR_RETURN(client, kube::InClusterConfig());
+    kube::InClusterPaths paths;
+    paths.token_file = k.token_file;
+    paths.ca_file = k.ca_file;
+    LINKFIT_ASSIGN_OR_RETURN(client, kube::InClusterConfig(paths));
   }
   client.qps = k.qps;
   client.burst = k.burst;
@@ -97,6 +100,10 @@ Result<void> Service::LoadStandalone() {
 }
 
 Result<void> Service::StartCluster() {
+  if (config_.cluster_file || config_.state_file) {
+    log::Info("cluster mode: cluster_file and state_file are standalone mode's and are not used; "
+              "nodes and allocations come from the API server");
+  }
   cluster::ClusterOptions options;
   LINKFIT_ASSIGN_OR_RETURN(options.client, ClientConfigFrom(config_));
   options.page_size = config_.kubernetes.list_page_size;

@@ -5,6 +5,7 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <algorithm>
 #include <atomic>
@@ -109,7 +110,13 @@ struct TlsMaterial {
 Result<std::vector<X509*>> ParseCertificates(const std::string& pem, const std::string& what) {
   std::vector<X509*> certs;
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) certs.push_back(cert);
+  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
+    // Every connection's SSL context shares these certificates; OpenSSL computes a
+    // certificate's extension cache lazily, on first use, without a lock for that first fill.
+    // Filling it now, before any connection exists, keeps concurrent handshakes read-only.
+    X509_check_purpose(cert, -1, 0);
+    certs.push_back(cert);
+  }
   BIO_free(bio);
   ERR_clear_error();
   if (certs.empty()) return MakeError(what + ": no PEM certificate could be read");
