@@ -3,6 +3,7 @@
 // they do. The HTTP transport is measured separately (bench/cluster/cluster_api_bench.cc).
 //
 //   linkfit_cluster_state_bench [--nodes 5000] [--pods 50000] [--events 200000] [--names 1000]
+//                               [--event-rate 0 (as fast as possible) | events per second]
 //
 // 1. Initial list: every node (a compact topology document in linkfit.io/topology, one of four
 //    machine types, allocatable CPU/memory, ordinary labels) and every pod (realistic objects of
@@ -196,6 +197,9 @@ int main(int argc, char** argv) {
   const int node_count = static_cast<int>(Arg(argc, argv, "--nodes", 5000));
   const int pod_count = static_cast<int>(Arg(argc, argv, "--pods", 50000));
   const long event_count = Arg(argc, argv, "--events", 200000);
+  // 0: as fast as one thread applies them; else paced to this many events per second (the
+  // target rate, to see filter latency at that load rather than at saturation).
+  const long event_rate = Arg(argc, argv, "--event-rate", 0);
   const int names = static_cast<int>(std::min<long>(node_count, Arg(argc, argv, "--names", 1000)));
   setenv("LINKFIT_LOG_LEVEL", "error", 0);
 
@@ -308,6 +312,9 @@ int main(int argc, char** argv) {
   std::thread watcher([&] {
     const auto start = std::chrono::steady_clock::now();
     for (long e = 0; e < event_count; ++e) {
+      if (event_rate > 0 && e % 100 == 0) {
+        std::this_thread::sleep_until(start + std::chrono::microseconds(e * 1000000 / event_rate));
+      }
       const std::string& json = events[static_cast<std::size_t>(e) % events.size()];
       if (e % 10 == 9) {
         pods.Event(kube::WatchEventType::kDeleted, json);
