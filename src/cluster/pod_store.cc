@@ -42,13 +42,17 @@ void PodStore::BeginList() {
   ++generation_;
 }
 
-void PodStore::ListItem(std::string_view object_json) {
+std::optional<kube::PodView> PodStore::Decode(std::string_view object_json, const char* where) {
   auto pod = kube::DecodePod(object_json);
-  if (!pod) {
-    log::Error("pods: a listed pod does not decode, skipped: " + pod.error().message);
-    metrics_.CountBadObject("pod", "json");
-    return;
-  }
+  if (pod) return std::move(*pod);
+  log::Error(std::string("pods: ") + where + " does not decode, skipped: " + pod.error().message);
+  metrics_.CountBadObject("pod", "json");
+  return std::nullopt;
+}
+
+void PodStore::ListItem(std::string_view object_json) {
+  const std::optional<kube::PodView> pod = Decode(object_json, "a listed pod");
+  if (!pod) return;
   std::lock_guard<std::mutex> lock(mutex_);
   UpsertLocked(*pod);
 }
@@ -75,12 +79,8 @@ void PodStore::EndList(std::string_view resource_version) {
 }
 
 void PodStore::Event(kube::WatchEventType type, std::string_view object_json) {
-  auto pod = kube::DecodePod(object_json);
-  if (!pod) {
-    log::Error("pods: a watch event's pod does not decode, skipped: " + pod.error().message);
-    metrics_.CountBadObject("pod", "json");
-    return;
-  }
+  const std::optional<kube::PodView> pod = Decode(object_json, "a watch event's pod");
+  if (!pod) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (type == kube::WatchEventType::kDeleted) {
     DeleteLocked(pod->uid);

@@ -44,6 +44,8 @@ std::string ResourceVersionOf(od::object& object) {
   return std::string(rv);
 }
 
+enum class LineVerdict { kContinue, kGone, kFailed };
+
 }  // namespace
 
 struct Reflector::Impl {
@@ -110,6 +112,8 @@ struct Reflector::Impl {
   ListResult List();
   enum class WatchResult { kResume, kRelist, kBackoff, kStopped };
   WatchResult Watch(bool* delivered);
+  LineVerdict HandleLine(std::string_view line, json::Scratch& line_scratch,
+                         json::Scratch& rv_scratch, bool* delivered);
   void Run();
 };
 
@@ -189,6 +193,80 @@ Reflector::Impl::ListResult Reflector::Impl::List() {
   }
 }
 
+namespace {
+
+// The `code` of a Status object (0 when it has none).
+std::int64_t StatusCodeOf(std::string_view status_json) {
+  json::Scratch scratch;
+  json::Ctx c;
+  od::document doc;
+  od::object status;
+  std::int64_t code = 0;
+  if (!json::Open(c, status_json, &doc, scratch, "Status") ||
+      doc.get_object().get(status) != simdjson::SUCCESS ||
+      status.find_field_unordered("code").get_int64().get(code) != simdjson::SUCCESS) {
+    return 0;
+  }
+  return code;
+}
+
+// metadata.resourceVersion of an object's JSON, parsed in `scratch` ("" when absent).
+std::string ResourceVersionIn(std::string_view object_json, json::Scratch& scratch) {
+  json::Ctx c;
+  od::document doc;
+  od::object object;
+  if (!json::Open(c, object_json, &doc, scratch, "object") ||
+      doc.get_object().get(object) != simdjson::SUCCESS) {
+    return "";
+  }
+  return ResourceVersionOf(object);
+}
+
+}  // namespace
+
+// Handles one line of a watch: {"type":...,"object":{...}}. `line_scratch` holds the line's parse
+// (the object's bytes live there while the sink reads them); `rv_scratch` the second, short
+// parse for the object's resourceVersion.
+LineVerdict Reflector::Impl::HandleLine(std::string_view line, json::Scratch& line_scratch,
+                                        json::Scratch& rv_scratch, bool* delivered) {
+  json::Ctx c;
+  od::document doc;
+  od::object event;
+  std::string_view type;
+  od::object object;
+  std::string_view raw;
+  if (!json::Open(c, line, &doc, line_scratch, "watch event") ||
+      doc.get_object().get(event) != simdjson::SUCCESS ||
+      event.find_field_unordered("type").get_string().get(type) != simdjson::SUCCESS ||
+      event.find_field_unordered("object").get_object().get(object) != simdjson::SUCCESS ||
+      object.raw_json().get(raw) != simdjson::SUCCESS) {
+    Error("watch event is not {type, object}: " + std::string(line.substr(0, 200)));
+    return LineVerdict::kFailed;
+  }
+  if (observer != nullptr) observer->WatchEvent(options.kind, type);
+  if (type == "ERROR") {
+    if (StatusCodeOf(raw) == 410) return LineVerdict::kGone;
+    Error("watch ERROR event: " + StatusMessage(raw));
+    return LineVerdict::kFailed;
+  }
+  std::string object_rv = ResourceVersionIn(raw, rv_scratch);
+  if (type != "BOOKMARK") {
+    WatchEventType kind = WatchEventType::kModified;
+    if (type == "ADDED") {
+      kind = WatchEventType::kAdded;
+    } else if (type == "DELETED") {
+      kind = WatchEventType::kDeleted;
+    } else if (type != "MODIFIED") {
+      Error("unknown watch event type " + std::string(type));
+      return LineVerdict::kContinue;
+    }
+    sink.Event(kind, raw);
+    *delivered = true;
+  }
+  if (!object_rv.empty()) SetRv(std::move(object_rv));
+  return LineVerdict::kContinue;
+}
+
 Reflector::Impl::WatchResult Reflector::Impl::Watch(bool* delivered) {
   const int timeout = options.watch_timeout_seconds +
                       static_cast<int>(rng() % static_cast<std::uint64_t>(
@@ -196,8 +274,7 @@ Reflector::Impl::WatchResult Reflector::Impl::Watch(bool* delivered) {
   const std::string path = options.path +
                            "?watch=1&allowWatchBookmarks=true&resourceVersion=" + UrlEncode(Rv()) +
                            "&timeoutSeconds=" + std::to_string(timeout) + Selectors();
-  bool gone = false;
-  bool failed = false;
+  LineVerdict verdict = LineVerdict::kContinue;
   std::string error_body;
   json::Scratch line_scratch;
   json::Scratch rv_scratch;
@@ -205,74 +282,12 @@ Reflector::Impl::WatchResult Reflector::Impl::Watch(bool* delivered) {
       path,
       [&](std::string_view line) {
         if (Stopping()) return false;
-        json::Ctx c;
-        od::document doc;
-        if (!json::Open(c, line, &doc, line_scratch, "watch event")) {
-          Error("watch event does not parse: " + c.error);
-          failed = true;
-          return false;
-        }
-        od::object event;
-        std::string_view type;
-        od::object object;
-        std::string_view raw;
-        if (doc.get_object().get(event) != simdjson::SUCCESS ||
-            event.find_field_unordered("type").get_string().get(type) != simdjson::SUCCESS ||
-            event.find_field_unordered("object").get_object().get(object) != simdjson::SUCCESS ||
-            object.raw_json().get(raw) != simdjson::SUCCESS) {
-          Error("watch event is not {type, object}: " + std::string(line.substr(0, 200)));
-          failed = true;
-          return false;
-        }
-        if (observer != nullptr) observer->WatchEvent(options.kind, type);
-        if (type == "ERROR") {
-          json::Ctx status_ctx;
-          od::document status_doc;
-          std::int64_t code = 0;
-          json::Scratch status_scratch;
-          if (json::Open(status_ctx, raw, &status_doc, status_scratch, "Status")) {
-            od::object status;
-            if (status_doc.get_object().get(status) == simdjson::SUCCESS) {
-              if (status.find_field_unordered("code").get_int64().get(code) != simdjson::SUCCESS) {
-                code = 0;
-              }
-            }
-          }
-          if (code == 410) {
-            gone = true;
-          } else {
-            Error("watch ERROR event: " + StatusMessage(raw));
-            failed = true;
-          }
-          return false;
-        }
-        // The object's resourceVersion: a second parse, in a scratch of its own (`raw` lives in
-        // line_scratch); metadata comes first, so it stops early.
-        json::Ctx rv_ctx;
-        od::document rv_doc;
-        od::object rv_object;
-        std::string rv_value;
-        if (json::Open(rv_ctx, raw, &rv_doc, rv_scratch, "object") &&
-            rv_doc.get_object().get(rv_object) == simdjson::SUCCESS) {
-          rv_value = ResourceVersionOf(rv_object);
-        }
-        if (type != "BOOKMARK") {
-          WatchEventType kind = WatchEventType::kModified;
-          if (type == "ADDED") {
-            kind = WatchEventType::kAdded;
-          } else if (type == "DELETED") {
-            kind = WatchEventType::kDeleted;
-          } else if (type != "MODIFIED") {
-            Error("unknown watch event type " + std::string(type));
-            return true;
-          }
-          sink.Event(kind, raw);
-          *delivered = true;
-        }
-        if (!rv_value.empty()) SetRv(std::move(rv_value));
-        return true;
+        verdict = HandleLine(line, line_scratch, rv_scratch, delivered);
+        return verdict == LineVerdict::kContinue;
       },
       options.watch_idle_timeout, &error_body);
+  const bool gone = verdict == LineVerdict::kGone;
+  const bool failed = verdict == LineVerdict::kFailed;
   if (Stopping()) return WatchResult::kStopped;
   if (gone) {
     if (observer != nullptr) observer->Relist(options.kind, "gone");

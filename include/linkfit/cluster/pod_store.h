@@ -110,6 +110,8 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
     std::shared_ptr<const kube::PodView> view;
   };
 
+  // Decodes a pod object; a bad one is logged and counted, and skipped.
+  std::optional<kube::PodView> Decode(std::string_view object_json, const char* where);
   // REQUIRES: mutex_ held.
   void UpsertLocked(const kube::PodView& pod);
   void DeleteLocked(const std::string& uid);
