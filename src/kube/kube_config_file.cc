@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kube/pem.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/kube/api_client.h"
 
@@ -47,7 +48,8 @@ Result<std::string> DecodeBase64(std::string_view text, const std::string& what)
       out.push_back(static_cast<char>((buffer >> bits) & 0xff));
     }
   }
-  if (padding > 2) return MakeError(what + ": not valid base64");
+  // Six bits left over cannot end a base64 text (four characters carry three bytes).
+  if (padding > 2 || bits >= 6) return MakeError(what + ": not valid base64");
   return out;
 }
 
@@ -80,24 +82,45 @@ std::string Resolve(const std::string& base, const std::string& path) {
   return (fs::path(base) / path).lexically_normal().string();
 }
 
-// `key-data` (base64 PEM) or `key` (a file), checked to hold PEM text.
+enum class PemKind { kCertificates, kPrivateKey };
+
+// `key-data` (base64 PEM, which wins, as in client-go) or `key` (a file), checked to hold PEM
+// that OpenSSL parses: certificates or a private key.
 Result<std::string> PemFrom(const YAML::Node& map, const char* file_key, const char* data_key,
-                            const std::string& base, const std::string& where) {
+                            PemKind kind, const std::string& base, const std::string& where) {
   const std::string data = StringAt(map, data_key);
   const std::string file = StringAt(map, file_key);
   std::string pem;
+  std::string what;
   if (!data.empty()) {
-    LINKFIT_ASSIGN_OR_RETURN(pem, DecodeBase64(data, where + ": " + data_key));
+    what = where + ": " + data_key;
+    LINKFIT_ASSIGN_OR_RETURN(pem, DecodeBase64(data, what));
   } else if (!file.empty()) {
-    LINKFIT_ASSIGN_OR_RETURN(pem, ReadWholeFile(Resolve(base, file), where + ": " + file_key));
+    const std::string path = Resolve(base, file);
+    what = where + ": " + file_key + " " + path;
+    LINKFIT_ASSIGN_OR_RETURN(pem, ReadWholeFile(path, where + ": " + file_key));
   } else {
     return std::string();
   }
-  if (pem.find("-----BEGIN ") == std::string::npos) {
-    return MakeError(where + ": " + (data.empty() ? file_key : data_key) +
-                     " does not hold PEM text");
+  if (kind == PemKind::kCertificates) {
+    auto certs = ParsePemCertificates(pem, what);
+    if (!certs) return tl::unexpected(certs.error());
+  } else {
+    auto key = ParsePemPrivateKey(pem, what);
+    if (!key) return tl::unexpected(key.error());
   }
   return pem;
+}
+
+// A kubeconfig boolean ("true", but YAML's other spellings too); false when absent.
+Result<bool> BoolAt(const YAML::Node& map, const char* key, const std::string& where) {
+  const YAML::Node value = map[key];
+  if (!value || value.IsNull()) return false;
+  bool result = false;
+  if (!value.IsScalar() || !YAML::convert<bool>::decode(value, result)) {
+    return MakeError(where + ": " + key + " is not true or false");
+  }
+  return result;
 }
 
 }  // namespace
@@ -134,10 +157,11 @@ Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& 
       return MakeError(where + ": cluster " + cluster_name + " has no server");
     }
     const std::string cluster_where = where + ": cluster " + cluster_name;
-    LINKFIT_ASSIGN_OR_RETURN(
-        config.ca_pem, PemFrom(cluster, "certificate-authority", "certificate-authority-data", base,
-                               cluster_where));
-    config.insecure_skip_tls_verify = StringAt(cluster, "insecure-skip-tls-verify") == "true";
+    LINKFIT_ASSIGN_OR_RETURN(config.ca_pem,
+                             PemFrom(cluster, "certificate-authority", "certificate-authority-data",
+                                     PemKind::kCertificates, base, cluster_where));
+    LINKFIT_ASSIGN_OR_RETURN(config.insecure_skip_tls_verify,
+                             BoolAt(cluster, "insecure-skip-tls-verify", cluster_where));
     config.tls_server_name = StringAt(cluster, "tls-server-name");
     if (!user_name.empty()) {
       YAML::Node user;
@@ -161,11 +185,12 @@ Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& 
         LINKFIT_ASSIGN_OR_RETURN(token,
                                  ReadWholeFile(config.token_file, user_where + ": tokenFile"));
       }
+      LINKFIT_ASSIGN_OR_RETURN(config.client_cert_pem,
+                               PemFrom(user, "client-certificate", "client-certificate-data",
+                                       PemKind::kCertificates, base, user_where));
       LINKFIT_ASSIGN_OR_RETURN(
-          config.client_cert_pem,
-          PemFrom(user, "client-certificate", "client-certificate-data", base, user_where));
-      LINKFIT_ASSIGN_OR_RETURN(config.client_key_pem,
-                               PemFrom(user, "client-key", "client-key-data", base, user_where));
+          config.client_key_pem,
+          PemFrom(user, "client-key", "client-key-data", PemKind::kPrivateKey, base, user_where));
       if (config.client_cert_pem.empty() != config.client_key_pem.empty()) {
         return MakeError(user_where + ": client-certificate and client-key must be given together");
       }
@@ -201,8 +226,9 @@ Result<ClientConfig> InClusterConfig(const InClusterPaths& paths) {
   std::string token;
   LINKFIT_ASSIGN_OR_RETURN(token, ReadWholeFile(paths.token_file, "in-cluster config: token"));
   LINKFIT_ASSIGN_OR_RETURN(config.ca_pem, ReadWholeFile(paths.ca_file, "in-cluster config: CA"));
+  // Only checked for PEM text here: NewApiClient parses it and names it on failure.
   if (config.ca_pem.find("-----BEGIN ") == std::string::npos) {
-    return MakeError("in-cluster config: " + paths.ca_file + " does not hold PEM text");
+    return MakeError("in-cluster config: CA " + paths.ca_file + " does not hold PEM text");
   }
   return config;
 }

@@ -1,6 +1,7 @@
 #include "kube/rate_limiter.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace linkfit::kube {
 
@@ -20,7 +21,8 @@ std::chrono::nanoseconds RateLimiter::Reserve() {
   updated_ = now;
   tokens_ -= 1;
   if (tokens_ >= 0) return std::chrono::nanoseconds(0);
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(-tokens_ / qps_ * 1e9));
+  // Rounded to the nearest nanosecond: truncating would turn 0.07 s into 69,999,999 ns.
+  return std::chrono::nanoseconds(std::llround(-tokens_ / qps_ * 1e9));
 }
 
 void RateLimiter::Wait() {

@@ -1,4 +1,8 @@
 // The Reflector's list/watch loop (reflector.h).
+//
+// Stopping: the loop's calls carry the reflector's own CancelToken, so Stop() cuts a list page
+// or watch in progress without stopping the ApiClient, which others may share; a backoff sleeps
+// on a condition variable that Stop() notifies.
 
 #include <simdjson.h>
 
@@ -69,6 +73,7 @@ struct Reflector::Impl {
   bool stopping = false;  // GUARDED_BY(mutex)
   bool started = false;   // GUARDED_BY(mutex)
   std::string rv;         // GUARDED_BY(mutex)
+  CancelToken cancel;     // cuts the loop's calls at Stop()
   std::mt19937_64 rng{std::random_device{}()};
   json::Scratch scratch;  // the loop thread's parser
 
@@ -124,13 +129,15 @@ Reflector::Impl::ListResult Reflector::Impl::List() {
     if (Stopping()) return ListResult::kStopped;
     std::string path = options.path + "?limit=" + std::to_string(options.page_size) + Selectors();
     if (!continue_token.empty()) path += "&continue=" + UrlEncode(continue_token);
-    auto reply = client.Get(path, "list");
+    auto reply = client.Get(path, "list", &cancel);
     if (!reply) {
+      if (Stopping()) return ListResult::kStopped;
       Error("list failed: " + reply.error().message);
       return ListResult::kRetry;
     }
-    if (reply->status == 410) {
-      // The continue token expired (compaction): start the list over.
+    if (reply->status == 410 && !continue_token.empty()) {
+      // The continue token expired (compaction): start the list over at once. (A 410 on a first
+      // page has no token to blame: it backs off as an error below.)
       if (observer != nullptr) observer->Relist(options.kind, "gone");
       sink.BeginList();
       continue_token.clear();
@@ -195,19 +202,34 @@ Reflector::Impl::ListResult Reflector::Impl::List() {
 
 namespace {
 
-// The `code` of a Status object (0 when it has none).
-std::int64_t StatusCodeOf(std::string_view status_json) {
+// Whether a watch ERROR event's Status says the resourceVersion is too old: code 410, or reason
+// Expired or Gone (client-go's apierrors.IsResourceExpired / IsGone).
+bool StatusIsGone(std::string_view status_json) {
   json::Scratch scratch;
   json::Ctx c;
   od::document doc;
   od::object status;
-  std::int64_t code = 0;
   if (!json::Open(c, status_json, &doc, scratch, "Status") ||
-      doc.get_object().get(status) != simdjson::SUCCESS ||
-      status.find_field_unordered("code").get_int64().get(code) != simdjson::SUCCESS) {
-    return 0;
+      doc.get_object().get(status) != simdjson::SUCCESS) {
+    return false;
   }
-  return code;
+  std::int64_t code = 0;
+  std::string_view reason;
+  for (auto field : status) {
+    std::string_view key;
+    od::value value;
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS ||
+        field.value().get(value) != simdjson::SUCCESS) {
+      return false;
+    }
+    if (key == "code") {
+      if (value.get_int64().get(code) != simdjson::SUCCESS) code = 0;
+    } else if (key == "reason") {
+      if (value.get_string().get(reason) != simdjson::SUCCESS) reason = {};
+      if (reason == "Expired" || reason == "Gone") return true;
+    }
+  }
+  return code == 410;
 }
 
 // metadata.resourceVersion of an object's JSON, parsed in `scratch` ("" when absent).
@@ -245,25 +267,25 @@ LineVerdict Reflector::Impl::HandleLine(std::string_view line, json::Scratch& li
   }
   if (observer != nullptr) observer->WatchEvent(options.kind, type);
   if (type == "ERROR") {
-    if (StatusCodeOf(raw) == 410) return LineVerdict::kGone;
+    if (StatusIsGone(raw)) return LineVerdict::kGone;
     Error("watch ERROR event: " + StatusMessage(raw));
     return LineVerdict::kFailed;
   }
-  std::string object_rv = ResourceVersionIn(raw, rv_scratch);
-  if (type != "BOOKMARK") {
-    WatchEventType kind = WatchEventType::kModified;
-    if (type == "ADDED") {
-      kind = WatchEventType::kAdded;
-    } else if (type == "DELETED") {
-      kind = WatchEventType::kDeleted;
-    } else if (type != "MODIFIED") {
-      Error("unknown watch event type " + std::string(type));
-      return LineVerdict::kContinue;
-    }
-    sink.Event(kind, raw);
-    *delivered = true;
+  WatchEventType kind = WatchEventType::kModified;
+  if (type == "ADDED") {
+    kind = WatchEventType::kAdded;
+  } else if (type == "DELETED") {
+    kind = WatchEventType::kDeleted;
+  } else if (type != "MODIFIED" && type != "BOOKMARK") {
+    Error("unknown watch event type " + std::string(type));
+    return LineVerdict::kContinue;
   }
+  *delivered = true;  // the connection is healthy, a bookmark included
+  // The resume point moves before the sink sees the event, so that last_resource_version() is
+  // never behind what the sink holds.
+  std::string object_rv = ResourceVersionIn(raw, rv_scratch);
   if (!object_rv.empty()) SetRv(std::move(object_rv));
+  if (type != "BOOKMARK") sink.Event(kind, raw);
   return LineVerdict::kContinue;
 }
 
@@ -271,9 +293,9 @@ Reflector::Impl::WatchResult Reflector::Impl::Watch(bool* delivered) {
   const int timeout = options.watch_timeout_seconds +
                       static_cast<int>(rng() % static_cast<std::uint64_t>(
                                                    std::max(1, options.watch_timeout_seconds)));
-  const std::string path = options.path +
-                           "?watch=1&allowWatchBookmarks=true&resourceVersion=" + UrlEncode(Rv()) +
-                           "&timeoutSeconds=" + std::to_string(timeout) + Selectors();
+  const std::string path = options.path + "?watch=1&resourceVersion=" + UrlEncode(Rv()) +
+                           "&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(timeout) +
+                           Selectors();
   LineVerdict verdict = LineVerdict::kContinue;
   std::string error_body;
   json::Scratch line_scratch;
@@ -285,23 +307,17 @@ Reflector::Impl::WatchResult Reflector::Impl::Watch(bool* delivered) {
         verdict = HandleLine(line, line_scratch, rv_scratch, delivered);
         return verdict == LineVerdict::kContinue;
       },
-      options.watch_idle_timeout, &error_body);
+      options.watch_idle_timeout, &error_body, &cancel);
   const bool gone = verdict == LineVerdict::kGone;
   const bool failed = verdict == LineVerdict::kFailed;
   if (Stopping()) return WatchResult::kStopped;
-  if (gone) {
-    if (observer != nullptr) observer->Relist(options.kind, "gone");
-    return WatchResult::kRelist;
-  }
+  if (gone) return WatchResult::kRelist;  // Run() counts the relist
   if (failed) return WatchResult::kBackoff;
   if (!result) {
     Error("watch ended: " + result.error().message);
     return WatchResult::kBackoff;
   }
-  if (*result == 410) {
-    if (observer != nullptr) observer->Relist(options.kind, "gone");
-    return WatchResult::kRelist;
-  }
+  if (*result == 410) return WatchResult::kRelist;
   if (*result != 200) {
     Error("watch answered " + std::to_string(*result) + ": " + StatusMessage(error_body));
     return WatchResult::kBackoff;
@@ -339,7 +355,9 @@ void Reflector::Impl::Run() {
         reason = "gone";
         break;
       case WatchResult::kResume:
-        // A clean end: resume at once, unless the server keeps closing at once (a broken proxy).
+        // A clean end: resume at once, unless the watch closed within a second having delivered
+        // nothing, which client-go also treats as an error ("very short watch": a broken proxy
+        // or a server that refuses at once would otherwise be hammered).
         if (!delivered &&
             std::chrono::steady_clock::now() - watch_began < std::chrono::seconds(1)) {
           Sleep(backoff);
@@ -374,8 +392,7 @@ void Reflector::Stop() {
     impl_->stopping = true;
   }
   impl_->wake.notify_all();
-  // The client is the reflector's own (reflector.h): stopping it cuts a watch in progress.
-  impl_->client.Stop();
+  impl_->cancel.Cancel();  // cuts a list page or watch in progress; the client stays usable
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 

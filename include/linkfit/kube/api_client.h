@@ -16,18 +16,23 @@
 //                 lost after sending is an *unknown outcome* (kube-api.md §1), never a failure.
 //                 Watch streams a chunked reply line by line until it ends, the callback says
 //                 stop, or Stop() is called.
+//   CancelToken   cuts the reads it is passed to (Get, Watch) and only those, so that a
+//                 reflector can stop its own list or watch on a client that others share.
 //
 // Thread-safety: every ApiClient method may be called concurrently (each call uses its own
 // connection); Stop() may be called from any thread and makes running and later calls return
-// promptly with a TransportError.
+// promptly with a TransportError. A CancelToken may be cancelled from any thread.
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "linkfit/common/result.h"
 
@@ -50,10 +55,13 @@ struct ClientConfig {
   // store. insecure_skip_tls_verify turns verification off (kubeconfig's key; logged loudly).
   std::string ca_pem;
   bool insecure_skip_tls_verify = false;
-  std::string tls_server_name;  // expected name in the server certificate, when not the host
+  // The name the server certificate must hold and the TLS SNI, when not the URL's host; the
+  // connection still goes to the URL's host (its first resolved address) with its Host header.
+  std::string tls_server_name;
   // Authentication, at most one of: a bearer token, a token file (re-read when it changes, at
-  // most once a minute, as client-go does: bound service-account tokens rotate hourly), a client
-  // certificate and key (PEM text), or basic auth.
+  // most once a minute, as client-go does: bound service-account tokens rotate hourly; the file
+  // wins over `token`), a client certificate and key (PEM text), or basic auth (not together
+  // with a token, as client-go refuses).
   std::string token;
   std::string token_file;
   std::string client_cert_pem;
@@ -106,6 +114,35 @@ struct TransportError {
 template <typename T>
 using ApiResult = tl::expected<T, TransportError>;
 
+// Cancels the ApiClient calls it is passed to, and only those (a reflector's Stop() cuts its own
+// list or watch without stopping a client that others share). A cancelled call returns a
+// TransportError promptly; one started after Cancel() returns it at once.
+//
+// Thread-safety: every method may be called from any thread. Cancel() is permanent and
+// idempotent.
+class CancelToken {
+ public:
+  CancelToken() = default;
+  CancelToken(const CancelToken&) = delete;
+  CancelToken& operator=(const CancelToken&) = delete;
+
+  void Cancel();
+  bool cancelled() const;
+
+  // For ApiClient implementations: runs `hook` once when Cancel() is called (at once, on this
+  // thread, when it already was) unless RemoveHook(id) came first. Hooks run under the token's
+  // lock, so RemoveHook() returns only after a running hook finished; a hook must not call the
+  // token.
+  std::uint64_t AddHook(std::function<void()> hook);
+  void RemoveHook(std::uint64_t id);
+
+ private:
+  mutable std::mutex mutex_;
+  bool cancelled_ = false;                                              // GUARDED_BY(mutex_)
+  std::uint64_t next_id_ = 1;                                           // GUARDED_BY(mutex_)
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> hooks_;  // GUARDED_BY(mutex_)
+};
+
 // Counts of API calls for metrics (verb: "list", "watch", "get", "bind", "patch", "post", ...;
 // code: the HTTP status, or 0 when no reply came). Implementations must be thread-safe.
 class ApiCallObserver {
@@ -120,8 +157,10 @@ class ApiClient {
 
   // `path` includes the query, e.g. "/api/v1/pods?limit=500". `verb` labels the metrics.
   // A 429 is retried once after its Retry-After (at most 10 s; 1 s when absent or malformed),
-  // other statuses are returned as they are. The rate limiter is waited on before each try.
-  virtual ApiResult<ApiResponse> Get(const std::string& path, std::string_view verb) = 0;
+  // a 401 once after re-reading the token file, other statuses are returned as they are. The
+  // rate limiter is waited on before each try. `cancel` (may be null) cuts this call.
+  virtual ApiResult<ApiResponse> Get(const std::string& path, std::string_view verb,
+                                     CancelToken* cancel = nullptr) = 0;
   virtual ApiResult<ApiResponse> Post(const std::string& path, const std::string& body,
                                       std::string_view verb) = 0;
   // Merge patch (Content-Type: application/merge-patch+json).
@@ -132,11 +171,13 @@ class ApiClient {
   // for every complete, non-empty line, without the newline. Returns the HTTP status when the
   // server ended the stream (200 for a clean end; a non-200 status's body goes to `error_body`
   // when non-null), or a TransportError when the connection failed, no byte arrived within
-  // `idle_timeout`, `on_line` returned false, or Stop() was called.
+  // `idle_timeout`, a line passed 64 MiB, `on_line` returned false, Stop() was called or
+  // `cancel` (may be null) was cancelled. `on_line` runs on the calling thread.
   virtual ApiResult<int> Watch(const std::string& path,
                                const std::function<bool(std::string_view line)>& on_line,
                                std::chrono::milliseconds idle_timeout,
-                               std::string* error_body = nullptr) = 0;
+                               std::string* error_body = nullptr,
+                               CancelToken* cancel = nullptr) = 0;
 
   // Makes every running and later call return a TransportError promptly (shutdown).
   virtual void Stop() = 0;

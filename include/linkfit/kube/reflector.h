@@ -18,7 +18,9 @@
 // the list did not contain (the deletions a cut watch missed), as client-go's Replace does.
 //
 // Thread-safety: Start() runs the loop on its own thread; the sink is called from that thread
-// only, never concurrently. Stop() may be called from any thread and joins the loop.
+// only, never concurrently. Stop() may be called from any thread and joins the loop; it cuts the
+// reflector's own list or watch in progress (through a CancelToken, api_client.h) and leaves the
+// ApiClient usable, so one client may serve several reflectors and other callers.
 
 #include <atomic>
 #include <chrono>
@@ -74,7 +76,8 @@ struct ReflectorOptions {
 
 class Reflector {
  public:
-  // `client`, `sink` and `observer` (may be null) must outlive the reflector.
+  // `client`, `sink` and `observer` (may be null) must outlive the reflector. `client` may be
+  // shared.
   Reflector(ApiClient& client, ReflectorSink& sink, ReflectorOptions options,
             ReflectorObserver* observer = nullptr);
   ~Reflector();  // stops
@@ -83,7 +86,8 @@ class Reflector {
 
   // Starts the list/watch loop on a new thread. REQUIRES: called at most once.
   void Start();
-  // Stops the loop (a watch in progress is cut) and joins it. Idempotent.
+  // Stops the loop (a list or watch in progress is cut, a backoff wait ends) and joins it.
+  // Idempotent.
   void Stop();
 
   // True once a first list has completed (EndList was called).
