@@ -101,8 +101,9 @@ Result<void> Service::LoadStandalone() {
 
 Result<void> Service::StartCluster() {
   if (config_.cluster_file || config_.state_file) {
-    log::Info("cluster mode: cluster_file and state_file are standalone mode's and are not used; "
-              "nodes and allocations come from the API server");
+    log::Info(
+        "cluster mode: cluster_file and state_file are standalone mode's and are not used; "
+        "nodes and allocations come from the API server");
   }
   cluster::ClusterOptions options;
   LINKFIT_ASSIGN_OR_RETURN(options.client, ClientConfigFrom(config_));
