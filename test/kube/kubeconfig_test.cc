@@ -23,20 +23,21 @@ namespace fs = std::filesystem;
 std::string Base64(std::string_view data) {
   static constexpr char kAlphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  // The byte at `k` as an unsigned value (no promotion to int before the shifts).
+  const auto byte = [&](std::size_t k) {
+    return static_cast<unsigned>(static_cast<unsigned char>(data[k]));
+  };
   std::string out;
   std::size_t i = 0;
   for (; i + 2 < data.size(); i += 3) {
-    const unsigned n = static_cast<unsigned char>(data[i]) << 16 |
-                       static_cast<unsigned char>(data[i + 1]) << 8 |
-                       static_cast<unsigned char>(data[i + 2]);
+    const unsigned n = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
     for (int shift = 18; shift >= 0; shift -= 6) out.push_back(kAlphabet[(n >> shift) & 63]);
   }
   if (i + 1 == data.size()) {
-    const unsigned n = static_cast<unsigned char>(data[i]) << 16;
+    const unsigned n = byte(i) << 16;
     out += {kAlphabet[n >> 18], kAlphabet[(n >> 12) & 63], '=', '='};
   } else if (i + 2 == data.size()) {
-    const unsigned n =
-        static_cast<unsigned char>(data[i]) << 16 | static_cast<unsigned char>(data[i + 1]) << 8;
+    const unsigned n = byte(i) << 16 | byte(i + 1) << 8;
     out += {kAlphabet[n >> 18], kAlphabet[(n >> 12) & 63], kAlphabet[(n >> 6) & 63], '='};
   }
   return out;
