@@ -279,15 +279,13 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
                ": its devices collide with other pods, counting its CPU and memory only: " +
                added.error().message);
     metrics_.CountBadObject("pod", "allocation-collision");
-    state::Assignment cpu_only;
-    cpu_only.pod_uid = uid;
-    cpu_only.pod_namespace = entry.pod_namespace;
-    cpu_only.pod_name = entry.pod_name;
-    cpu_only.node = node_name;
-    cpu_only.cpu_milli = entry.request.cpu_milli;
-    cpu_only.memory_bytes = entry.request.memory_bytes;
-    assignment = cpu_only;
-    if (!cache_.ReplaceBound(cpu_only)) return;
+    // The same pod without devices.
+    assignment.kind = state::Assignment::Kind::kWhole;
+    assignment.gpus = 0;
+    assignment.mig.clear();
+    assignment.shares.clear();
+    assignment.estimated = false;
+    if (!cache_.ReplaceBound(assignment)) return;
   }
   entry.in_cache = true;
   if (assignment.estimated != entry.estimated) {

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kube/fake_api_server.h"
+#include "kube/fake_clock.h"
 #include "kube/rate_limiter.h"
 #include "linkfit/kube/api_client.h"
 #include "linkfit/kube/reflector.h"
@@ -28,32 +29,7 @@ using linkfit::testing::FakeApiServer;
 using linkfit::testing::KubeconfigOptions;
 using linkfit::testing::RequestMatch;
 
-// A clock that only moves when told to (sleeps advance it and are recorded).
-class FakeClock final : public Clock {
- public:
-  std::chrono::steady_clock::time_point Now() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return now_;
-  }
-  void SleepFor(std::chrono::nanoseconds duration) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    now_ += duration;
-    sleeps_.push_back(duration);
-  }
-  void Advance(std::chrono::nanoseconds duration) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    now_ += duration;
-  }
-  std::vector<std::chrono::nanoseconds> sleeps() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return sleeps_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::chrono::steady_clock::time_point now_{};
-  std::vector<std::chrono::nanoseconds> sleeps_;
-};
+using linkfit::kube::testing::FakeClock;
 
 class KubeClientTest : public ::testing::Test {
  protected:

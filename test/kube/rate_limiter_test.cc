@@ -2,6 +2,7 @@
 // concurrent reservations.
 
 #include "kube/rate_limiter.h"
+#include "kube/fake_clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,32 +18,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 
-// A clock that moves only when told to or slept on (sleeps are recorded).
-class FakeClock final : public Clock {
- public:
-  std::chrono::steady_clock::time_point Now() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return now_;
-  }
-  void SleepFor(nanoseconds duration) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    now_ += duration;
-    sleeps_.push_back(duration);
-  }
-  void Advance(nanoseconds duration) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    now_ += duration;
-  }
-  std::vector<nanoseconds> sleeps() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return sleeps_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::chrono::steady_clock::time_point now_{};
-  std::vector<nanoseconds> sleeps_;
-};
+using linkfit::kube::testing::FakeClock;
 
 TEST(RateLimiterTest, ABurstIsFreeThenTokensComeAtQps) {
   FakeClock clock;
