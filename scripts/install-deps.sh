@@ -13,6 +13,8 @@ packages=(
   libcpp-httplib-dev        # HTTP server and the harness's client
   libssl-dev zlib1g-dev     # cpp-httplib's TLS and gzip
   prometheus-cpp-dev        # /metrics
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+                            # the node agent's kubelet PodResources client (gRPC, unix socket)
   libgtest-dev libgmock-dev # tests
   libbenchmark-dev          # microbenchmarks
   gnuplot-nox               # benchmark plots

@@ -23,6 +23,9 @@ commands:
   explain NAMESPACE/POD [--kubeconfig FILE] [--context NAME] [--server URL]
          asks the running extender (--server, default http://127.0.0.1:9090) about a pod of
          the cluster; as a kubectl plugin: ln -s linkfit kubectl-linkfit
+  agent  [--node-name NAME] [--kubeconfig FILE] [--once] [--print] ...
+         the node agent (linkfit-agent): publishes this node's GPU topology, health, MIG
+         layout and the devices pods hold on its Node; `linkfit agent --help` for its flags
   demo   [--config FILE]
          a guided tour: starts the extender on the demo cluster (default config/demo.yaml),
          schedules five pods over HTTP as kube-scheduler would and says what happened
@@ -46,6 +49,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (args[0] == "serve") return RunServe(rest, out, err);
   if (args[0] == "demo") return RunDemo(rest, out, err);
   if (args[0] == "explain") return RunExplain(rest, out, err);
+  if (args[0] == "agent") return RunAgent(rest, out, err);
   err << "linkfit: unknown command \"" << args[0] << "\"\n" << kUsage;
   return 2;
 }

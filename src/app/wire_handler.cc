@@ -12,7 +12,8 @@ server::HttpReply BadRequest(const std::string& message) {
 }
 
 nlohmann::json GpuJson(const state::NodeState& node, int g) {
-  const topology::GpuSpec& spec = node.info().topology().gpu(g);
+  // The node's own document (its UUIDs, health, MIG instances), not the shared model's.
+  const topology::GpuSpec& spec = node.info().own_topology().gpu(g);
   nlohmann::json pods = nlohmann::json::array();
   nlohmann::json names = nlohmann::json::array();
   nlohmann::json instances = nlohmann::json::array();
@@ -46,6 +47,20 @@ nlohmann::json GpuJson(const state::NodeState& node, int g) {
   nlohmann::json gpu = {{"index", g},   {"model", spec.model}, {"numa", spec.numa_node},
                         {"mode", mode}, {"pods", pods},        {"pod_names", names}};
   if (!spec.uuid.empty()) gpu["uuid"] = spec.uuid;
+  if (((node.info().unhealthy >> g) & 1) != 0) {
+    gpu["healthy"] = false;
+    gpu["health_problem"] = spec.health_problem;
+  }
+  if (!spec.mig_instances.empty()) {
+    nlohmann::json existing = nlohmann::json::array();
+    for (const topology::MigInstanceSpec& instance : spec.mig_instances) {
+      existing.push_back({{"profile", instance.profile},
+                          {"start", instance.start},
+                          {"size", instance.size},
+                          {"uuid", instance.uuid}});
+    }
+    gpu["mig_instances_reported"] = std::move(existing);
+  }
   if (mode == "shared") {
     gpu["shared_milli"] = node.shared_milli(g);
     gpu["shares"] = shares;
@@ -79,14 +94,25 @@ nlohmann::json NodeJson(const state::NodeState& node) {
   }
   nlohmann::json gpu_less = nlohmann::json::array();
   nlohmann::json estimated = nlohmann::json::array();
+  nlohmann::json reported = nlohmann::json::array();
+  nlohmann::json mismatched = nlohmann::json::array();
   for (const auto& [uid, a] : node.pods()) {
     if (a.gpus == 0) gpu_less.push_back(uid);
     if (a.estimated) estimated.push_back(uid);
+    if (a.reported) reported.push_back(uid);
+    if (a.handoff_mismatch) mismatched.push_back(uid);
   }
   if (!gpu_less.empty()) json["pods_without_gpus"] = gpu_less;
   // Cluster mode: GPU pods another scheduler placed without an allocation record; linkfit
   // guessed their devices, so this node's free devices are an estimate.
   if (!estimated.empty()) json["estimated_pods"] = estimated;
+  // Pods counted on the devices the node's agent reports they hold (linkfit.io/devices-in-use),
+  // and those among them whose report differs from their allocation record.
+  if (!reported.empty()) json["reported_pods"] = reported;
+  if (!mismatched.empty()) json["handoff_mismatch_pods"] = mismatched;
+  if (node.info().unhealthy != 0) {
+    json["unhealthy_gpus"] = alloc::MaskToIndexes(node.info().unhealthy);
+  }
   return json;
 }
 

@@ -1,5 +1,9 @@
 #include "linkfit/cluster/cluster_source.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include "linkfit/common/log.h"
 
 namespace linkfit::cluster {
@@ -23,6 +27,18 @@ class ClusterSource::Observer final : public kube::ApiCallObserver, public kube:
   MetricsSink& metrics_;
 };
 
+namespace {
+
+// Events name the linkfit replica that saw something: its pod name, else the host name.
+std::string ReportingInstance() {
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') return pod;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') return host;
+  return "linkfit";
+}
+
+}  // namespace
+
 ClusterSource::ClusterSource(state::ClusterCache& cache, MetricsSink& metrics)
     : cache_(cache), metrics_(metrics), observer_(std::make_unique<Observer>(metrics)) {}
 
@@ -38,7 +54,11 @@ Result<std::unique_ptr<ClusterSource>> ClusterSource::Create(const ClusterOption
                            kube::NewApiClient(options.client, source->observer_.get()));
   LINKFIT_ASSIGN_OR_RETURN(source->bind_client_,
                            kube::NewApiClient(options.client, source->observer_.get()));
+  LINKFIT_ASSIGN_OR_RETURN(source->event_client_,
+                           kube::NewApiClient(options.client, source->observer_.get()));
+  source->events_ = std::make_unique<EventRecorder>(*source->event_client_, ReportingInstance());
   source->pods_ = std::make_unique<PodStore>(cache, options.defaults, options.fit, metrics);
+  source->pods_->SetEventRecorder(source->events_.get());
   source->nodes_ = std::make_unique<NodeStore>(cache, factory, *source->pods_, metrics);
   // Bind may be asked about a pod linkfit's watch has not delivered yet: read it (the bind path
   // may call the API server; filter and prioritize never do).
@@ -78,6 +98,7 @@ void ClusterSource::Start() {
   stage_ = 1;
   log::Info("cluster mode: listing nodes and pods from " + options_.client.server + " (" +
             options_.client.source + ")");
+  events_->Start();
   node_reflector_->Start();
   starter_ = std::thread([this] { StartPodsWhenNodesSynced(); });
 }
@@ -132,6 +153,7 @@ void ClusterSource::Stop() {
   if (pod_reflector_) pod_reflector_->Stop();
   if (node_reflector_) node_reflector_->Stop();
   if (binder_) binder_->Stop();
+  if (events_) events_->Stop();
 }
 
 }  // namespace linkfit::cluster

@@ -75,9 +75,40 @@ void NodeStore::Event(kube::WatchEventType type, std::string_view object_json) {
   }
 }
 
+void NodeStore::UpdateReport(const kube::NodeView& node) {
+  const std::string* text = Annotation(node, kube::kAnnotationDevicesInUse);
+  std::uint64_t hash = 0;
+  if (text != nullptr) {
+    hash = 1469598103934665603u;
+    HashInto(hash, *text);
+    if (hash == 0) hash = 1;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = nodes_.find(node.name);
+    if (it == nodes_.end() || it->second.devices_hash == hash) return;
+    it->second.devices_hash = hash;
+  }
+  std::optional<kube::DevicesInUse> report;
+  if (text != nullptr) {
+    auto decoded = kube::DecodeDevicesInUse(*text);
+    if (decoded) {
+      report = std::move(*decoded);
+    } else {
+      log::Error(
+          "node " + node.name + ": annotation " + kube::kAnnotationDevicesInUse +
+          " is unusable, its pods' devices stay recorded or estimated: " + decoded.error().message);
+      metrics_.CountBadObject("node", "devices-in-use");
+    }
+  }
+  pods_.SetReportedDevices(node.name, std::move(report));
+}
+
 void NodeStore::Upsert(const kube::NodeView& node) {
   const Change change = UpsertLocked(node);
-  // The pod store is told outside this store's lock (it takes its own, then the cache's).
+  // The pod store is told outside this store's lock (it takes its own, then the cache's). The
+  // report first, so that pods applied when the node appears are counted on it.
+  UpdateReport(node);
   if (change == Change::kModelled) pods_.NodeAppeared(node.name);
   if (change == Change::kRemoved) pods_.NodeRemoved(node.name);
 }
@@ -155,6 +186,7 @@ void NodeStore::Delete(const std::string& name) {
     cache_.RemoveNode(name);
     cache_.SetNodeProblem(name, "");
   }
+  pods_.SetReportedDevices(name, std::nullopt);
   pods_.NodeRemoved(name);
 }
 

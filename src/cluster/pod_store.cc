@@ -1,6 +1,7 @@
 #include "linkfit/cluster/pod_store.h"
 
 #include <functional>
+#include <set>
 
 #include "linkfit/common/log.h"
 #include "linkfit/kube/annotations.h"
@@ -144,6 +145,82 @@ void PodStore::UpsertLocked(const kube::PodView& pod) {
   ApplyBoundLocked(pod.uid, entry, pod.node_name, &pod);
 }
 
+std::optional<state::Assignment> PodStore::RecordedLocked(const std::string& uid, Entry& entry,
+                                                          const std::string& node_name,
+                                                          const state::NodeState* node,
+                                                          const kube::PodView* pod) {
+  const std::string* text = pod != nullptr ? AllocationText(*pod) : nullptr;
+  if (text == nullptr || node == nullptr) {
+    if (pod != nullptr || node == nullptr) return std::nullopt;
+    // Re-applied without the pod's object: its record is what the cache holds for it (or what a
+    // report hid).
+    if (entry.hidden_record) return *entry.hidden_record;
+    std::optional<state::Assignment> held = cache_.Find(uid);
+    // Counted from its record, or from a report that agreed with it.
+    if (held && entry.has_record && held->node == node_name && !held->estimated &&
+        !held->handoff_mismatch && held->gpus != 0) {
+      held->reported = false;
+      return held;
+    }
+    return std::nullopt;
+  }
+  auto record = kube::DecodeAllocationRecord(*text);
+  Result<state::Assignment> assignment =
+      record ? source::AssignmentOf(*record, node->info())
+             : Result<state::Assignment>(tl::unexpected(record.error()));
+  if (assignment && (assignment->pod_uid != uid || assignment->node != node_name)) {
+    assignment =
+        MakeError("the record names pod " + assignment->pod_uid + " on node " + assignment->node);
+  }
+  if (!assignment) {
+    log::Error("pod " + entry.pod_namespace + "/" + entry.pod_name + ": annotation " +
+               kube::kAnnotationAllocation +
+               " is unusable, its devices are estimated: " + assignment.error().message);
+    metrics_.CountBadObject("pod", "allocation");
+    return std::nullopt;
+  }
+  return std::move(*assignment);
+}
+
+std::optional<state::Assignment> PodStore::ReportedLocked(const std::string& uid,
+                                                          const Entry& entry,
+                                                          const std::string& node_name,
+                                                          const state::NodeState* node) {
+  if (node == nullptr) return std::nullopt;
+  const auto report = reports_.find(node_name);
+  if (report == reports_.end()) return std::nullopt;
+  const auto pod = report->second.find(uid);
+  if (pod == report->second.end()) return std::nullopt;
+  const int share_milli =
+      entry.request.kind == extender::GpuRequest::Kind::kShared ? entry.request.share_milli : 1;
+  auto assignment = source::AssignmentOfReport(pod->second, node_name, node->info(), share_milli);
+  if (!assignment) {
+    log::Error("node " + node_name + ": annotation " + kube::kAnnotationDevicesInUse +
+               " is unusable for pod " + entry.pod_namespace + "/" + entry.pod_name + ": " +
+               assignment.error().message);
+    metrics_.CountBadObject("node", "devices-in-use");
+    return std::nullopt;
+  }
+  assignment->reported = true;
+  return std::move(*assignment);
+}
+
+void PodStore::SetEntryFlagsLocked(Entry& entry, const state::Assignment& counted) {
+  if (counted.estimated != entry.estimated) {
+    counted.estimated ? ++estimated_ : --estimated_;
+    entry.estimated = counted.estimated;
+  }
+  if (counted.reported != entry.reported) {
+    counted.reported ? ++reported_ : --reported_;
+    entry.reported = counted.reported;
+  }
+}
+
+void PodStore::ClearEntryFlagsLocked(Entry& entry) {
+  state::Assignment none;
+  SetEntryFlagsLocked(entry, none);
+}
+
 void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std::string& node_name,
                                 const kube::PodView* pod) {
   const std::string* text = pod != nullptr ? AllocationText(*pod) : nullptr;
@@ -152,67 +229,70 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   entry.node = node_name;
   const std::string pod_key = entry.pod_namespace + "/" + entry.pod_name;
   const state::PodPhase phase = cache_.Phase(uid);
-  if (phase != state::PodPhase::kInitial && !node_changed && entry.in_cache &&
-      record_hash == entry.record_hash && phase == state::PodPhase::kAdded) {
+  if (pod != nullptr && !node_changed && entry.in_cache && record_hash == entry.record_hash &&
+      phase == state::PodPhase::kAdded) {
     entry.view = nullptr;
     return;  // nothing new (a status update of a counted pod)
   }
-  // Without the pod's object (a pod waiting for its node) the record is unknown here: a hash of
-  // 0 makes the pod's next event apply its record.
-  entry.record_hash = pod != nullptr ? record_hash : 0;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   const state::NodeState* node = snapshot->Find(node_name);
-  // The API server's record of the devices, on this node's model.
-  std::optional<state::Assignment> recorded;
-  if (text != nullptr && node != nullptr) {
-    auto record = kube::DecodeAllocationRecord(*text);
-    Result<state::Assignment> assignment =
-        record ? source::AssignmentOf(*record, node->info())
-               : Result<state::Assignment>(tl::unexpected(record.error()));
-    if (assignment && (assignment->pod_uid != uid || assignment->node != node_name)) {
-      assignment =
-          MakeError("the record names pod " + assignment->pod_uid + " on node " + assignment->node);
+  // The API server's record of the devices, on this node's model; then what the node reports
+  // the pod really holds, which wins (two pods must never be counted on one device).
+  if (pod != nullptr) entry.has_record = text != nullptr;
+  std::optional<state::Assignment> recorded = RecordedLocked(uid, entry, node_name, node, pod);
+  // Without the pod's object (a re-application) the record is unknown here: a hash of 0 makes
+  // the pod's next event apply its record.
+  entry.record_hash = pod != nullptr ? record_hash : 0;
+  std::optional<state::Assignment> reported = ReportedLocked(uid, entry, node_name, node);
+  const bool mismatch = reported && recorded && !SameDevices(*reported, *recorded);
+  if (mismatch && !entry.mismatch) {
+    const std::string handed =
+        kube::EncodeAllocationRecord(source::RecordOf(*reported, node->info()));
+    const std::string chosen =
+        kube::EncodeAllocationRecord(source::RecordOf(*recorded, node->info()));
+    log::Warning("pod " + pod_key + " on " + node_name + ": the node reports it holding " + handed +
+                 ", not its " + kube::kAnnotationAllocation + " " + chosen + "; the report wins");
+    metrics_.CountHandoffMismatch();
+    ++mismatches_;
+    if (events_ != nullptr) {
+      events_->Record(
+          {entry.pod_namespace, entry.pod_name, uid, "Warning", "DeviceHandoffMismatch", "Observe",
+           "node " + node_name + " handed the pod other devices than linkfit chose: " + handed +
+               " instead of " + chosen});
     }
-    if (assignment) {
-      assignment->pod_namespace = entry.pod_namespace;
-      assignment->pod_name = entry.pod_name;
-      assignment->cpu_milli = entry.request.cpu_milli;
-      assignment->memory_bytes = entry.request.memory_bytes;
-      recorded = std::move(*assignment);
-    } else {
-      log::Error("pod " + pod_key + ": annotation " + kube::kAnnotationAllocation +
-                 " is unusable, its devices are estimated: " + assignment.error().message);
-      metrics_.CountBadObject("pod", "allocation");
-    }
+  }
+  entry.mismatch = mismatch;
+  entry.hidden_record = mismatch ? std::make_shared<const state::Assignment>(*recorded) : nullptr;
+  std::optional<state::Assignment> known = reported ? std::move(reported) : std::move(recorded);
+  if (known) {
+    known->handoff_mismatch = mismatch;
+    known->pod_namespace = entry.pod_namespace;
+    known->pod_name = entry.pod_name;
+    known->cpu_milli = entry.request.cpu_milli;
+    known->memory_bytes = entry.request.memory_bytes;
   }
   if (phase == state::PodPhase::kAssumed || phase == state::PodPhase::kAdded) {
     const std::optional<state::Assignment> held = cache_.Find(uid);
     if (held && held->node == node_name) {
-      if (recorded && (!SameDevices(*recorded, *held) || held->estimated)) {
-        // The API server's record wins: another writer's (a second replica, a retried bind), or
-        // the record of a pod whose devices were estimated.
-        auto replaced = cache_.ReplaceBound(*recorded);
-        if (!replaced && held->estimated) {
-          const std::vector<std::string> evicted = EvictEstimatedLocked(node_name, uid);
-          replaced = cache_.ReplaceBound(*recorded);
-          for (const std::string& other : evicted) {
-            const auto it = pods_.find(other);
-            if (it != pods_.end()) ApplyBoundLocked(other, it->second, node_name, nullptr);
-          }
-        }
-        if (!replaced) {
-          log::Error("pod " + pod_key + ": its recorded devices " +
-                     "collide with other pods; keeping linkfit's: " + replaced.error().message);
+      const bool differs = known && (!SameDevices(*known, *held) || held->estimated ||
+                                     held->reported != known->reported ||
+                                     held->handoff_mismatch != known->handoff_mismatch);
+      if (differs) {
+        // The API server's record or the node's report wins: another writer's record (a second
+        // replica, a retried bind), the record of a pod whose devices were estimated, or what the
+        // node really handed over.
+        if (!ReplaceEvictingLocked(*known, node_name)) {
+          log::Error("pod " + pod_key + ": its recorded devices collide with other pods; " +
+                     "keeping linkfit's");
           metrics_.CountBadObject("pod", "allocation-collision");
           cache_.Confirm(uid);
         } else {
-          if (!held->estimated) {
+          if (!held->estimated && !known->reported && !SameDevices(*known, *held)) {
             log::Warning("pod " + pod_key +
                          ": the API server's allocation record differs from linkfit's; the "
                          "record wins");
           }
-          if (entry.estimated) --estimated_;
-          entry.estimated = false;
+          SetEntryFlagsLocked(entry, *known);
         }
       } else {
         cache_.Confirm(uid);
@@ -223,8 +303,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
     }
     // Bound to another node than linkfit assumed (or the node changed): start again.
     cache_.Remove(uid);
-    if (entry.estimated) --estimated_;
-    entry.estimated = false;
+    ClearEntryFlagsLocked(entry);
   }
   entry.in_cache = false;
   if (node == nullptr) {
@@ -239,8 +318,8 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   }
   entry.view = nullptr;
   state::Assignment assignment;
-  if (recorded) {
-    assignment = std::move(*recorded);
+  if (known) {
+    assignment = std::move(*known);
   } else if (entry.request_ok && entry.request.kind != extender::GpuRequest::Kind::kNone) {
     // Placed by someone else without a record: guess as the device plugin would.
     extender::GpuRequest loose = entry.request;
@@ -266,18 +345,11 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   assignment.node = node_name;
   assignment.cpu_milli = entry.request.cpu_milli;
   assignment.memory_bytes = entry.request.memory_bytes;
-  auto added = cache_.ReplaceBound(assignment);
-  std::vector<std::string> evicted;
-  if (!added && !assignment.estimated) {
-    // Known devices beat guessed ones: move the node's estimated pods out of the way, then
-    // estimate them again around the record.
-    evicted = EvictEstimatedLocked(node_name, uid);
-    if (!evicted.empty()) added = cache_.ReplaceBound(assignment);
-  }
+  bool added = assignment.estimated ? cache_.ReplaceBound(assignment).has_value()
+                                    : ReplaceEvictingLocked(assignment, node_name);
   if (!added) {
     log::Error("pod " + pod_key + " on " + node_name +
-               ": its devices collide with other pods, counting its CPU and memory only: " +
-               added.error().message);
+               ": its devices collide with other pods, counting its CPU and memory only");
     metrics_.CountBadObject("pod", "allocation-collision");
     // The same pod without devices.
     assignment.kind = state::Assignment::Kind::kWhole;
@@ -285,41 +357,113 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
     assignment.mig.clear();
     assignment.shares.clear();
     assignment.estimated = false;
+    assignment.reported = false;
+    assignment.handoff_mismatch = false;
     if (!cache_.ReplaceBound(assignment)) return;
   }
   entry.in_cache = true;
-  if (assignment.estimated != entry.estimated) {
-    if (assignment.estimated) {
-      ++estimated_;
-    } else {
-      --estimated_;
-    }
-    entry.estimated = assignment.estimated;
-  }
-  for (const std::string& other : evicted) {
-    const auto it = pods_.find(other);
-    if (it != pods_.end()) ApplyBoundLocked(other, it->second, node_name, nullptr);
-  }
+  SetEntryFlagsLocked(entry, assignment);
 }
 
-std::vector<std::string> PodStore::EvictEstimatedLocked(const std::string& node_name,
-                                                        const std::string& except) {
-  std::vector<std::string> evicted;
+bool PodStore::ReplaceEvictingLocked(const state::Assignment& assignment,
+                                     const std::string& node_name) {
+  if (cache_.ReplaceBound(assignment)) return true;
+  // Known devices beat guessed ones, and reported devices beat recorded ones: move the weaker
+  // pods of the node out of the way, then count them again around these devices.
+  for (const bool also_recorded : {false, true}) {
+    if (also_recorded && !assignment.reported) break;
+    const std::vector<state::Assignment> evicted =
+        EvictLocked(node_name, assignment.pod_uid, also_recorded);
+    if (evicted.empty()) continue;
+    const bool added = cache_.ReplaceBound(assignment).has_value();
+    for (const state::Assignment& other : evicted) {
+      const auto it = pods_.find(other.pod_uid);
+      if (it == pods_.end()) continue;
+      if (other.estimated) {
+        ApplyBoundLocked(other.pod_uid, it->second, node_name, nullptr);
+      } else if (cache_.ReplaceBound(other)) {
+        it->second.in_cache = true;
+        SetEntryFlagsLocked(it->second, other);
+      } else {
+        // Its record collides with what a node really handed over: re-applied, it ends up
+        // counted by its CPU and memory only until its node reports it.
+        it->second.hidden_record = std::make_shared<const state::Assignment>(other);
+        ApplyBoundLocked(other.pod_uid, it->second, node_name, nullptr);
+      }
+    }
+    if (added) return true;
+  }
+  return false;
+}
+
+std::vector<state::Assignment> PodStore::EvictLocked(const std::string& node_name,
+                                                     const std::string& except,
+                                                     bool also_recorded) {
+  std::vector<state::Assignment> evicted;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   const state::NodeState* node = snapshot->Find(node_name);
   if (node == nullptr) return evicted;
   for (const auto& [uid, held] : node->pods()) {
-    if (!held.estimated || uid == except) continue;
+    if (uid == except || held.reported || held.gpus == 0) continue;
+    if (!held.estimated && !also_recorded) continue;
+    if (cache_.Phase(uid) != state::PodPhase::kAdded) continue;  // binds in flight stay
     cache_.Remove(uid);
     const auto it = pods_.find(uid);
     if (it != pods_.end()) {
       it->second.in_cache = false;
-      if (it->second.estimated) --estimated_;
-      it->second.estimated = false;
+      ClearEntryFlagsLocked(it->second);
     }
-    evicted.push_back(uid);
+    evicted.push_back(held);
   }
   return evicted;
+}
+
+void PodStore::SetReportedDevices(const std::string& node_name,
+                                  std::optional<kube::DevicesInUse> report) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::set<std::string> touched;
+  if (const auto old = reports_.find(node_name); old != reports_.end()) {
+    for (const auto& [uid, pod] : old->second) touched.insert(uid);
+  }
+  if (report) {
+    auto& pods = reports_[node_name];
+    pods.clear();
+    for (kube::DevicesInUse::Pod& pod : report->pods) {
+      touched.insert(pod.uid);
+      const std::string uid = pod.uid;
+      pods.emplace(uid, std::move(pod));
+    }
+  } else {
+    reports_.erase(node_name);
+  }
+  // A report is one consistent picture of the node: take every pod it concerns out of the cache
+  // first (so that two reported pods that swapped devices do not collide with each other's old
+  // devices), keeping their records, then count them again. Pods whose bind is in flight, and
+  // pods not counted yet (applied when their node appears), are left to their own events.
+  std::vector<std::string> reapply;
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  const state::NodeState* node = snapshot->Find(node_name);
+  for (const std::string& uid : touched) {
+    const auto it = pods_.find(uid);
+    if (it == pods_.end() || it->second.node != node_name) continue;
+    if (cache_.Phase(uid) != state::PodPhase::kAdded) continue;
+    Entry& entry = it->second;
+    if (!entry.hidden_record) {
+      if (auto recorded = RecordedLocked(uid, entry, node_name, node, nullptr)) {
+        entry.hidden_record = std::make_shared<const state::Assignment>(std::move(*recorded));
+      }
+    }
+    cache_.Remove(uid);
+    entry.in_cache = false;
+    ClearEntryFlagsLocked(entry);
+    reapply.push_back(uid);
+  }
+  for (const std::string& uid : reapply) {
+    const auto it = pods_.find(uid);
+    if (it != pods_.end()) ApplyBoundLocked(uid, it->second, node_name, nullptr);
+  }
+  metrics_.SetEstimatedPods(estimated_.load());
+  metrics_.SetReportedPods(reported_.load());
 }
 
 void PodStore::DeleteLocked(const std::string& uid) {
@@ -327,7 +471,7 @@ void PodStore::DeleteLocked(const std::string& uid) {
   cache_.Remove(uid);
   if (it == pods_.end()) return;
   SetDemandLocked(it->second, false);
-  if (it->second.estimated) --estimated_;
+  ClearEntryFlagsLocked(it->second);
   pods_.erase(it);
 }
 
@@ -350,8 +494,8 @@ void PodStore::NodeRemoved(const std::string& node) {
     // their record is re-read from their next event (record_hash 0 forces it).
     entry.in_cache = false;
     entry.record_hash = 0;
-    if (entry.estimated) --estimated_;
-    entry.estimated = false;
+    entry.hidden_record = nullptr;
+    ClearEntryFlagsLocked(entry);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "extender/mig_layout.h"
 #include "linkfit/common/strings.h"
 
 namespace linkfit::extender {
@@ -14,10 +15,10 @@ NodeFit NotFit(std::string reason, bool unresolvable) {
   return fit;
 }
 
-// The GPUs that can ever serve whole or shared pods: those not configured in MIG mode.
+// The GPUs that can ever serve whole or shared pods: healthy, not configured in MIG mode.
 topology::GpuMask NonMigGpus(const state::NodeState& node) {
   return static_cast<topology::GpuMask>(node.info().topology().all_gpus() &
-                                        ~node.info().mig_enabled);
+                                        ~(node.info().mig_enabled | node.info().unhealthy));
 }
 
 NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node) {
@@ -33,6 +34,10 @@ NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node) {
     if (never && !placement.unresolvable && node.info().mig_enabled != 0) {
       reason +=
           " (GPUs " + JoinInts(alloc::MaskToIndexes(node.info().mig_enabled)) + " are in MIG mode)";
+    }
+    if (never && !placement.unresolvable && node.info().unhealthy != 0) {
+      reason +=
+          " (GPUs " + JoinInts(alloc::MaskToIndexes(node.info().unhealthy)) + " are unhealthy)";
     }
     return NotFit(std::move(reason), never);
   }
@@ -61,9 +66,11 @@ NodeFit FitMig(const GpuRequest& request, const state::NodeState& node) {
                       request.mig_profile + " (they offer " + known + ")",
                   true);
   }
+  if (node.info().mig_layout_reported) return FitMigOnReportedLayout(request, node, profile);
   std::vector<alloc::MigGpuView> views;
   for (int g = 0; g < node.info().gpu_count(); ++g) {
     if (node.info().topology().gpu(g).mig_profile_set != planner->set().id) continue;
+    if (((node.info().unhealthy >> g) & 1) != 0) continue;  // never placed on
     alloc::MigGpuView view;
     view.index = g;
     view.mig_enabled = ((node.info().mig_enabled >> g) & 1) != 0;

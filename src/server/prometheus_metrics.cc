@@ -130,6 +130,20 @@ struct PrometheusMetrics::Impl {
               "GPU pods placed by another scheduler whose devices linkfit estimated (no "
               "linkfit.io/allocation record).")
           .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& reported =
+      prometheus::BuildGauge()
+          .Name("linkfit_reported_pods")
+          .Help(
+              "GPU pods counted on the devices their node's agent reports them holding "
+              "(linkfit.io/devices-in-use).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& mismatches =
+      prometheus::BuildCounter()
+          .Name("linkfit_handoff_mismatch_total")
+          .Help(
+              "Pods linkfit placed whose node reports other devices than their "
+              "linkfit.io/allocation (the node ignored linkfit's choice).")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& pod_store =
       prometheus::BuildGauge()
           .Name("linkfit_pod_store_pods")
@@ -142,6 +156,8 @@ struct PrometheusMetrics::Impl {
           .Register(*registry);
   prometheus::Gauge& estimated_pods = estimated.Add({});
   prometheus::Gauge& pod_store_pods = pod_store.Add({});
+  prometheus::Gauge& reported_pods = reported.Add({});
+  prometheus::Counter& handoff_mismatches = mismatches.Add({});
   prometheus::Gauge& ready_seconds = time_to_ready.Add({});
 
   std::array<prometheus::Histogram*, 4> duration_by_verb{};
@@ -265,6 +281,12 @@ void PrometheusMetrics::CountBadObject(std::string_view kind, std::string_view w
 void PrometheusMetrics::SetEstimatedPods(std::uint64_t pods) {
   impl_->estimated_pods.Set(static_cast<double>(pods));
 }
+
+void PrometheusMetrics::SetReportedPods(std::uint64_t pods) {
+  impl_->reported_pods.Set(static_cast<double>(pods));
+}
+
+void PrometheusMetrics::CountHandoffMismatch() { impl_->handoff_mismatches.Increment(); }
 
 void PrometheusMetrics::SetPodStoreSize(std::uint64_t pods) {
   impl_->pod_store_pods.Set(static_cast<double>(pods));

@@ -83,11 +83,11 @@ Record RecordOf(const state::Assignment& assignment, const state::NodeInfo& node
       record.devices.gpus = alloc::MaskToIndexes(assignment.gpus);
       bool all_known = true;
       for (int gpu : record.devices.gpus) {
-        all_known = all_known && !node.topology().gpu(gpu).uuid.empty();
+        all_known = all_known && !node.own_topology().gpu(gpu).uuid.empty();
       }
       if (all_known) {
         for (int gpu : record.devices.gpus) {
-          record.devices.uuids.push_back(node.topology().gpu(gpu).uuid);
+          record.devices.uuids.push_back(node.own_topology().gpu(gpu).uuid);
         }
       }
       break;
@@ -98,7 +98,15 @@ Record RecordOf(const state::Assignment& assignment, const state::NodeInfo& node
         if (node.mig != nullptr) {
           profile = node.mig->set().profiles[static_cast<std::size_t>(slot.instance.profile)].name;
         }
-        record.devices.mig.push_back({slot.gpu, profile, slot.instance.start, ""});
+        // The instance's UUID when the node agent reports one at that place.
+        std::string uuid;
+        for (const topology::MigInstanceSpec& existing :
+             node.own_topology().gpu(slot.gpu).mig_instances) {
+          if (existing.start == slot.instance.start && existing.profile == profile) {
+            uuid = existing.uuid;
+          }
+        }
+        record.devices.mig.push_back({slot.gpu, profile, slot.instance.start, uuid});
       }
       break;
     case state::Assignment::Kind::kShared:
@@ -213,6 +221,33 @@ std::vector<Record::Container> PlanContainers(const kube::PodView& pod,
     }
   }
   return plan;
+}
+
+Result<state::Assignment> AssignmentOfReport(const kube::DevicesInUse::Pod& pod,
+                                             const std::string& node_name,
+                                             const state::NodeInfo& node, int share_milli) {
+  Record record;
+  record.pod = pod.pod.empty() ? "unknown/" + pod.uid : pod.pod;
+  record.uid = pod.uid;
+  record.node = node_name;
+  std::set<int> gpus;
+  std::set<int> shared;
+  std::set<std::pair<int, int>> instances;  // (gpu, start)
+  for (const kube::DevicesInUse::Container& container : pod.containers) {
+    gpus.insert(container.gpus.begin(), container.gpus.end());
+    for (const kube::DevicesInUse::Share& share : container.shares) shared.insert(share.gpu);
+    for (const Record::Mig& mig : container.mig) {
+      if (instances.emplace(mig.gpu, mig.start).second) record.devices.mig.push_back(mig);
+    }
+  }
+  record.devices.gpus.assign(gpus.begin(), gpus.end());
+  const int milli = std::clamp(share_milli, 1, 1000);
+  for (int gpu : shared) record.devices.shares.push_back({gpu, milli});
+  auto assignment = AssignmentOf(record, node);
+  if (!assignment) {
+    return WithContext(assignment.error(), "the node's report of pod " + record.pod);
+  }
+  return assignment;
 }
 
 }  // namespace linkfit::source

@@ -29,6 +29,17 @@ Result<topology::TopologyPtr> NodeModelFactory::TopologyFromText(std::string_vie
 
 Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
   const topology::Topology& topo = *facts.topology;
+  // A node agent's document states each GPU's MIG mode and health; where it states a MIG mode it
+  // is the truth (linkfit.io/mig-mode is for documents typed by hand).
+  bool document_states_mig = false;
+  unsigned document_mig = 0;
+  unsigned unhealthy = 0;
+  for (const topology::GpuSpec& gpu : topo.spec().gpus) {
+    if (gpu.mig_mode != topology::MigMode::kUnknown) document_states_mig = true;
+    if (gpu.mig_mode == topology::MigMode::kEnabled) document_mig |= 1u << gpu.index;
+    if (!gpu.healthy) unhealthy |= 1u << gpu.index;
+  }
+  if (document_states_mig) facts.mig_enabled = static_cast<topology::GpuMask>(document_mig);
   if ((facts.mig_enabled & ~topo.all_gpus()) != 0) {
     return MakeError("MIG mode names GPUs beyond the node's " + std::to_string(topo.gpu_count()));
   }
@@ -41,6 +52,9 @@ Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
   info->name = std::move(facts.name);
   info->labels = std::move(facts.labels);
   info->table = registry_.Get(facts.topology);
+  info->reported = facts.topology;
+  info->unhealthy = static_cast<topology::GpuMask>(unhealthy);
+  info->mig_layout_reported = document_states_mig;
   info->mig = planner;
   info->mig_enabled = facts.mig_enabled;
   info->cpu_milli = facts.cpu_milli;

@@ -9,7 +9,7 @@ GpuMask Bit(int gpu) { return static_cast<GpuMask>(1u << gpu); }
 
 NodeState::NodeState(NodeInfoPtr info) : info_(std::move(info)) {}
 
-GpuMask NodeState::whole_free() const {
+GpuMask NodeState::WholeAvailable() const {
   unsigned busy = whole_used_ | info_->mig_enabled;
   for (int g = 0; g < info_->gpu_count(); ++g) {
     if (shared_milli_[Idx(g)] > 0) busy |= Bit(g);
@@ -17,9 +17,17 @@ GpuMask NodeState::whole_free() const {
   return static_cast<GpuMask>(info_->table->topology().all_gpus() & ~busy);
 }
 
-GpuMask NodeState::share_eligible() const {
+GpuMask NodeState::ShareAvailable() const {
   return static_cast<GpuMask>(info_->table->topology().all_gpus() &
                               ~(whole_used_ | info_->mig_enabled));
+}
+
+GpuMask NodeState::whole_free() const {
+  return static_cast<GpuMask>(WholeAvailable() & ~info_->unhealthy);
+}
+
+GpuMask NodeState::share_eligible() const {
+  return static_cast<GpuMask>(ShareAvailable() & ~info_->unhealthy);
 }
 
 double NodeState::UsedGpuEquivalents() const {
@@ -71,14 +79,14 @@ Result<void> NodeState::AddInPlace(const Assignment& a) {
   }
   switch (a.kind) {
     case Assignment::Kind::kWhole:
-      if ((a.gpus & ~whole_free()) != 0) {
+      if ((a.gpus & ~WholeAvailable()) != 0) {
         return MakeError("GPU already in use on " + info_->name);
       }
       whole_used_ = static_cast<GpuMask>(whole_used_ | a.gpus);
       break;
     case Assignment::Kind::kShared:
       for (const Assignment::ShareSlot& slot : a.shares) {
-        if (slot.gpu < 0 || slot.gpu >= n || ((share_eligible() >> slot.gpu) & 1) == 0) {
+        if (slot.gpu < 0 || slot.gpu >= n || ((ShareAvailable() >> slot.gpu) & 1) == 0) {
           return MakeError("GPU " + std::to_string(slot.gpu) + " cannot take shares");
         }
         if (slot.milli <= 0 || shared_milli_[Idx(slot.gpu)] + slot.milli > 1000) {

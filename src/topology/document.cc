@@ -146,6 +146,60 @@ Result<std::vector<PcieNode>> ParsePcieTree(const json& root) {
   return tree;
 }
 
+Result<MigMode> ReadMigMode(const json& item, const char* key, const std::string& path) {
+  std::string text;
+  LINKFIT_ASSIGN_OR_RETURN(text, ReadString(item, key, path, false));
+  if (text.empty()) return MigMode::kUnknown;
+  auto mode = ParseMigMode(text);
+  if (!mode) return WithContext(mode.error(), path + "." + key);
+  return *mode;
+}
+
+Result<MigInstanceSpec> ParseMigInstance(const json& item, const std::string& path) {
+  if (!item.is_object()) return MakeError(path + ": expected an object");
+  MigInstanceSpec instance;
+  LINKFIT_ASSIGN_OR_RETURN(instance.profile, ReadString(item, "profile", path, true));
+  std::int64_t value = 0;
+  LINKFIT_ASSIGN_OR_RETURN(value, ReadInt(item, "start", path, std::nullopt));
+  if (value < 0 || value > 7) return MakeError(path + ".start: outside 0..7");
+  instance.start = static_cast<int>(value);
+  LINKFIT_ASSIGN_OR_RETURN(value, ReadInt(item, "size", path, std::nullopt));
+  if (value < 1 || value > 8 || instance.start + value > 8) {
+    return MakeError(path + ".size: " + std::to_string(value) + " slices from start " +
+                     std::to_string(instance.start) + " do not fit the GPU's 8 memory slices");
+  }
+  instance.size = static_cast<int>(value);
+  LINKFIT_ASSIGN_OR_RETURN(instance.uuid, ReadString(item, "uuid", path, false));
+  return instance;
+}
+
+// The node agent's per-GPU facts (spec.h): health, MIG mode, the MIG instances that exist.
+Result<void> ParseAgentFacts(const json& item, const std::string& path, GpuSpec& gpu) {
+  LINKFIT_ASSIGN_OR_RETURN(gpu.healthy, ReadBool(item, "healthy", path, true));
+  LINKFIT_ASSIGN_OR_RETURN(gpu.health_problem, ReadString(item, "health_problem", path, false));
+  if (!gpu.healthy && gpu.health_problem.empty()) gpu.health_problem = "reported unhealthy";
+  LINKFIT_ASSIGN_OR_RETURN(gpu.mig_mode, ReadMigMode(item, "mig_mode", path));
+  LINKFIT_ASSIGN_OR_RETURN(gpu.mig_mode_pending, ReadMigMode(item, "mig_mode_pending", path));
+  auto instances = Field(item, "mig_instances", path, false);
+  if (!instances) return tl::unexpected(instances.error());
+  if (*instances == nullptr) return {};
+  if (!(*instances)->is_array()) return MakeError(path + ".mig_instances: expected an array");
+  unsigned used = 0;
+  for (std::size_t i = 0; i < (*instances)->size(); ++i) {
+    const std::string where = path + ".mig_instances[" + std::to_string(i) + "]";
+    auto instance = ParseMigInstance((**instances)[i], where);
+    if (!instance) return tl::unexpected(instance.error());
+    const unsigned slices = ((1u << instance->size) - 1u) << instance->start;
+    if ((used & slices) != 0) return MakeError(where + ": overlaps another instance");
+    used |= slices;
+    gpu.mig_instances.push_back(std::move(*instance));
+  }
+  if (!gpu.mig_instances.empty() && gpu.mig_mode != MigMode::kEnabled) {
+    return MakeError(path + ".mig_instances: listed on a GPU whose mig_mode is not \"enabled\"");
+  }
+  return {};
+}
+
 Result<GpuSpec> ParseGpu(const json& item, const std::string& path) {
   if (!item.is_object()) return MakeError(path + ": expected an object");
   GpuSpec gpu;
@@ -186,6 +240,8 @@ Result<GpuSpec> ParseGpu(const json& item, const std::string& path) {
       gpu.pcie_path.push_back(hop.get<std::string>());
     }
   }
+  auto facts = ParseAgentFacts(item, path, gpu);
+  if (!facts) return tl::unexpected(facts.error());
   return gpu;
 }
 
@@ -343,6 +399,30 @@ Result<TopologySpec> ParseTopologyDocument(std::string_view json_text) {
   return spec;
 }
 
+namespace {
+
+void AddAgentFacts(const GpuSpec& gpu, json& item) {
+  if (!gpu.healthy) {
+    item["healthy"] = false;
+    item["health_problem"] = gpu.health_problem;
+  }
+  if (gpu.mig_mode != MigMode::kUnknown) item["mig_mode"] = ToString(gpu.mig_mode);
+  if (gpu.mig_mode_pending != MigMode::kUnknown && gpu.mig_mode_pending != gpu.mig_mode) {
+    item["mig_mode_pending"] = ToString(gpu.mig_mode_pending);
+  }
+  if (gpu.mig_instances.empty()) return;
+  json instances = json::array();
+  for (const MigInstanceSpec& instance : gpu.mig_instances) {
+    json entry = {
+        {"profile", instance.profile}, {"start", instance.start}, {"size", instance.size}};
+    if (!instance.uuid.empty()) entry["uuid"] = instance.uuid;
+    instances.push_back(std::move(entry));
+  }
+  item["mig_instances"] = std::move(instances);
+}
+
+}  // namespace
+
 std::string ToTopologyDocument(const TopologySpec& spec) {
   json doc;
   doc["schema"] = kCompactSchema;
@@ -378,6 +458,7 @@ std::string ToTopologyDocument(const TopologySpec& spec) {
     if (!gpu.mig_profile_set.empty()) item["mig_profile_set"] = gpu.mig_profile_set;
     if (!gpu.pci_bus_id.empty()) item["pci_bus_id"] = gpu.pci_bus_id;
     if (gpu.nvlink_physical_links > 0) item["nvlink_physical_links"] = gpu.nvlink_physical_links;
+    AddAgentFacts(gpu, item);
     gpus.push_back(std::move(item));
   }
   doc["gpus"] = std::move(gpus);

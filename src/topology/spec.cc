@@ -55,4 +55,23 @@ std::string_view ToString(NvlinkFabricKind kind) {
   return "none";
 }
 
+Result<MigMode> ParseMigMode(std::string_view text) {
+  const std::string lower = ToLower(Trim(text));
+  if (lower == "enabled") return MigMode::kEnabled;
+  if (lower == "disabled") return MigMode::kDisabled;
+  return MakeError("unknown MIG mode " + QuoteForMessage(text) + " (expected enabled or disabled)");
+}
+
+std::string_view ToString(MigMode mode) {
+  switch (mode) {
+    case MigMode::kEnabled:
+      return "enabled";
+    case MigMode::kDisabled:
+      return "disabled";
+    case MigMode::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
 }  // namespace linkfit::topology

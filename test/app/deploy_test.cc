@@ -549,9 +549,10 @@ TEST(DeployTest, LeaderElectionLeaseIsGrantedByName) {
                        << " (by resourceNames) to " << user;
 }
 
-TEST(DeployTest, NodeAgentMayOnlyGetAndPatchNodes) {
+TEST(DeployTest, NodeAgentMayOnlyGetAndPatchNodesAndReadPods) {
   const std::vector<Manifest> all = Rendered();
-  const Grants expected = {{{"", "nodes"}, {"get", "patch"}}};
+  const Grants expected = {{{"", "nodes"}, {"get", "patch"}},
+                           {{"", "pods"}, {"get", "list", "watch"}}};
   EXPECT_EQ(GrantsOf(Find(all, "ClusterRole", "linkfit-agent")), expected);
   const YAML::Node agent = Find(all, "DaemonSet", "linkfit-agent");
   ASSERT_TRUE(agent);
@@ -560,7 +561,8 @@ TEST(DeployTest, NodeAgentMayOnlyGetAndPatchNodes) {
   EXPECT_EQ(Str(pod["nodeSelector"]["nvidia.com/gpu.present"]), "true");
   EXPECT_EQ(Str(pod["runtimeClassName"]), "nvidia");
   const YAML::Node container = Container(pod, "agent");
-  EXPECT_EQ(Str(container["args"][0]), "agent");
+  EXPECT_EQ(Str(container["command"][0]), "/usr/local/bin/linkfit-agent");
+  EXPECT_EQ(Str(container["args"][0]), "--node-name");
   bool pod_resources = false;
   for (const YAML::Node& mount : container["volumeMounts"]) {
     if (Str(mount["mountPath"]) == "/var/lib/kubelet/pod-resources") {

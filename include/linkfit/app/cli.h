@@ -36,5 +36,8 @@ int RunDemo(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 // One line per node of the configured cluster: whether the pod in POD.json (a Pod object) fits,
 // on which devices, or why not. Offline: loads the same files `serve` would, starts no server.
 int RunExplain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// Replaces the process with the node agent (linkfit-agent beside this binary, or on PATH);
+// returns only when it cannot be run.
+int RunAgent(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace linkfit::app

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "linkfit/cluster/api_binder.h"
+#include "linkfit/cluster/event_recorder.h"
 #include "linkfit/cluster/node_store.h"
 #include "linkfit/cluster/pod_store.h"
 #include "linkfit/common/metrics.h"
@@ -87,6 +88,8 @@ class ClusterSource {
   kube::ApiClientPtr node_client_;
   kube::ApiClientPtr pod_client_;
   kube::ApiClientPtr bind_client_;
+  kube::ApiClientPtr event_client_;
+  std::unique_ptr<EventRecorder> events_;
   std::unique_ptr<PodStore> pods_;
   std::unique_ptr<NodeStore> nodes_;
   std::unique_ptr<ApiBinder> binder_;

@@ -58,7 +58,10 @@ class NodeStore final : public kube::ReflectorSink {
   struct Entry {
     std::uint64_t facts_hash = 0;  // 0 = not modelled
     std::uint64_t list_generation = 0;
+    std::uint64_t devices_hash = 0;  // of linkfit.io/devices-in-use; 0 = none
   };
+  // Hands a changed linkfit.io/devices-in-use to the pod store.
+  void UpdateReport(const kube::NodeView& node);
 
   state::ClusterCache& cache_;
   source::NodeModelFactory& factory_;

@@ -15,6 +15,10 @@
 //                                  (the best-connected free set), marked estimated; a record
 //                                  that collides with estimates moves them (known beats guessed)
 //   bound, no GPUs                 its CPU and memory only
+//   reported by the node's agent   the devices linkfit.io/devices-in-use says the pod really
+//                                  holds replace the estimate or the record (SetReportedDevices);
+//                                  a placed pod holding other devices than its record counts a
+//                                  hand-off mismatch
 //   Succeeded / Failed / deleted   Remove (frees devices, CPU and memory)
 //   missing from a relist          deleted (a cut watch missed it), unless its bind is in flight
 //
@@ -39,9 +43,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "linkfit/cluster/event_recorder.h"
 #include "linkfit/common/metrics.h"
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/extender/pod_source.h"
+#include "linkfit/kube/annotations.h"
 #include "linkfit/kube/reflector.h"
 #include "linkfit/state/cluster_cache.h"
 
@@ -68,12 +74,18 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   void NodeAppeared(const std::string& node);
   // The node is gone from the cache, and its pods with it.
   void NodeRemoved(const std::string& node);
+  // The node agent's report of the devices the node's pods really hold (decoded
+  // linkfit.io/devices-in-use), or nullopt when the node has none (any more). Reported devices
+  // win over records and estimates; pods the report leaves out keep what they had.
+  void SetReportedDevices(const std::string& node, std::optional<kube::DevicesInUse> report);
 
   // Reads one pod from the API server (the JSON of GET namespaces/NS/pods/NAME, or nullopt);
   // set by ClusterSource, used by ResolveForBind.
   using PodFetcher =
       std::function<std::optional<std::string>(const std::string&, const std::string&)>;
   void SetFetcher(PodFetcher fetcher) { fetcher_ = std::move(fetcher); }
+  // Where Events about pods go (a hand-off mismatch); may be null. Set before serving.
+  void SetEventRecorder(EventRecorder* events) { events_ = events; }
 
   // PodSource.
   std::optional<extender::KnownPod> FindPod(const std::string& uid) const override;
@@ -92,6 +104,10 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   std::unordered_map<std::string, std::string> UidsByName() const;
   // Nodes with at least one estimated pod, and the count of estimated pods.
   std::size_t estimated_pods() const { return estimated_.load(); }
+  // Pods counted on reported devices, and the hand-off mismatches seen (placed pods whose node
+  // reported other devices than their record).
+  std::size_t reported_pods() const { return reported_.load(); }
+  std::uint64_t handoff_mismatches() const { return mismatches_.load(); }
   std::uint64_t lists_applied() const { return lists_.load(); }
 
  private:
@@ -103,11 +119,17 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
     bool request_ok = false;
     bool demand_counted = false;
     bool estimated = false;
+    bool reported = false;          // counted on its node's report
+    bool mismatch = false;          // the report differs from its record
+    bool has_record = false;        // its last object carried linkfit.io/allocation
     std::uint64_t record_hash = 0;  // of linkfit.io/allocation; 0 = none
     bool in_cache = false;          // counted in the ClusterCache
     std::uint64_t list_generation = 0;
     // Kept for pending GPU pods (bind's plan) and bound pods waiting for their node to appear.
     std::shared_ptr<const kube::PodView> view;
+    // The record's devices while the node's report overrides them (a mismatch), or a record
+    // evicted by a report; null otherwise.
+    std::shared_ptr<const state::Assignment> hidden_record;
   };
 
   // Decodes a pod object; a bad one is logged and counted, and skipped.
@@ -119,9 +141,26 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   void ApplyBoundLocked(const std::string& uid, Entry& entry, const std::string& node_name,
                         const kube::PodView* pod);
   void SetDemandLocked(Entry& entry, bool counted);
-  // Takes the node's estimated pods (but `except`) out of the cache; returns their UIDs.
-  std::vector<std::string> EvictEstimatedLocked(const std::string& node_name,
-                                                const std::string& except);
+  // The devices the pod's record names (decoded from `pod`, or when re-applied without it, what
+  // the cache holds from its record), and what its node reports it holding.
+  std::optional<state::Assignment> RecordedLocked(const std::string& uid, Entry& entry,
+                                                  const std::string& node_name,
+                                                  const state::NodeState* node,
+                                                  const kube::PodView* pod);
+  std::optional<state::Assignment> ReportedLocked(const std::string& uid, const Entry& entry,
+                                                  const std::string& node_name,
+                                                  const state::NodeState* node);
+  // Counts `assignment` on its node, moving weaker pods (estimated; for a reported assignment
+  // also recorded) out of the way and counting them again around it. False when it still
+  // collides.
+  bool ReplaceEvictingLocked(const state::Assignment& assignment, const std::string& node_name);
+  // Takes the node's estimated pods (and, with `also_recorded`, those counted from records) but
+  // `except` out of the cache; returns what they held.
+  std::vector<state::Assignment> EvictLocked(const std::string& node_name,
+                                             const std::string& except, bool also_recorded);
+  // Keeps the estimated/reported counts in step with what the entry is counted with.
+  void SetEntryFlagsLocked(Entry& entry, const state::Assignment& counted);
+  void ClearEntryFlagsLocked(Entry& entry);
 
   state::ClusterCache& cache_;
   const extender::RequestDefaults defaults_;
@@ -129,11 +168,17 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   MetricsSink& metrics_;
   extender::Demand demand_{/*power_of_two_prior=*/true};
   PodFetcher fetcher_;  // set before serving
+  EventRecorder* events_ = nullptr;
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, Entry> pods_;  // GUARDED_BY(mutex_), by UID
   std::uint64_t generation_ = 0;                 // GUARDED_BY(mutex_): the list in progress
+  // Node -> pod UID -> the devices the node's agent reports.
+  std::unordered_map<std::string, std::unordered_map<std::string, kube::DevicesInUse::Pod>>
+      reports_;  // GUARDED_BY(mutex_)
   std::atomic<std::size_t> estimated_{0};
+  std::atomic<std::size_t> reported_{0};
+  std::atomic<std::uint64_t> mismatches_{0};
   std::atomic<std::uint64_t> lists_{0};
 };
 

@@ -58,6 +58,11 @@ class MetricsSink {
   }
   // Pods whose devices linkfit estimated (GPU pods another scheduler placed, without a record).
   virtual void SetEstimatedPods(std::uint64_t pods) { (void)pods; }
+  // Node agents' reports of the devices pods really hold (linkfit.io/devices-in-use): pods
+  // counted from a report, and each time a pod linkfit placed turned out to hold other devices
+  // than its allocation said (the node ignored linkfit's choice).
+  virtual void SetReportedPods(std::uint64_t pods) { (void)pods; }
+  virtual void CountHandoffMismatch() {}
   // Pods the pod store holds.
   virtual void SetPodStoreSize(std::uint64_t pods) { (void)pods; }
   // Seconds from start-up to ready (the initial lists applied).

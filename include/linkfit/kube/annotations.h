@@ -96,6 +96,43 @@ struct AllocationRecord {
   friend bool operator==(const AllocationRecord&, const AllocationRecord&) = default;
 };
 
+// linkfit.io/devices-in-use, written by the node agent from the kubelet's PodResources API:
+// which devices each container of each pod really holds, keyed by pod UID (version 1):
+//
+//   {"v":1,"pods":[{"uid":"6f1c...","pod":"ml/train",
+//                   "containers":[{"name":"train","gpus":[4,5],
+//                                  "mig":[{"gpu":0,"profile":"3g.40gb","start":4,"uuid":"MIG-..."}],
+//                                  "shares":[{"gpu":2,"replicas":1}]}]}]}
+//
+// Pods sorted by UID, containers by name, devices ascending; keys with nothing to say left out.
+// `shares` counts the time-slice replicas (device IDs "GPU-uuid::k") a container holds on a GPU.
+// Decoding is strict like the allocation record's.
+struct DevicesInUse {
+  struct Share {
+    int gpu = 0;
+    int replicas = 0;
+    friend bool operator==(const Share&, const Share&) = default;
+  };
+  struct Container {
+    std::string name;
+    std::vector<int> gpus;
+    std::vector<AllocationRecord::Mig> mig;
+    std::vector<Share> shares;
+    friend bool operator==(const Container&, const Container&) = default;
+  };
+  struct Pod {
+    std::string uid;
+    std::string pod;  // "namespace/name"
+    std::vector<Container> containers;
+    friend bool operator==(const Pod&, const Pod&) = default;
+  };
+  int version = 1;
+  std::vector<Pod> pods;
+  friend bool operator==(const DevicesInUse&, const DevicesInUse&) = default;
+};
+std::string EncodeDevicesInUse(const DevicesInUse& devices);
+Result<DevicesInUse> DecodeDevicesInUse(std::string_view json);
+
 // Compact JSON, keys in the order shown above.
 std::string EncodeAllocationRecord(const AllocationRecord& record);
 // Strict decoding, see the file comment. `pod`, `uid` and `node` are required.

@@ -20,6 +20,8 @@
 //   linkfit_bad_objects_total{kind,what}        counter, bad annotations and collisions
 //   linkfit_estimated_pods                      gauge
 //   linkfit_pod_store_pods                      gauge
+//   linkfit_reported_pods                       gauge, devices from node agents' reports
+//   linkfit_handoff_mismatch_total              counter, placed pods holding other devices
 //   linkfit_time_to_ready_seconds               gauge
 //
 // Per-node series: only linkfit_gpus (two series per node); everything else is aggregated.
@@ -57,6 +59,8 @@ class PrometheusMetrics final : public MetricsSink {
   void CountBindOutcome(std::string_view outcome) override;
   void CountBadObject(std::string_view kind, std::string_view what) override;
   void SetEstimatedPods(std::uint64_t pods) override;
+  void SetReportedPods(std::uint64_t pods) override;
+  void CountHandoffMismatch() override;
   void SetPodStoreSize(std::uint64_t pods) override;
   void SetTimeToReady(double seconds) override;
 

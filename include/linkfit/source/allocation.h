@@ -37,6 +37,14 @@ kube::AllocationRecord RecordOf(const state::Assignment& assignment, const state
 Result<state::Assignment> AssignmentOf(const kube::AllocationRecord& record,
                                        const state::NodeInfo& node);
 
+// The assignment a node agent's report of one pod (linkfit.io/devices-in-use) describes on
+// `node`: the union of its containers' devices. Replicas say which GPUs a pod shares, not how
+// much: each shared GPU counts `share_milli` thousandths (the pod's request; 1 when unknown).
+// Errors as AssignmentOf's, naming the report.
+Result<state::Assignment> AssignmentOfReport(const kube::DevicesInUse::Pod& pod,
+                                             const std::string& node_name,
+                                             const state::NodeInfo& node, int share_milli);
+
 // Splits the pod's devices over its containers (see the file comment).
 std::vector<kube::AllocationRecord::Container> PlanContainers(
     const kube::PodView& pod, const kube::AllocationRecord::Devices& devices,

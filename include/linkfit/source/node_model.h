@@ -34,9 +34,9 @@ struct NodeFacts {
   std::string name;
   std::map<std::string, std::string> labels;
   topology::TopologyPtr topology;
-  topology::GpuMask mig_enabled = 0;
-  std::int64_t cpu_milli = 0;     // allocatable; 0 = unknown
-  std::int64_t memory_bytes = 0;  // allocatable; 0 = unknown
+  topology::GpuMask mig_enabled = 0;  // overridden where the document states MIG modes
+  std::int64_t cpu_milli = 0;         // allocatable; 0 = unknown
+  std::int64_t memory_bytes = 0;      // allocatable; 0 = unknown
 };
 
 class NodeModelFactory {

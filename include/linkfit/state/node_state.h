@@ -34,12 +34,25 @@ struct NodeInfo {
   alloc::PlacementTablePtr table;          // shared by nodes of identical topology
   const alloc::MigPlanner* mig = nullptr;  // the GPUs' MIG profile set; nullptr if not capable
   GpuMask mig_enabled = 0;                 // GPUs configured in MIG mode
+  // GPUs the node agent reports unhealthy (topology document): never placed on; pods already on
+  // them still count. The reasons are in reported->gpu(g).health_problem.
+  GpuMask unhealthy = 0;
+  // The node agent reports the MIG instances that exist (the document states MIG modes): MIG
+  // pods then go only to free existing instances of their profile (the layout is the
+  // operator's, as NVIDIA's device plugin serves it); otherwise linkfit plans instances itself.
+  bool mig_layout_reported = false;
+  // This node's own topology (UUIDs, health, MIG instances); table->topology() is an equivalent
+  // one (same fingerprint) that may belong to another node. Null where the node has none apart.
+  topology::TopologyPtr reported;
   // Allocatable CPU (thousandths of a core) and memory (bytes); 0 = not known, not tracked.
   // linkfit never filters on them (kube-scheduler's in-tree plugins do); scoring uses them to
   // see GPUs stranded by a node whose CPU or memory is exhausted.
   std::int64_t cpu_milli = 0;
   std::int64_t memory_bytes = 0;
+  // The shared model (same fingerprint); UUIDs, health and MIG instances may be another node's.
   const topology::Topology& topology() const { return table->topology(); }
+  // This node's own topology: use it for anything node-specific (UUIDs, health, MIG instances).
+  const topology::Topology& own_topology() const { return reported ? *reported : topology(); }
   int gpu_count() const { return table->gpu_count(); }
 };
 using NodeInfoPtr = std::shared_ptr<const NodeInfo>;
@@ -72,6 +85,10 @@ struct Assignment {
   // The devices were guessed (cluster mode: a GPU pod another scheduler placed, without an
   // allocation record), not known.
   bool estimated = false;
+  // The devices come from the node agent's report of what the pod really holds
+  // (linkfit.io/devices-in-use); `handoff_mismatch`: they differ from its allocation record.
+  bool reported = false;
+  bool handoff_mismatch = false;
 
   std::string PodKey() const { return pod_namespace + "/" + pod_name; }
   friend bool operator==(const Assignment&, const Assignment&) = default;
@@ -88,10 +105,10 @@ class NodeState {
   const NodeInfoPtr& info_ptr() const { return info_; }
   const std::string& name() const { return info_->name; }
 
-  // GPUs free for whole-GPU use: not held, not shared, not in MIG mode.
+  // GPUs free for whole-GPU placement: not held, not shared, not in MIG mode, healthy.
   GpuMask whole_free() const;
   GpuMask whole_used() const { return whole_used_; }
-  // GPUs that can take shares: not held whole and not in MIG mode.
+  // GPUs that can take new shares: not held whole, not in MIG mode, healthy.
   GpuMask share_eligible() const;
   int shared_milli(int gpu) const { return shared_milli_[Idx(gpu)]; }
   const alloc::MigGpuState& mig_state(int gpu) const { return mig_[Idx(gpu)]; }
@@ -122,6 +139,10 @@ class NodeState {
 
  private:
   static std::size_t Idx(int gpu) { return static_cast<std::size_t>(gpu); }
+  // Like whole_free()/share_eligible() but counting unhealthy GPUs: what Apply accepts, so that
+  // pods already on a GPU that turned unhealthy still count.
+  GpuMask WholeAvailable() const;
+  GpuMask ShareAvailable() const;
   Result<void> AddInPlace(const Assignment& assignment);
 
   NodeInfoPtr info_;

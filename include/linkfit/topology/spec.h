@@ -46,6 +46,20 @@ struct NvlinkFabric {
   double per_link_gbps = 0;  // per direction, from the document; 0 = unknown
 };
 
+// A GPU's MIG mode, as NVML's nvmlDeviceGetMigMode reports it (current and pending).
+enum class MigMode : std::uint8_t { kUnknown, kDisabled, kEnabled };
+Result<MigMode> ParseMigMode(std::string_view text);  // "enabled" | "disabled"
+std::string_view ToString(MigMode mode);
+
+// One MIG GPU instance that exists on a GPU (nvmlDeviceGetGpuInstances + its placement).
+struct MigInstanceSpec {
+  std::string profile;  // e.g. "3g.40gb"
+  int start = 0;        // first memory slice (nvmlGpuInstancePlacement_t.start), 0..7
+  int size = 0;         // memory slices (placement.size), 1..8
+  std::string uuid;     // "MIG-..." of its compute instance, when known
+  friend bool operator==(const MigInstanceSpec&, const MigInstanceSpec&) = default;
+};
+
 // One PCIe tree vertex above the GPUs (host bridge or switch).
 struct PcieNode {
   std::string id;
@@ -69,6 +83,14 @@ struct GpuSpec {
   bool p2p_supported = true;    // false: GeForce-style, traffic staged through host memory
   std::string pci_bus_id;
   int nvlink_physical_links = 0;
+
+  // What a node agent adds (absent from fixtures and nvidia-smi text, which mean "healthy, MIG
+  // mode not stated"). An unhealthy GPU is never placed on; the rest of the node stays usable.
+  bool healthy = true;
+  std::string health_problem;                    // why it is unhealthy ("Xid 79: ...")
+  MigMode mig_mode = MigMode::kUnknown;          // current
+  MigMode mig_mode_pending = MigMode::kUnknown;  // after the next GPU reset; kUnknown = same
+  std::vector<MigInstanceSpec> mig_instances;    // GPU instances that exist now
 };
 
 // One unordered GPU pair (a < b). Pairs missing from TopologySpec::links are an error.

@@ -1,0 +1,38 @@
+#pragma once
+
+// NodePods: the pods bound to the agent's node (a reflector with fieldSelector
+// spec.nodeName=NODE feeds it), so that the kubelet's PodResources answers, which name pods by
+// namespace and name only, can be published keyed by pod UID. A name reused by a new pod (a
+// StatefulSet's replacement) maps to the UID of the pod the API server shows now.
+//
+// Thread-safety: every method may be called concurrently (the reflector thread writes, the agent
+// loop reads).
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "linkfit/kube/reflector.h"
+
+namespace linkfit::agent {
+
+class NodePods : public kube::ReflectorSink {
+ public:
+  // The UID of the pod "namespace/name" on this node, if the API server shows one.
+  std::optional<std::string> UidOf(const std::string& pod_key) const;
+  std::size_t size() const;
+
+  void BeginList() override;
+  void ListItem(std::string_view object_json) override;
+  void EndList(std::string_view resource_version) override;
+  void Event(kube::WatchEventType type, std::string_view object_json) override;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::string> uids_;     // GUARDED_BY(mutex_)
+  std::unordered_map<std::string, std::string> listing_;  // GUARDED_BY(mutex_) during a list
+};
+
+}  // namespace linkfit::agent

@@ -1,0 +1,254 @@
+// linkfit-agent: the node agent (DaemonSet on every GPU node). See include/linkfit/agent/*.h and
+// deploy/README.md. Also reachable as `linkfit agent ...` (the linkfit CLI runs this binary).
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/agent_devices.h"
+#include "linkfit/agent/discovery.h"
+#include "linkfit/agent/node_agent.h"
+#include "linkfit/agent/node_pods.h"
+#include "linkfit/agent/node_publisher.h"
+#include "linkfit/common/log.h"
+#include "linkfit/kube/api_client.h"
+#include "linkfit/kube/reflector.h"
+
+namespace linkfit::agent {
+namespace {
+
+constexpr const char* kUsage = R"(usage: linkfit-agent [flags]   (also: linkfit agent [flags])
+
+Publishes this node's GPU topology, health and MIG layout (linkfit.io/topology) and the devices
+its pods really hold (linkfit.io/devices-in-use) on its own Node object.
+
+  --node-name NAME             this node (default: $NODE_NAME, as the DaemonSet sets it)
+  --kubeconfig FILE            API server access (default: in-cluster service account)
+  --context NAME               kubeconfig context (default: current-context)
+  --pod-resources-socket PATH  the kubelet's PodResources socket
+                               (default /var/lib/kubelet/pod-resources/kubelet.sock; "" = off)
+  --nvml-library NAME          NVML to dlopen (default libnvidia-ml.so.1, via LD_LIBRARY_PATH)
+  --discover-interval SECONDS  re-discovery period (default 60)
+  --devices-interval SECONDS   PodResources period (default 10)
+  --once                       one round, then exit (status 0 when it published or had nothing
+                               to change)
+  --print                      print what would be published instead of publishing (no API
+                               server needed); with --once: discover, print, exit
+)";
+
+struct Flags {
+  std::string node_name;
+  std::string kubeconfig;
+  std::string context;
+  std::string socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::string nvml_library = "libnvidia-ml.so.1";
+  int discover_interval_s = 60;
+  int devices_interval_s = 10;
+  bool once = false;
+  bool print = false;
+};
+
+Result<Flags> ParseFlags(const std::vector<std::string>& args) {
+  Flags flags;
+  if (const char* env = std::getenv("NODE_NAME"); env != nullptr) flags.node_name = env;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    const auto value = [&]() -> Result<std::string> {
+      if (i + 1 >= args.size()) return MakeError(arg + " needs a value");
+      return args[++i];
+    };
+    const auto seconds = [&](int* out) -> Result<void> {
+      std::string text;
+      LINKFIT_ASSIGN_OR_RETURN(text, value());
+      char* end = nullptr;
+      const long parsed = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || parsed < 1 || parsed > 86400) {
+        return MakeError(arg + " " + text + ": expected whole seconds in 1..86400");
+      }
+      *out = static_cast<int>(parsed);
+      return {};
+    };
+    Result<void> ok;
+    if (arg == "--node-name") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.node_name, value());
+    } else if (arg == "--kubeconfig") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.kubeconfig, value());
+    } else if (arg == "--context") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.context, value());
+    } else if (arg == "--pod-resources-socket") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.socket, value());
+    } else if (arg == "--nvml-library") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.nvml_library, value());
+    } else if (arg == "--discover-interval") {
+      ok = seconds(&flags.discover_interval_s);
+    } else if (arg == "--devices-interval") {
+      ok = seconds(&flags.devices_interval_s);
+    } else if (arg == "--once") {
+      flags.once = true;
+    } else if (arg == "--print") {
+      flags.print = true;
+    } else {
+      return MakeError("unknown flag " + arg);
+    }
+    if (!ok) return tl::unexpected(ok.error());
+  }
+  if (!flags.print && flags.node_name.empty()) {
+    return MakeError("--node-name (or $NODE_NAME) is required to publish");
+  }
+  return flags;
+}
+
+// Stops the agent on SIGTERM / SIGINT (the signals are blocked in every thread; this one waits).
+void StopOnSignals(NodeAgent& agent) {
+  std::thread([&agent] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    int signal_number = 0;
+    sigwait(&set, &signal_number);
+    log::Info("signal " + std::to_string(signal_number) + ": stopping");
+    agent.Stop();
+  }).detach();
+}
+
+int Run(const Flags& flags) {
+  NvmlOptions nvml;
+  nvml.library = flags.nvml_library;
+  const CommandRunner runner = SystemCommandRunner();
+  NodeAgent::DiscoverFn discover = [nvml, runner] { return Discover(nvml, runner); };
+
+  NodePods pods;
+  std::unique_ptr<kube::ApiClient> client;
+  std::unique_ptr<kube::Reflector> pod_reflector;
+  if (!flags.print) {
+    auto config = flags.kubeconfig.empty() ? kube::InClusterConfig()
+                                           : kube::LoadKubeconfig(flags.kubeconfig, flags.context);
+    if (!config) {
+      std::cerr << "linkfit-agent: " << config.error().message << "\n";
+      return 1;
+    }
+    config->user_agent = "linkfit-agent/0.1";
+    config->qps = 5;  // one node's daemon: a handful of calls a minute in steady state
+    config->burst = 10;
+    auto made = kube::NewApiClient(std::move(*config));
+    if (!made) {
+      std::cerr << "linkfit-agent: " << made.error().message << "\n";
+      return 1;
+    }
+    client = std::move(*made);
+    kube::ReflectorOptions options;
+    options.kind = "pods";
+    options.path = "/api/v1/pods";
+    options.field_selector = "spec.nodeName=" + flags.node_name;
+    pod_reflector = std::make_unique<kube::Reflector>(*client, pods, options);
+    pod_reflector->Start();
+  }
+
+  NodeAgent::DevicesFn devices;
+  if (!flags.socket.empty()) {
+    const bool know_uids = !flags.print;
+    devices = MakeDevicesFn(flags.socket, [&pods, know_uids](const std::string& key) {
+      return know_uids ? pods.UidOf(key) : std::optional<std::string>(key);
+    });
+  }
+
+  AgentOptions options;
+  options.discover_interval = std::chrono::seconds(flags.discover_interval_s);
+  options.devices_interval = std::chrono::seconds(flags.devices_interval_s);
+
+  if (flags.print) {
+    auto found = discover();
+    if (!found) {
+      std::cerr << "linkfit-agent: " << found.error().message << "\n";
+      return 1;
+    }
+    std::cout << "# " << found->source << (found->driver_version.empty() ? "" : ", driver ")
+              << found->driver_version << "\n";
+    std::cout << topology::ToTopologyDocument(found->spec) << "\n";
+    if (devices) {
+      auto used = devices(found->spec);
+      if (used) {
+        std::cout << kube::EncodeDevicesInUse(*used) << "\n";
+      } else {
+        std::cerr << "linkfit-agent: " << used.error().message << "\n";
+      }
+    }
+    return 0;
+  }
+
+  NodePublisher publisher(*client, flags.node_name);
+  NodeAgent agent(options, discover, devices, publisher);
+  if (flags.once) {
+    // Wait briefly for the pod list so the first devices-in-use carries UIDs.
+    for (int i = 0; i < 100 && !pod_reflector->synced(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    auto round = agent.RunRound(true);
+    pod_reflector->Stop();
+    if (!round) {
+      std::cerr << "linkfit-agent: " << round.error().message << "\n";
+      return 1;
+    }
+    std::cout << (*round ? "published" : "unchanged") << "\n";
+    return 0;
+  }
+  StopOnSignals(agent);
+  std::unique_ptr<HealthWatch> health;
+  std::atomic<bool> stopping{false};
+  std::thread health_thread;
+  if (auto watch = WatchHealthWithNvml(nvml); watch) {
+    health = std::move(*watch);
+    health_thread = std::thread([&agent, &stopping, watch_ptr = health.get()] {
+      while (!stopping.load()) {
+        for (const HealthWatch::Event& event : watch_ptr->Wait(1000)) {
+          agent.MarkUnhealthy(event.gpu, event.problem);
+        }
+      }
+    });
+  } else {
+    log::Warning("no NVML health events (" + watch.error().message +
+                 "); health comes from re-discovery only");
+  }
+  agent.Run();
+  stopping.store(true);
+  if (health_thread.joinable()) health_thread.join();
+  pod_reflector->Stop();
+  client->Stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace linkfit::agent
+
+int main(int argc, char** argv) {
+  // Block the stop signals in every thread; StopOnSignals waits for them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      std::cout << linkfit::agent::kUsage;
+      return 0;
+    }
+  }
+  auto flags = linkfit::agent::ParseFlags(args);
+  if (!flags) {
+    std::cerr << "linkfit-agent: " << flags.error().message << "\n" << linkfit::agent::kUsage;
+    return 2;
+  }
+  return linkfit::agent::Run(*flags);
+}

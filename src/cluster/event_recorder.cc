@@ -1,0 +1,123 @@
+#include "linkfit/cluster/event_recorder.h"
+
+#include <chrono>
+#include <ctime>
+
+#include "linkfit/common/log.h"
+#include "linkfit/kube/codec.h"
+
+namespace linkfit::cluster {
+namespace {
+
+std::string NowRfc3339Micro() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+      1000000;
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[80];
+  std::snprintf(text, sizeof(text), "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", utc.tm_year + 1900,
+                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                static_cast<long long>(micros));
+  return text;
+}
+
+void Field(std::string& out, const char* key, const std::string& value, bool first = false) {
+  if (!first) out += ',';
+  out += '"';
+  out += key;
+  out += "\":";
+  kube::AppendJsonString(out, value);
+}
+
+}  // namespace
+
+std::string EncodePodEvent(const PodEvent& event, const std::string& reporting_instance,
+                           const std::string& now_rfc3339_micro) {
+  std::string out = "{\"apiVersion\":\"events.k8s.io/v1\",\"kind\":\"Event\",\"metadata\":{";
+  Field(out, "generateName", event.pod_name + ".", true);
+  Field(out, "namespace", event.pod_namespace);
+  out += "},\"regarding\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\"";
+  Field(out, "namespace", event.pod_namespace);
+  Field(out, "name", event.pod_name);
+  Field(out, "uid", event.pod_uid);
+  out += '}';
+  Field(out, "eventTime", now_rfc3339_micro);
+  Field(out, "reportingController", "linkfit.io/scheduler");
+  Field(out, "reportingInstance", reporting_instance);
+  Field(out, "action", event.action);
+  Field(out, "reason", event.reason);
+  Field(out, "type", event.type);
+  Field(out, "note", event.note.substr(0, 1024));
+  out += '}';
+  return out;
+}
+
+EventRecorder::EventRecorder(kube::ApiClient& client, std::string reporting_instance,
+                             std::size_t queue_limit)
+    : client_(client), instance_(std::move(reporting_instance)), limit_(queue_limit) {}
+
+EventRecorder::~EventRecorder() { Stop(); }
+
+void EventRecorder::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void EventRecorder::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EventRecorder::Record(PodEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stop_) return;
+    if (queue_.size() >= limit_) {
+      if (dropped_++ % 100 == 0) {
+        log::Warning("events: queue full, dropping the event " + event.reason + " of pod " +
+                     event.pod_namespace + "/" + event.pod_name);
+      }
+      return;
+    }
+    queue_.push_back(std::move(event));
+  }
+  wake_.notify_one();
+}
+
+std::size_t EventRecorder::posted() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return posted_;
+}
+
+void EventRecorder::Loop() {
+  for (;;) {
+    PodEvent event;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      event = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const std::string path = "/apis/events.k8s.io/v1/namespaces/" + event.pod_namespace + "/events";
+    auto reply = client_.Post(path, EncodePodEvent(event, instance_, NowRfc3339Micro()), "event");
+    if (!reply || reply->status != 201) {
+      log::Warning(
+          "events: posting " + event.reason + " for pod " + event.pod_namespace + "/" +
+          event.pod_name + " failed: " +
+          (reply ? "HTTP " + std::to_string(reply->status) + ": " + kube::StatusMessage(reply->body)
+                 : reply.error().message));
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++posted_;
+  }
+}
+
+}  // namespace linkfit::cluster
