@@ -884,6 +884,8 @@ bool IsCsvStart(std::string_view line) {
 
 }  // namespace
 
+void FillModelFacts(TopologySpec& spec) { ApplyModelFacts(spec); }
+
 Result<TopologySpec> ParseNvidiaSmi(std::string_view topo_matrix_text,
                                     std::string_view query_gpu_csv) {
   try {

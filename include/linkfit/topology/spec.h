@@ -124,6 +124,11 @@ Result<TopologySpec> ParseTopologyDocument(std::string_view json_text);
 Result<TopologySpec> ParseNvidiaSmi(std::string_view topo_matrix_text,
                                     std::string_view query_gpu_csv);
 
+// Fills what the GPU model names tell, as the nvidia-smi parser does: each GPU's PCIe generation,
+// MIG profile set (mig_capable), peer-to-peer support, and the fabric's NVLink and NVSwitch
+// generations. For other sources of the same facts (the node agent's NVML discovery).
+void FillModelFacts(TopologySpec& spec);
+
 // Detects which of the above `text` is: a JSON document (first non-space character '{'), or
 // nvidia-smi text, optionally followed by the query-gpu CSV in the same file (the CSV starts at
 // the first line beginning with "index," or at a line of the form "0, GPU-...").
