@@ -1,0 +1,17 @@
+#pragma once
+
+// The agent's source of real device use: the kubelet's PodResources, mapped to linkfit's devices
+// on the node's current topology (device_use.h), for NodeAgent's DevicesFn.
+//
+// Thread-safety: the returned function is called from the agent loop only.
+
+#include <string>
+
+#include "linkfit/agent/device_use.h"
+#include "linkfit/agent/node_agent.h"
+
+namespace linkfit::agent {
+
+NodeAgent::DevicesFn MakeDevicesFn(std::string socket_path, UidLookup uid_of);
+
+}  // namespace linkfit::agent
