@@ -38,6 +38,8 @@ seeds_for() {
     fuzz_nvidia_smi) echo "test/data/nvidia-smi" ;;
     fuzz_topology_document) echo "config/topologies" ;;
     fuzz_allocation_record) echo "test/data/allocation-records" ;;
+    fuzz_devices_in_use) echo "test/data/devices-in-use" ;;
+    fuzz_nvidia_smi_mig) echo "test/data/nvidia-smi" ;;
     *) echo "test/data/nvidia-smi config/topologies" ;;
   esac
 }

@@ -1,44 +1,86 @@
+// The kubelet's PodResources List over gRPC on a unix socket (pod_resources.h).
+
 #include "linkfit/agent/pod_resources.h"
 
 #include <grpcpp/grpcpp.h>
 
+#include <string_view>
+
 #include "podresources.grpc.pb.h"
 
 namespace linkfit::agent {
+namespace {
+
+// The kubelet's own limit on PodResources messages (podresources.DefaultMaxMsgSize).
+constexpr int kMaxResponseBytes = 16 << 20;
+
+std::string_view StatusName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED: return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL: return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "status";
+  }
+}
+
+PodDeviceUse FromProto(const v1::PodResources& pod) {
+  PodDeviceUse use;
+  use.pod_namespace = pod.namespace_();
+  use.name = pod.name();
+  use.containers.reserve(static_cast<std::size_t>(pod.containers_size()));
+  for (const v1::ContainerResources& container : pod.containers()) {
+    ContainerDeviceUse& entry = use.containers.emplace_back();
+    entry.name = container.name();
+    for (const v1::ContainerDevices& devices : container.devices()) {
+      ContainerDeviceUse::Devices& held = entry.devices.emplace_back();
+      held.resource_name = devices.resource_name();
+      held.device_ids.assign(devices.device_ids().begin(), devices.device_ids().end());
+    }
+  }
+  return use;
+}
+
+}  // namespace
 
 Result<std::vector<PodDeviceUse>> ListPodResources(const std::string& socket_path,
                                                    std::chrono::milliseconds timeout) {
+  const std::string where = "kubelet PodResources List on unix://" + socket_path;
+  if (socket_path.empty()) return MakeError("kubelet PodResources: no socket path given");
+  if (timeout <= std::chrono::milliseconds::zero()) {
+    return MakeError(where + ": the timeout must be positive");
+  }
   grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(16 << 20);  // the kubelet's own limit is 16 MiB
+  arguments.SetMaxReceiveMessageSize(kMaxResponseBytes);
   const auto channel = grpc::CreateCustomChannel("unix://" + socket_path,
                                                  grpc::InsecureChannelCredentials(), arguments);
-  auto stub = v1::PodResourcesLister::NewStub(channel);
+  const auto stub = v1::PodResourcesLister::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
-  v1::ListPodResourcesRequest request;
+  const v1::ListPodResourcesRequest request;
   v1::ListPodResourcesResponse response;
   const grpc::Status status = stub->List(&context, request, &response);
   if (!status.ok()) {
-    return MakeError("kubelet PodResources List on " + socket_path + ": gRPC status " +
-                     std::to_string(static_cast<int>(status.error_code())) + ": " +
-                     status.error_message());
+    return MakeError(where + ": gRPC " + std::string(StatusName(status.error_code())) + " (" +
+                     std::to_string(static_cast<int>(status.error_code())) +
+                     "): " + status.error_message());
   }
   std::vector<PodDeviceUse> pods;
   pods.reserve(static_cast<std::size_t>(response.pod_resources_size()));
-  for (const v1::PodResources& pod : response.pod_resources()) {
-    PodDeviceUse& use = pods.emplace_back();
-    use.pod_namespace = pod.namespace_();
-    use.name = pod.name();
-    for (const v1::ContainerResources& container : pod.containers()) {
-      ContainerDeviceUse& entry = use.containers.emplace_back();
-      entry.name = container.name();
-      for (const v1::ContainerDevices& devices : container.devices()) {
-        ContainerDeviceUse::Devices& held = entry.devices.emplace_back();
-        held.resource_name = devices.resource_name();
-        held.device_ids.assign(devices.device_ids().begin(), devices.device_ids().end());
-      }
-    }
-  }
+  for (const v1::PodResources& pod : response.pod_resources()) pods.push_back(FromProto(pod));
   return pods;
 }
 

@@ -35,7 +35,7 @@ NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node) {
       reason +=
           " (GPUs " + JoinInts(alloc::MaskToIndexes(node.info().mig_enabled)) + " are in MIG mode)";
     }
-    if (never && !placement.unresolvable && node.info().unhealthy != 0) {
+    if (!placement.unresolvable && node.info().unhealthy != 0) {
       reason +=
           " (GPUs " + JoinInts(alloc::MaskToIndexes(node.info().unhealthy)) + " are unhealthy)";
     }

@@ -21,8 +21,10 @@ topology::TopologySpec A100WithMig() {
 
 std::vector<PodDeviceUse> SamplePods() {
   return {
-      {"ml", "train", {{"train", {{"nvidia.com/gpu", {"GPU-5aaa", "GPU-4aaa"}}}},
-                       {"sidecar", {{"example.com/fpga", {"fpga-0"}}}}}},
+      {"ml",
+       "train",
+       {{"train", {{"nvidia.com/gpu", {"GPU-5aaa", "GPU-4aaa"}}}},
+        {"sidecar", {{"example.com/fpga", {"fpga-0"}}}}}},
       {"ml", "infer", {{"main", {{"nvidia.com/mig-3g.20gb", {"MIG-six-b"}}}}}},
       {"lab", "notebook", {{"nb", {{"nvidia.com/gpu", {"GPU-2aaa::0", "GPU-2aaa::3"}}}}}},
       {"ml", "web", {{"main", {}}}},

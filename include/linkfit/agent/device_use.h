@@ -1,19 +1,28 @@
 #pragma once
 
 // From the kubelet's device IDs (pod_resources.h) to linkfit's devices (the
-// linkfit.io/devices-in-use annotation, kube/annotations.h), on the node's discovered topology:
+// linkfit.io/devices-in-use annotation, kube/annotations.h), on the node's discovered topology.
+// Only resources named "nvidia.com/..." are read; other vendors' resources are ignored.
 //
-//   "GPU-<uuid>"         (nvidia.com/gpu)               a whole GPU, by its UUID
-//   "GPU-<uuid>::<k>"    (time-slicing replicas, any resource)  one replica of a shared GPU
-//   "MIG-<uuid>"         (nvidia.com/mig-<profile>, or nvidia.com/gpu under the device plugin's
-//                         single strategy)              a MIG instance, by the UUID discovery found
+//   "GPU-<uuid>"                 a whole GPU, by the UUID discovery found
+//   "GPU-<uuid>::<k>"            replica k of a time-sliced GPU (counted in `shares`)
+//   "MIG-<uuid>"                 a MIG instance, by the UUID discovery found
+//   (nvidia.com/mig-<profile>
+//                                under the mixed strategy, nvidia.com/gpu under the single one)
+//   "MIG-<uuid>::<k>"            a replica of a time-sliced MIG instance: the instance is in use
+//   "MIG-GPU-<uuid>/<gi>/<ci>"   the pre-R470 MIG form: matched as a UUID first (old drivers
+//                                report that string as the instance's UUID); else, for
+//                                nvidia.com/mig-<profile>, the only instance of that profile on
+//                                that GPU (the GPU-instance id is not a placement, so two
+//                                instances of the profile leave it ambiguous: a warning)
 //
-// Pods are keyed by UID through `uid_of` ("namespace/name" -> UID; the kubelet names pods only);
-// pods whose UID is unknown, IDs of NVIDIA resources that match no device, are skipped with a
-// warning naming them; other vendors' resources are ignored. The output is canonical: pods by
-// UID, containers by name, devices ascending; containers and pods without devices left out.
+// The kubelet names pods only; `uid_of` ("namespace/name" -> UID) keys them. A pod whose UID is
+// unknown, an ID of an NVIDIA resource that matches no device of this node, and a second pod with
+// the same UID are left out with a warning naming them; the pod's other devices still count.
+// The output is canonical: pods by UID, containers by name (a name listed twice is merged),
+// devices ascending; containers and pods without devices left out.
 //
-// Thread-safety: a pure function.
+// Thread-safety: a pure function (uid_of is called on the caller's thread).
 
 #include <functional>
 #include <optional>
@@ -26,11 +35,12 @@
 
 namespace linkfit::agent {
 
+// "namespace/name" -> the pod's UID, or nullopt when the pod is not known (yet).
 using UidLookup = std::function<std::optional<std::string>(const std::string& pod_key)>;
 
 struct DeviceUseReport {
   kube::DevicesInUse devices;
-  std::vector<std::string> warnings;
+  std::vector<std::string> warnings;  // one line each, naming the pod, container and ID
 };
 
 DeviceUseReport MapDeviceUse(const std::vector<PodDeviceUse>& pods,

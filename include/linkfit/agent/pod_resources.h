@@ -29,8 +29,10 @@ struct PodDeviceUse {
   std::vector<ContainerDeviceUse> containers;
 };
 
-// Calls List on `socket_path` (a path; "unix://" is added) with a deadline. An error names the
-// socket and the gRPC status.
+// Calls List on the kubelet's socket at `socket_path` (a file path, usually
+// /var/lib/kubelet/pod-resources/kubelet.sock; "unix://" is added) and waits at most `timeout`.
+// Fails fast when nothing listens there. An error names the socket and the gRPC status; the
+// kubelet's fields linkfit does not read (cpu_ids, memory, topology, DRA claims) are skipped.
 Result<std::vector<PodDeviceUse>> ListPodResources(const std::string& socket_path,
                                                    std::chrono::milliseconds timeout);
 

@@ -1,0 +1,241 @@
+// The node agent end to end: the real linkfit-agent binary, loading the fake libnvidia-ml.so.1
+// through LD_LIBRARY_PATH and reading a fake kubelet's PodResources, publishes on its Node in the
+// fake API server; linkfit in cluster mode, watching the same server, then places on facts: the
+// reported MIG layout, the devices pods really hold (a foreign pod's estimate replaced, a placed
+// pod's mismatch counted with an Event, the cache following the report), and never on a GPU the
+// agent reports lost.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/fake_kubelet.h"
+#include "agent/run_command.h"
+#include "app/service.h"
+#include "cluster/cluster_testing.h"
+#include "kube/fake_api_server.h"
+#include "linkfit/kube/annotations.h"
+#include "linkfit/topology/spec.h"
+#include "testing/fixtures.h"
+
+namespace linkfit::agent {
+namespace {
+
+using linkfit::cluster::testing::PodObject;
+using linkfit::cluster::testing::PodSpec;
+using nlohmann::json;
+
+bool WaitFor(const std::function<bool()>& condition,
+             std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// The GPU UUIDs the DGX A100 recording gives each index.
+std::string Uuid(int gpu) {
+  const json recording = json::parse(linkfit::testing::ReadFileOrDie(
+      linkfit::testing::SourcePath("test/data/nvml/dgx-a100-mig.json")));
+  return recording["devices"][static_cast<std::size_t>(gpu)]["uuid"].get<std::string>();
+}
+
+class AgentEndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    linkfit::testing::FakeApiServerOptions options;
+    options.bookmark_interval = std::chrono::milliseconds(200);
+    auto fake = linkfit::testing::StartFakeApiServer(options);
+    ASSERT_TRUE(fake) << fake.error().message;
+    fake_ = std::move(*fake);
+    auto kubeconfig = fake_->WriteKubeconfig();
+    ASSERT_TRUE(kubeconfig) << kubeconfig.error().message;
+    kubeconfig_ = *kubeconfig;
+    auto kubelet = linkfit::testing::StartFakeKubelet();
+    ASSERT_TRUE(kubelet) << kubelet.error().message;
+    kubelet_ = std::move(*kubelet);
+    json node = linkfit::testing::MakeFakeNode("a100-0");
+    node["status"]["allocatable"] = {{"cpu", "256"}, {"memory", "1Ti"}, {"pods", "110"}};
+    ASSERT_TRUE(fake_->AddNode(node));
+    recording_ = linkfit::testing::SourcePath("test/data/nvml/dgx-a100-mig.json");
+  }
+  void TearDown() override {
+    client_.reset();
+    service_.reset();
+    kubelet_.reset();
+    if (fake_) fake_->Stop();
+  }
+
+  // Runs the agent binary once; returns its standard output.
+  Result<std::string> RunAgentOnce() {
+    const std::string library_dir =
+        std::filesystem::path(LINKFIT_FAKE_NVML_FULL).parent_path().string();
+    setenv("LD_LIBRARY_PATH", library_dir.c_str(), 1);
+    setenv("LINKFIT_FAKE_NVML", recording_.c_str(), 1);
+    auto out = RunCommand({LINKFIT_AGENT_BINARY, "--once", "--node-name", "a100-0", "--kubeconfig",
+                           kubeconfig_, "--pod-resources-socket", kubelet_->socket_path()},
+                          {});
+    unsetenv("LD_LIBRARY_PATH");
+    return out;
+  }
+  json Annotations() { return (*fake_->GetNode("a100-0"))["metadata"]["annotations"]; }
+  std::size_t Patches() { return fake_->CountRequests({"PATCH", "/api/v1/nodes/a100-0"}); }
+
+  void StartLinkfit() {
+    app::Config config;
+    config.listen = "127.0.0.1:0";
+    config.listen_host = "127.0.0.1";
+    config.listen_port = 0;
+    config.mig_profiles_dir = linkfit::testing::SourcePath("config/mig");
+    config.kubernetes.enabled = true;
+    config.kubernetes.kubeconfig = kubeconfig_;
+    auto started = app::Service::Start(config);
+    ASSERT_TRUE(started) << started.error().message;
+    service_ = std::move(*started);
+    ASSERT_TRUE(service_->cluster()->WaitReady(std::chrono::seconds(20)));
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", service_->port());
+    client_->set_read_timeout(30);
+  }
+  json InspectNode() {
+    auto reply = client_->Get("/inspect");
+    if (!reply || reply->status != 200) return json();
+    const json inspect = json::parse(reply->body);
+    for (const json& node : inspect["nodes"]) {
+      if (node["name"] == "a100-0") return node;
+    }
+    return json();
+  }
+  // Filter then bind on a100-0; returns the record bound, or the error.
+  Result<kube::AllocationRecord> Schedule(const PodSpec& spec) {
+    auto stored = fake_->AddPod(PodObject(spec));
+    if (!stored) return tl::unexpected(stored.error());
+    const std::string args =
+        R"({"Pod":)" + stored->dump() + R"(,"Nodes":null,"NodeNames":["a100-0"]})";
+    auto filtered = client_->Post("/scheduler/filter", args, "application/json");
+    if (!filtered) return MakeError("filter: no reply");
+    const json result = json::parse(filtered->body);
+    if (result["NodeNames"].empty()) return MakeError("filter: " + filtered->body);
+    const json bind = {{"PodName", spec.name},
+                       {"PodNamespace", spec.ns},
+                       {"PodUID", (*stored)["metadata"]["uid"]},
+                       {"Node", "a100-0"}};
+    auto bound = client_->Post("/scheduler/bind", bind.dump(), "application/json");
+    if (!bound || !json::parse(bound->body)["Error"].get<std::string>().empty()) {
+      return MakeError("bind: " + (bound ? bound->body : std::string("no reply")));
+    }
+    const json pod = *fake_->GetPod(spec.ns, spec.name);
+    return kube::DecodeAllocationRecord(
+        pod["metadata"]["annotations"][kube::kAnnotationAllocation].get<std::string>());
+  }
+
+  linkfit::testing::FakeApiServerPtr fake_;
+  std::unique_ptr<linkfit::testing::FakeKubelet> kubelet_;
+  std::string kubeconfig_;
+  std::string recording_;
+  std::unique_ptr<app::Service> service_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(AgentEndToEndTest, LinkfitPlacesOnWhatTheAgentPublishes) {
+  // Two running pods: "train" placed by linkfit on GPUs 0,1 (its record), which the node handed
+  // GPUs 2,3 instead; "other" placed by another scheduler, without a record, on GPUs 4,5.
+  PodSpec train{.name = "train", .uid = "uid-train", .node = "a100-0", .gpus = 2};
+  train.annotations[kube::kAnnotationAllocation] =
+      R"({"v":1,"pod":"ml/train","uid":"uid-train","node":"a100-0","gpus":[0,1]})";
+  ASSERT_TRUE(fake_->AddPod(PodObject(train)));
+  ASSERT_TRUE(fake_->AddPod(PodObject(
+      {.name = "other", .uid = "uid-other", .node = "a100-0", .gpus = 2, .scheduler = "default"})));
+  kubelet_->SetPods({{"ml", "train", {{"train", {{"nvidia.com/gpu", {Uuid(3), Uuid(2)}}}}}},
+                     {"ml", "other", {{"main", {{"nvidia.com/gpu", {Uuid(4), Uuid(5)}}}}}}});
+
+  auto first = RunAgentOnce();
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(*first, "published\n");
+  auto document =
+      topology::ParseTopologyDocument(Annotations()[kube::kAnnotationTopology].get<std::string>());
+  ASSERT_TRUE(document) << document.error().message;
+  EXPECT_EQ(document->gpus[6].mig_mode, topology::MigMode::kEnabled);
+  EXPECT_EQ(document->gpus[6].mig_instances.size(), 3u);
+  auto devices =
+      kube::DecodeDevicesInUse(Annotations()[kube::kAnnotationDevicesInUse].get<std::string>());
+  ASSERT_TRUE(devices) << devices.error().message;
+  ASSERT_EQ(devices->pods.size(), 2u);
+  EXPECT_EQ(devices->pods[0].uid, "uid-other");
+  EXPECT_EQ(devices->pods[1].containers[0].gpus, (std::vector<int>{2, 3}));
+  // Nothing changed: no second patch.
+  auto second = RunAgentOnce();
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_EQ(*second, "unchanged\n");
+  EXPECT_EQ(Patches(), 1u);
+
+  StartLinkfit();
+  const json node = InspectNode();
+  ASSERT_TRUE(node.is_object());
+  EXPECT_EQ(node["reported_pods"], json({"uid-other", "uid-train"}));
+  EXPECT_EQ(node["handoff_mismatch_pods"], json({"uid-train"}));
+  EXPECT_FALSE(node.contains("estimated_pods"));
+  EXPECT_EQ(node["free_whole_gpus"], json({0, 1, 7}));  // 2-5 held as reported, 6 in MIG mode
+  ASSERT_TRUE(WaitFor([&] { return !fake_->PostedEvents().empty(); }));
+  EXPECT_EQ(fake_->PostedEvents()[0]["reason"], "DeviceHandoffMismatch");
+  EXPECT_EQ(fake_->PostedEvents()[0]["regarding"]["uid"], "uid-train");
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("linkfit_handoff_mismatch_total 1"), std::string::npos);
+
+  // A MIG pod takes the existing 3g.20gb instance on GPU 6, UUID and all.
+  PodSpec infer{.name = "infer", .uid = "uid-infer"};
+  infer.annotations["linkfit.io/mig-profile"] = "3g.20gb";
+  infer.annotations["linkfit.io/gpus"] = "1";
+  auto mig = Schedule(infer);
+  ASSERT_TRUE(mig) << mig.error().message;
+  ASSERT_EQ(mig->devices.mig.size(), 1u);
+  EXPECT_EQ(mig->devices.mig[0].gpu, 6);
+  EXPECT_EQ(mig->devices.mig[0].start, 4);
+  EXPECT_EQ(mig->devices.mig[0].uuid, "MIG-5a1f0d3c-6b2e-5a8e-9d4c-3f0e1b2a7c61");
+
+  // GPU 7 falls off the bus: the agent publishes it, linkfit stops placing on it.
+  json lost = json::parse(linkfit::testing::ReadFileOrDie(recording_));
+  lost["devices"][7]["lost"] = true;
+  recording_ = ::testing::TempDir() + "/dgx-a100-lost7.json";
+  std::ofstream(recording_) << lost.dump();
+  auto third = RunAgentOnce();
+  ASSERT_TRUE(third) << third.error().message;
+  EXPECT_EQ(*third, "published\n");
+  ASSERT_TRUE(WaitFor([&] { return InspectNode()["unhealthy_gpus"] == json({7}); }));
+  auto three = Schedule({.name = "three", .uid = "uid-three", .gpus = 3});
+  ASSERT_FALSE(three);
+  EXPECT_NE(three.error().message.find("unhealthy"), std::string::npos) << three.error().message;
+  auto two = Schedule({.name = "two", .uid = "uid-two", .gpus = 2});
+  ASSERT_TRUE(two) << two.error().message;
+  EXPECT_EQ(two->devices.gpus, (std::vector<int>{0, 1}));  // free once the report moved train
+  EXPECT_EQ(two->devices.uuids, (std::vector<std::string>{Uuid(0), Uuid(1)}));
+}
+
+TEST_F(AgentEndToEndTest, PrintDiscoversWithoutAnApiServer) {
+  setenv("LINKFIT_FAKE_NVML", recording_.c_str(), 1);
+  setenv("LD_LIBRARY_PATH",
+         std::filesystem::path(LINKFIT_FAKE_NVML_FULL).parent_path().string().c_str(), 1);
+  auto out =
+      RunCommand({LINKFIT_AGENT_BINARY, "--once", "--print", "--pod-resources-socket", ""}, {});
+  unsetenv("LD_LIBRARY_PATH");
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(out->rfind("# nvml, driver 550.54.15\n", 0), 0u) << *out;
+  const std::string document = out->substr(out->find('\n') + 1);
+  auto spec = topology::ParseTopologyDocument(document.substr(0, document.find('\n')));
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_EQ(spec->gpus.size(), 8u);
+  auto bad = RunCommand({LINKFIT_AGENT_BINARY, "--once"}, {});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("--node-name"), std::string::npos) << bad.error().message;
+}
+
+}  // namespace
+}  // namespace linkfit::agent
