@@ -20,7 +20,37 @@ namespace {
 
 constexpr std::string_view kReadyMarker = "listening on http://";
 
+// Every child started and not yet stopped, for KillAll (a fixed table: signal-safe).
+constexpr int kMaxChildren = 16;
+volatile pid_t g_children[kMaxChildren] = {};
+
+void Track(pid_t pid) {
+  for (volatile pid_t& slot : g_children) {
+    if (slot == 0) {
+      slot = pid;
+      return;
+    }
+  }
+}
+
+void Untrack(pid_t pid) {
+  for (volatile pid_t& slot : g_children) {
+    if (slot == pid) slot = 0;
+  }
+}
+
 }  // namespace
+
+void ChildServer::KillAll() {
+  for (volatile pid_t& slot : g_children) {
+    const pid_t pid = slot;
+    if (pid <= 0) continue;
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    slot = 0;
+  }
+}
 
 Result<ChildServer> ChildServer::Start(const ChildServerOptions& options) {
   std::vector<std::string> argv;
@@ -44,6 +74,7 @@ Result<ChildServer> ChildServer::Start(const ChildServerOptions& options) {
     ::_exit(127);
   }
   ::close(pipe_fds[1]);
+  Track(pid);
   ChildServer child;
   child.pid_ = pid;
   child.stdout_fd_ = pipe_fds[0];
@@ -134,6 +165,7 @@ double ChildServer::CpuSeconds() const {
 
 void ChildServer::Stop() {
   if (pid_ > 0) {
+    Untrack(pid_);
     ::kill(pid_, SIGTERM);
     int status = 0;
     for (int i = 0; i < 500; ++i) {

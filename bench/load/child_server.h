@@ -5,7 +5,8 @@
 // server's), ready when it prints "... listening on http://HOST:PORT" on stdout. The CPU time it
 // used up to that moment is its start-up cost.
 //
-// Thread-safety: none.
+// Thread-safety: none (one thread starts and stops children; KillAll may run in a signal
+// handler).
 
 #include <sys/types.h>
 
@@ -48,6 +49,10 @@ class ChildServer {
 
   // SIGTERM, then waits (SIGKILL after a few seconds).
   void Stop();
+
+  // Kills every child still running (SIGKILL) and reaps it: for exit paths that skip destructors
+  // (std::exit after an error, a signal). Safe to call from a signal handler.
+  static void KillAll();
 
  private:
   ChildServer() = default;

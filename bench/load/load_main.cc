@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -61,6 +62,7 @@ struct Options {
   int non_cache_requests = 8;
   int server_cpu = 0;
   int client_cpu = 1;
+  int score_range = 140;  // written into the server's config; prioritize scores are checked in it
   std::uint64_t seed = 42;
   std::string write_only;  // --write-config DIR: write the cluster and config files there, exit
 };
@@ -70,6 +72,7 @@ const char* kUsage =
     "                    [--sizes 1000,5000] [--requests N] [--warmup N] [--rounds N]\n"
     "                    [--binds N] [--non-cache-nodes N] [--non-cache-requests N]\n"
     "                    [--server-cpu C] [--client-cpu C] (-1: no pinning) [--seed S]\n"
+    "                    [--score-range N] (policy.score_range written to the config; 140)\n"
     "                    [--write-config DIR] (write the server's files there and exit)\n";
 
 std::optional<Options> ParseOptions(int argc, char** argv) {
@@ -110,7 +113,8 @@ std::optional<Options> ParseOptions(int argc, char** argv) {
                !(arg == "--non-cache-nodes" && need_number(&o.non_cache_nodes)) &&
                !(arg == "--non-cache-requests" && need_number(&o.non_cache_requests)) &&
                !(arg == "--server-cpu" && need_number(&o.server_cpu)) &&
-               !(arg == "--client-cpu" && need_number(&o.client_cpu))) {
+               !(arg == "--client-cpu" && need_number(&o.client_cpu)) &&
+               !(arg == "--score-range" && need_number(&o.score_range))) {
       return std::nullopt;
     }
   }
@@ -183,9 +187,17 @@ std::string Fixed(double value, int digits) {
   return text;
 }
 
-void Die(const std::string& message) {
+// Errors end the run at once, children included (std::exit skips the destructors that would
+// stop them, and a left-over server keeps its port and CPU).
+[[noreturn]] void Die(const std::string& message) {
   std::cerr << "linkfit-load: " << message << "\n";
+  ChildServer::KillAll();
   std::exit(1);
+}
+
+extern "C" void StopChildrenAndExit(int signal_number) {
+  ChildServer::KillAll();
+  ::_exit(128 + signal_number);
 }
 
 // A request body whose pod UID is rewritten before each send, so every request is a new pod.
@@ -252,9 +264,10 @@ std::string Decoded(const HttpResponse& response) {
 }
 
 // Checks one filter and one prioritize answer of linkfit for `size` names: every name is
-// accounted for exactly once, scores are integers in 0..10.
+// accounted for exactly once, scores are integers in 0..score_range (the configured range).
 void CheckReplies(Driver& linkfit, const std::string& filter_body,
-                  const std::string& prioritize_body, std::size_t size, std::string* encoding) {
+                  const std::string& prioritize_body, std::size_t size, int score_range,
+                  std::string* encoding) {
   HttpResponse response;
   if (linkfit.Send("/scheduler/filter", filter_body, &response) < 0) {
     Die("filter answered HTTP " + std::to_string(response.status) + ": " + Decoded(response));
@@ -275,7 +288,10 @@ void CheckReplies(Driver& linkfit, const std::string& filter_body,
   if (!scores.is_array() || scores.size() != size) Die("prioritize reply has the wrong length");
   for (const auto& entry : scores) {
     const auto score = entry["Score"].get<std::int64_t>();
-    if (score < 0 || score > 10) Die("prioritize score out of range");
+    if (score < 0 || score > score_range) {
+      Die("prioritize score " + std::to_string(score) + " is outside 0.." +
+          std::to_string(score_range) + " (policy.score_range)");
+    }
   }
 }
 
@@ -320,8 +336,10 @@ int Run(const Options& o) {
     const std::string cluster_path = work + "/" + name + "-cluster.yaml";
     const std::string config_path = work + "/" + name + "-config.yaml";
     if (!WriteFile(cluster_path, c.yaml) ||
-        !WriteFile(config_path, "listen: \"127.0.0.1:0\"\nlog_level: warning\nmig_profiles_dir: " +
-                                    repo + "/config/mig\ncluster_file: " + cluster_path + "\n")) {
+        !WriteFile(config_path,
+                   "listen: \"127.0.0.1:0\"\nlog_level: warning\nmig_profiles_dir: " + repo +
+                       "/config/mig\ncluster_file: " + cluster_path +
+                       "\npolicy:\n  score_range: " + std::to_string(o.score_range) + "\n")) {
       Die("cannot write to " + work);
     }
     return config_path;
@@ -376,7 +394,8 @@ int Run(const Options& o) {
       body.uid_offset = UidOffset(body.text);
       bodies[size].push_back(std::move(body));
     }
-    CheckReplies(linkfit, bodies[size][0].text, bodies[size][0].text, size, &reply_encoding);
+    CheckReplies(linkfit, bodies[size][0].text, bodies[size][0].text, size, o.score_range,
+                 &reply_encoding);
   }
 
   // Latency: per round, every case on both servers; warm-up in the first round only.
@@ -592,6 +611,8 @@ int Run(const Options& o) {
 }  // namespace linkfit::load
 
 int main(int argc, char** argv) {
+  std::signal(SIGINT, linkfit::load::StopChildrenAndExit);
+  std::signal(SIGTERM, linkfit::load::StopChildrenAndExit);
   const auto options = linkfit::load::ParseOptions(argc, argv);
   if (!options) {
     std::cerr << linkfit::load::kUsage;

@@ -114,6 +114,10 @@ struct Probe {
 
   void ReadMig(nvmlDevice_t device, topology::GpuSpec& gpu) {
     const nvml::Functions& f = nvml.f();
+    if (f.mig_mode == nullptr || f.gi_profile_info == nullptr || f.gpu_instances == nullptr ||
+        f.gi_info == nullptr) {
+      return;  // MIG unknown: said once by the library's missing()
+    }
     unsigned current = 0;
     unsigned pending = 0;
     const nvmlReturn_t rc = f.mig_mode(device, &current, &pending);
@@ -184,6 +188,7 @@ LinkCounts CountNvlinks(const NvmlLibrary& nvml, const std::vector<nvmlDevice_t>
   LinkCounts counts;
   counts.to_gpu.assign(n, std::vector<int>(n, 0));
   counts.to_switch.assign(n, 0);
+  if (f.nvlink_state == nullptr || f.nvlink_remote_pci == nullptr) return counts;
   std::map<std::string, std::size_t> gpu_of_bus;
   for (std::size_t g = 0; g < n; ++g) gpu_of_bus[CanonicalBusId(gpus[g].pci_bus_id)] = g;
   for (std::size_t g = 0; g < n; ++g) {
@@ -288,6 +293,9 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
   Discovery found;
   found.source = "nvml";
   found.driver_version = nvml->driver_version();
+  for (const std::string& part : nvml->missing()) {
+    found.warnings.push_back("this NVML lacks " + part);
+  }
   Probe probe{*nvml, options, found};
   std::vector<nvmlDevice_t> devices(count, nullptr);
   topology::TopologySpec& spec = found.spec;

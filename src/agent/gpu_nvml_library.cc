@@ -35,25 +35,32 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& librar
   }
   Functions& f = nvml->functions_;
   void* h = nvml->handle_;
+  // Required: what a coherent discovery needs. Optional: what degrades with a warning (no
+  // NVLink or MIG facts, no NUMA node from NVML, no health events). Older entry points stand in
+  // for the versioned ones where their signatures are the same.
+  const auto either = [&](const char* name, const char* older, auto* out) {
+    if (Resolve(h, name, false, out) && *out != nullptr) return Result<void>{};
+    return Resolve(h, older, true, out);
+  };
   const Result<void> resolved[] = {
-      Resolve(h, "nvmlInit_v2", true, &f.init),
+      either("nvmlInit_v2", "nvmlInit", &f.init),
       Resolve(h, "nvmlShutdown", true, &f.shutdown),
-      Resolve(h, "nvmlErrorString", true, &f.error_string),
-      Resolve(h, "nvmlSystemGetDriverVersion", true, &f.driver_version),
       Resolve(h, "nvmlSystemGetNVMLVersion", true, &f.nvml_version),
-      Resolve(h, "nvmlDeviceGetCount_v2", true, &f.device_count),
-      Resolve(h, "nvmlDeviceGetHandleByIndex_v2", true, &f.handle_by_index),
+      either("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount", &f.device_count),
+      either("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex", &f.handle_by_index),
       Resolve(h, "nvmlDeviceGetUUID", true, &f.uuid),
       Resolve(h, "nvmlDeviceGetName", true, &f.name),
       Resolve(h, "nvmlDeviceGetMemoryInfo", true, &f.memory),
-      Resolve(h, "nvmlDeviceGetPciInfo_v3", true, &f.pci),
+      either("nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", &f.pci),
       Resolve(h, "nvmlDeviceGetTopologyCommonAncestor", true, &f.common_ancestor),
-      Resolve(h, "nvmlDeviceGetNvLinkState", true, &f.nvlink_state),
-      Resolve(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2", true, &f.nvlink_remote_pci),
-      Resolve(h, "nvmlDeviceGetMigMode", true, &f.mig_mode),
-      Resolve(h, "nvmlDeviceGetGpuInstanceProfileInfo", true, &f.gi_profile_info),
-      Resolve(h, "nvmlDeviceGetGpuInstances", true, &f.gpu_instances),
-      Resolve(h, "nvmlGpuInstanceGetInfo", true, &f.gi_info),
+      Resolve(h, "nvmlErrorString", false, &f.error_string),
+      Resolve(h, "nvmlSystemGetDriverVersion", false, &f.driver_version),
+      Resolve(h, "nvmlDeviceGetNvLinkState", false, &f.nvlink_state),
+      Resolve(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2", false, &f.nvlink_remote_pci),
+      Resolve(h, "nvmlDeviceGetMigMode", false, &f.mig_mode),
+      Resolve(h, "nvmlDeviceGetGpuInstanceProfileInfo", false, &f.gi_profile_info),
+      Resolve(h, "nvmlDeviceGetGpuInstances", false, &f.gpu_instances),
+      Resolve(h, "nvmlGpuInstanceGetInfo", false, &f.gi_info),
       Resolve(h, "nvmlDeviceGetNumaNodeId", false, &f.numa_node),
       Resolve(h, "nvmlDeviceGetNvLinkRemoteDeviceType", false, &f.nvlink_remote_type),
       Resolve(h, "nvmlDeviceGetMaxMigDeviceCount", false, &f.max_mig_devices),
@@ -64,6 +71,13 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& librar
       Resolve(h, "nvmlEventSetWait_v2", false, &f.event_set_wait),
       Resolve(h, "nvmlEventSetFree", false, &f.event_set_free),
   };
+  if (f.nvlink_state == nullptr || f.nvlink_remote_pci == nullptr) {
+    nvml->missing_.push_back("NVLink state/remote PCI info (NVLinks unknown: taken as none)");
+  }
+  if (f.mig_mode == nullptr || f.gi_profile_info == nullptr || f.gpu_instances == nullptr ||
+      f.gi_info == nullptr) {
+    nvml->missing_.push_back("the MIG API (MIG modes and instances unknown)");
+  }
   for (const Result<void>& result : resolved) {
     if (!result) return WithContext(result.error(), library);
   }

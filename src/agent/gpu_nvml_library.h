@@ -1,9 +1,10 @@
 #pragma once
 
 // NvmlLibrary: libnvidia-ml.so.1 opened with dlopen, its functions resolved with dlsym, NVML
-// initialised and its version checked. Required functions missing, nvmlInit failing, or an NVML
-// older than 11 (no MIG API) are errors naming what is wrong; optional functions (NUMA node,
-// NVLink remote device type, MIG device handles, events) may be null. The destructor shuts NVML
+// initialised and its version checked. Required functions missing (device identity, memory, PCI,
+// PCIe relations, the version), nvmlInit failing, or an NVML older than 11 are errors naming what
+// is wrong; optional functions (NVLinks, the MIG API, NUMA node, MIG device handles, events,
+// error strings) may be null, and missing() says which parts are absent. The destructor shuts NVML
 // down and closes the library.
 //
 // Thread-safety: NVML itself is thread-safe; one NvmlLibrary may be used from several threads
@@ -11,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/gpu_nvml_api.h"
 #include "linkfit/common/result.h"
@@ -60,6 +62,8 @@ class NvmlLibrary {
   std::string ErrorText(nvmlReturn_t code) const;
   const std::string& version() const { return version_; }
   const std::string& driver_version() const { return driver_version_; }
+  // Optional parts the library lacks, for warnings ("the MIG API (...)").
+  const std::vector<std::string>& missing() const { return missing_; }
 
  private:
   NvmlLibrary() = default;
@@ -69,6 +73,7 @@ class NvmlLibrary {
   Functions functions_;
   std::string version_;
   std::string driver_version_;
+  std::vector<std::string> missing_;
 };
 
 }  // namespace linkfit::agent::nvml

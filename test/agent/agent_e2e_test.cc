@@ -232,6 +232,14 @@ TEST_F(AgentEndToEndTest, PrintDiscoversWithoutAnApiServer) {
   auto spec = topology::ParseTopologyDocument(document.substr(0, document.find('\n')));
   ASSERT_TRUE(spec) << spec.error().message;
   EXPECT_EQ(spec->gpus.size(), 8u);
+  // `linkfit agent ...` runs the same binary.
+  setenv("LD_LIBRARY_PATH",
+         std::filesystem::path(LINKFIT_FAKE_NVML_FULL).parent_path().string().c_str(), 1);
+  auto via_cli =
+      RunCommand({LINKFIT_BINARY, "agent", "--once", "--print", "--pod-resources-socket", ""}, {});
+  unsetenv("LD_LIBRARY_PATH");
+  ASSERT_TRUE(via_cli) << via_cli.error().message;
+  EXPECT_EQ(*via_cli, *out);
   auto bad = RunCommand({LINKFIT_AGENT_BINARY, "--once"}, {});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("--node-name"), std::string::npos) << bad.error().message;

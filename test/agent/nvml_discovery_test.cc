@@ -185,10 +185,19 @@ TEST(NvmlDiscovery, BadLibrariesAndDataAreClearErrors) {
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("cannot load NVML"), std::string::npos);
 
-  auto no_mig = DiscoverWithNvml(Fake("dgx-h100", LINKFIT_FAKE_NVML_WITHOUT_MIG));
-  ASSERT_FALSE(no_mig);
-  EXPECT_NE(no_mig.error().message.find("nvmlDeviceGetMigMode"), std::string::npos)
-      << no_mig.error().message;
+  auto no_topology = DiscoverWithNvml(Fake("dgx-h100", LINKFIT_FAKE_NVML_WITHOUT_TOPOLOGY));
+  ASSERT_FALSE(no_topology);
+  EXPECT_NE(no_topology.error().message.find("lacks nvmlDeviceGetTopologyCommonAncestor"),
+            std::string::npos)
+      << no_topology.error().message;
+
+  // Without the MIG API the rest is discovered; MIG is unknown, and said so.
+  auto no_mig = DiscoverWithNvml(Fake("dgx-a100-mig", LINKFIT_FAKE_NVML_WITHOUT_MIG));
+  ASSERT_TRUE(no_mig) << no_mig.error().message;
+  EXPECT_EQ(no_mig->spec.gpus[6].mig_mode, topology::MigMode::kUnknown);
+  ASSERT_FALSE(no_mig->warnings.empty());
+  EXPECT_NE(no_mig->warnings[0].find("lacks the MIG API"), std::string::npos)
+      << no_mig->warnings[0];
 
   const std::string dir = ::testing::TempDir();
   const std::string old_path = dir + "/old-nvml.json";

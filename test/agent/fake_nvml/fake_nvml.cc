@@ -3,7 +3,8 @@
 // recording, a JSON file named by the environment variable LINKFIT_FAKE_NVML and read at
 // nvmlInit_v2 (test/data/nvml/README.md). A missing or malformed recording makes nvmlInit_v2 fail,
 // as a node without a working driver would. Built with FAKE_NVML_WITHOUT_MIG it lacks
-// nvmlDeviceGetMigMode (a too-old library).
+// nvmlDeviceGetMigMode (a library without the MIG API), with FAKE_NVML_WITHOUT_TOPOLOGY it lacks
+// nvmlDeviceGetTopologyCommonAncestor (not a usable NVML).
 //
 // Thread-safety: one mutex around the state, as NVML is thread-safe.
 
@@ -245,6 +246,7 @@ nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node) {
   return NVML_SUCCESS;
 }
 
+#ifndef FAKE_NVML_WITHOUT_TOPOLOGY
 nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
                                                  nvmlGpuTopologyLevel_t* level) {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -253,6 +255,7 @@ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
   *level = static_cast<nvmlGpuTopologyLevel_t>(row[static_cast<size_t>(b->index)].get<int>());
   return NVML_SUCCESS;
 }
+#endif
 
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
                                       nvmlEnableState_t* active) {
