@@ -103,6 +103,8 @@ nlohmann::json NodeJson(const state::NodeState& node) {
     if (a.handoff_mismatch) mismatched.push_back(uid);
   }
   if (!gpu_less.empty()) json["pods_without_gpus"] = gpu_less;
+  // Cluster mode counts pods without GPUs by their requests only (no per-pod record).
+  if (node.load_pods() > 0) json["pods_counted_by_requests"] = node.load_pods();
   // Cluster mode: GPU pods another scheduler placed without an allocation record; linkfit
   // guessed their devices, so this node's free devices are an estimate.
   if (!estimated.empty()) json["estimated_pods"] = estimated;

@@ -134,6 +134,11 @@ void PodStore::UpsertLocked(const kube::PodView& pod) {
   }
   entry.pod_namespace = pod.pod_namespace;
   entry.pod_name = pod.name;
+  if (entry.load_counted && (!request || request->cpu_milli != entry.request.cpu_milli ||
+                             request->memory_bytes != entry.request.memory_bytes)) {
+    DropLoadLocked(entry);  // counted again below with the new requests (a resize)
+    entry.in_cache = false;
+  }
   entry.request_ok = request.has_value();
   entry.request = request ? *request : extender::GpuRequest{};
   SetDemandLocked(entry, gpu_pod);
@@ -216,6 +221,26 @@ void PodStore::SetEntryFlagsLocked(Entry& entry, const state::Assignment& counte
   }
 }
 
+void PodStore::CountLoadLocked(const std::string& uid, Entry& entry) {
+  if (cache_.Phase(uid) != state::PodPhase::kInitial) cache_.Remove(uid);  // held devices before
+  ClearEntryFlagsLocked(entry);
+  if (entry.request.cpu_milli == 0 && entry.request.memory_bytes == 0) {
+    entry.in_cache = false;  // nothing to count (a best-effort pod without GPUs)
+    return;
+  }
+  if (!entry.load_counted) {
+    entry.load_counted =
+        cache_.AddLoad(entry.node, entry.request.cpu_milli, entry.request.memory_bytes);
+  }
+  entry.in_cache = entry.load_counted;
+}
+
+void PodStore::DropLoadLocked(Entry& entry) {
+  if (!entry.load_counted) return;
+  cache_.RemoveLoad(entry.node, entry.request.cpu_milli, entry.request.memory_bytes);
+  entry.load_counted = false;
+}
+
 void PodStore::ClearEntryFlagsLocked(Entry& entry) {
   state::Assignment none;
   SetEntryFlagsLocked(entry, none);
@@ -226,6 +251,11 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   const std::string* text = pod != nullptr ? AllocationText(*pod) : nullptr;
   const std::uint64_t record_hash = HashOf(text);
   const bool node_changed = entry.node != node_name;
+  if (node_changed && entry.load_counted) DropLoadLocked(entry);
+  if (pod != nullptr && entry.load_counted && record_hash == entry.record_hash &&
+      (text == nullptr || record_hash == 0)) {
+    return;  // nothing new (a status update of a pod counted by its requests)
+  }
   entry.node = node_name;
   const std::string pod_key = entry.pod_namespace + "/" + entry.pod_name;
   const state::PodPhase phase = cache_.Phase(uid);
@@ -306,6 +336,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
     ClearEntryFlagsLocked(entry);
   }
   entry.in_cache = false;
+  if (entry.load_counted) DropLoadLocked(entry);
   if (node == nullptr) {
     // The node is not modelled (yet): keep the pod until NodeAppeared (its view only when its
     // devices matter: most pods on nodes without GPUs ask for none).
@@ -336,8 +367,9 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
       metrics_.CountBadObject("pod", "overcommitted");
     }
   }
-  if (assignment.gpus == 0 && entry.request.cpu_milli == 0 && entry.request.memory_bytes == 0) {
-    return;  // nothing to count (a best-effort pod without GPUs)
+  if (assignment.gpus == 0) {
+    CountLoadLocked(uid, entry);  // a pod without devices: its requests only
+    return;
   }
   assignment.pod_uid = uid;
   assignment.pod_namespace = entry.pod_namespace;
@@ -352,14 +384,8 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
                ": its devices collide with other pods, counting its CPU and memory only");
     metrics_.CountBadObject("pod", "allocation-collision");
     // The same pod without devices.
-    assignment.kind = state::Assignment::Kind::kWhole;
-    assignment.gpus = 0;
-    assignment.mig.clear();
-    assignment.shares.clear();
-    assignment.estimated = false;
-    assignment.reported = false;
-    assignment.handoff_mismatch = false;
-    if (!cache_.ReplaceBound(assignment)) return;
+    CountLoadLocked(uid, entry);
+    return;
   }
   entry.in_cache = true;
   SetEntryFlagsLocked(entry, assignment);
@@ -472,6 +498,7 @@ void PodStore::DeleteLocked(const std::string& uid) {
   if (it == pods_.end()) return;
   SetDemandLocked(it->second, false);
   ClearEntryFlagsLocked(it->second);
+  DropLoadLocked(it->second);
   pods_.erase(it);
 }
 
@@ -479,7 +506,10 @@ void PodStore::NodeAppeared(const std::string& node) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [uid, entry] : pods_) {
     // Pods waiting for the node, and pods the cache dropped when the node's model changed.
-    if (entry.node != node || cache_.Phase(uid) != state::PodPhase::kInitial) continue;
+    if (entry.node != node || entry.load_counted ||
+        cache_.Phase(uid) != state::PodPhase::kInitial) {
+      continue;
+    }
     entry.in_cache = false;
     const std::shared_ptr<const kube::PodView> view = entry.view;
     ApplyBoundLocked(uid, entry, node, view.get());
@@ -493,6 +523,7 @@ void PodStore::NodeRemoved(const std::string& node) {
     // The cache forgot them with the node. Should the node come back, they are applied again;
     // their record is re-read from their next event (record_hash 0 forces it).
     entry.in_cache = false;
+    entry.load_counted = false;  // the node's loads went with it
     entry.record_hash = 0;
     entry.hidden_record = nullptr;
     ClearEntryFlagsLocked(entry);

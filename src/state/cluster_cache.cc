@@ -102,6 +102,9 @@ int ClusterCache::UpsertNode(NodeInfoPtr info) {
     index_->Insert(name, size_);
     AppendNodeLocked(state);
   } else {
+    // Loads (pods without GPUs) carry over as they are.
+    const NodeState& old = *NodeAtLocked(position);
+    state = state->WithLoad(old.load_pods(), old.load_cpu_milli(), old.load_memory_bytes());
     for (const auto& [uid, assignment] : NodeAtLocked(position)->pods()) {
       auto next = state->Apply(assignment);
       if (next) {
@@ -236,6 +239,25 @@ void ClusterCache::SetNodeProblem(const std::string& name, std::string reason) {
     (*next)[name] = std::move(reason);
   }
   problems_ = std::move(next);
+  ChangedLocked();
+}
+
+bool ClusterCache::AddLoad(const std::string& node, std::int64_t cpu_milli,
+                           std::int64_t memory_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::size_t position = PositionLocked(node);
+  if (position == NameIndex::kNotFound) return false;
+  SetNodeLocked(position, NodeAtLocked(position)->WithLoad(1, cpu_milli, memory_bytes));
+  ChangedLocked();
+  return true;
+}
+
+void ClusterCache::RemoveLoad(const std::string& node, std::int64_t cpu_milli,
+                              std::int64_t memory_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::size_t position = PositionLocked(node);
+  if (position == NameIndex::kNotFound) return;
+  SetNodeLocked(position, NodeAtLocked(position)->WithLoad(-1, -cpu_milli, -memory_bytes));
   ChangedLocked();
 }
 

@@ -158,4 +158,15 @@ NodeStatePtr NodeState::Remove(const std::string& uid) const {
   return next;
 }
 
+NodeStatePtr NodeState::WithLoad(int pods, std::int64_t cpu_milli,
+                                 std::int64_t memory_bytes) const {
+  auto next = std::make_shared<NodeState>(*this);
+  next->load_pods_ += pods;
+  next->load_cpu_milli_ += cpu_milli;
+  next->load_memory_bytes_ += memory_bytes;
+  next->cpu_used_milli_ += cpu_milli;
+  next->memory_used_bytes_ += memory_bytes;
+  return next;
+}
+
 }  // namespace linkfit::state

@@ -2,44 +2,94 @@
 
 #include "agent/fake_kubelet.h"
 
-#include <google/protobuf/unknown_field_set.h>
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
 
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <string_view>
 
 #include "podresources.grpc.pb.h"
 
 namespace linkfit::testing {
 namespace {
 
-// Field numbers of the kubelet's api.proto that linkfit's subset leaves out.
-constexpr int kContainerCpuIdsField = 3;     // ContainerResources.cpu_ids (repeated int64)
-constexpr int kDevicesTopologyField = 3;     // ContainerDevices.topology (TopologyInfo)
-// TopologyInfo{nodes: [NUMANode{ID: 1}]} on the wire: field 1 (length 2) holding field 1 = 1.
-constexpr char kTopologyNumaNodeOne[] = {0x0a, 0x02, 0x08, 0x01};
-
-void AddKubeletOnlyFields(v1::ContainerResources& container) {
-  google::protobuf::UnknownFieldSet* unknown =
-      container.GetReflection()->MutableUnknownFields(&container);
-  unknown->AddVarint(kContainerCpuIdsField, 2);
-  unknown->AddVarint(kContainerCpuIdsField, 3);
-  for (v1::ContainerDevices& devices : *container.mutable_devices()) {
-    devices.GetReflection()
-        ->MutableUnknownFields(&devices)
-        ->AddLengthDelimited(kDevicesTopologyField,
-                             std::string(kTopologyNumaNodeOne, sizeof(kTopologyNumaNodeOne)));
+// The kubelet's answer in protobuf's wire format, written by hand from the published api.proto
+// (k8s.io/kubelet/pkg/apis/podresources/v1) rather than with linkfit's generated subset, so that
+// the subset's field numbers are checked against the kubelet's and not against themselves. It
+// carries what a real kubelet sends besides: cpu_ids, memory, device topology, DRA claims.
+class Wire {
+ public:
+  Wire& Varint(int field, std::uint64_t value) {
+    Tag(field, kVarint);
+    AppendVarint(value);
+    return *this;
   }
+  Wire& Bytes(int field, std::string_view bytes) {
+    Tag(field, kLengthDelimited);
+    AppendVarint(bytes.size());
+    out_.append(bytes);
+    return *this;
+  }
+  Wire& Message(int field, const Wire& message) { return Bytes(field, message.out_); }
+  const std::string& bytes() const { return out_; }
+
+ private:
+  static constexpr int kVarint = 0;
+  static constexpr int kLengthDelimited = 2;
+  void Tag(int field, int wire_type) {
+    AppendVarint(static_cast<std::uint64_t>(field) << 3 | static_cast<std::uint64_t>(wire_type));
+  }
+  void AppendVarint(std::uint64_t value) {
+    while (value >= 0x80) {
+      out_ += static_cast<char>((value & 0x7f) | 0x80);
+      value >>= 7;
+    }
+    out_ += static_cast<char>(value);
+  }
+  std::string out_;
+};
+
+Wire NumaTopology(std::uint64_t node) {  // TopologyInfo{nodes: [NUMANode{ID}]}
+  return Wire().Message(1, Wire().Varint(1, node));
+}
+
+Wire ContainerDevicesWire(const agent::ContainerDeviceUse::Devices& devices) {
+  Wire wire;
+  wire.Bytes(1, devices.resource_name);                                // resource_name
+  for (const std::string& id : devices.device_ids) wire.Bytes(2, id);  // device_ids
+  return wire.Message(3, NumaTopology(1));                             // topology
+}
+
+Wire ContainerWire(const agent::ContainerDeviceUse& container) {
+  Wire wire;
+  wire.Bytes(1, container.name);  // name
+  for (const auto& devices : container.devices) wire.Message(2, ContainerDevicesWire(devices));
+  wire.Bytes(3, std::string{'\x02', '\x03'});  // cpu_ids [2, 3], packed
+  wire.Message(4, Wire().Bytes(1, "memory").Varint(2, 1 << 30).Message(3, NumaTopology(0)));
+  return wire.Message(5, Wire().Bytes(1, "gpu.example.com").Bytes(2, "claim").Bytes(3, "ns"));
+}
+
+std::string ResponseWire(const std::vector<agent::PodDeviceUse>& pods) {
+  Wire response;
+  for (const agent::PodDeviceUse& pod : pods) {
+    Wire wire;
+    wire.Bytes(1, pod.name).Bytes(2, pod.pod_namespace);  // name, namespace
+    for (const auto& container : pod.containers) wire.Message(3, ContainerWire(container));
+    response.Message(1, wire);  // pod_resources
+  }
+  return response.bytes();
 }
 
 class Service final : public v1::PodResourcesLister::Service {
  public:
-  grpc::Status List(grpc::ServerContext* /*context*/, const v1::ListPodResourcesRequest* /*request*/,
+  grpc::Status List(grpc::ServerContext* /*context*/,
+                    const v1::ListPodResourcesRequest* /*request*/,
                     v1::ListPodResourcesResponse* response) override {
     ++lists_;
     std::vector<agent::PodDeviceUse> pods;
@@ -56,20 +106,9 @@ class Service final : public v1::PodResourcesLister::Service {
       message = message_;
     }
     if (code != 0) return grpc::Status(static_cast<grpc::StatusCode>(code), message);
-    for (const agent::PodDeviceUse& pod : pods) {
-      v1::PodResources* out = response->add_pod_resources();
-      out->set_name(pod.name);
-      out->set_namespace_(pod.pod_namespace);
-      for (const agent::ContainerDeviceUse& container : pod.containers) {
-        v1::ContainerResources* entry = out->add_containers();
-        entry->set_name(container.name);
-        for (const agent::ContainerDeviceUse::Devices& devices : container.devices) {
-          v1::ContainerDevices* held = entry->add_devices();
-          held->set_resource_name(devices.resource_name);
-          for (const std::string& id : devices.device_ids) held->add_device_ids(id);
-        }
-        AddKubeletOnlyFields(*entry);
-      }
+    if (!response->ParseFromString(ResponseWire(pods))) {
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          "fake kubelet: its own answer does not parse");
     }
     return grpc::Status::OK;
   }
@@ -84,11 +123,11 @@ class Service final : public v1::PodResourcesLister::Service {
 
   std::mutex mutex_;
   std::condition_variable stopped_changed_;
-  bool stopping_ = false;                         // GUARDED_BY(mutex_)
-  std::vector<agent::PodDeviceUse> pods_;         // GUARDED_BY(mutex_)
-  std::chrono::milliseconds delay_{0};            // GUARDED_BY(mutex_)
-  int code_ = 0;                                  // GUARDED_BY(mutex_)
-  std::string message_;                           // GUARDED_BY(mutex_)
+  bool stopping_ = false;                  // GUARDED_BY(mutex_)
+  std::vector<agent::PodDeviceUse> pods_;  // GUARDED_BY(mutex_)
+  std::chrono::milliseconds delay_{0};     // GUARDED_BY(mutex_)
+  int code_ = 0;                           // GUARDED_BY(mutex_)
+  std::string message_;                    // GUARDED_BY(mutex_)
   std::atomic<int> lists_{0};
 };
 

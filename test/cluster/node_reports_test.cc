@@ -286,9 +286,9 @@ TEST_F(NodeReportsTest, AReportCollidingWithAnotherPodsRecordMovesThatPod) {
   report.pods = {UsedWhole("uf", "ml/f", {0, 1})};
   Node(WithDevicesInUse(node, report), kube::WatchEventType::kModified);
   EXPECT_EQ(cache_.Find("uf")->gpus, Mask({0, 1}));
-  const auto a = cache_.Find("ua");
-  ASSERT_TRUE(a.has_value());
-  EXPECT_EQ(a->gpus & Mask({0, 1}), 0);
+  EXPECT_FALSE(cache_.Find("ua").has_value());  // no devices: counted as a load
+  EXPECT_EQ(Find("h100-0")->whole_used(), Mask({0, 1}));
+  EXPECT_EQ(Find("h100-0")->load_pods(), 1);
   EXPECT_EQ(Find("h100-0")->cpu_used_milli(), 2000);
 }
 

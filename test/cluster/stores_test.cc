@@ -280,3 +280,55 @@ TEST_F(StoresTest, ANodeThatLeavesAndComesBackGetsItsPodsBack) {
 
 }  // namespace
 }  // namespace linkfit::cluster
+
+namespace linkfit::cluster {
+namespace {
+
+TEST_F(StoresTest, PodsWithoutGpusCountAsALoadWithoutARecord) {
+  Node(NodeObject("h100-0", TopologyDocument("dgx-h100")));
+  for (int i = 0; i < 3; ++i) {
+    Pod({.name = "web-" + std::to_string(i),
+         .uid = "w" + std::to_string(i),
+         .node = "h100-0",
+         .cpu = "2",
+         .memory = "1Gi"},
+        kube::WatchEventType::kAdded);
+  }
+  EXPECT_EQ(Find("h100-0")->load_pods(), 3);
+  EXPECT_EQ(Find("h100-0")->cpu_used_milli(), 6000);
+  EXPECT_EQ(Find("h100-0")->memory_used_bytes(), 3LL << 30);
+  EXPECT_TRUE(Find("h100-0")->pods().empty());
+  EXPECT_FALSE(cache_.Find("w0").has_value());
+  // Status updates change nothing; a deletion and a finished pod free their requests.
+  Pod({.name = "web-0", .uid = "w0", .node = "h100-0", .cpu = "2", .memory = "1Gi"});
+  EXPECT_EQ(Find("h100-0")->load_pods(), 3);
+  Pod({.name = "web-1", .uid = "w1", .node = "h100-0", .cpu = "2", .memory = "1Gi"},
+      kube::WatchEventType::kDeleted);
+  Pod({.name = "web-2",
+       .uid = "w2",
+       .node = "h100-0",
+       .cpu = "2",
+       .memory = "1Gi",
+       .phase = "Succeeded"});
+  EXPECT_EQ(Find("h100-0")->load_pods(), 1);
+  EXPECT_EQ(Find("h100-0")->cpu_used_milli(), 2000);
+  // A resized pod is counted with its new requests.
+  Pod({.name = "web-0", .uid = "w0", .node = "h100-0", .cpu = "3", .memory = "1Gi"});
+  EXPECT_EQ(Find("h100-0")->cpu_used_milli(), 3000);
+  // A changed node model keeps the load; a node that leaves and comes back counts it again.
+  Node(NodeObject("h100-0", TopologyDocument("dgx-h100"), "", "100"),
+       kube::WatchEventType::kModified);
+  EXPECT_EQ(Find("h100-0")->load_pods(), 1);
+  EXPECT_EQ(Find("h100-0")->cpu_used_milli(), 3000);
+  Node(NodeObject("h100-0", ""), kube::WatchEventType::kDeleted);
+  Node(NodeObject("h100-0", TopologyDocument("dgx-h100")));
+  EXPECT_EQ(Find("h100-0")->load_pods(), 1);
+  EXPECT_EQ(Find("h100-0")->cpu_used_milli(), 3000);
+  Pod({.name = "web-0", .uid = "w0", .node = "h100-0", .cpu = "3", .memory = "1Gi"},
+      kube::WatchEventType::kDeleted);
+  EXPECT_EQ(Find("h100-0")->load_pods(), 0);
+  EXPECT_EQ(Find("h100-0")->cpu_used_milli(), 0);
+}
+
+}  // namespace
+}  // namespace linkfit::cluster

@@ -67,7 +67,44 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","mig":[{"gpu":1,"start":0}]}]}]})",
             "profile: expected"},
         Bad{R"({"v":1,"pods":[{"uid":"u"},{"uid":"u"}]})", "pod u appears twice"},
-        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","gpus":"0"}]}]})", "gpus"}));
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","gpus":"0"}]}]})", "gpus"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","gpus":[-1]}]}]})",
+            "pods[0].containers[0].gpus[0]"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","gpus":[1.5]}]}]})",
+            "pods[0].containers[0].gpus[0]"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","mig":[{"gpu":1,"start":-1,"profile":"1g.5gb"}]}]}]})",
+            "mig[0].start"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","mig":[{"gpu":16,"start":0,"profile":"1g.5gb"}]}]}]})",
+            "mig[0].gpu"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","mig":[{"gpu":1,"start":0,"profile":"1g.5gb"},{"gpu":1,"start":0,"profile":"1g.5gb"}]}]}]})",
+            "the instance on GPU 1 at 0 appears twice"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","shares":[{"gpu":1,"replicas":-2}]}]}]})",
+            "shares[0].replicas"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","shares":[{"gpu":16,"replicas":1}]}]}]})",
+            "shares[0].gpu"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","shares":[{"gpu":1,"replicas":1},{"gpu":1,"replicas":2}]}]}]})",
+            "shares: GPU 1 appears twice"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","node":"n"}]})", "pods[0]: unknown key \"node\""},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","init":true}]}]})",
+            "pods[0].containers[0]: unknown key \"init\""},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","mig":[{"gpu":1,"start":0,"profile":"1g.5gb","size":1}]}]}]})",
+            "unknown key \"size\""},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","shares":[{"gpu":1,"milli":300}]}]}]})",
+            "unknown key \"milli\""},
+        Bad{R"({"v":"1","pods":[]})", "v"}, Bad{R"({"v":1,"pods":{}})", "pods"},
+        Bad{R"({"v":1,"pods":[{"uid":7}]})", "pods[0].uid"},
+        Bad{R"({"v":1,"pods":[]} trailing)", "devices-in-use"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","gpus":[1)", "devices-in-use"}));
+
+TEST(DevicesInUse, StringsNeedingEscapesRoundTrip) {
+  DevicesInUse devices;
+  devices.pods = {{"u\"1\\",
+                   "ns/na\u00efve\n",
+                   {{"c\t", {0}, {{15, "7g.80gb", 0, "MIG-\x01"}}, {{15, 1 << 20}}}}}};
+  auto decoded = DecodeDevicesInUse(EncodeDevicesInUse(devices));
+  ASSERT_TRUE(decoded) << decoded.error().message;
+  EXPECT_EQ(*decoded, devices);
+}
 
 }  // namespace
 }  // namespace linkfit::kube

@@ -14,7 +14,8 @@
 //   bound GPU pod, no record       devices estimated as NVIDIA's device plugin would pick them
 //                                  (the best-connected free set), marked estimated; a record
 //                                  that collides with estimates moves them (known beats guessed)
-//   bound, no GPUs                 its CPU and memory only
+//   bound, no GPUs                 its CPU and memory only, as a load on its node (no
+//                                  per-pod record in the cache)
 //   reported by the node's agent   the devices linkfit.io/devices-in-use says the pod really
 //                                  holds replace the estimate or the record (SetReportedDevices);
 //                                  a placed pod holding other devices than its record counts a
@@ -119,9 +120,11 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
     bool request_ok = false;
     bool demand_counted = false;
     bool estimated = false;
-    bool reported = false;          // counted on its node's report
-    bool mismatch = false;          // the report differs from its record
-    bool has_record = false;        // its last object carried linkfit.io/allocation
+    bool reported = false;    // counted on its node's report
+    bool mismatch = false;    // the report differs from its record
+    bool has_record = false;  // its last object carried linkfit.io/allocation
+    // Counted on its node by its CPU and memory only (ClusterCache::AddLoad): no record kept.
+    bool load_counted = false;
     std::uint64_t record_hash = 0;  // of linkfit.io/allocation; 0 = none
     bool in_cache = false;          // counted in the ClusterCache
     std::uint64_t list_generation = 0;
@@ -160,6 +163,9 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
                                              const std::string& except, bool also_recorded);
   // Keeps the estimated/reported counts in step with what the entry is counted with.
   void SetEntryFlagsLocked(Entry& entry, const state::Assignment& counted);
+  // Counts / stops counting a pod without devices by its requests only.
+  void CountLoadLocked(const std::string& uid, Entry& entry);
+  void DropLoadLocked(Entry& entry);
   void ClearEntryFlagsLocked(Entry& entry);
 
   state::ClusterCache& cache_;

@@ -146,6 +146,12 @@ class ClusterCache {
   void SetNodeProblem(const std::string& name, std::string reason);
 
   PodPhase Phase(const std::string& uid) const;
+
+  // Cluster mode's pods without GPUs count only by their CPU and memory requests on their node
+  // (NodeState::WithLoad): no per-pod record here or in the node. The caller (the pod store)
+  // remembers what it added. AddLoad is false when the node is unknown.
+  bool AddLoad(const std::string& node, std::int64_t cpu_milli, std::int64_t memory_bytes);
+  void RemoveLoad(const std::string& node, std::int64_t cpu_milli, std::int64_t memory_bytes);
   // The assignment of a known pod.
   std::optional<Assignment> Find(const std::string& uid) const;
   // Every Added pod's assignment (what a restart must keep); with `include_assumed`, also the

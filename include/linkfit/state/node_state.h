@@ -137,6 +137,15 @@ class NodeState {
   // Returns a new state without the pod `uid` (unchanged copy if it is not here).
   NodeStatePtr Remove(const std::string& uid) const;
 
+  // Pods without GPUs that count only by their CPU and memory requests, without an Assignment
+  // (cluster mode: most pods of a cluster; keeping a record each would cost more than the rest
+  // of the state). Adds `pods` pods (negative: removes) holding `cpu_milli` and `memory_bytes`
+  // in total (negative when removing).
+  NodeStatePtr WithLoad(int pods, std::int64_t cpu_milli, std::int64_t memory_bytes) const;
+  int load_pods() const { return load_pods_; }
+  std::int64_t load_cpu_milli() const { return load_cpu_milli_; }
+  std::int64_t load_memory_bytes() const { return load_memory_bytes_; }
+
  private:
   static std::size_t Idx(int gpu) { return static_cast<std::size_t>(gpu); }
   // Like whole_free()/share_eligible() but counting unhealthy GPUs: what Apply accepts, so that
@@ -151,8 +160,11 @@ class NodeState {
   // Up to 1000 pods can share one GPU (1/1000 each), so a byte is not enough.
   std::array<std::uint16_t, topology::kMaxGpus> pods_per_gpu_{};
   std::array<alloc::MigGpuState, topology::kMaxGpus> mig_{};
-  std::int64_t cpu_used_milli_ = 0;
+  std::int64_t cpu_used_milli_ = 0;  // assignments and loads together
   std::int64_t memory_used_bytes_ = 0;
+  int load_pods_ = 0;
+  std::int64_t load_cpu_milli_ = 0;
+  std::int64_t load_memory_bytes_ = 0;
   std::map<std::string, Assignment> pods_;
 };
 
