@@ -162,6 +162,34 @@ TEST(NvmlDiscovery, ALostGpuIsUnhealthyAndTheRestStaysUsable) {
   ASSERT_TRUE(built) << built.error().message;
 }
 
+TEST(NvmlDiscovery, AsymmetricNvlinksMakeBothGpusUnhealthy) {
+  // DGX-1: GPU 0 and GPU 3 share two NVLinks; GPU 0 now reports only one of them.
+  nlohmann::json recording = nlohmann::json::parse(linkfit::testing::ReadFileOrDie(
+      linkfit::testing::SourcePath("test/data/nvml/dgx1-v100.json")));
+  const std::string peer = recording["devices"][3]["bus_id"].get<std::string>();
+  nlohmann::json& links = recording["devices"][0]["nvlinks"];
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    if (links[i]["remote_bus_id"] == peer) {
+      links.erase(i);
+      break;
+    }
+  }
+  const std::string path = ::testing::TempDir() + "/dgx1-asymmetric.json";
+  std::ofstream(path) << recording.dump();
+  NvmlOptions options;
+  options.library = LINKFIT_FAKE_NVML_FULL;
+  setenv("LINKFIT_FAKE_NVML", path.c_str(), 1);
+  auto found = DiscoverWithNvml(options);
+  ASSERT_TRUE(found) << found.error().message;
+  const auto& gpus = found->spec.gpus;
+  EXPECT_FALSE(gpus[0].healthy);
+  EXPECT_FALSE(gpus[3].healthy);
+  EXPECT_NE(gpus[0].health_problem.find("asymmetric NVLinks"), std::string::npos)
+      << gpus[0].health_problem;
+  for (int g : {1, 2, 4, 5, 6, 7}) EXPECT_TRUE(gpus[static_cast<std::size_t>(g)].healthy) << g;
+  EXPECT_TRUE(topology::BuildTopology(found->spec));  // the rest of the node stays usable
+}
+
 TEST(NvmlHealthWatch, ReportsCriticalXidsAndSkipsApplicationOnes) {
   auto watch = WatchHealthWithNvml(Fake("dgx-h100-faulty"));
   ASSERT_TRUE(watch) << watch.error().message;
