@@ -219,6 +219,26 @@ TEST_F(AgentEndToEndTest, LinkfitPlacesOnWhatTheAgentPublishes) {
   EXPECT_EQ(two->devices.uuids, (std::vector<std::string>{Uuid(0), Uuid(1)}));
 }
 
+TEST_F(AgentEndToEndTest, RunsUntilSigtermAndKeepsTheNodeCurrent) {
+  kubelet_->SetPods({});
+  setenv("LD_LIBRARY_PATH",
+         std::filesystem::path(LINKFIT_FAKE_NVML_FULL).parent_path().string().c_str(), 1);
+  setenv("LINKFIT_FAKE_NVML", recording_.c_str(), 1);
+  // The daemon as the DaemonSet runs it, stopped by SIGTERM after 3 s (exit status 0 = it
+  // stopped cleanly).
+  auto ran =
+      RunCommand({"timeout", "--preserve-status", "-s", "TERM", "3", LINKFIT_AGENT_BINARY,
+                  "--node-name", "a100-0", "--kubeconfig", kubeconfig_, "--pod-resources-socket",
+                  kubelet_->socket_path(), "--devices-interval", "1"},
+                 {});
+  unsetenv("LD_LIBRARY_PATH");
+  ASSERT_TRUE(ran) << ran.error().message;
+  EXPECT_TRUE(Annotations().contains(kube::kAnnotationTopology));
+  EXPECT_EQ(Annotations()[kube::kAnnotationDevicesInUse], "{\"v\":1,\"pods\":[]}");
+  EXPECT_EQ(Patches(), 1u);         // one patch, however many rounds
+  EXPECT_GE(kubelet_->lists(), 2);  // the kubelet was asked every second
+}
+
 TEST_F(AgentEndToEndTest, PrintDiscoversWithoutAnApiServer) {
   setenv("LINKFIT_FAKE_NVML", recording_.c_str(), 1);
   setenv("LD_LIBRARY_PATH",
