@@ -32,6 +32,26 @@ bool SameDevices(const state::Assignment& a, const state::Assignment& b) {
          a.shares == b.shares;
 }
 
+// What the store keeps of a pod it cannot count yet: its containers (bind plans per container)
+// and its allocation record (a pod waiting for its node), not its labels and other annotations
+// (a listed pod's view is a few KB; the store keeps thousands of pending pods).
+std::shared_ptr<const kube::PodView> KeptView(const kube::PodView& pod) {
+  auto kept = std::make_shared<kube::PodView>();
+  kept->name = pod.name;
+  kept->pod_namespace = pod.pod_namespace;
+  kept->uid = pod.uid;
+  kept->node_name = pod.node_name;
+  kept->scheduler_name = pod.scheduler_name;
+  kept->priority = pod.priority;
+  kept->phase = pod.phase;
+  kept->containers = pod.containers;
+  kept->terminating = pod.terminating;
+  if (const std::string* record = AllocationText(pod)) {
+    kept->annotations.emplace(kube::kAnnotationAllocation, *record);
+  }
+  return kept;
+}
+
 }  // namespace
 
 PodStore::PodStore(state::ClusterCache& cache, extender::RequestDefaults defaults,
@@ -144,7 +164,7 @@ void PodStore::UpsertLocked(const kube::PodView& pod) {
   SetDemandLocked(entry, gpu_pod);
   if (pod.node_name.empty()) {
     entry.node.clear();
-    entry.view = gpu_pod ? std::make_shared<const kube::PodView>(pod) : nullptr;
+    entry.view = gpu_pod ? KeptView(pod) : nullptr;
     return;
   }
   ApplyBoundLocked(pod.uid, entry, pod.node_name, &pod);
@@ -344,7 +364,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
         pod != nullptr &&
         (text != nullptr ||
          (entry.request_ok && entry.request.kind != extender::GpuRequest::Kind::kNone));
-    entry.view = keep_view ? std::make_shared<const kube::PodView>(*pod) : nullptr;
+    entry.view = keep_view ? KeptView(*pod) : nullptr;
     return;
   }
   entry.view = nullptr;
