@@ -33,19 +33,12 @@ bool SameDevices(const state::Assignment& a, const state::Assignment& b) {
 }
 
 // What the store keeps of a pod it cannot count yet: its containers (bind plans per container)
-// and its allocation record (a pod waiting for its node), not its labels and other annotations
-// (a listed pod's view is a few KB; the store keeps thousands of pending pods).
+// and its allocation record (a pod waiting for its node), nothing else (a listed pod's view is a
+// few KB; the store keeps thousands of pending pods).
 std::shared_ptr<const kube::PodView> KeptView(const kube::PodView& pod) {
   auto kept = std::make_shared<kube::PodView>();
-  kept->name = pod.name;
-  kept->pod_namespace = pod.pod_namespace;
-  kept->uid = pod.uid;
-  kept->node_name = pod.node_name;
-  kept->scheduler_name = pod.scheduler_name;
-  kept->priority = pod.priority;
-  kept->phase = pod.phase;
   kept->containers = pod.containers;
-  kept->terminating = pod.terminating;
+  kept->containers.shrink_to_fit();
   if (const std::string* record = AllocationText(pod)) {
     kept->annotations.emplace(kube::kAnnotationAllocation, *record);
   }
