@@ -1,0 +1,78 @@
+#pragma once
+
+// NriPlugin: linkfit's NRI plugin, the only place devices are given (design §4.3), as a handler of
+// the runtime's calls on the Plugin service; the socket loop around it is the next step.
+//
+//   Configure        subscribes to CreateContainer, StopContainer, RemoveContainer and
+//                    RemovePodSandbox
+//   Synchronize      rebuilds the ledger from the live containers (chunked with `more`): each
+//                    container linkfit gave devices carries them in its linkfit.io/handed
+//                    annotation, so a restarted plugin knows every holder without a checkpoint
+//   CreateContainer  Decide() (handoff.h) on the event's pod UID, container name, the sandbox's
+//                    linkfit.io/allocation and the kubelet's label (linkfit.io/kubelet-ids.*):
+//                    inject (CDI names or env + the linkfit.io/handed annotation) or refuse with
+//                    the reason as the call's error (the runtime fails the creation and the
+//                    kubelet shows it); a container without a plan gets NVIDIA_VISIBLE_DEVICES=void
+//   StopContainer, and the StateChange events RemoveContainer and RemovePodSandbox
+//                    release what the container or pod held
+//
+// Every answer comes from the event and local state: no I/O, well inside the runtime's 2 s.
+//
+// Thread-safety: one thread (the connection's reader) calls Handle / HandleFrames.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "linkfit/node/handoff.h"
+#include "linkfit/node/nri_frames.h"
+#include "linkfit/node/nri_messages.h"
+
+namespace linkfit::node {
+
+inline constexpr const char* kAnnotationHanded = "linkfit.io/handed";
+inline constexpr const char* kAnnotationKubeletIdsPrefix = "linkfit.io/kubelet-ids.";
+
+struct NriPluginOptions {
+  std::string node_name;
+  bool cdi = true;  // the runtime injects CDI devices (containerd >= 2.1, CRI-O >= 1.34)
+  MismatchPolicy mismatch = MismatchPolicy::kPlanWins;
+  UnplannedPolicy unplanned = UnplannedPolicy::kAdoptIfFree;
+};
+
+// The devices of a container as its linkfit.io/handed annotation holds them (and back).
+std::string EncodeHanded(const HandedDevices& devices);
+Result<HandedDevices> DecodeHanded(std::string_view text);
+
+class NriPlugin {
+ public:
+  using NodeFacts = std::function<topology::TopologySpec()>;
+  NriPlugin(NriPluginOptions options, NodeFacts node);
+
+  TtrpcResponse Handle(const TtrpcRequest& request);
+  // Feeds bytes read from the runtime's socket; returns the bytes to write back (responses on
+  // the Plugin connection). A framing error is final: the connection must be closed.
+  Result<std::string> HandleFrames(std::string_view incoming);
+
+  const Ledger& ledger() const { return ledger_; }
+  std::uint64_t mismatches() const { return mismatches_; }
+  std::uint64_t refusals() const { return refusals_; }
+
+ private:
+  TtrpcResponse CreateContainer(std::string_view payload);
+  TtrpcResponse Synchronize(std::string_view payload);
+
+  NriPluginOptions options_;
+  NodeFacts node_;
+  Ledger ledger_;
+  Ledger syncing_;  // the ledger being rebuilt by a chunked Synchronize
+  std::map<std::string, std::string> sandbox_uid_;  // sandbox id -> pod UID, during a sync
+  std::uint64_t mismatches_ = 0;
+  std::uint64_t refusals_ = 0;
+  MuxReader mux_;
+  std::map<std::uint32_t, TtrpcReader> ttrpc_;
+};
+
+}  // namespace linkfit::node
