@@ -154,26 +154,34 @@ TtrpcResponse NriPlugin::CreateContainer(std::string_view payload) {
   return Ok(EncodeCreateContainerResponse(adjust));
 }
 
+Result<std::string> NriPlugin::HandleStream(std::string_view ttrpc_bytes) {
+  TtrpcReader& reader = ttrpc_[kPluginConn];
+  if (auto fed = reader.Feed(ttrpc_bytes); !fed) return tl::unexpected(fed.error());
+  std::string outgoing;
+  while (auto message = reader.Next()) {
+    if (message->type != TtrpcType::kRequest) continue;
+    TtrpcResponse response;
+    if (auto request = DecodeTtrpcRequest(message->payload)) {
+      response = Handle(*request);
+    } else {
+      response = Failed(kStatusInvalidArgument, request.error().message);
+    }
+    auto reply =
+        EncodeTtrpcFrame({message->stream, TtrpcType::kResponse, 0, EncodeTtrpcResponse(response)});
+    if (!reply) return tl::unexpected(reply.error());
+    outgoing += *reply;
+  }
+  return outgoing;
+}
+
 Result<std::string> NriPlugin::HandleFrames(std::string_view incoming) {
   if (auto fed = mux_.Feed(incoming); !fed) return tl::unexpected(fed.error());
   std::string outgoing;
   while (auto frame = mux_.Next()) {
-    if (frame->conn != kPluginConn) continue;  // replies to linkfit's own calls: not here yet
-    TtrpcReader& reader = ttrpc_[frame->conn];
-    if (auto fed = reader.Feed(frame->payload); !fed) return tl::unexpected(fed.error());
-    while (auto message = reader.Next()) {
-      if (message->type != TtrpcType::kRequest) continue;
-      TtrpcResponse response;
-      if (auto request = DecodeTtrpcRequest(message->payload)) {
-        response = Handle(*request);
-      } else {
-        response = Failed(kStatusInvalidArgument, request.error().message);
-      }
-      auto reply = EncodeTtrpcFrame(
-          {message->stream, TtrpcType::kResponse, 0, EncodeTtrpcResponse(response)});
-      if (!reply) return tl::unexpected(reply.error());
-      outgoing += EncodeMuxFrame(kPluginConn, *reply);
-    }
+    if (frame->conn != kPluginConn) continue;  // replies to linkfit's own calls: not here
+    std::string reply;
+    LINKFIT_ASSIGN_OR_RETURN(reply, HandleStream(frame->payload));
+    if (!reply.empty()) outgoing += EncodeMuxFrame(kPluginConn, reply);
   }
   return outgoing;
 }

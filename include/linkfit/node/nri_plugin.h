@@ -55,6 +55,8 @@ class NriPlugin {
   // Feeds bytes read from the runtime's socket; returns the bytes to write back (responses on
   // the Plugin connection). A framing error is final: the connection must be closed.
   Result<std::string> HandleFrames(std::string_view incoming);
+  // The same one layer down: ttrpc bytes of the Plugin connection in, ttrpc bytes out.
+  Result<std::string> HandleStream(std::string_view ttrpc_bytes);
 
   const Ledger& ledger() const { return ledger_; }
   std::uint64_t mismatches() const { return mismatches_; }
