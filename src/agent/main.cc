@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/agent_devices.h"
+#include "agent/agent_nri.h"
 #include "linkfit/agent/discovery.h"
 #include "linkfit/agent/node_agent.h"
 #include "linkfit/agent/node_pods.h"
@@ -38,6 +39,9 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
   --nvml-library NAME          NVML to dlopen (default libnvidia-ml.so.1, via LD_LIBRARY_PATH)
   --discover-interval SECONDS  re-discovery period (default 60)
   --devices-interval SECONDS   PodResources period (default 10)
+  --nri-socket PATH            serve linkfit's NRI plugin on the runtime's socket
+                               (e.g. /var/run/nri/nri.sock; default off): containers get exactly
+                               the devices of their pod's linkfit.io/allocation
   --once                       one round, then exit (status 0 when it published or had nothing
                                to change)
   --print                      print what would be published instead of publishing (no API
@@ -50,6 +54,7 @@ struct Flags {
   std::string context;
   std::string socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string nvml_library = "libnvidia-ml.so.1";
+  std::string nri_socket;
   int discover_interval_s = 60;
   int devices_interval_s = 10;
   bool once = false;
@@ -85,6 +90,8 @@ Result<Flags> ParseFlags(const std::vector<std::string>& args) {
       LINKFIT_ASSIGN_OR_RETURN(flags.context, value());
     } else if (arg == "--pod-resources-socket") {
       LINKFIT_ASSIGN_OR_RETURN(flags.socket, value());
+    } else if (arg == "--nri-socket") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.nri_socket, value());
     } else if (arg == "--nvml-library") {
       LINKFIT_ASSIGN_OR_RETURN(flags.nvml_library, value());
     } else if (arg == "--discover-interval") {
@@ -218,8 +225,16 @@ int Run(const Flags& flags) {
     log::Warning("no NVML health events (" + watch.error().message +
                  "); health comes from re-discovery only");
   }
+  std::thread nri_thread;
+  if (!flags.nri_socket.empty()) {
+    node::NriPluginOptions nri;
+    nri.node_name = flags.node_name;
+    nri_thread = std::thread(
+        [&] { RunNriPlugin(flags.nri_socket, nri, agent, stopping); });
+  }
   agent.Run();
   stopping.store(true);
+  if (nri_thread.joinable()) nri_thread.join();
   if (health_thread.joinable()) health_thread.join();
   pod_reflector->Stop();
   client->Stop();

@@ -111,6 +111,12 @@ void NodeAgent::MarkUnhealthy(int gpu, const std::string& problem) {
   }
 }
 
+std::optional<topology::TopologySpec> NodeAgent::current_spec() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!discovery_) return std::nullopt;
+  return WithHealthLocked(discovery_->spec);
+}
+
 std::optional<std::string> NodeAgent::topology_document() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return topology_json_;

@@ -1,10 +1,22 @@
 // The nvidia-smi fallback of the node agent's discovery (discovery.h), and Discover(): NVML
 // first, nvidia-smi when NVML cannot be loaded.
+//
+// The topology comes from linkfit's own parser of `topo -m` + the query CSV
+// (topology::ParseNvidiaSmi), so the agent publishes what linkfit reads from the same text. The
+// query CSV is prepared first so that one failing GPU does not sink the node: a row with an
+// error marker keeps its readable fields and makes the GPU unhealthy; a GPU that topo -m lists
+// but the query does not, or the other way round, is published unhealthy with SYS links.
+//
+// MIG facts, from `--query-gpu=index,mig.mode.current,mig.mode.pending`: "Enabled"/"Disabled"
+// make a GPU MIG-capable with that mode; "[N/A]" means no MIG support (mode kDisabled,
+// mig_capable false, no profile set); an unreadable field makes the GPU unhealthy with its modes
+// unknown. A driver too old for the query leaves all modes kUnknown, with a warning.
+// `nvidia-smi mig -lgi` is read only when some GPU is in MIG mode.
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/smi_mig_table.h"
@@ -15,70 +27,166 @@
 namespace linkfit::agent {
 namespace {
 
-const std::vector<std::string> kTopo = {"nvidia-smi", "topo", "-m"};
-const std::vector<std::string> kQuery = {
-    "nvidia-smi", "--query-gpu=index,uuid,name,memory.total,pci.bus_id", "--format=csv"};
-const std::vector<std::string> kMigModes = {
-    "nvidia-smi", "--query-gpu=index,mig.mode.current,mig.mode.pending", "--format=csv,noheader"};
-const std::vector<std::string> kMigInstances = {"nvidia-smi", "mig", "-lgi"};
-const std::vector<std::string> kDriver = {"nvidia-smi", "--query-gpu=driver_version",
-                                          "--format=csv,noheader"};
+using Argv = std::vector<std::string>;
+const Argv kTopo = {"nvidia-smi", "topo", "-m"};
+const Argv kQuery = {"nvidia-smi", "--query-gpu=index,uuid,name,memory.total,pci.bus_id",
+                     "--format=csv"};
+const Argv kMigModes = {"nvidia-smi", "--query-gpu=index,mig.mode.current,mig.mode.pending",
+                        "--format=csv,noheader"};
+const Argv kMigInstances = {"nvidia-smi", "mig", "-lgi"};
+const Argv kDriver = {"nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"};
 
-// What nvidia-smi prints in a field it could not read.
-constexpr std::string_view kErrorMarkers[] = {"[GPU requires reset]", "ERR!", "Unknown Error",
-                                              "[GPU is lost]", "[Unknown Error]"};
-
-// The query CSV with the rows of failing GPUs neutralised (their fields would not parse), and
-// those GPUs' problems. The columns are the ones kQuery asks for.
-struct CleanCsv {
-  std::string text;
-  std::map<int, std::string> problems;
-};
-
-CleanCsv CleanQueryCsv(std::string_view csv) {
-  CleanCsv clean;
-  for (std::string_view line : Split(csv, '\n')) {
-    std::string_view marker;
-    for (std::string_view candidate : kErrorMarkers) {
-      if (line.find(candidate) != std::string_view::npos) marker = candidate;
-    }
-    const std::vector<std::string_view> fields = Split(line, ',');
-    const auto index = fields.empty() ? std::nullopt : ParseInt(Trim(fields[0]));
-    if (marker.empty() || !index || fields.size() != 5) {
-      clean.text += std::string(line) + "\n";
-      continue;
-    }
-    clean.problems[static_cast<int>(*index)] =
-        "nvidia-smi reports " + std::string(marker) + " for this GPU";
-    // Keep what is readable; unreadable fields become unknown.
-    std::string row = std::to_string(*index);
-    const auto keep = [&](std::size_t f, const char* unknown) {
-      const std::string_view value = Trim(fields[f]);
-      bool bad = false;
-      for (std::string_view candidate : kErrorMarkers) {
-        bad = bad || value.find(candidate) != std::string_view::npos;
-      }
-      row += ", " + (bad ? std::string(unknown) : std::string(value));
-    };
-    keep(1, "");
-    keep(2, "unknown");
-    keep(3, "0 MiB");
-    keep(4, "");
-    clean.text += row + "\n";
-  }
-  return clean;
+std::string Quoted(const Argv& argv) {
+  std::string line;
+  for (const std::string& arg : argv) line += (line.empty() ? "" : " ") + arg;
+  return "`" + line + "`";
 }
 
-void MarkUnhealthy(topology::TopologySpec& spec, int gpu, const std::string& problem) {
-  for (topology::GpuSpec& entry : spec.gpus) {
-    if (entry.index != gpu) continue;
-    if (entry.healthy) entry.health_problem = problem;
-    entry.healthy = false;
+// Runs a command; its error names the command even when the runner's does not.
+Result<std::string> Run(const CommandRunner& run, const Argv& argv) {
+  Result<std::string> output = run(argv);
+  if (output) return output;
+  const std::string what = Quoted(argv);
+  if (output.error().message.find(what.substr(1, what.size() - 2)) != std::string::npos) {
+    return output;
   }
+  return WithContext(output.error(), what);
+}
+
+// The query CSV as linkfit's strict parser can take it (removed lines left empty, so its line
+// numbers stay right), and what was taken out.
+struct PreparedQuery {
+  std::string csv;
+  std::map<int, std::string> problems;            // GPU index -> why it is unhealthy
+  std::vector<topology::GpuSpec> beyond_matrix;   // rows whose GPU topo -m does not list
+  std::vector<std::string> device_handle_errors;  // nvidia-smi's lines for GPUs it cannot open
+};
+
+// A row's readable fields (the columns kQuery asks for), unreadable ones made unknown.
+std::vector<std::string> ReadableFields(const std::vector<std::string_view>& fields) {
+  const char* unknown[] = {"", "", "unknown", "0 MiB", ""};
+  std::vector<std::string> row;
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    const std::string_view value = Trim(fields[f]);
+    row.emplace_back(FindSmiErrorMarker(value).empty() ? value : unknown[f]);
+  }
+  return row;
+}
+
+PreparedQuery PrepareQueryCsv(std::string_view csv, int matrix_gpus) {
+  PreparedQuery prepared;
+  std::vector<bool> listed(static_cast<std::size_t>(matrix_gpus), false);
+  bool any_row = false;
+  for (std::string_view line : Split(csv, '\n')) {
+    const std::vector<std::string_view> fields = Split(line, ',');
+    const auto index = ParseInt(Trim(fields[0]));
+    if (IsSmiDeviceHandleError(line)) {
+      prepared.device_handle_errors.emplace_back(Trim(line));
+      prepared.csv += "\n";
+      continue;
+    }
+    if (fields.size() != 5 || !index || *index < 0 || *index >= topology::kMaxGpus) {
+      prepared.csv += std::string(line) + "\n";  // the header, or garbage the parser will name
+      continue;
+    }
+    any_row = true;
+    const int gpu = static_cast<int>(*index);
+    const std::vector<std::string> row = ReadableFields(fields);
+    if (const std::string_view marker = FindSmiErrorMarker(line); !marker.empty()) {
+      prepared.problems[gpu] = "nvidia-smi reports " + std::string(marker) + " for this GPU";
+    }
+    if (gpu >= matrix_gpus) {
+      topology::GpuSpec extra;
+      extra.index = gpu;
+      extra.uuid = row[1];
+      extra.model = row[2].empty() ? "unknown" : row[2];
+      const auto mib = ParseInt(SplitWhitespace(row[3]).empty() ? "" : SplitWhitespace(row[3])[0]);
+      extra.memory_mib = mib && *mib > 0 ? static_cast<std::uint64_t>(*mib) : 0;
+      extra.pci_bus_id = row[4];
+      prepared.beyond_matrix.push_back(std::move(extra));
+      prepared.csv += "\n";
+      continue;
+    }
+    listed[static_cast<std::size_t>(gpu)] = true;
+    prepared.csv += row[0] + ", " + row[1] + ", " + row[2] + ", " + row[3] + ", " + row[4] + "\n";
+  }
+  if (!any_row) return prepared;  // the parser leaves the GPUs unknown; the caller refuses that
+  for (int gpu = 0; gpu < matrix_gpus; ++gpu) {
+    if (listed[static_cast<std::size_t>(gpu)]) continue;
+    prepared.csv += std::to_string(gpu) + ", , unknown, 0 MiB, \n";
+    std::string problem = "listed by nvidia-smi topo -m but missing from " + Quoted(kQuery);
+    if (!prepared.device_handle_errors.empty()) {
+      problem += " (" + prepared.device_handle_errors.front() + ")";
+    }
+    prepared.problems[gpu] = problem;
+  }
+  return prepared;
+}
+
+void MarkUnhealthy(topology::GpuSpec& gpu, const std::string& problem) {
+  if (gpu.healthy) gpu.health_problem = problem;
+  gpu.healthy = false;
+}
+
+// GPUs the query lists beyond topo -m's matrix join unhealthy, with SYS links to all others.
+Result<void> AddGpusMissingFromMatrix(topology::TopologySpec& spec,
+                                      std::vector<topology::GpuSpec> extras) {
+  std::sort(extras.begin(), extras.end(),
+            [](const auto& a, const auto& b) { return a.index < b.index; });
+  topology::TopologySpec facts;  // model facts of the newcomers alone
+  facts.gpus = extras;
+  topology::FillModelFacts(facts);
+  for (topology::GpuSpec& extra : facts.gpus) {
+    if (extra.index != static_cast<int>(spec.gpus.size())) {
+      return MakeError(Quoted(kQuery) + " lists GPU " + std::to_string(extra.index) +
+                       ", but `nvidia-smi topo -m` lists GPU0..GPU" +
+                       std::to_string(spec.gpus.size() - 1) + " and no GPU" +
+                       std::to_string(spec.gpus.size()));
+    }
+    for (const topology::GpuSpec& gpu : spec.gpus) {
+      spec.links.push_back({gpu.index, extra.index, 0, false, topology::PcieRelation::kSys});
+    }
+    MarkUnhealthy(extra, "listed by " + Quoted(kQuery) + " but missing from nvidia-smi topo -m");
+    spec.warnings.push_back("GPU" + std::to_string(extra.index) +
+                            " is missing from nvidia-smi topo -m; published unhealthy");
+    spec.gpus.push_back(std::move(extra));
+  }
+  // Links in the order every loader gives them: by first GPU, then second.
+  std::sort(spec.links.begin(), spec.links.end(), [](const auto& x, const auto& y) {
+    return std::make_pair(x.a, x.b) < std::make_pair(y.a, y.b);
+  });
+  return {};
+}
+
+Result<topology::TopologySpec> ParseTopology(const std::string& topo, const std::string& query) {
+  auto shape = topology::ParseNvidiaSmi(topo, "");
+  if (!shape) return WithContext(shape.error(), Quoted(kTopo));
+  const int matrix_gpus = static_cast<int>(shape->gpus.size());
+  if (matrix_gpus == 0) return MakeError(Quoted(kTopo) + " lists no GPUs");
+  PreparedQuery prepared = PrepareQueryCsv(query, matrix_gpus);
+  auto spec = topology::ParseNvidiaSmi(topo, prepared.csv);
+  if (!spec) return WithContext(spec.error(), Quoted(kQuery));
+  if (std::all_of(spec->gpus.begin(), spec->gpus.end(),
+                  [](const topology::GpuSpec& gpu) { return gpu.model.empty(); })) {
+    return MakeError(Quoted(kQuery) + " lists no GPUs" +
+                     (prepared.device_handle_errors.empty()
+                          ? std::string()
+                          : ": " + prepared.device_handle_errors.front()));
+  }
+  if (auto added = AddGpusMissingFromMatrix(*spec, std::move(prepared.beyond_matrix)); !added) {
+    return tl::unexpected(added.error());
+  }
+  for (const auto& [gpu, problem] : prepared.problems) {
+    if (gpu < static_cast<int>(spec->gpus.size())) {
+      MarkUnhealthy(spec->gpus[static_cast<std::size_t>(gpu)], problem);
+    }
+  }
+  return spec;
 }
 
 // "GPU0-GPU3: asymmetric cells ..." warnings of the topo -m parser mark both GPUs.
 void MarkAsymmetricPairs(topology::TopologySpec& spec) {
+  const int count = static_cast<int>(spec.gpus.size());
   for (const std::string& warning : spec.warnings) {
     if (warning.find(": asymmetric cells") == std::string::npos || !StartsWith(warning, "GPU")) {
       continue;
@@ -88,85 +196,118 @@ void MarkAsymmetricPairs(topology::TopologySpec& spec) {
     if (dash == std::string::npos || colon == std::string::npos || dash > colon) continue;
     const auto a = ParseInt(std::string_view(warning).substr(3, dash - 3));
     const auto b = ParseInt(std::string_view(warning).substr(dash + 4, colon - dash - 4));
-    if (!a || !b) continue;
-    MarkUnhealthy(spec, static_cast<int>(*a),
-                  "nvidia-smi topo -m reports asymmetric links with GPU" + std::to_string(*b));
-    MarkUnhealthy(spec, static_cast<int>(*b),
-                  "nvidia-smi topo -m reports asymmetric links with GPU" + std::to_string(*a));
+    if (!a || !b || *a < 0 || *b < 0 || *a >= count || *b >= count) continue;
+    const std::string problem = "nvidia-smi topo -m reports asymmetric links between GPU" +
+                                std::to_string(*a) + " and GPU" + std::to_string(*b);
+    MarkUnhealthy(spec.gpus[static_cast<std::size_t>(*a)], problem);
+    MarkUnhealthy(spec.gpus[static_cast<std::size_t>(*b)], problem);
   }
 }
 
+void ApplyMigModes(const std::map<int, SmiMigModes>& modes, topology::TopologySpec& spec) {
+  for (topology::GpuSpec& gpu : spec.gpus) {
+    const auto it = modes.find(gpu.index);
+    if (it == modes.end()) continue;  // a GPU the query skipped: modes unknown
+    const SmiMigModes& mode = it->second;
+    if (!mode.problem.empty()) MarkUnhealthy(gpu, mode.problem);
+    if (mode.supported) {
+      gpu.mig_capable = true;
+      gpu.mig_mode = mode.current;
+      gpu.mig_mode_pending = mode.pending;
+    } else if (mode.problem.empty()) {  // "[N/A]": no MIG on this GPU, whatever its model
+      gpu.mig_capable = false;
+      gpu.mig_profile_set.clear();
+      gpu.mig_mode = topology::MigMode::kDisabled;
+      gpu.mig_mode_pending = topology::MigMode::kUnknown;
+    }
+  }
+}
+
+Result<void> AddMigInstances(const CommandRunner& run, Discovery& found) {
+  Result<std::string> table = Run(run, kMigInstances);
+  // Some drivers exit non-zero when no instance exists at all.
+  if (!table && table.error().message.find("No GPU instances found") != std::string::npos) {
+    table = std::string();
+  }
+  if (!table) return tl::unexpected(table.error());
+  auto instances = ParseMigInstanceTable(*table);
+  if (!instances) return tl::unexpected(instances.error());
+  for (const SmiGpuInstance& instance : *instances) {
+    const auto gpu = std::find_if(found.spec.gpus.begin(), found.spec.gpus.end(),
+                                  [&](const auto& g) { return g.index == instance.gpu; });
+    if (gpu == found.spec.gpus.end() || gpu->mig_mode != topology::MigMode::kEnabled) {
+      found.warnings.push_back("nvidia-smi mig -lgi lists an instance on GPU " +
+                               std::to_string(instance.gpu) + ", which is not in MIG mode");
+      continue;
+    }
+    gpu->mig_instances.push_back({instance.profile, instance.start, instance.size, ""});
+  }
+  return {};
+}
+
 Result<void> AddMigFacts(const CommandRunner& run, Discovery& found) {
-  auto modes_text = run(kMigModes);
-  if (!modes_text) {
+  Result<std::string> modes_text = Run(run, kMigModes);
+  if (!modes_text) {  // drivers before R450 know no MIG fields
     found.warnings.push_back("MIG modes unknown: " + modes_text.error().message);
     return {};
   }
   auto modes = ParseMigModeCsv(*modes_text);
   if (!modes) return tl::unexpected(modes.error());
-  bool any_enabled = false;
-  for (topology::GpuSpec& gpu : found.spec.gpus) {
-    const auto it = modes->find(gpu.index);
-    if (it == modes->end()) continue;
-    // [N/A]: no MIG support, i.e. disabled for good.
-    gpu.mig_mode = it->second.current == topology::MigMode::kUnknown ? topology::MigMode::kDisabled
-                                                                     : it->second.current;
-    gpu.mig_mode_pending = it->second.pending;
-    any_enabled = any_enabled || gpu.mig_mode == topology::MigMode::kEnabled;
+  ApplyMigModes(*modes, found.spec);
+  const bool any_enabled =
+      std::any_of(found.spec.gpus.begin(), found.spec.gpus.end(),
+                  [](const auto& gpu) { return gpu.mig_mode == topology::MigMode::kEnabled; });
+  return any_enabled ? AddMigInstances(run, found) : Result<void>{};
+}
+
+// "550.54.15", one line per GPU, all the same; anything else is a warning.
+void AddDriverVersion(const CommandRunner& run, Discovery& found) {
+  Result<std::string> text = Run(run, kDriver);
+  if (!text) {
+    found.warnings.push_back("driver version unknown: " + text.error().message);
+    return;
   }
-  if (!any_enabled) return {};
-  auto table = run(kMigInstances);
-  if (!table) return tl::unexpected(table.error());
-  auto instances = ParseMigInstanceTable(*table);
-  if (!instances) return tl::unexpected(instances.error());
-  for (const SmiGpuInstance& instance : *instances) {
-    bool placed = false;
-    for (topology::GpuSpec& gpu : found.spec.gpus) {
-      if (gpu.index != instance.gpu || gpu.mig_mode != topology::MigMode::kEnabled) continue;
-      gpu.mig_instances.push_back({instance.profile, instance.start, instance.size, ""});
-      placed = true;
+  std::string version;
+  for (std::string_view line : Split(*text, '\n')) {
+    const std::string_view value = Trim(line);
+    if (value.empty()) continue;
+    const auto digit = [](char ch) { return ch >= '0' && ch <= '9'; };
+    const bool well_formed =
+        digit(value.front()) &&
+        std::all_of(value.begin(), value.end(), [&](char ch) { return digit(ch) || ch == '.'; });
+    if (!well_formed || (!version.empty() && version != value)) {
+      found.warnings.push_back("driver version unknown: " + Quoted(kDriver) + " printed " +
+                               QuoteForMessage(value));
+      return;
     }
-    if (!placed) {
-      found.warnings.push_back("nvidia-smi mig -lgi lists an instance on GPU " +
-                               std::to_string(instance.gpu) + ", which is not in MIG mode");
-    }
+    version = std::string(value);
   }
-  return {};
+  found.driver_version = version;
 }
 
 }  // namespace
 
 Result<Discovery> DiscoverWithNvidiaSmi(const CommandRunner& run) {
-  auto topo = run(kTopo);
+  Result<std::string> topo = Run(run, kTopo);
   if (!topo) return tl::unexpected(topo.error());
-  auto query = run(kQuery);
+  Result<std::string> query = Run(run, kQuery);
   if (!query) return tl::unexpected(query.error());
-  const CleanCsv csv = CleanQueryCsv(*query);
-  auto spec = topology::ParseNvidiaSmi(*topo, csv.text);
-  if (!spec) return WithContext(spec.error(), "nvidia-smi");
-  if (spec->gpus.empty()) return MakeError("nvidia-smi lists no GPUs");
   Discovery found;
   found.source = "nvidia-smi";
-  found.spec = std::move(*spec);
-  for (const auto& [gpu, problem] : csv.problems) MarkUnhealthy(found.spec, gpu, problem);
+  LINKFIT_ASSIGN_OR_RETURN(found.spec, ParseTopology(*topo, *query));
   MarkAsymmetricPairs(found.spec);
-  if (auto mig = AddMigFacts(run, found); !mig) return WithContext(mig.error(), "nvidia-smi");
-  if (auto driver = run(kDriver); driver) {
-    found.driver_version = std::string(Trim(driver->substr(0, driver->find('\n'))));
-  }
+  if (auto mig = AddMigFacts(run, found); !mig) return tl::unexpected(mig.error());
+  AddDriverVersion(run, found);
+  // The parser's findings first, then the agent's; both lists end up the same.
   for (const std::string& warning : found.warnings) found.spec.warnings.push_back(warning);
-  for (const std::string& warning : found.spec.warnings) {
-    if (std::find(found.warnings.begin(), found.warnings.end(), warning) == found.warnings.end()) {
-      found.warnings.push_back(warning);
-    }
-  }
+  found.warnings = found.spec.warnings;
   return found;
 }
 
 Result<Discovery> Discover(const NvmlOptions& options, const CommandRunner& run) {
   auto nvml = DiscoverWithNvml(options);
   if (nvml) return nvml;
-  log::Info("NVML unusable (" + nvml.error().message + "); discovering through nvidia-smi");
+  log::Warning("NVML unusable (" + nvml.error().message + "); discovering through nvidia-smi");
   auto smi = DiscoverWithNvidiaSmi(run);
   if (smi) return smi;
   return MakeError("no GPU discovery worked: NVML: " + nvml.error().message +

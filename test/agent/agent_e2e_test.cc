@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -20,6 +23,7 @@
 #include "app/service.h"
 #include "cluster/cluster_testing.h"
 #include "kube/fake_api_server.h"
+#include "node/fake_nri_runtime.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/topology/spec.h"
 #include "testing/fixtures.h"
@@ -237,6 +241,64 @@ TEST_F(AgentEndToEndTest, RunsUntilSigtermAndKeepsTheNodeCurrent) {
   EXPECT_EQ(Annotations()[kube::kAnnotationDevicesInUse], "{\"v\":1,\"pods\":[]}");
   EXPECT_EQ(Patches(), 1u);         // one patch, however many rounds
   EXPECT_GE(kubelet_->lists(), 2);  // the kubelet was asked every second
+}
+
+// The daemon with --nri-socket: it dials the runtime's socket (a fake runtime listening in a
+// temp dir), registers linkfit's plugin, and hands a created container exactly the GPUs of its
+// pod's plan, by the UUIDs its NVML discovery found.
+TEST_F(AgentEndToEndTest, TheNriPluginHandsContainersTheirPlannedGpus) {
+  const std::string socket_path = ::testing::TempDir() + "/nri-" + std::to_string(getpid());
+  ::unlink(socket_path.c_str());
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", socket_path.c_str());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  kubelet_->SetPods({});
+  std::thread runtime_side([&] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    ASSERT_GE(fd, 0);
+    linkfit::testing::FakeNriRuntime runtime(fd);
+    runtime.AcceptRegistration();
+    EXPECT_EQ(runtime.Call("Configure", "").status_code, 0);
+    EXPECT_EQ(runtime.Call("Synchronize", node::EncodeSynchronizeRequest({})).status_code, 0);
+    kube::AllocationRecord record;
+    record.pod = "ml/train";
+    record.uid = "uid-train";
+    record.node = "a100-0";
+    record.devices.gpus = {3, 4};
+    record.containers = {{"main", false, record.devices}};
+    // The agent discovers in the background; ask until its first discovery is in.
+    node::TtrpcResponse reply;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      node::ContainerEvent event;
+      event.pod = {"sandbox", "train", "uid-train", "ml", {},
+                   {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(record)}}};
+      event.container = {"ctr", "sandbox", "main", {}, {}};
+      reply = runtime.Call("CreateContainer", node::EncodeContainerEvent(event));
+      if (reply.status_code == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_EQ(reply.status_code, 0) << reply.status_message;
+    auto adjust = node::DecodeCreateContainerResponse(reply.payload);
+    ASSERT_TRUE(adjust);
+    EXPECT_EQ(adjust->cdi_devices, (std::vector<std::string>{"nvidia.com/gpu=" + Uuid(3),
+                                                             "nvidia.com/gpu=" + Uuid(4)}));
+  });
+  setenv("LD_LIBRARY_PATH",
+         std::filesystem::path(LINKFIT_FAKE_NVML_FULL).parent_path().string().c_str(), 1);
+  setenv("LINKFIT_FAKE_NVML", recording_.c_str(), 1);
+  auto ran = RunCommand({"timeout", "--preserve-status", "-s", "TERM", "4", LINKFIT_AGENT_BINARY,
+                         "--node-name", "a100-0", "--kubeconfig", kubeconfig_,
+                         "--pod-resources-socket", kubelet_->socket_path(), "--nri-socket",
+                         socket_path},
+                        {});
+  unsetenv("LD_LIBRARY_PATH");
+  runtime_side.join();
+  ::close(listener);
+  ::unlink(socket_path.c_str());
+  ASSERT_TRUE(ran) << ran.error().message;
 }
 
 TEST_F(AgentEndToEndTest, PrintDiscoversWithoutAnApiServer) {

@@ -60,6 +60,10 @@ class NodeAgent {
   // A GPU turned unhealthy (an Xid event): published in the next round, which starts at once.
   void MarkUnhealthy(int gpu, const std::string& problem);
 
+  // The node's GPUs as last discovered, with the GPUs Xid events made unhealthy (nullopt before
+  // the first successful discovery). For the NRI plugin's decisions.
+  std::optional<topology::TopologySpec> current_spec() const;
+
   // The annotations as they would be published now (after at least one successful round).
   std::optional<std::string> topology_document() const;
   std::optional<std::string> devices_document() const;
