@@ -495,6 +495,7 @@ Result<Config> ConfigParser::Parse(std::string_view yaml) {
                   int_key("burst", config.kubernetes.burst, 1, 100000),
                   int_key("request_timeout_ms", config.kubernetes.request_timeout_ms, 100, 600000),
                   int_key("list_page_size", config.kubernetes.list_page_size, 1, 10000),
+                  bool_key("require_nri_plugin", config.kubernetes.require_nri_plugin),
               }),
           one_of_key("log_level", config.log_level, {"debug", "info", "warning", "error", "off"}),
       };

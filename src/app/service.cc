@@ -108,6 +108,7 @@ Result<void> Service::StartCluster() {
   cluster::ClusterOptions options;
   LINKFIT_ASSIGN_OR_RETURN(options.client, ClientConfigFrom(config_));
   options.page_size = config_.kubernetes.list_page_size;
+  options.settle.require_nri_plugin = config_.kubernetes.require_nri_plugin;
   extender::ExtenderOptions extender_options;
   LINKFIT_ASSIGN_OR_RETURN(extender_options, ExtenderOptionsFrom(config_));
   options.defaults = extender_options.defaults;

@@ -36,7 +36,7 @@ std::size_t ApiBinder::unsettled() const {
 }
 
 std::string ApiBinder::BindingBody(const extender::BindTarget& target,
-                                   const std::string& allocation) {
+                                   const std::string& allocation, bool require_nri_plugin) {
   std::string body = R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":)";
   kube::AppendJsonString(body, target.pod_name);
   body += R"(,"namespace":)";
@@ -48,6 +48,16 @@ std::string ApiBinder::BindingBody(const extender::BindTarget& target,
     kube::AppendJsonString(body, kube::kAnnotationAllocation);
     body += ':';
     kube::AppendJsonString(body, allocation);
+    if (require_nri_plugin) {
+      if (auto record = kube::DecodeAllocationRecord(allocation)) {
+        for (const auto& container : record->containers) {
+          if (container.devices.empty()) continue;
+          body += ',';
+          kube::AppendJsonString(body, kRequiredPluginsPrefix + container.name);
+          body += R"(:"[\"linkfit\"]")";
+        }
+      }
+    }
     body += '}';
   }
   body += R"(},"target":{"apiVersion":"v1","kind":"Node","name":)";
@@ -94,7 +104,7 @@ Result<extender::BindOutcome> ApiBinder::Bind(const extender::BindTarget& target
     }
     allocation = kube::EncodeAllocationRecord(record);
   }
-  std::string body = BindingBody(target, allocation);
+  std::string body = BindingBody(target, allocation, settle_.require_nri_plugin);
   Answer answer = Post(target, body);
   switch (answer.verdict) {
     case Verdict::kAccepted:

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster/cluster_testing.h"
+#include "linkfit/cluster/api_binder.h"
 #include "linkfit/cluster/node_store.h"
 #include "linkfit/cluster/pod_store.h"
 #include "linkfit/extender/extender.h"
@@ -328,6 +329,35 @@ TEST_F(StoresTest, PodsWithoutGpusCountAsALoadWithoutARecord) {
       kube::WatchEventType::kDeleted);
   EXPECT_EQ(Find("h100-0")->load_pods(), 0);
   EXPECT_EQ(Find("h100-0")->cpu_used_milli(), 0);
+}
+
+}  // namespace
+}  // namespace linkfit::cluster
+
+namespace linkfit::cluster {
+namespace {
+
+TEST(BindingBody, CarriesTheRecordAndOnRequestTheNriMarkerOfEachPlannedContainer) {
+  const extender::BindTarget target{"train", "ml", "u1", "dgx-0"};
+  kube::AllocationRecord record;
+  record.pod = "ml/train";
+  record.uid = "u1";
+  record.node = "dgx-0";
+  record.devices.gpus = {4};
+  record.containers = {{"train", false, record.devices}, {"logger", false, {}}};
+  const std::string allocation = kube::EncodeAllocationRecord(record);
+  std::string quoted;
+  kube::AppendJsonString(quoted, allocation);
+  const std::string plain = ApiBinder::BindingBody(target, allocation);
+  EXPECT_EQ(plain, R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":"train",)"
+                   R"("namespace":"ml","uid":"u1","annotations":{"linkfit.io/allocation":)" +
+                       quoted + R"(}},"target":{"apiVersion":"v1","kind":"Node","name":"dgx-0"}})");
+  const std::string marked = ApiBinder::BindingBody(target, allocation, true);
+  const auto body = nlohmann::json::parse(marked);
+  const auto& annotations = body["metadata"]["annotations"];
+  EXPECT_EQ(annotations["required-plugins.noderesource.dev/container.train"], R"(["linkfit"])");
+  EXPECT_FALSE(annotations.contains("required-plugins.noderesource.dev/container.logger"));
+  EXPECT_EQ(annotations["linkfit.io/allocation"], allocation);
 }
 
 }  // namespace

@@ -66,6 +66,11 @@ struct KubernetesConfig {
   int burst = 100;
   int request_timeout_ms = 10000;  // one API request (not watches)
   int list_page_size = 500;
+  // The Binding also sets NRI's required-plugins.noderesource.dev/container.<name> for every
+  // container linkfit plans, so that where the runtime's default validator runs, a container
+  // cannot start unless linkfit's NRI plugin handed it its devices. Off by default: turn it on
+  // only where every GPU node runs linkfit-agent with --nri-socket.
+  bool require_nri_plugin = false;
 };
 
 struct Config {

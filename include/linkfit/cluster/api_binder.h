@@ -44,7 +44,14 @@ namespace linkfit::cluster {
 struct SettleOptions {
   std::chrono::milliseconds first_retry{1000};
   std::chrono::milliseconds max_retry{30000};
+  // Mark every planned container as requiring linkfit's NRI plugin (config
+  // kubernetes.require_nri_plugin; design §4.1).
+  bool require_nri_plugin = false;
 };
+
+// NRI's default validator: a container listed here cannot start unless these plugins saw it.
+inline constexpr const char* kRequiredPluginsPrefix =
+    "required-plugins.noderesource.dev/container.";
 
 class ApiBinder final : public extender::Binder {
  public:
@@ -55,6 +62,12 @@ class ApiBinder final : public extender::Binder {
   ApiBinder(const ApiBinder&) = delete;
   ApiBinder& operator=(const ApiBinder&) = delete;
 
+  // The Binding's JSON: the pod, the node, and in metadata.annotations the allocation record
+  // (empty: no annotation; with require_nri_plugin, also the required-plugins marker of each
+  // container the record plans).
+  static std::string BindingBody(const extender::BindTarget& target, const std::string& allocation,
+                                 bool require_nri_plugin = false);
+
   Result<extender::BindOutcome> Bind(const extender::BindTarget& target,
                                      const state::Assignment& assignment) override;
   // Departures are learnt from the pod watch; nothing to write.
@@ -63,9 +76,6 @@ class ApiBinder final : public extender::Binder {
   // Stops the settler (unsettled pods stay Assumed).
   void Stop();
   std::size_t unsettled() const;
-
-  // The Binding object for `target` carrying `allocation` (empty: no annotation).
-  static std::string BindingBody(const extender::BindTarget& target, const std::string& allocation);
 
  private:
   enum class Verdict { kAccepted, kRejected, kUnknown };
