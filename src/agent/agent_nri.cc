@@ -22,16 +22,15 @@ void RunNriPlugin(const std::string& socket_path, const node::NriPluginOptions& 
       }
       if (stop.load()) return;
     }
-    backoff = std::clamp(backoff * 2, std::chrono::milliseconds(1000),
-                         std::chrono::milliseconds(30000));
+    backoff =
+        std::clamp(backoff * 2, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000));
     auto fd = node::DialNri(socket_path);
     if (!fd) {
       log::Error(fd.error().message + "; retrying in " + std::to_string(backoff.count()) + " ms");
       continue;
     }
-    node::NriPlugin plugin(options, [&agent] {
-      return agent.current_spec().value_or(topology::TopologySpec{});
-    });
+    node::NriPlugin plugin(
+        options, [&agent] { return agent.current_spec().value_or(topology::TopologySpec{}); });
     const auto started = std::chrono::steady_clock::now();
     auto served = node::ServeNri(*fd, plugin, {}, stop);
     ::close(*fd);

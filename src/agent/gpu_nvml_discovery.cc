@@ -275,6 +275,30 @@ void AssignSockets(topology::TopologySpec& spec, const std::string& sysfs_root,
   }
 }
 
+// NVIDIA names a MIG profile by its share of the board's nominal memory ("3g.71gb" on a 141 GB
+// H200, whose 3g instance has 70.5 GB), not by the instance's exact memory, which ProfileName
+// rounds up (right for A100 and H100, wrong for H200). Where the GPU's MIG profile set says the
+// nominal size ("h200-141gb"), the name is recomputed from the placement's memory slices.
+void NameMigProfilesByNominalMemory(topology::TopologySpec& spec) {
+  for (topology::GpuSpec& gpu : spec.gpus) {
+    const std::string& set = gpu.mig_profile_set;
+    const std::size_t dash = set.rfind('-');
+    if (dash == std::string::npos || set.size() < dash + 4 || set.substr(set.size() - 2) != "gb") {
+      continue;
+    }
+    const auto nominal = ParseInt(std::string_view(set).substr(dash + 1, set.size() - dash - 3));
+    if (!nominal || *nominal <= 0) continue;
+    for (topology::MigInstanceSpec& instance : gpu.mig_instances) {
+      const std::size_t g = instance.profile.find("g.");
+      if (g == std::string::npos || instance.size <= 0) continue;
+      const std::size_t plus = instance.profile.find('+');
+      const std::string suffix = plus == std::string::npos ? "" : instance.profile.substr(plus);
+      const long gb = std::lround(static_cast<double>(instance.size * *nominal) / 8.0);
+      instance.profile = instance.profile.substr(0, g + 2) + std::to_string(gb) + "gb" + suffix;
+    }
+  }
+}
+
 }  // namespace
 
 Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
@@ -384,6 +408,7 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
   }
   AssignSockets(spec, options.sysfs_root, found.warnings);
   topology::FillModelFacts(spec);
+  NameMigProfilesByNominalMemory(spec);
   for (const std::string& warning : found.warnings) spec.warnings.push_back(warning);
   return found;
 }

@@ -88,7 +88,10 @@ Result<std::unique_ptr<HealthWatch>> WatchHealthWithNvml(const NvmlOptions& opti
     return MakeError("nvmlEventSetCreate failed: " + nvml->ErrorText(rc));
   }
   unsigned count = 0;
-  f.device_count(&count);
+  if (const nvmlReturn_t rc = f.device_count(&count); rc != NVML_SUCCESS) {
+    f.event_set_free(set);
+    return MakeError("nvmlDeviceGetCount_v2 failed: " + nvml->ErrorText(rc));
+  }
   std::map<nvmlDevice_t, int> gpu_of;
   for (unsigned i = 0; i < count; ++i) {
     nvmlDevice_t device = nullptr;

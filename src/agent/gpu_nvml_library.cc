@@ -90,14 +90,20 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& librar
     return MakeError("nvmlSystemGetNVMLVersion failed: " + nvml->ErrorText(rc));
   }
   nvml->version_ = text;
-  const long major = std::strtol(nvml->version_.c_str(), nullptr, 10);
+  char* end = nullptr;
+  const long major = std::strtol(nvml->version_.c_str(), &end, 10);
+  if (end == nvml->version_.c_str()) {
+    return MakeError("NVML reports an unreadable version " + nvml->version_);
+  }
   if (major < 11) {
     return MakeError("NVML " + nvml->version_ +
                      " is too old: linkfit's agent needs NVML 11 or later (driver R450+, the MIG "
                      "API)");
   }
   char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
-  if (f.driver_version(driver, sizeof(driver)) == NVML_SUCCESS) nvml->driver_version_ = driver;
+  if (f.driver_version != nullptr && f.driver_version(driver, sizeof(driver)) == NVML_SUCCESS) {
+    nvml->driver_version_ = driver;
+  }
   return nvml;
 }
 

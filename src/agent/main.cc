@@ -229,8 +229,9 @@ int Run(const Flags& flags) {
   if (!flags.nri_socket.empty()) {
     node::NriPluginOptions nri;
     nri.node_name = flags.node_name;
+    // `nri` by value: it leaves scope before the thread ends.
     nri_thread = std::thread(
-        [&] { RunNriPlugin(flags.nri_socket, nri, agent, stopping); });
+        [&flags, nri, &agent, &stopping] { RunNriPlugin(flags.nri_socket, nri, agent, stopping); });
   }
   agent.Run();
   stopping.store(true);

@@ -23,9 +23,9 @@
 #include "app/service.h"
 #include "cluster/cluster_testing.h"
 #include "kube/fake_api_server.h"
-#include "node/fake_nri_runtime.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/topology/spec.h"
+#include "node/fake_nri_runtime.h"
 #include "testing/fixtures.h"
 
 namespace linkfit::agent {
@@ -273,8 +273,10 @@ TEST_F(AgentEndToEndTest, TheNriPluginHandsContainersTheirPlannedGpus) {
     node::TtrpcResponse reply;
     for (int attempt = 0; attempt < 50; ++attempt) {
       node::ContainerEvent event;
-      event.pod = {"sandbox", "train", "uid-train", "ml", {},
-                   {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(record)}}};
+      event.pod = {
+          "sandbox",   "train",
+          "uid-train", "ml",
+          {},          {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(record)}}};
       event.container = {"ctr", "sandbox", "main", {}, {}};
       reply = runtime.Call("CreateContainer", node::EncodeContainerEvent(event));
       if (reply.status_code == 0) break;
@@ -283,17 +285,17 @@ TEST_F(AgentEndToEndTest, TheNriPluginHandsContainersTheirPlannedGpus) {
     ASSERT_EQ(reply.status_code, 0) << reply.status_message;
     auto adjust = node::DecodeCreateContainerResponse(reply.payload);
     ASSERT_TRUE(adjust);
-    EXPECT_EQ(adjust->cdi_devices, (std::vector<std::string>{"nvidia.com/gpu=" + Uuid(3),
-                                                             "nvidia.com/gpu=" + Uuid(4)}));
+    EXPECT_EQ(adjust->cdi_devices,
+              (std::vector<std::string>{"nvidia.com/gpu=" + Uuid(3), "nvidia.com/gpu=" + Uuid(4)}));
   });
   setenv("LD_LIBRARY_PATH",
          std::filesystem::path(LINKFIT_FAKE_NVML_FULL).parent_path().string().c_str(), 1);
   setenv("LINKFIT_FAKE_NVML", recording_.c_str(), 1);
-  auto ran = RunCommand({"timeout", "--preserve-status", "-s", "TERM", "4", LINKFIT_AGENT_BINARY,
-                         "--node-name", "a100-0", "--kubeconfig", kubeconfig_,
-                         "--pod-resources-socket", kubelet_->socket_path(), "--nri-socket",
-                         socket_path},
-                        {});
+  auto ran =
+      RunCommand({"timeout", "--preserve-status", "-s", "TERM", "4", LINKFIT_AGENT_BINARY,
+                  "--node-name", "a100-0", "--kubeconfig", kubeconfig_, "--pod-resources-socket",
+                  kubelet_->socket_path(), "--nri-socket", socket_path},
+                 {});
   unsetenv("LD_LIBRARY_PATH");
   runtime_side.join();
   ::close(listener);

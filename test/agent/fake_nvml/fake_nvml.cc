@@ -1,61 +1,67 @@
-// A fake libnvidia-ml.so.1 for the node agent's tests: it exports the NVML functions the agent
-// calls (src/agent/gpu_nvml_api.h, the signatures of NVIDIA's nvml.h) and answers from a
-// recording, a JSON file named by the environment variable LINKFIT_FAKE_NVML and read at
-// nvmlInit_v2 (test/data/nvml/README.md). A missing or malformed recording makes nvmlInit_v2 fail,
-// as a node without a working driver would. Built with FAKE_NVML_WITHOUT_MIG it lacks
-// nvmlDeviceGetMigMode (a library without the MIG API), with FAKE_NVML_WITHOUT_TOPOLOGY it lacks
-// nvmlDeviceGetTopologyCommonAncestor (not a usable NVML).
+// A fake libnvidia-ml.so.1 for the node agent's tests: it exports, with C linkage and the
+// signatures of NVIDIA's nvml.h (src/agent/gpu_nvml_api.h), the NVML functions the agent calls,
+// and answers from a recording: a JSON file named by the environment variable LINKFIT_FAKE_NVML,
+// read and checked in full at nvmlInit_v2 (recording.h, test/data/nvml/README.md). A missing file
+// makes nvmlInit_v2 return NVML_ERROR_DRIVER_NOT_LOADED and a malformed one NVML_ERROR_UNKNOWN
+// (the reason goes to stderr), as a node without a working driver would fail. Only the NVML
+// functions are exported (the library is built with hidden visibility).
+//
+// Variants (compile definitions) lack one function each, as an older or broken library would:
+//   FAKE_NVML_WITHOUT_MIG          nvmlDeviceGetMigMode (no MIG API)
+//   FAKE_NVML_WITHOUT_TOPOLOGY     nvmlDeviceGetTopologyCommonAncestor (a required function)
+//   FAKE_NVML_WITHOUT_REMOTE_TYPE  nvmlDeviceGetNvLinkRemoteDeviceType (older drivers)
 //
 // Thread-safety: one mutex around the state, as NVML is thread-safe.
+//
+// This file: initialisation, versions, device identity, PCIe relations and NVLinks;
+// fake_nvml_mig_events.cc: the MIG API and Xid events.
 
-#include <chrono>
+#include <cstdio>
 #include <cstring>
-#include <deque>
 #include <fstream>
-#include <memory>
-#include <mutex>
 #include <sstream>
-#include <string>
-#include <thread>
-#include <vector>
 
-#include <nlohmann/json.hpp>
+#include "fake_state.h"
 
-#include "agent/gpu_nvml_api.h"
-
-struct nvmlDevice_st {
-  bool mig_device = false;
-  int index = -1;      // the GPU (for a MIG device: its parent)
-  unsigned gi_id = 0;  // a MIG device's GPU instance
-  std::string uuid;
-};
-struct nvmlGpuInstance_st {
-  int gpu = -1;
-  unsigned id = 0;
-  unsigned profile_id = 0;
-  unsigned start = 0;
-  unsigned size = 0;
-};
-struct nvmlEventSet_st {
-  std::deque<std::pair<nvmlDevice_t, unsigned long long>> pending;
-};
-
-namespace {
-
-using nlohmann::json;
-
-struct State {
-  bool initialised = false;
-  json recording;
-  std::vector<std::unique_ptr<nvmlDevice_st>> devices;      // one per GPU
-  std::vector<std::unique_ptr<nvmlDevice_st>> mig_devices;  // one per MIG instance
-  std::vector<std::unique_ptr<nvmlGpuInstance_st>> instances;
-};
+namespace fake_nvml {
 
 std::mutex g_mutex;
 State g_state;
 
-const json& Device(int index) { return g_state.recording["devices"][static_cast<size_t>(index)]; }
+const Device* Gpu(nvmlDevice_t device) {
+  if (!g_state.initialised || device == nullptr || device->mig_device) return nullptr;
+  for (const auto& handle : g_state.devices) {
+    if (handle.get() == device) return &g_state.recording.devices[device->gpu];
+  }
+  return nullptr;
+}
+
+nvmlReturn_t Injected(const Device& gpu, const char* function) {
+  const auto error = gpu.errors.find(function);
+  return error == gpu.errors.end() ? NVML_SUCCESS : static_cast<nvmlReturn_t>(error->second);
+}
+
+const Device* Answering(nvmlDevice_t device, const char* function, nvmlReturn_t& rc) {
+  const Device* gpu = Gpu(device);
+  rc = gpu == nullptr ? NVML_ERROR_INVALID_ARGUMENT : Injected(*gpu, function);
+  return rc == NVML_SUCCESS ? gpu : nullptr;
+}
+
+}  // namespace fake_nvml
+
+using fake_nvml::Answering;
+using fake_nvml::Device;
+using fake_nvml::g_mutex;
+using fake_nvml::g_state;
+using fake_nvml::Gpu;
+using fake_nvml::Injected;
+using fake_nvml::Recording;
+using fake_nvml::State;
+
+namespace {
+
+// Handles of earlier initialisations stay valid memory (a real NVML would invalidate them).
+std::vector<State> g_retired;
 
 nvmlReturn_t CopyString(const std::string& value, char* out, unsigned length) {
   if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -66,96 +72,82 @@ nvmlReturn_t CopyString(const std::string& value, char* out, unsigned length) {
 
 void FillPci(const std::string& bus_id, nvmlPciInfo_t* pci) {
   std::memset(pci, 0, sizeof(*pci));
-  std::snprintf(pci->busId, sizeof(pci->busId), "%s", bus_id.c_str());
-  // The legacy form has a 4-digit domain.
-  const std::string legacy = bus_id.size() > 12 ? bus_id.substr(bus_id.size() - 12) : bus_id;
-  std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%s", legacy.c_str());
   unsigned domain = 0, bus = 0, device = 0, function = 0;
-  std::sscanf(bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &device, &function);
+  fake_nvml::SplitBusId(bus_id, domain, bus, device, function);  // checked at init
+  std::snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.%X", domain, bus, device, function);
+  std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.%X", domain & 0xffff,
+                bus, device, function);
   pci->domain = domain;
   pci->bus = bus;
   pci->device = device;
 }
 
-// A device handle that is a GPU the recording has and that is not lost, or nullptr.
-const json* Gpu(nvmlDevice_t device) {
-  if (!g_state.initialised || device == nullptr || device->mig_device) return nullptr;
-  return &Device(device->index);
-}
-
-const json* ProfileByIndex(unsigned profile) {
-  for (const json& entry : g_state.recording["mig_profiles"]) {
-    if (entry["profile"].get<unsigned>() == profile) return &entry;
+State Load(Recording recording) {
+  State state;
+  state.recording = std::move(recording);
+  for (std::size_t g = 0; g < state.recording.devices.size(); ++g) {
+    const Device& gpu = state.recording.devices[g];
+    auto handle = std::make_unique<nvmlDevice_st>();
+    handle->gpu = g;
+    handle->uuid = gpu.uuid;
+    state.devices.push_back(std::move(handle));
+    if (!gpu.mig) continue;
+    for (const fake_nvml::GpuInstance& instance : gpu.mig->instances) {
+      auto gi = std::make_unique<nvmlGpuInstance_st>();
+      gi->gpu = g;
+      gi->instance = instance;
+      for (const auto& profile : state.recording.mig_profiles) {
+        if (profile.profile == instance.profile) gi->profile_id = profile.id;
+      }
+      state.instances.push_back(std::move(gi));
+      auto mig = std::make_unique<nvmlDevice_st>();
+      mig->mig_device = true;
+      mig->gpu = g;
+      mig->gi_id = instance.id;
+      mig->uuid = instance.uuid;
+      state.mig_devices.push_back(std::move(mig));
+    }
   }
-  return nullptr;
+  state.initialised = true;
+  return state;
 }
 
 }  // namespace
 
 extern "C" {
 
-nvmlReturn_t nvmlInit_v2() {
+// Reference counted as NVML's: only the first initialisation reads the recording.
+FAKE_NVML_EXPORT nvmlReturn_t nvmlInit_v2() {
   std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_state.initialised) {
+    ++g_state.references;
+    return NVML_SUCCESS;
+  }
   const char* path = std::getenv("LINKFIT_FAKE_NVML");
   if (path == nullptr) return NVML_ERROR_DRIVER_NOT_LOADED;
   std::ifstream in(path);
   if (!in) return NVML_ERROR_DRIVER_NOT_LOADED;
   std::stringstream text;
   text << in.rdbuf();
-  State state;
-  try {
-    state.recording = json::parse(text.str());
-    const json& devices = state.recording.at("devices");
-    for (size_t i = 0; i < devices.size(); ++i) {
-      auto gpu = std::make_unique<nvmlDevice_st>();
-      gpu->index = static_cast<int>(i);
-      gpu->uuid = devices[i].at("uuid").get<std::string>();
-      state.devices.push_back(std::move(gpu));
-      const json& mig = devices[i].at("mig");
-      if (mig.is_null()) continue;
-      for (const json& instance : mig.at("instances")) {
-        auto gi = std::make_unique<nvmlGpuInstance_st>();
-        gi->gpu = static_cast<int>(i);
-        gi->id = instance.at("id").get<unsigned>();
-        gi->start = instance.at("start").get<unsigned>();
-        gi->size = instance.at("size").get<unsigned>();
-        const unsigned profile = instance.at("profile").get<unsigned>();
-        bool known = false;
-        for (const json& entry : state.recording.at("mig_profiles")) {
-          if (entry.at("profile").get<unsigned>() != profile) continue;
-          gi->profile_id = entry.at("id").get<unsigned>();
-          known = true;
-        }
-        if (!known) return NVML_ERROR_UNKNOWN;
-        state.instances.push_back(std::move(gi));
-        auto mig_device = std::make_unique<nvmlDevice_st>();
-        mig_device->mig_device = true;
-        mig_device->index = static_cast<int>(i);
-        mig_device->gi_id = instance.at("id").get<unsigned>();
-        mig_device->uuid = instance.at("uuid").get<std::string>();
-        state.mig_devices.push_back(std::move(mig_device));
-      }
-    }
-    state.recording.at("ancestors");
-    state.recording.at("nvml_version").get<std::string>();
-  } catch (const std::exception&) {
+  auto recording = fake_nvml::ParseRecording(text.str());
+  if (!recording) {
+    std::fprintf(stderr, "fake NVML: %s: %s\n", path, recording.error().message.c_str());
     return NVML_ERROR_UNKNOWN;
   }
-  state.initialised = true;
-  g_state = std::move(state);
+  g_retired.push_back(std::move(g_state));
+  g_state = Load(std::move(*recording));
+  g_state.references = 1;
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlShutdown() {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlShutdown() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_state.initialised) return NVML_ERROR_UNINITIALIZED;
-  // Handles stay valid memory (a real NVML would invalidate them); state is dropped at the next
-  // init.
-  g_state.initialised = false;
+  if (--g_state.references == 0) g_state.initialised = false;
   return NVML_SUCCESS;
 }
 
-const char* nvmlErrorString(nvmlReturn_t result) {
+FAKE_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
   switch (result) {
     case NVML_SUCCESS:
       return "Success";
@@ -165,6 +157,10 @@ const char* nvmlErrorString(nvmlReturn_t result) {
       return "Invalid Argument";
     case NVML_ERROR_NOT_SUPPORTED:
       return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE:
       return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED:
@@ -173,252 +169,154 @@ const char* nvmlErrorString(nvmlReturn_t result) {
       return "Timeout";
     case NVML_ERROR_GPU_IS_LOST:
       return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "GPU requires restart";
     default:
       return "Unknown Error";
   }
 }
 
-nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_state.initialised) return NVML_ERROR_UNINITIALIZED;
-  return CopyString(g_state.recording.value("driver_version", ""), version, length);
+  return CopyString(g_state.recording.driver_version, version, length);
 }
 
-nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_state.initialised) return NVML_ERROR_UNINITIALIZED;
-  return CopyString(g_state.recording["nvml_version"].get<std::string>(), version, length);
+  return CopyString(g_state.recording.nvml_version, version, length);
 }
 
-nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_state.initialised) return NVML_ERROR_UNINITIALIZED;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   *count = static_cast<unsigned>(g_state.devices.size());
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index,
+                                                            nvmlDevice_t* device) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_state.initialised) return NVML_ERROR_UNINITIALIZED;
-  if (index >= g_state.devices.size()) return NVML_ERROR_INVALID_ARGUMENT;
-  if (Device(static_cast<int>(index)).value("lost", false)) return NVML_ERROR_GPU_IS_LOST;
+  if (index >= g_state.devices.size() || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const Device& gpu = g_state.recording.devices[index];
+  if (gpu.lost) return NVML_ERROR_GPU_IS_LOST;
+  if (const nvmlReturn_t rc = Injected(gpu, "nvmlDeviceGetHandleByIndex_v2"); rc != NVML_SUCCESS) {
+    return rc;
+  }
   *device = g_state.devices[index].get();
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid,
+                                                unsigned int length) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_state.initialised || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return CopyString(device->uuid, uuid, length);
+  if (device->mig_device) return CopyString(device->uuid, uuid, length);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetUUID", rc);
+  return gpu == nullptr ? rc : CopyString(gpu->uuid, uuid, length);
 }
 
-nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name,
+                                                unsigned int length) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
-  if (gpu == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return CopyString((*gpu)["name"].get<std::string>(), name, length);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetName", rc);
+  return gpu == nullptr ? rc : CopyString(gpu->name, name, length);
 }
 
-nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
-  if (gpu == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  memory->total = (*gpu)["memory_mib"].get<unsigned long long>() << 20;
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetMemoryInfo", rc);
+  if (gpu == nullptr) return rc;
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  memory->total = gpu->memory_mib << 20;
   memory->used = 0;
   memory->free = memory->total;
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
-  if (gpu == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  FillPci((*gpu)["bus_id"].get<std::string>(), pci);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetPciInfo_v3", rc);
+  if (gpu == nullptr) return rc;
+  if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  FillPci(gpu->bus_id, pci);
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
-  if (gpu == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  if ((*gpu)["numa_node"].is_null()) return NVML_ERROR_NOT_SUPPORTED;
-  *node = (*gpu)["numa_node"].get<unsigned>();
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetNumaNodeId", rc);
+  if (gpu == nullptr) return rc;
+  if (!gpu->numa_node) return NVML_ERROR_NOT_SUPPORTED;
+  *node = *gpu->numa_node;
   return NVML_SUCCESS;
 }
 
 #ifndef FAKE_NVML_WITHOUT_TOPOLOGY
-nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
-                                                 nvmlGpuTopologyLevel_t* level) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
+                                                                  nvmlGpuTopologyLevel_t* level) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (Gpu(a) == nullptr || Gpu(b) == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const json& row = g_state.recording["ancestors"][static_cast<size_t>(a->index)];
-  *level = static_cast<nvmlGpuTopologyLevel_t>(row[static_cast<size_t>(b->index)].get<int>());
+  nvmlReturn_t rc = NVML_SUCCESS;
+  if (Answering(a, "nvmlDeviceGetTopologyCommonAncestor", rc) == nullptr) return rc;
+  if (Answering(b, "nvmlDeviceGetTopologyCommonAncestor", rc) == nullptr) return rc;
+  *level = static_cast<nvmlGpuTopologyLevel_t>(g_state.recording.ancestors[a->gpu][b->gpu]);
   return NVML_SUCCESS;
 }
 #endif
 
-nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
-                                      nvmlEnableState_t* active) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                                       nvmlEnableState_t* active) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
-  if (gpu == nullptr || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
-  const json& links = (*gpu)["nvlinks"];
-  if (links.empty()) return NVML_ERROR_NOT_SUPPORTED;
-  *active = link < links.size() ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetNvLinkState", rc);
+  if (gpu == nullptr) return rc;
+  if (link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->nvlinks.empty()) return NVML_ERROR_NOT_SUPPORTED;  // a GPU without NVLink
+  *active = link < gpu->nvlinks.size() ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
-                                                 nvmlPciInfo_t* pci) {
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device,
+                                                                  unsigned int link,
+                                                                  nvmlPciInfo_t* pci) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
-  if (gpu == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const json& links = (*gpu)["nvlinks"];
-  if (link >= links.size()) return NVML_ERROR_NOT_SUPPORTED;
-  FillPci(links[link]["remote_bus_id"].get<std::string>(), pci);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetNvLinkRemotePciInfo_v2", rc);
+  if (gpu == nullptr) return rc;
+  if (link >= gpu->nvlinks.size()) return NVML_ERROR_NOT_SUPPORTED;
+  FillPci(gpu->nvlinks[link].remote_bus_id, pci);
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
-                                                 nvmlIntNvLinkDeviceType_t* type) {
+#ifndef FAKE_NVML_WITHOUT_REMOTE_TYPE
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device,
+                                                                  unsigned int link,
+                                                                  nvmlIntNvLinkDeviceType_t* type) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
+  const Device* gpu = Gpu(device);
   if (gpu == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const json& links = (*gpu)["nvlinks"];
-  if (link >= links.size()) return NVML_ERROR_NOT_SUPPORTED;
-  *type = links[link]["remote_type"] == "switch" ? NVML_NVLINK_DEVICE_TYPE_SWITCH
-                                                 : NVML_NVLINK_DEVICE_TYPE_GPU;
-  return NVML_SUCCESS;
-}
-
-#ifndef FAKE_NVML_WITHOUT_MIG
-nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
-                                  unsigned int* pending) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
-  if (gpu == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const json& mig = (*gpu)["mig"];
-  if (mig.is_null()) return NVML_ERROR_NOT_SUPPORTED;
-  *current = mig["current"].get<unsigned>();
-  *pending = mig["pending"].get<unsigned>();
+  if (link >= gpu->nvlinks.size()) return NVML_ERROR_NOT_SUPPORTED;
+  switch (gpu->nvlinks[link].remote_type) {
+    case fake_nvml::RemoteType::kGpu:
+      *type = NVML_NVLINK_DEVICE_TYPE_GPU;
+      break;
+    case fake_nvml::RemoteType::kSwitch:
+      *type = NVML_NVLINK_DEVICE_TYPE_SWITCH;
+      break;
+    case fake_nvml::RemoteType::kIbmNpu:
+      *type = NVML_NVLINK_DEVICE_TYPE_IBMNPU;
+      break;
+  }
   return NVML_SUCCESS;
 }
 #endif
-
-nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
-                                                 nvmlGpuInstanceProfileInfo_t* info) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
-  if (gpu == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  if ((*gpu)["mig"].is_null()) return NVML_ERROR_NOT_SUPPORTED;
-  const json* entry = ProfileByIndex(profile);
-  if (entry == nullptr) return NVML_ERROR_NOT_SUPPORTED;
-  std::memset(info, 0, sizeof(*info));
-  info->id = (*entry)["id"].get<unsigned>();
-  info->sliceCount = (*entry)["slices"].get<unsigned>();
-  info->instanceCount = (*entry)["instance_count"].get<unsigned>();
-  info->memorySizeMB = (*entry)["memory_mb"].get<unsigned long long>();
-  return NVML_SUCCESS;
-}
-
-nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profile_id,
-                                       nvmlGpuInstance_t* instances, unsigned int* count) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
-  if (gpu == nullptr || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const json& mig = (*gpu)["mig"];
-  if (mig.is_null()) return NVML_ERROR_NOT_SUPPORTED;
-  if (mig["current"].get<unsigned>() != NVML_DEVICE_MIG_ENABLE) return NVML_ERROR_INVALID_ARGUMENT;
-  unsigned found = 0;
-  for (const auto& gi : g_state.instances) {
-    if (gi->gpu != device->index || gi->profile_id != profile_id) continue;
-    instances[found++] = gi.get();
-  }
-  *count = found;
-  return NVML_SUCCESS;
-}
-
-nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t instance, nvmlGpuInstanceInfo_t* info) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_state.initialised || instance == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  info->device = g_state.devices[static_cast<size_t>(instance->gpu)].get();
-  info->id = instance->id;
-  info->profileId = instance->profile_id;
-  info->placement.start = instance->start;
-  info->placement.size = instance->size;
-  return NVML_SUCCESS;
-}
-
-nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
-  if (gpu == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  if ((*gpu)["mig"].is_null()) return NVML_ERROR_NOT_SUPPORTED;
-  *count = 7;
-  return NVML_SUCCESS;
-}
-
-nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
-                                                 nvmlDevice_t* mig) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (Gpu(device) == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  unsigned seen = 0;
-  for (const auto& candidate : g_state.mig_devices) {
-    if (candidate->index != device->index) continue;
-    if (seen++ == index) {
-      *mig = candidate.get();
-      return NVML_SUCCESS;
-    }
-  }
-  return NVML_ERROR_NOT_FOUND;
-}
-
-nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_state.initialised || device == nullptr || !device->mig_device) {
-    return NVML_ERROR_NOT_SUPPORTED;
-  }
-  *id = device->gi_id;
-  return NVML_SUCCESS;
-}
-
-nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
-  *set = new nvmlEventSet_st();
-  return NVML_SUCCESS;
-}
-
-nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
-                                      nvmlEventSet_t set) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  const json* gpu = Gpu(device);
-  if (gpu == nullptr || set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  if ((types & nvmlEventTypeXidCriticalError) == 0) return NVML_SUCCESS;
-  for (const json& xid : (*gpu)["xid"])
-    set->pending.emplace_back(device, xid.get<unsigned long long>());
-  return NVML_SUCCESS;
-}
-
-nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
-                                 unsigned int timeout_ms) {
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!set->pending.empty()) {
-      std::memset(data, 0, sizeof(*data));
-      data->device = set->pending.front().first;
-      data->eventType = nvmlEventTypeXidCriticalError;
-      data->eventData = set->pending.front().second;
-      set->pending.pop_front();
-      return NVML_SUCCESS;
-    }
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeout_ms, 20u)));
-  return NVML_ERROR_TIMEOUT;
-}
-
-nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
-  delete set;
-  return NVML_SUCCESS;
-}
 
 }  // extern "C"

@@ -6,7 +6,8 @@ its name, UUID and PCI bus id (those of test/data/nvidia-smi/<id>.query.csv), me
 MIG mode and GPU instances, its active NVLinks with their remote ends (a peer GPU's bus id, or an
 NVSwitch's), pending Xid events and whether the GPU is lost; the pairwise PCIe common ancestor
 (nvmlDeviceGetTopologyCommonAncestor) from the fixture's pcie_relation; the MIG profiles of the
-GPU model from config/mig/. Run from the repository root:  test/data/nvml/generate_recordings.py
+GPU model from config/mig/. The format and the machines: README.md in this directory. Run from the
+repository root and commit the output:  test/data/nvml/generate_recordings.py
 """
 import csv
 import json
@@ -28,8 +29,15 @@ def mig_profiles(set_id):
         return []
     with open(os.path.join(ROOT, "config/mig", set_id + ".json")) as f:
         mig = json.load(f)
+    # NVML's memorySizeMB: the memory observed on a real GPU, else the profile's share of the
+    # nominal total (memory slices / 8).
+    def memory_mb(p):
+        gib = p["memory_gib_observed"]
+        if gib is None:
+            gib = mig["total_memory_gib_nominal"] * p["memory_slices"] / 8
+        return round(gib * 1024)
     return [{"profile": p["nvml_profile_index"], "id": p["nvidia_smi_profile_id"],
-             "slices": p["compute_slices"], "memory_mb": round(p["memory_gib_observed"] * 1024),
+             "slices": p["compute_slices"], "memory_mb": memory_mb(p),
              "instance_count": p["max_instances"]} for p in mig["profiles"]]
 
 
@@ -61,10 +69,16 @@ def recording(fixture_id, mig=None, xids=None, lost=(), numa_unknown=False):
                 devices[b]["nvlinks"].append({"remote_bus_id": devices[a]["bus_id"],
                                               "remote_type": "gpu"})
     if fabric["kind"] == "nvswitch":
-        switches = ["00000000:%02X:00.0" % (0xC0 + s) for s in range(fabric["nvswitch_count"])]
-        for d in devices:
+        # Each GPU's links go round the NVSwitches of its baseboard: one baseboard on DGX A100
+        # and H100 (every GPU reaches every switch), two of 8 GPUs and 6 switches on DGX-2.
+        count = fabric["nvswitch_count"]
+        per_board = min(count, fabric["links_per_gpu"])
+        boards = count // per_board
+        switches = ["00000000:%02X:00.0" % (0xC0 + s) for s in range(count)]
+        for i, d in enumerate(devices):
+            board = switches[(i * boards // n) * per_board:][:per_board]
             for link in range(fabric["links_per_gpu"]):
-                d["nvlinks"].append({"remote_bus_id": switches[link % len(switches)],
+                d["nvlinks"].append({"remote_bus_id": board[link % per_board],
                                      "remote_type": "switch"})
     for i, (current, pending, instances) in (mig or {}).items():
         devices[i]["mig"] = {"current": current, "pending": pending, "instances": instances}
@@ -79,8 +93,13 @@ def write(name, data):
         f.write("\n")
 
 
-write("dgx1-v100", recording("dgx1-v100"))
-write("dgx-h100", recording("dgx-h100"))
+# One plain recording per fixture machine: every GPU healthy, MIG disabled where supported. Not
+# pcie-8x-cascaded-switch-2socket: its GPUs are a synthetic "generic-pcie-gen3-16GB" whose PCIe
+# generation only the fixture states (the agent takes it from the model name, as nvidia-smi does).
+for plain in ("dgx1-v100", "dgx2-v100", "dgx-a100", "dgx-h100", "ws-4x-rtxa6000-nvlink-pairs",
+              "pcie-8x-a100-nvlink-bridge-pairs", "pcie-8x-rtx4090-all-sys"):
+    write(plain, recording(plain))
+# The L40S box's NVML is older than nvmlDeviceGetNumaNodeId: NUMA nodes come from sysfs.
 write("pcie-8x-l40s-2socket", recording("pcie-8x-l40s-2socket", numa_unknown=True))
 # DGX A100 with GPU 6 in MIG mode (3g.20gb at 4, 2g.10gb at 0, 1g.5gb at 2) and GPU 7 switching
 # to MIG mode at the next reset. Instance ids as nvidia-smi numbers them; profile = NVML index.
