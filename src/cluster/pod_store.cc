@@ -47,6 +47,33 @@ std::shared_ptr<const kube::PodView> KeptView(const kube::PodView& pod) {
 
 }  // namespace
 
+namespace {
+const std::string kEmptyName;
+}  // namespace
+
+PodStore::Name::Name() : text_(&kEmptyName) {}
+
+void PodStore::Request::Set(const extender::GpuRequest& request) {
+  cpu_milli_ = request.cpu_milli;
+  memory_bytes_ = request.memory_bytes;
+  if (request.kind == extender::GpuRequest::Kind::kNone) {
+    gpu_.reset();
+  } else {
+    gpu_ = std::make_unique<const extender::GpuRequest>(request);
+  }
+}
+
+extender::GpuRequest PodStore::Request::Get() const {
+  extender::GpuRequest request = gpu_ ? *gpu_ : extender::GpuRequest{};
+  request.cpu_milli = cpu_milli_;
+  request.memory_bytes = memory_bytes_;
+  return request;
+}
+
+PodStore::Name PodStore::InternLocked(const std::string& text) {
+  return Name(&*names_.insert(text).first);
+}
+
 PodStore::PodStore(state::ClusterCache& cache, extender::RequestDefaults defaults,
                    extender::FitOptions fit, MetricsSink& metrics)
     : cache_(cache), defaults_(std::move(defaults)), fit_(fit), metrics_(metrics) {}
@@ -118,9 +145,9 @@ void PodStore::Delete(const std::string& uid) {
 void PodStore::SetDemandLocked(Entry& entry, bool counted) {
   if (entry.demand_counted == counted) return;
   if (counted) {
-    demand_.Add(entry.request);
+    demand_.Add(entry.request.Get());
   } else {
-    demand_.Remove(entry.request);
+    demand_.Remove(entry.request.Get());
   }
   entry.demand_counted = counted;
 }
@@ -145,18 +172,18 @@ void PodStore::UpsertLocked(const kube::PodView& pod) {
   if (!inserted && entry.request_ok && request && entry.request.Describe() != request->Describe()) {
     SetDemandLocked(entry, false);
   }
-  entry.pod_namespace = pod.pod_namespace;
+  entry.pod_namespace = InternLocked(pod.pod_namespace);
   entry.pod_name = pod.name;
-  if (entry.load_counted && (!request || request->cpu_milli != entry.request.cpu_milli ||
-                             request->memory_bytes != entry.request.memory_bytes)) {
+  if (entry.load_counted && (!request || request->cpu_milli != entry.request.cpu_milli() ||
+                             request->memory_bytes != entry.request.memory_bytes())) {
     DropLoadLocked(entry);  // counted again below with the new requests (a resize)
     entry.in_cache = false;
   }
   entry.request_ok = request.has_value();
-  entry.request = request ? *request : extender::GpuRequest{};
+  entry.request.Set(request ? *request : extender::GpuRequest{});
   SetDemandLocked(entry, gpu_pod);
   if (pod.node_name.empty()) {
-    entry.node.clear();
+    entry.node = Name();
     entry.view = gpu_pod ? KeptView(pod) : nullptr;
     return;
   }
@@ -191,7 +218,7 @@ std::optional<state::Assignment> PodStore::RecordedLocked(const std::string& uid
         MakeError("the record names pod " + assignment->pod_uid + " on node " + assignment->node);
   }
   if (!assignment) {
-    log::Error("pod " + entry.pod_namespace + "/" + entry.pod_name + ": annotation " +
+    log::Error("pod " + entry.pod_namespace.str() + "/" + entry.pod_name + ": annotation " +
                kube::kAnnotationAllocation +
                " is unusable, its devices are estimated: " + assignment.error().message);
     metrics_.CountBadObject("pod", "allocation");
@@ -210,11 +237,11 @@ std::optional<state::Assignment> PodStore::ReportedLocked(const std::string& uid
   const auto pod = report->second.find(uid);
   if (pod == report->second.end()) return std::nullopt;
   const int share_milli =
-      entry.request.kind == extender::GpuRequest::Kind::kShared ? entry.request.share_milli : 1;
+      entry.request.kind() == extender::GpuRequest::Kind::kShared ? entry.request.share_milli() : 1;
   auto assignment = source::AssignmentOfReport(pod->second, node_name, node->info(), share_milli);
   if (!assignment) {
     log::Error("node " + node_name + ": annotation " + kube::kAnnotationDevicesInUse +
-               " is unusable for pod " + entry.pod_namespace + "/" + entry.pod_name + ": " +
+               " is unusable for pod " + entry.pod_namespace.str() + "/" + entry.pod_name + ": " +
                assignment.error().message);
     metrics_.CountBadObject("node", "devices-in-use");
     return std::nullopt;
@@ -237,20 +264,20 @@ void PodStore::SetEntryFlagsLocked(Entry& entry, const state::Assignment& counte
 void PodStore::CountLoadLocked(const std::string& uid, Entry& entry) {
   if (cache_.Phase(uid) != state::PodPhase::kInitial) cache_.Remove(uid);  // held devices before
   ClearEntryFlagsLocked(entry);
-  if (entry.request.cpu_milli == 0 && entry.request.memory_bytes == 0) {
+  if (entry.request.cpu_milli() == 0 && entry.request.memory_bytes() == 0) {
     entry.in_cache = false;  // nothing to count (a best-effort pod without GPUs)
     return;
   }
   if (!entry.load_counted) {
     entry.load_counted =
-        cache_.AddLoad(entry.node, entry.request.cpu_milli, entry.request.memory_bytes);
+        cache_.AddLoad(entry.node.str(), entry.request.cpu_milli(), entry.request.memory_bytes());
   }
   entry.in_cache = entry.load_counted;
 }
 
 void PodStore::DropLoadLocked(Entry& entry) {
   if (!entry.load_counted) return;
-  cache_.RemoveLoad(entry.node, entry.request.cpu_milli, entry.request.memory_bytes);
+  cache_.RemoveLoad(entry.node.str(), entry.request.cpu_milli(), entry.request.memory_bytes());
   entry.load_counted = false;
 }
 
@@ -263,14 +290,14 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
                                 const kube::PodView* pod) {
   const std::string* text = pod != nullptr ? AllocationText(*pod) : nullptr;
   const std::uint64_t record_hash = HashOf(text);
-  const bool node_changed = entry.node != node_name;
+  const bool node_changed = !(entry.node == node_name);
   if (node_changed && entry.load_counted) DropLoadLocked(entry);
   if (pod != nullptr && entry.load_counted && record_hash == entry.record_hash &&
       (text == nullptr || record_hash == 0)) {
     return;  // nothing new (a status update of a pod counted by its requests)
   }
-  entry.node = node_name;
-  const std::string pod_key = entry.pod_namespace + "/" + entry.pod_name;
+  entry.node = InternLocked(node_name);
+  const std::string pod_key = entry.pod_namespace.str() + "/" + entry.pod_name;
   const state::PodPhase phase = cache_.Phase(uid);
   if (pod != nullptr && !node_changed && entry.in_cache && record_hash == entry.record_hash &&
       phase == state::PodPhase::kAdded) {
@@ -298,21 +325,21 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
     metrics_.CountHandoffMismatch();
     ++mismatches_;
     if (events_ != nullptr) {
-      events_->Record(
-          {entry.pod_namespace, entry.pod_name, uid, "Warning", "DeviceHandoffMismatch", "Observe",
-           "node " + node_name + " handed the pod other devices than linkfit chose: " + handed +
-               " instead of " + chosen});
+      events_->Record({entry.pod_namespace.str(), entry.pod_name, uid, "Warning",
+                       "DeviceHandoffMismatch", "Observe",
+                       "node " + node_name + " handed the pod other devices than linkfit chose: " +
+                           handed + " instead of " + chosen});
     }
   }
   entry.mismatch = mismatch;
-  entry.hidden_record = mismatch ? std::make_shared<const state::Assignment>(*recorded) : nullptr;
+  entry.hidden_record = mismatch ? std::make_unique<const state::Assignment>(*recorded) : nullptr;
   std::optional<state::Assignment> known = reported ? std::move(reported) : std::move(recorded);
   if (known) {
     known->handoff_mismatch = mismatch;
-    known->pod_namespace = entry.pod_namespace;
+    known->pod_namespace = entry.pod_namespace.str();
     known->pod_name = entry.pod_name;
-    known->cpu_milli = entry.request.cpu_milli;
-    known->memory_bytes = entry.request.memory_bytes;
+    known->cpu_milli = entry.request.cpu_milli();
+    known->memory_bytes = entry.request.memory_bytes();
   }
   if (phase == state::PodPhase::kAssumed || phase == state::PodPhase::kAdded) {
     const std::optional<state::Assignment> held = cache_.Find(uid);
@@ -356,7 +383,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
     const bool keep_view =
         pod != nullptr &&
         (text != nullptr ||
-         (entry.request_ok && entry.request.kind != extender::GpuRequest::Kind::kNone));
+         (entry.request_ok && entry.request.kind() != extender::GpuRequest::Kind::kNone));
     entry.view = keep_view ? KeptView(*pod) : nullptr;
     return;
   }
@@ -364,9 +391,9 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   state::Assignment assignment;
   if (known) {
     assignment = std::move(*known);
-  } else if (entry.request_ok && entry.request.kind != extender::GpuRequest::Kind::kNone) {
+  } else if (entry.request_ok && entry.request.kind() != extender::GpuRequest::Kind::kNone) {
     // Placed by someone else without a record: guess as the device plugin would.
-    extender::GpuRequest loose = entry.request;
+    extender::GpuRequest loose = entry.request.Get();
     loose.policy = alloc::ClosenessPolicy::kPreferred;
     loose.gpu_models.clear();
     extender::NodeFit fit = extender::FitOnNode(loose, *node, fit_);
@@ -385,11 +412,11 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
     return;
   }
   assignment.pod_uid = uid;
-  assignment.pod_namespace = entry.pod_namespace;
+  assignment.pod_namespace = entry.pod_namespace.str();
   assignment.pod_name = entry.pod_name;
   assignment.node = node_name;
-  assignment.cpu_milli = entry.request.cpu_milli;
-  assignment.memory_bytes = entry.request.memory_bytes;
+  assignment.cpu_milli = entry.request.cpu_milli();
+  assignment.memory_bytes = entry.request.memory_bytes();
   bool added = assignment.estimated ? cache_.ReplaceBound(assignment).has_value()
                                     : ReplaceEvictingLocked(assignment, node_name);
   if (!added) {
@@ -426,7 +453,7 @@ bool PodStore::ReplaceEvictingLocked(const state::Assignment& assignment,
       } else {
         // Its record collides with what a node really handed over: re-applied, it ends up
         // counted by its CPU and memory only until its node reports it.
-        it->second.hidden_record = std::make_shared<const state::Assignment>(other);
+        it->second.hidden_record = std::make_unique<const state::Assignment>(other);
         ApplyBoundLocked(other.pod_uid, it->second, node_name, nullptr);
       }
     }
@@ -484,12 +511,12 @@ void PodStore::SetReportedDevices(const std::string& node_name,
   const state::NodeState* node = snapshot->Find(node_name);
   for (const std::string& uid : touched) {
     const auto it = pods_.find(uid);
-    if (it == pods_.end() || it->second.node != node_name) continue;
+    if (it == pods_.end() || !(it->second.node == node_name)) continue;
     if (cache_.Phase(uid) != state::PodPhase::kAdded) continue;
     Entry& entry = it->second;
     if (!entry.hidden_record) {
       if (auto recorded = RecordedLocked(uid, entry, node_name, node, nullptr)) {
-        entry.hidden_record = std::make_shared<const state::Assignment>(std::move(*recorded));
+        entry.hidden_record = std::make_unique<const state::Assignment>(std::move(*recorded));
       }
     }
     cache_.Remove(uid);
@@ -519,7 +546,7 @@ void PodStore::NodeAppeared(const std::string& node) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [uid, entry] : pods_) {
     // Pods waiting for the node, and pods the cache dropped when the node's model changed.
-    if (entry.node != node || entry.load_counted ||
+    if (!(entry.node == node) || entry.load_counted ||
         cache_.Phase(uid) != state::PodPhase::kInitial) {
       continue;
     }
@@ -532,7 +559,7 @@ void PodStore::NodeAppeared(const std::string& node) {
 void PodStore::NodeRemoved(const std::string& node) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [uid, entry] : pods_) {
-    if (entry.node != node || !entry.in_cache) continue;
+    if (!(entry.node == node) || !entry.in_cache) continue;
     // The cache forgot them with the node. Should the node come back, they are applied again;
     // their record is re-read from their next event (record_hash 0 forces it).
     entry.in_cache = false;
@@ -547,7 +574,8 @@ std::optional<extender::KnownPod> PodStore::FindPod(const std::string& uid) cons
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = pods_.find(uid);
   if (it == pods_.end() || !it->second.request_ok) return std::nullopt;
-  return extender::KnownPod{it->second.request, it->second.pod_namespace, it->second.pod_name};
+  return extender::KnownPod{it->second.request.Get(), it->second.pod_namespace.str(),
+                            it->second.pod_name};
 }
 
 std::optional<extender::KnownPod> PodStore::ResolveForBind(const std::string& pod_namespace,
@@ -573,7 +601,9 @@ std::unordered_map<std::string, std::string> PodStore::UidsByName() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::unordered_map<std::string, std::string> uids;
   uids.reserve(pods_.size());
-  for (const auto& [uid, entry] : pods_) uids[entry.pod_namespace + "/" + entry.pod_name] = uid;
+  for (const auto& [uid, entry] : pods_) {
+    uids[entry.pod_namespace.str() + "/" + entry.pod_name] = uid;
+  }
   return uids;
 }
 

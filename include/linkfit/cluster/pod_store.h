@@ -42,6 +42,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "linkfit/cluster/event_recorder.h"
@@ -112,11 +113,46 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   std::uint64_t lists_applied() const { return lists_.load(); }
 
  private:
+  // A namespace or node name kept once in the store's pool (they repeat across thousands of
+  // pods): a pointer instead of a string per pod.
+  class Name {
+   public:
+    Name();
+    explicit Name(const std::string* text) : text_(text) {}
+    const std::string& str() const { return *text_; }
+    bool empty() const { return text_->empty(); }
+    friend bool operator==(const Name& a, const std::string& b) { return *a.text_ == b; }
+
+   private:
+    const std::string* text_;
+  };
+
+  // The pod's request: CPU and memory inline, the GPU part only for pods that ask for GPUs (most
+  // pods of a cluster do not).
+  class Request {
+   public:
+    void Set(const extender::GpuRequest& request);
+    extender::GpuRequest Get() const;  // a copy, with CPU and memory
+    extender::GpuRequest::Kind kind() const {
+      return gpu_ ? gpu_->kind : extender::GpuRequest::Kind::kNone;
+    }
+    std::int64_t cpu_milli() const { return cpu_milli_; }
+    std::int64_t memory_bytes() const { return memory_bytes_; }
+    int share_milli() const { return gpu_ ? gpu_->share_milli : 0; }
+    std::string Describe() const { return Get().Describe(); }
+
+   private:
+    std::int64_t cpu_milli_ = 0;
+    std::int64_t memory_bytes_ = 0;
+    std::unique_ptr<const extender::GpuRequest> gpu_;
+  };
+
   struct Entry {
-    std::string pod_namespace;
+    Name pod_namespace;
     std::string pod_name;
-    std::string node;  // spec.nodeName
-    extender::GpuRequest request;
+    Name node;  // spec.nodeName
+    Request request;
+    std::uint32_t list_generation = 0;
     bool request_ok = false;
     bool demand_counted = false;
     bool estimated = false;
@@ -125,15 +161,17 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
     bool has_record = false;  // its last object carried linkfit.io/allocation
     // Counted on its node by its CPU and memory only (ClusterCache::AddLoad): no record kept.
     bool load_counted = false;
-    std::uint64_t record_hash = 0;  // of linkfit.io/allocation; 0 = none
     bool in_cache = false;          // counted in the ClusterCache
-    std::uint64_t list_generation = 0;
+    std::uint64_t record_hash = 0;  // of linkfit.io/allocation; 0 = none
     // Kept for pending GPU pods (bind's plan) and bound pods waiting for their node to appear.
     std::shared_ptr<const kube::PodView> view;
     // The record's devices while the node's report overrides them (a mismatch), or a record
     // evicted by a report; null otherwise.
-    std::shared_ptr<const state::Assignment> hidden_record;
+    std::unique_ptr<const state::Assignment> hidden_record;
   };
+
+  // The pooled copy of `text`. REQUIRES: mutex_ held.
+  Name InternLocked(const std::string& text);
 
   // Decodes a pod object; a bad one is logged and counted, and skipped.
   std::optional<kube::PodView> Decode(std::string_view object_json, const char* where);
@@ -178,7 +216,8 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, Entry> pods_;  // GUARDED_BY(mutex_), by UID
-  std::uint64_t generation_ = 0;                 // GUARDED_BY(mutex_): the list in progress
+  std::uint32_t generation_ = 0;                 // GUARDED_BY(mutex_): the list in progress
+  std::unordered_set<std::string> names_;        // GUARDED_BY(mutex_): namespaces, nodes
   // Node -> pod UID -> the devices the node's agent reports.
   std::unordered_map<std::string, std::unordered_map<std::string, kube::DevicesInUse::Pod>>
       reports_;  // GUARDED_BY(mutex_)
