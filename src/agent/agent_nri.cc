@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "linkfit/common/log.h"
@@ -11,8 +12,76 @@
 
 namespace linkfit::agent {
 
-void RunNriPlugin(const std::string& socket_path, const node::NriPluginOptions& options,
-                  const NodeAgent& agent, const std::atomic<bool>& stop) {
+void HandedDevicesView::Update(const node::Ledger& ledger) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  held_ = ledger.held();
+}
+
+bool HandedDevicesView::known() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return held_.has_value();
+}
+
+kube::DevicesInUse HandedDevicesView::Report(const topology::TopologySpec& spec) const {
+  std::map<node::ContainerKey, node::HandedDevices> held;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (held_) held = *held_;
+  }
+  std::map<std::string, int> gpu_of;
+  std::map<std::string, kube::AllocationRecord::Mig> mig_of;
+  for (const topology::GpuSpec& gpu : spec.gpus) {
+    gpu_of[gpu.uuid] = gpu.index;
+    for (const topology::MigInstanceSpec& instance : gpu.mig_instances) {
+      mig_of[instance.uuid] = {gpu.index, instance.profile, instance.start, instance.uuid};
+    }
+  }
+  std::map<std::string, kube::DevicesInUse::Pod> pods;
+  for (const auto& [key, devices] : held) {
+    kube::DevicesInUse::Container container;
+    container.name = key.container;
+    for (const std::string& uuid : devices.gpus) {
+      if (const auto it = gpu_of.find(uuid); it != gpu_of.end())
+        container.gpus.push_back(it->second);
+    }
+    for (const std::string& uuid : devices.mig) {
+      if (const auto it = mig_of.find(uuid); it != mig_of.end())
+        container.mig.push_back(it->second);
+    }
+    for (const auto& [uuid, milli] : devices.shares) {
+      if (const auto it = gpu_of.find(uuid); it != gpu_of.end()) {
+        container.shares.push_back({it->second, 1});
+      }
+    }
+    std::sort(container.gpus.begin(), container.gpus.end());
+    if (container.gpus.empty() && container.mig.empty() && container.shares.empty()) continue;
+    kube::DevicesInUse::Pod& pod = pods[key.pod_uid];
+    pod.uid = key.pod_uid;
+    pod.containers.push_back(std::move(container));
+  }
+  kube::DevicesInUse report;
+  for (auto& [uid, pod] : pods) report.pods.push_back(std::move(pod));
+  return report;
+}
+
+kube::DevicesInUse MergeDeviceReports(kube::DevicesInUse handed,
+                                      const kube::DevicesInUse& kubelet) {
+  std::set<std::string> seen;
+  for (const kube::DevicesInUse::Pod& pod : handed.pods) seen.insert(pod.uid);
+  for (const kube::DevicesInUse::Pod& pod : kubelet.pods) {
+    if (seen.count(pod.uid) == 0) handed.pods.push_back(pod);
+  }
+  std::sort(handed.pods.begin(), handed.pods.end(),
+            [](const auto& a, const auto& b) { return a.uid < b.uid; });
+  return handed;
+}
+
+void RunNriPlugin(const std::string& socket_path, node::NriPluginOptions options,
+                  const NodeAgent& agent, HandedDevicesView* handed,
+                  const std::atomic<bool>& stop) {
+  if (handed != nullptr) {
+    options.on_ledger_change = [handed](const node::Ledger& ledger) { handed->Update(ledger); };
+  }
   std::chrono::milliseconds backoff{0};
   while (!stop.load()) {
     if (backoff.count() > 0) {

@@ -8,6 +8,9 @@
 // Thread-safety: Run on its own thread; `stop` from any thread.
 
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "linkfit/agent/node_agent.h"
@@ -15,7 +18,29 @@
 
 namespace linkfit::agent {
 
-void RunNriPlugin(const std::string& socket_path, const node::NriPluginOptions& options,
-                  const NodeAgent& agent, const std::atomic<bool>& stop);
+// What linkfit's NRI plugin handed to live containers, as it last reported (thread-safe: the NRI
+// thread updates it, the agent loop reads it). Published as linkfit.io/devices-in-use, it is the
+// truth of the hand-off, so the node's reports match linkfit's plans wherever NRI runs.
+class HandedDevicesView {
+ public:
+  void Update(const node::Ledger& ledger);
+  // False until the plugin has synchronised with the runtime once.
+  bool known() const;
+  // The handed devices on `spec` (UUIDs back to GPU indexes and MIG placements), keyed by pod
+  // UID; devices the spec does not know are left out.
+  kube::DevicesInUse Report(const topology::TopologySpec& spec) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::optional<std::map<node::ContainerKey, node::HandedDevices>> held_;  // GUARDED_BY(mutex_)
+};
+
+// The devices in use to publish: the plugin's hand-offs, plus the kubelet's view of pods the
+// plugin did not hand anything (containers created before it ran, or without a plan).
+kube::DevicesInUse MergeDeviceReports(kube::DevicesInUse handed, const kube::DevicesInUse& kubelet);
+
+// `handed` (may be null) receives every change of the plugin's ledger.
+void RunNriPlugin(const std::string& socket_path, node::NriPluginOptions options,
+                  const NodeAgent& agent, HandedDevicesView* handed, const std::atomic<bool>& stop);
 
 }  // namespace linkfit::agent

@@ -192,6 +192,23 @@ int Run(const Flags& flags) {
     return 0;
   }
 
+  // With the NRI plugin, what it handed over is the truth to publish; the kubelet's view fills
+  // in pods it handed nothing.
+  HandedDevicesView handed;
+  if (!flags.nri_socket.empty()) {
+    devices = [kubelet = devices,
+               &handed](const topology::TopologySpec& spec) -> Result<kube::DevicesInUse> {
+      kube::DevicesInUse from_kubelet;
+      if (kubelet) {
+        auto listed = kubelet(spec);
+        if (!listed && !handed.known()) return tl::unexpected(listed.error());
+        if (listed) from_kubelet = std::move(*listed);
+      } else if (!handed.known()) {
+        return MakeError("the NRI plugin has not synchronised with the runtime yet");
+      }
+      return MergeDeviceReports(handed.Report(spec), from_kubelet);
+    };
+  }
   NodePublisher publisher(*client, flags.node_name);
   NodeAgent agent(options, discover, devices, publisher);
   if (flags.once) {
@@ -230,8 +247,9 @@ int Run(const Flags& flags) {
     node::NriPluginOptions nri;
     nri.node_name = flags.node_name;
     // `nri` by value: it leaves scope before the thread ends.
-    nri_thread = std::thread(
-        [&flags, nri, &agent, &stopping] { RunNriPlugin(flags.nri_socket, nri, agent, stopping); });
+    nri_thread = std::thread([&flags, nri, &agent, &handed, &stopping] {
+      RunNriPlugin(flags.nri_socket, nri, agent, &handed, stopping);
+    });
   }
   agent.Run();
   stopping.store(true);

@@ -66,6 +66,20 @@ NriPlugin::NriPlugin(NriPluginOptions options, NodeFacts node)
     : options_(std::move(options)), node_(std::move(node)) {}
 
 TtrpcResponse NriPlugin::Handle(const TtrpcRequest& request) {
+  const std::size_t before = ledger_.containers();
+  TtrpcResponse response = Dispatch(request);
+  // Every handled change reaches the observer (counts alone would miss a replaced entry).
+  if (options_.on_ledger_change &&
+      (request.method == "CreateContainer" || request.method == "StopContainer" ||
+       request.method == "StateChange" ||
+       (request.method == "Synchronize" && syncing_.containers() == 0) ||
+       before != ledger_.containers())) {
+    options_.on_ledger_change(ledger_);
+  }
+  return response;
+}
+
+TtrpcResponse NriPlugin::Dispatch(const TtrpcRequest& request) {
   if (request.service != kPluginService) {
     return Failed(kStatusUnimplemented, "unknown service " + request.service);
   }

@@ -287,14 +287,26 @@ TEST_F(AgentEndToEndTest, TheNriPluginHandsContainersTheirPlannedGpus) {
     ASSERT_TRUE(adjust);
     EXPECT_EQ(adjust->cdi_devices,
               (std::vector<std::string>{"nvidia.com/gpu=" + Uuid(3), "nvidia.com/gpu=" + Uuid(4)}));
+    // What was handed over is what the node reports (the kubelet's PodResources knows nothing
+    // here): linkfit's cache will see no mismatch for this pod.
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          const json annotations = Annotations();
+          if (!annotations.contains(kube::kAnnotationDevicesInUse)) return false;
+          auto used = kube::DecodeDevicesInUse(
+              annotations[kube::kAnnotationDevicesInUse].get<std::string>());
+          return used && used->pods.size() == 1 && used->pods[0].uid == "uid-train" &&
+                 used->pods[0].containers[0].gpus == std::vector<int>{3, 4};
+        },
+        std::chrono::seconds(4)));
   });
   setenv("LD_LIBRARY_PATH",
          std::filesystem::path(LINKFIT_FAKE_NVML_FULL).parent_path().string().c_str(), 1);
   setenv("LINKFIT_FAKE_NVML", recording_.c_str(), 1);
   auto ran =
-      RunCommand({"timeout", "--preserve-status", "-s", "TERM", "4", LINKFIT_AGENT_BINARY,
+      RunCommand({"timeout", "--preserve-status", "-s", "TERM", "7", LINKFIT_AGENT_BINARY,
                   "--node-name", "a100-0", "--kubeconfig", kubeconfig_, "--pod-resources-socket",
-                  kubelet_->socket_path(), "--nri-socket", socket_path},
+                  kubelet_->socket_path(), "--nri-socket", socket_path, "--devices-interval", "1"},
                  {});
   unsetenv("LD_LIBRARY_PATH");
   runtime_side.join();

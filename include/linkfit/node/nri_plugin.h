@@ -40,6 +40,10 @@ struct NriPluginOptions {
   bool cdi = true;  // the runtime injects CDI devices (containerd >= 2.1, CRI-O >= 1.34)
   MismatchPolicy mismatch = MismatchPolicy::kPlanWins;
   UnplannedPolicy unplanned = UnplannedPolicy::kAdoptIfFree;
+  // Called after every change of the ledger (a container given or releasing devices, a
+  // completed Synchronize) with what live containers hold: the agent publishes it as
+  // linkfit.io/devices-in-use, the truth of what was handed over.
+  std::function<void(const Ledger&)> on_ledger_change = nullptr;
 };
 
 // The devices of a container as its linkfit.io/handed annotation holds them (and back).
@@ -63,6 +67,7 @@ class NriPlugin {
   std::uint64_t refusals() const { return refusals_; }
 
  private:
+  TtrpcResponse Dispatch(const TtrpcRequest& request);
   TtrpcResponse CreateContainer(std::string_view payload);
   TtrpcResponse Synchronize(std::string_view payload);
 
