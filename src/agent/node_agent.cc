@@ -117,14 +117,4 @@ std::optional<topology::TopologySpec> NodeAgent::current_spec() const {
   return WithHealthLocked(discovery_->spec);
 }
 
-std::optional<std::string> NodeAgent::topology_document() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return topology_json_;
-}
-
-std::optional<std::string> NodeAgent::devices_document() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return devices_json_;
-}
-
 }  // namespace linkfit::agent

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "kube/device_json.h"
 #include "kube/json_reader.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/kube/codec.h"
@@ -17,17 +18,6 @@ namespace linkfit::kube {
 namespace {
 
 using namespace json;  // NOLINT: internal helpers of this module
-
-constexpr int kMaxGpuIndex = 15;
-
-void AppendInts(std::string& out, const std::vector<int>& values) {
-  out += '[';
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ',';
-    out += std::to_string(values[i]);
-  }
-  out += ']';
-}
 
 void AppendDevices(std::string& out, const AllocationRecord::Devices& devices) {
   if (!devices.gpus.empty()) {
@@ -42,22 +32,7 @@ void AppendDevices(std::string& out, const AllocationRecord::Devices& devices) {
     }
     out += ']';
   }
-  if (!devices.mig.empty()) {
-    out += ",\"mig\":[";
-    for (std::size_t i = 0; i < devices.mig.size(); ++i) {
-      const AllocationRecord::Mig& mig = devices.mig[i];
-      if (i > 0) out += ',';
-      out += "{\"gpu\":" + std::to_string(mig.gpu) + ",\"profile\":";
-      AppendJsonString(out, mig.profile);
-      out += ",\"start\":" + std::to_string(mig.start);
-      if (!mig.uuid.empty()) {
-        out += ",\"uuid\":";
-        AppendJsonString(out, mig.uuid);
-      }
-      out += '}';
-    }
-    out += ']';
-  }
+  AppendMigList(out, devices.mig);
   if (!devices.shares.empty()) {
     out += ",\"shares\":[";
     for (std::size_t i = 0; i < devices.shares.size(); ++i) {
@@ -69,45 +44,10 @@ void AppendDevices(std::string& out, const AllocationRecord::Devices& devices) {
   }
 }
 
-bool ReadIntField(Ctx& c, od::value& v, const std::string& where, int min, int max, int* out) {
-  std::int64_t value = 0;
-  if (!ReadInt(c, v, where, min, max, &value, nullptr)) return false;
-  *out = static_cast<int>(value);
-  return true;
-}
-
-bool ReadGpuList(Ctx& c, od::value& v, const std::string& where, std::vector<int>* out) {
-  return ForEachElement(c, v, where, [&](std::size_t index, od::value& element) {
-    return ReadIntField(c, element, Indexed(where, index), 0, kMaxGpuIndex, &out->emplace_back());
-  });
-}
-
 bool ReadStringList(Ctx& c, od::value& v, const std::string& where, std::vector<std::string>* out) {
   return ForEachElement(c, v, where, [&](std::size_t index, od::value& element) {
     return ReadString(c, element, Indexed(where, index), &out->emplace_back());
   });
-}
-
-bool UnknownKey(Ctx& c, const std::string& where, std::string_view key) {
-  return Fail(c, where + ": unknown key " + Quoted(key));
-}
-
-bool ReadMig(Ctx& c, od::value& v, const std::string& where, AllocationRecord::Mig* mig) {
-  bool has_profile = false;
-  const bool ok = ForEachField(c, v, where, false, [&](std::string_view key, od::value& child) {
-    if (key == "gpu") return ReadIntField(c, child, where + ".gpu", 0, kMaxGpuIndex, &mig->gpu);
-    if (key == "start") return ReadIntField(c, child, where + ".start", 0, 7, &mig->start);
-    if (key == "uuid") return ReadString(c, child, where + ".uuid", &mig->uuid);
-    if (key == "profile") {
-      has_profile = true;
-      return ReadString(c, child, where + ".profile", &mig->profile);
-    }
-    return UnknownKey(c, where, key);
-  });
-  if (ok && (!has_profile || mig->profile.empty())) {
-    return Fail(c, where + ".profile: expected a MIG profile name");
-  }
-  return ok;
 }
 
 bool ReadShare(Ctx& c, od::value& v, const std::string& where, AllocationRecord::Share* share) {
@@ -129,7 +69,7 @@ bool ReadDeviceKey(Ctx& c, std::string_view key, od::value& child, const std::st
   if (key == "uuids") return ReadStringList(c, child, where + ".uuids", &devices->uuids);
   if (key == "mig") {
     return ForEachElement(c, child, where + ".mig", [&](std::size_t index, od::value& element) {
-      return ReadMig(c, element, Indexed(where + ".mig", index), &devices->mig.emplace_back());
+      return ReadMigEntry(c, element, Indexed(where + ".mig", index), &devices->mig.emplace_back());
     });
   }
   if (key == "shares") {

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "kube/device_json.h"
 #include "kube/json_reader.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/kube/codec.h"
@@ -17,33 +18,14 @@ namespace {
 
 using namespace json;  // NOLINT: internal helpers of this module
 
-constexpr int kMaxGpuIndex = 15;
-
 void AppendContainer(std::string& out, const DevicesInUse::Container& container) {
   out += "{\"name\":";
   AppendJsonString(out, container.name);
   if (!container.gpus.empty()) {
-    out += ",\"gpus\":[";
-    for (std::size_t i = 0; i < container.gpus.size(); ++i) {
-      out += (i > 0 ? "," : "") + std::to_string(container.gpus[i]);
-    }
-    out += ']';
+    out += ",\"gpus\":";
+    AppendInts(out, container.gpus);
   }
-  if (!container.mig.empty()) {
-    out += ",\"mig\":[";
-    for (std::size_t i = 0; i < container.mig.size(); ++i) {
-      const AllocationRecord::Mig& mig = container.mig[i];
-      out += (i > 0 ? ",{\"gpu\":" : "{\"gpu\":") + std::to_string(mig.gpu) + ",\"profile\":";
-      AppendJsonString(out, mig.profile);
-      out += ",\"start\":" + std::to_string(mig.start);
-      if (!mig.uuid.empty()) {
-        out += ",\"uuid\":";
-        AppendJsonString(out, mig.uuid);
-      }
-      out += '}';
-    }
-    out += ']';
-  }
+  AppendMigList(out, container.mig);
   if (!container.shares.empty()) {
     out += ",\"shares\":[";
     for (std::size_t i = 0; i < container.shares.size(); ++i) {
@@ -55,36 +37,13 @@ void AppendContainer(std::string& out, const DevicesInUse::Container& container)
   out += '}';
 }
 
-bool ReadSmallInt(Ctx& c, od::value& v, const std::string& where, int min, int max, int* out) {
-  std::int64_t value = 0;
-  if (!ReadInt(c, v, where, min, max, &value, nullptr)) return false;
-  *out = static_cast<int>(value);
-  return true;
-}
-
-bool Unknown(Ctx& c, const std::string& where, std::string_view key) {
-  return Fail(c, where + ": unknown key " + Quoted(key));
-}
-
-bool ReadMigEntry(Ctx& c, od::value& v, const std::string& where, AllocationRecord::Mig* mig) {
-  const bool ok = ForEachField(c, v, where, false, [&](std::string_view key, od::value& child) {
-    if (key == "gpu") return ReadSmallInt(c, child, where + ".gpu", 0, kMaxGpuIndex, &mig->gpu);
-    if (key == "start") return ReadSmallInt(c, child, where + ".start", 0, 7, &mig->start);
-    if (key == "profile") return ReadString(c, child, where + ".profile", &mig->profile);
-    if (key == "uuid") return ReadString(c, child, where + ".uuid", &mig->uuid);
-    return Unknown(c, where, key);
-  });
-  if (ok && mig->profile.empty()) return Fail(c, where + ".profile: expected a MIG profile name");
-  return ok;
-}
-
 bool ReadShareEntry(Ctx& c, od::value& v, const std::string& where, DevicesInUse::Share* share) {
   const bool ok = ForEachField(c, v, where, false, [&](std::string_view key, od::value& child) {
-    if (key == "gpu") return ReadSmallInt(c, child, where + ".gpu", 0, kMaxGpuIndex, &share->gpu);
+    if (key == "gpu") return ReadIntField(c, child, where + ".gpu", 0, kMaxGpuIndex, &share->gpu);
     if (key == "replicas") {
-      return ReadSmallInt(c, child, where + ".replicas", 1, 1 << 20, &share->replicas);
+      return ReadIntField(c, child, where + ".replicas", 1, 1 << 20, &share->replicas);
     }
-    return Unknown(c, where, key);
+    return UnknownKey(c, where, key);
   });
   if (ok && share->replicas == 0) return Fail(c, where + ".replicas: expected at least 1");
   return ok;
@@ -94,12 +53,7 @@ bool ReadContainer(Ctx& c, od::value& v, const std::string& where,
                    DevicesInUse::Container* container) {
   return ForEachField(c, v, where, false, [&](std::string_view key, od::value& child) {
     if (key == "name") return ReadString(c, child, where + ".name", &container->name);
-    if (key == "gpus") {
-      return ForEachElement(c, child, where + ".gpus", [&](std::size_t i, od::value& element) {
-        return ReadSmallInt(c, element, Indexed(where + ".gpus", i), 0, kMaxGpuIndex,
-                            &container->gpus.emplace_back());
-      });
-    }
+    if (key == "gpus") return ReadGpuList(c, child, where + ".gpus", &container->gpus);
     if (key == "mig") {
       return ForEachElement(c, child, where + ".mig", [&](std::size_t i, od::value& element) {
         return ReadMigEntry(c, element, Indexed(where + ".mig", i), &container->mig.emplace_back());
@@ -111,7 +65,7 @@ bool ReadContainer(Ctx& c, od::value& v, const std::string& where,
                               &container->shares.emplace_back());
       });
     }
-    return Unknown(c, where, key);
+    return UnknownKey(c, where, key);
   });
 }
 
@@ -125,7 +79,7 @@ bool ReadPod(Ctx& c, od::value& v, const std::string& where, DevicesInUse::Pod* 
                              &pod->containers.emplace_back());
       });
     }
-    return Unknown(c, where, key);
+    return UnknownKey(c, where, key);
   });
 }
 
@@ -188,13 +142,13 @@ Result<DevicesInUse> DecodeDevicesInUse(std::string_view text) {
   Ctx c;
   od::document doc;
   const auto on_field = [&](std::string_view key, od::value& child) -> bool {
-    if (key == "v") return ReadSmallInt(c, child, "v", 0, 1 << 30, &devices.version);
+    if (key == "v") return ReadIntField(c, child, "v", 0, 1 << 30, &devices.version);
     if (key == "pods") {
       return ForEachElement(c, child, "pods", [&](std::size_t i, od::value& element) {
         return ReadPod(c, element, Indexed("pods", i), &devices.pods.emplace_back());
       });
     }
-    return Unknown(c, "devices-in-use", key);
+    return UnknownKey(c, "devices-in-use", key);
   };
   if (!Open(c, text, &doc, scratch, "devices-in-use") ||
       !ReadEnvelope(c, doc, on_field, "devices-in-use")) {

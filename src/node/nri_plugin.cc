@@ -154,7 +154,6 @@ TtrpcResponse NriPlugin::CreateContainer(std::string_view payload) {
       Decide(request, node_(), ledger_, options_.mismatch, options_.unplanned);
   if (decision.mismatch) ++mismatches_;
   if (decision.kind == HandoffDecision::Kind::kRefuse) {
-    ++refusals_;
     return Failed(kStatusUnknown, "linkfit: " + decision.reason);
   }
   const Adjustment adjustment = AdjustmentFor(decision, options_.cdi);

@@ -27,6 +27,7 @@
 #include "linkfit/topology/spec.h"
 #include "node/fake_nri_runtime.h"
 #include "testing/fixtures.h"
+#include "testing/wait.h"
 
 namespace linkfit::agent {
 namespace {
@@ -35,15 +36,7 @@ using linkfit::cluster::testing::PodObject;
 using linkfit::cluster::testing::PodSpec;
 using nlohmann::json;
 
-bool WaitFor(const std::function<bool()>& condition,
-             std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
+using linkfit::testing::WaitFor;
 
 // The GPU UUIDs the DGX A100 recording gives each index.
 std::string Uuid(int gpu) {

@@ -31,6 +31,7 @@ TEST(ConfigTest, EmptyDocumentGivesDefaults) {
     EXPECT_FALSE(config->kubernetes.enabled);
     EXPECT_EQ(config->kubernetes.qps, 50);
     EXPECT_EQ(config->kubernetes.burst, 100);
+    EXPECT_FALSE(config->kubernetes.require_nri_plugin);
     EXPECT_EQ(config->log_level, "info");
   }
 }
@@ -68,6 +69,7 @@ kubernetes:
   api_server: https://10.0.0.1:6443
   qps: 20.5
   burst: 40
+  require_nri_plugin: true
 log_level: debug
 )";
   auto config = ParseConfig(yaml, "/etc/linkfit");
@@ -103,6 +105,7 @@ log_level: debug
   EXPECT_EQ(config->kubernetes.token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token");
   EXPECT_EQ(config->kubernetes.qps, 20.5);
   EXPECT_EQ(config->kubernetes.burst, 40);
+  EXPECT_TRUE(config->kubernetes.require_nri_plugin);
   EXPECT_EQ(config->log_level, "debug");
 }
 

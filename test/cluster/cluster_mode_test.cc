@@ -21,6 +21,7 @@
 #include "linkfit/app/cli.h"
 #include "linkfit/kube/annotations.h"
 #include "testing/fixtures.h"
+#include "testing/wait.h"
 
 namespace linkfit::cluster {
 namespace {
@@ -34,15 +35,7 @@ using testing::PodObject;
 using testing::PodSpec;
 using testing::TopologyDocument;
 
-bool WaitFor(const std::function<bool()>& condition,
-             std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
+using linkfit::testing::WaitFor;
 
 class ClusterModeTest : public ::testing::Test {
  protected:

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "linkfit/extender/extender.h"
 #include "testing/fixtures.h"
 
 namespace linkfit::cluster::testing {
@@ -62,6 +63,28 @@ inline nlohmann::json NodeObject(const std::string& name, const std::string& top
             {"labels", {{"kubernetes.io/hostname", name}, {"nvidia.com/gpu.product", "X"}}},
             {"annotations", annotations}}},
           {"status", {{"allocatable", {{"cpu", cpu}, {"memory", memory}, {"pods", "110"}}}}}};
+}
+
+// kube-scheduler's filter call for a pod asking for `gpus` whole GPUs over `names` (which must
+// outlive the result: its passing names point into them). No bind is made.
+inline kube::FilterResult FilterWholeGpus(state::ClusterCache& cache, MetricsSink& metrics,
+                                          int gpus, const std::vector<std::string_view>& names) {
+  extender::PodMemo memo({});
+  struct NoBinder final : extender::Binder {
+    Result<extender::BindOutcome> Bind(const extender::BindTarget&,
+                                       const state::Assignment&) override {
+      return extender::BindOutcome{};
+    }
+    void Released(const std::string&) override {}
+  } binder;
+  extender::Extender ext(cache, {}, binder, memo, metrics);
+  kube::ExtenderArgs args;
+  args.pod.name = "p";
+  args.pod.uid = "probe";
+  args.pod.requests["nvidia.com/gpu"] = gpus * 1000;
+  args.node_names_given = true;
+  args.node_names = names;
+  return ext.Filter(args);
 }
 
 }  // namespace linkfit::cluster::testing

@@ -76,22 +76,7 @@ class NodeReportsTest : public ::testing::Test {
     return snapshot_->Find(name);
   }
   kube::FilterResult FilterGpus(int gpus, const std::vector<std::string_view>& names) {
-    extender::PodMemo memo({});
-    struct NoBinder final : extender::Binder {
-      Result<extender::BindOutcome> Bind(const extender::BindTarget&,
-                                         const state::Assignment&) override {
-        return extender::BindOutcome{};
-      }
-      void Released(const std::string&) override {}
-    } binder;
-    extender::Extender ext(cache_, {}, binder, memo, metrics_);
-    kube::ExtenderArgs args;
-    args.pod.name = "p";
-    args.pod.uid = "probe";
-    args.pod.requests["nvidia.com/gpu"] = gpus * 1000;
-    args.node_names_given = true;
-    args.node_names = names;
-    return ext.Filter(args);
+    return testing::FilterWholeGpus(cache_, metrics_, gpus, names);
   }
 
   CountingMetrics metrics_;

@@ -77,22 +77,8 @@ TEST_F(StoresTest, ANodeWithoutTheAnnotationIsUnknownAndABadOneIsAReason) {
   EXPECT_NE(problem->find("linkfit.io/topology"), std::string::npos) << *problem;
 
   // Filter names the reason, unresolvable.
-  extender::PodMemo memo({});
-  struct NoBinder final : extender::Binder {
-    Result<extender::BindOutcome> Bind(const extender::BindTarget&,
-                                       const state::Assignment&) override {
-      return extender::BindOutcome{};
-    }
-    void Released(const std::string&) override {}
-  } binder;
-  extender::Extender ext(cache_, {}, binder, memo, metrics_);
-  kube::ExtenderArgs args;
-  args.pod.name = "p";
-  args.pod.uid = "u";
-  args.pod.requests["nvidia.com/gpu"] = 1000;
-  args.node_names_given = true;
-  args.node_names = {"bad-0", "cpu-0"};
-  const kube::FilterResult result = ext.Filter(args);
+  const kube::FilterResult result =
+      testing::FilterWholeGpus(cache_, metrics_, 1, {"bad-0", "cpu-0"});
   ASSERT_EQ(result.failed_and_unresolvable_nodes.size(), 2u);
   EXPECT_NE(result.failed_and_unresolvable_nodes[0].reason.find("unusable"), std::string::npos);
   EXPECT_NE(result.failed_and_unresolvable_nodes[1].reason.find("unknown"), std::string::npos);

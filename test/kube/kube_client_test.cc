@@ -21,6 +21,7 @@
 #include "kube/rate_limiter.h"
 #include "linkfit/kube/api_client.h"
 #include "linkfit/kube/reflector.h"
+#include "testing/wait.h"
 
 namespace linkfit::kube {
 namespace {
@@ -263,14 +264,7 @@ class RecordingSink final : public ReflectorSink {
   std::vector<std::string> calls_;
 };
 
-bool WaitFor(const std::function<bool()>& condition) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
+using linkfit::testing::WaitFor;
 
 TEST_F(KubeClientTest, TheReflectorListsInPagesWatchesResumesAndRelistsAfterCompaction) {
   for (int i = 0; i < 5; ++i) {

@@ -12,27 +12,17 @@
 #include "linkfit/kube/annotations.h"
 #include "linkfit/node/nri_connection.h"
 #include "node/fake_nri_runtime.h"
-#include "testing/fixtures.h"
+#include "node/node_testing.h"
 
 namespace linkfit::node {
 namespace {
 
 using linkfit::testing::FakeNriRuntime;
 
-topology::TopologySpec Node() {
-  topology::TopologySpec spec = linkfit::testing::LoadFixture("dgx-h100")->spec();
-  for (topology::GpuSpec& gpu : spec.gpus) gpu.uuid = "GPU-" + std::to_string(gpu.index);
-  return spec;
-}
+topology::TopologySpec Node() { return linkfit::testing::H100Node(); }
 
 std::string Plan(const std::string& uid, std::vector<int> gpus) {
-  kube::AllocationRecord record;
-  record.pod = "ml/" + uid;
-  record.uid = uid;
-  record.node = "n1";
-  record.devices.gpus = gpus;
-  record.containers = {{"main", false, record.devices}};
-  return kube::EncodeAllocationRecord(record);
+  return linkfit::testing::WholeGpuPlan(uid, std::move(gpus));
 }
 
 struct Connected {

@@ -7,15 +7,12 @@
 
 #include "linkfit/node/nri_frames.h"
 #include "linkfit/node/proto_wire.h"
+#include "node/node_testing.h"
 
 namespace linkfit::node {
 namespace {
 
-std::string Bytes(std::initializer_list<int> values) {
-  std::string out;
-  for (int v : values) out.push_back(static_cast<char>(v));
-  return out;
-}
+using linkfit::testing::Bytes;
 
 // RegisterPluginRequest{plugin_name = "linkfit", plugin_idx = "10"}.
 const std::string kRegisterPayload = Bytes({0x0a, 0x07}) + "linkfit" + Bytes({0x12, 0x02}) + "10";
@@ -129,7 +126,7 @@ TEST(NriFrames, MalformedInputIsRefusedWithAReason) {
         Bytes({0x00, 0x01}),                      // field number 0
         Bytes({0x12, 0x01, 'm'}),                 // no service
         Bytes({0x08, 0x01, 0x12, 0x01, 'm'})}) {  // service as a varint
-    EXPECT_FALSE(DecodeTtrpcRequest(garbage)) << testing::PrintToString(garbage);
+    EXPECT_FALSE(DecodeTtrpcRequest(garbage)) << ::testing::PrintToString(garbage);
   }
   EXPECT_FALSE(DecodeTtrpcResponse(Bytes({0x0a, 0x03, 0x08})));
 }

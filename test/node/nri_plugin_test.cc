@@ -7,16 +7,12 @@
 
 #include "linkfit/kube/annotations.h"
 #include "linkfit/node/nri_plugin.h"
-#include "testing/fixtures.h"
+#include "node/node_testing.h"
 
 namespace linkfit::node {
 namespace {
 
-std::string Bytes(std::initializer_list<int> values) {
-  std::string out;
-  for (int v : values) out.push_back(static_cast<char>(v));
-  return out;
-}
+using linkfit::testing::Bytes;
 
 TEST(NriMessages, GoldenEncodings) {
   // RegisterPluginRequest{plugin_name: "linkfit", plugin_idx: "10"}.
@@ -59,20 +55,10 @@ TEST(NriMessages, HandedAnnotationRoundTrips) {
   EXPECT_FALSE(DecodeHanded("gpus=;mig=;shares=GPU-7:0"));
 }
 
-topology::TopologySpec Node() {
-  topology::TopologySpec spec = linkfit::testing::LoadFixture("dgx-h100")->spec();
-  for (topology::GpuSpec& gpu : spec.gpus) gpu.uuid = "GPU-" + std::to_string(gpu.index);
-  return spec;
-}
+topology::TopologySpec Node() { return linkfit::testing::H100Node(); }
 
 std::string Plan(const std::string& uid, std::vector<int> gpus) {
-  kube::AllocationRecord record;
-  record.pod = "ml/" + uid;
-  record.uid = uid;
-  record.node = "n1";
-  record.devices.gpus = gpus;
-  record.containers = {{"main", false, record.devices}};
-  return kube::EncodeAllocationRecord(record);
+  return linkfit::testing::WholeGpuPlan(uid, std::move(gpus));
 }
 
 // The runtime's side: frames requests to the plugin and reads its answers.

@@ -64,10 +64,6 @@ class NodeAgent {
   // the first successful discovery). For the NRI plugin's decisions.
   std::optional<topology::TopologySpec> current_spec() const;
 
-  // The annotations as they would be published now (after at least one successful round).
-  std::optional<std::string> topology_document() const;
-  std::optional<std::string> devices_document() const;
-
  private:
   topology::TopologySpec WithHealthLocked(topology::TopologySpec spec) const;
 

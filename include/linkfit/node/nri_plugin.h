@@ -64,7 +64,6 @@ class NriPlugin {
 
   const Ledger& ledger() const { return ledger_; }
   std::uint64_t mismatches() const { return mismatches_; }
-  std::uint64_t refusals() const { return refusals_; }
 
  private:
   TtrpcResponse Dispatch(const TtrpcRequest& request);
@@ -77,7 +76,6 @@ class NriPlugin {
   Ledger syncing_;  // the ledger being rebuilt by a chunked Synchronize
   std::map<std::string, std::string> sandbox_uid_;  // sandbox id -> pod UID, during a sync
   std::uint64_t mismatches_ = 0;
-  std::uint64_t refusals_ = 0;
   MuxReader mux_;
   std::map<std::uint32_t, TtrpcReader> ttrpc_;
 };
