@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/agent_device_plugin.h"
 #include "agent/agent_devices.h"
 #include "agent/agent_nri.h"
 #include "linkfit/agent/discovery.h"
@@ -42,6 +43,12 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
   --nri-socket PATH            serve linkfit's NRI plugin on the runtime's socket
                                (e.g. /var/run/nri/nri.sock; default off): containers get exactly
                                the devices of their pod's linkfit.io/allocation
+  --device-plugin-dir DIR      serve linkfit's device plugin (nvidia.com/gpu, nvidia.com/mig-*,
+                               the share resource) in the kubelet's device plugin directory
+                               (e.g. /var/lib/kubelet/device-plugins; default off). It replaces
+                               NVIDIA's device plugin on this node: run only one of them
+  --share-resource NAME        the share resource it serves (default linkfit.io/gpu-share,
+                               "" = none), counted in thousandths of a GPU
   --once                       one round, then exit (status 0 when it published or had nothing
                                to change)
   --print                      print what would be published instead of publishing (no API
@@ -55,6 +62,8 @@ struct Flags {
   std::string socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string nri_socket;
+  std::string device_plugin_dir;
+  std::string share_resource = node::kDefaultShareResource;
   int discover_interval_s = 60;
   int devices_interval_s = 10;
   bool once = false;
@@ -92,6 +101,10 @@ Result<Flags> ParseFlags(const std::vector<std::string>& args) {
       LINKFIT_ASSIGN_OR_RETURN(flags.socket, value());
     } else if (arg == "--nri-socket") {
       LINKFIT_ASSIGN_OR_RETURN(flags.nri_socket, value());
+    } else if (arg == "--device-plugin-dir") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.device_plugin_dir, value());
+    } else if (arg == "--share-resource") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.share_resource, value());
     } else if (arg == "--nvml-library") {
       LINKFIT_ASSIGN_OR_RETURN(flags.nvml_library, value());
     } else if (arg == "--discover-interval") {
@@ -106,6 +119,9 @@ Result<Flags> ParseFlags(const std::vector<std::string>& args) {
       return MakeError("unknown flag " + arg);
     }
     if (!ok) return tl::unexpected(ok.error());
+  }
+  if (!flags.device_plugin_dir.empty() && flags.socket.empty()) {
+    return MakeError("--device-plugin-dir needs the kubelet's PodResources socket for steering");
   }
   if (!flags.print && flags.node_name.empty()) {
     return MakeError("--node-name (or $NODE_NAME) is required to publish");
@@ -251,8 +267,19 @@ int Run(const Flags& flags) {
       RunNriPlugin(flags.nri_socket, nri, agent, &handed, stopping);
     });
   }
+  std::thread plugin_thread;
+  if (!flags.device_plugin_dir.empty()) {
+    DevicePluginLoopOptions plugin;
+    plugin.plugin.directory = flags.device_plugin_dir;
+    plugin.plugin.devices.share_resource = flags.share_resource;
+    plugin.node_name = flags.node_name;
+    plugin.pod_resources_socket = flags.socket;
+    plugin_thread = std::thread(
+        [plugin, &agent, &pods, &stopping] { RunDevicePlugins(plugin, agent, pods, stopping); });
+  }
   agent.Run();
   stopping.store(true);
+  if (plugin_thread.joinable()) plugin_thread.join();
   if (nri_thread.joinable()) nri_thread.join();
   if (health_thread.joinable()) health_thread.join();
   pod_reflector->Stop();

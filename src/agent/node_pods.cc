@@ -1,20 +1,45 @@
 #include "linkfit/agent/node_pods.h"
 
 #include "linkfit/common/log.h"
+#include "linkfit/kube/annotations.h"
 #include "linkfit/kube/codec.h"
 
 namespace linkfit::agent {
 
+std::optional<std::pair<std::string, NodePods::Entry>> NodePods::Read(std::string_view object_json,
+                                                                      const char* what) {
+  auto pod = kube::DecodePod(object_json);
+  if (!pod) {
+    log::Error(std::string("pods: ") + what + " does not decode, skipped: " + pod.error().message);
+    return std::nullopt;
+  }
+  Entry entry{pod->uid, {}};
+  if (const auto plan = pod->annotations.find(kube::kAnnotationAllocation);
+      plan != pod->annotations.end()) {
+    entry.plan = plan->second;
+  }
+  return std::make_pair(pod->pod_namespace + "/" + pod->name, std::move(entry));
+}
+
 std::optional<std::string> NodePods::UidOf(const std::string& pod_key) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = uids_.find(pod_key);
-  if (it == uids_.end()) return std::nullopt;
-  return it->second;
+  const auto it = pods_.find(pod_key);
+  if (it == pods_.end()) return std::nullopt;
+  return it->second.uid;
 }
 
 std::size_t NodePods::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return uids_.size();
+  return pods_.size();
+}
+
+std::vector<PodPlanText> NodePods::Plans() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<PodPlanText> plans;
+  for (const auto& [key, entry] : pods_) {
+    if (!entry.plan.empty()) plans.push_back({key, entry.uid, entry.plan});
+  }
+  return plans;
 }
 
 void NodePods::BeginList() {
@@ -23,34 +48,27 @@ void NodePods::BeginList() {
 }
 
 void NodePods::ListItem(std::string_view object_json) {
-  auto pod = kube::DecodePod(object_json);
-  if (!pod) {
-    log::Error("pods: a listed pod does not decode, skipped: " + pod.error().message);
-    return;
-  }
+  auto read = Read(object_json, "a listed pod");
+  if (!read) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  listing_[pod->pod_namespace + "/" + pod->name] = pod->uid;
+  listing_[read->first] = std::move(read->second);
 }
 
 void NodePods::EndList(std::string_view /*resource_version*/) {
   std::lock_guard<std::mutex> lock(mutex_);
-  uids_.swap(listing_);
+  pods_.swap(listing_);
   listing_.clear();
 }
 
 void NodePods::Event(kube::WatchEventType type, std::string_view object_json) {
-  auto pod = kube::DecodePod(object_json);
-  if (!pod) {
-    log::Error("pods: a watch event's pod does not decode, skipped: " + pod.error().message);
-    return;
-  }
-  const std::string key = pod->pod_namespace + "/" + pod->name;
+  auto read = Read(object_json, "a watch event's pod");
+  if (!read) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (type == kube::WatchEventType::kDeleted) {
-    const auto it = uids_.find(key);
-    if (it != uids_.end() && it->second == pod->uid) uids_.erase(it);
+    const auto it = pods_.find(read->first);
+    if (it != pods_.end() && it->second.uid == read->second.uid) pods_.erase(it);
   } else {
-    uids_[key] = pod->uid;
+    pods_[read->first] = std::move(read->second);
   }
 }
 

@@ -25,17 +25,33 @@ const topology::GpuSpec* GpuByIndex(const topology::TopologySpec& node, int inde
   return nullptr;
 }
 
-// The physical devices (GPU and MIG UUIDs, replicas folded onto their GPU) of device IDs.
-std::multiset<std::string> Physical(const std::vector<std::string>& ids) {
-  std::multiset<std::string> out;
-  for (const std::string& id : ids) out.insert(id.substr(0, id.find("::")));
+// The physical devices behind device IDs: whole GPUs and MIG instances counted, and the GPUs of
+// share replicas ("UUID::k") named once each, whatever the replica count (NVIDIA's time-slicing
+// gives one replica per container, linkfit's share resource one per thousandth).
+struct PhysicalDevices {
+  std::multiset<std::string> whole;  // GPU and MIG UUIDs
+  std::set<std::string> shared;      // GPUs of share replicas
+  bool operator==(const PhysicalDevices&) const = default;
+};
+
+PhysicalDevices Physical(const std::vector<std::string>& ids) {
+  PhysicalDevices out;
+  for (const std::string& id : ids) {
+    const std::size_t replica = id.find("::");
+    if (replica == std::string::npos) {
+      out.whole.insert(id);
+    } else {
+      out.shared.insert(id.substr(0, replica));
+    }
+  }
   return out;
 }
 
-std::multiset<std::string> Physical(const HandedDevices& devices) {
-  std::multiset<std::string> out(devices.gpus.begin(), devices.gpus.end());
-  out.insert(devices.mig.begin(), devices.mig.end());
-  for (const auto& [uuid, milli] : devices.shares) out.insert(uuid);
+PhysicalDevices Physical(const HandedDevices& devices) {
+  PhysicalDevices out;
+  out.whole.insert(devices.gpus.begin(), devices.gpus.end());
+  out.whole.insert(devices.mig.begin(), devices.mig.end());
+  for (const auto& [uuid, milli] : devices.shares) out.shared.insert(uuid);
   return out;
 }
 

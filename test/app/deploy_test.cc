@@ -573,6 +573,39 @@ TEST(DeployTest, NodeAgentMayOnlyGetAndPatchNodesAndReadPods) {
   EXPECT_TRUE(pod_resources);
 }
 
+// The hand-off component patches that DaemonSet's container: the agent's device plugin and NRI
+// flags, with their host directories mounted read-write.
+TEST(DeployTest, HandoffComponentAddsTheDevicePluginAndNriToTheAgent) {
+  const YAML::Node component = YAML::Load(ReadFile("deploy/handoff/kustomization.yaml"));
+  EXPECT_EQ(Str(component["kind"]), "Component");
+  ASSERT_EQ(component["patches"].size(), 1u);
+  const YAML::Node patch =
+      YAML::Load(ReadFile("deploy/handoff/" + Str(component["patches"][0]["path"])));
+  EXPECT_EQ(Str(patch["kind"]), "DaemonSet");
+  EXPECT_EQ(Str(patch["metadata"]["name"]), "linkfit-agent");
+  const YAML::Node agent = Find(Rendered(), "DaemonSet", "linkfit-agent");
+  ASSERT_TRUE(agent);
+  EXPECT_EQ(Str(patch["metadata"]["namespace"]), Str(agent["metadata"]["namespace"]));
+  const YAML::Node container = Container(patch["spec"]["template"]["spec"], "agent");
+  ASSERT_TRUE(container);
+  std::map<std::string, std::string> flags;
+  for (std::size_t i = 0; i + 1 < container["args"].size(); i += 2) {
+    flags[Str(container["args"][i])] = Str(container["args"][i + 1]);
+  }
+  EXPECT_EQ(flags["--node-name"], "$(NODE_NAME)");  // the base's arguments are kept
+  EXPECT_EQ(flags["--device-plugin-dir"], "/var/lib/kubelet/device-plugins");
+  EXPECT_EQ(flags["--nri-socket"], "/var/run/nri/nri.sock");
+  std::map<std::string, std::string> host_paths;
+  for (const YAML::Node& volume : patch["spec"]["template"]["spec"]["volumes"]) {
+    host_paths[Str(volume["name"])] = Str(volume["hostPath"]["path"]);
+  }
+  for (const YAML::Node& mount : container["volumeMounts"]) {
+    EXPECT_EQ(host_paths[Str(mount["name"])], Str(mount["mountPath"]));
+    EXPECT_FALSE(mount["readOnly"] && mount["readOnly"].as<bool>()) << Str(mount["name"]);
+  }
+  EXPECT_EQ(host_paths.size(), 2u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Admission policies and the NetworkPolicy.
 

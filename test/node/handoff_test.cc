@@ -170,6 +170,16 @@ TEST(Handoff, MigInstancesAndSharesByPhysicalUuid) {
       Decide(Request("s3", Plan("s3", "nb", one), std::nullopt, "nb"), Node(), ledger);
   EXPECT_EQ(third.kind, Kind::kRefuse);
   EXPECT_NE(third.reason.find("beyond its capacity"), std::string::npos) << third.reason;
+  // linkfit's share resource: one replica per thousandth, all of the planned GPU, is no mismatch;
+  // replicas of another GPU are.
+  std::vector<std::string> replicas;
+  for (int k = 0; k < 400; ++k) replicas.push_back("GPU-7::" + std::to_string(k));
+  Ledger empty;
+  EXPECT_FALSE(
+      Decide(Request("s4", Plan("s4", "nb", four), replicas, "nb"), Node(), empty).mismatch);
+  replicas.back() = "GPU-4::0";
+  EXPECT_TRUE(
+      Decide(Request("s4", Plan("s4", "nb", four), replicas, "nb"), Node(), empty).mismatch);
   // A whole GPU that pods share cannot be handed whole.
   EXPECT_EQ(Decide(Request("w", Plan("w", "main", Whole({7}))), Node(), ledger).kind,
             Kind::kRefuse);

@@ -3,7 +3,8 @@
 // NodePods: the pods bound to the agent's node (a reflector with fieldSelector
 // spec.nodeName=NODE feeds it), so that the kubelet's PodResources answers, which name pods by
 // namespace and name only, can be published keyed by pod UID. A name reused by a new pod (a
-// StatefulSet's replacement) maps to the UID of the pod the API server shows now.
+// StatefulSet's replacement) maps to the UID of the pod the API server shows now. Each pod's
+// linkfit.io/allocation is kept too, for the device plugin's steering (steering.h).
 //
 // Thread-safety: every method may be called concurrently (the reflector thread writes, the agent
 // loop reads).
@@ -13,7 +14,9 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
+#include "linkfit/agent/steering.h"
 #include "linkfit/kube/reflector.h"
 
 namespace linkfit::agent {
@@ -23,6 +26,8 @@ class NodePods : public kube::ReflectorSink {
   // The UID of the pod "namespace/name" on this node, if the API server shows one.
   std::optional<std::string> UidOf(const std::string& pod_key) const;
   std::size_t size() const;
+  // Every pod that carries a linkfit.io/allocation annotation, with its UID.
+  std::vector<PodPlanText> Plans() const;
 
   void BeginList() override;
   void ListItem(std::string_view object_json) override;
@@ -31,8 +36,14 @@ class NodePods : public kube::ReflectorSink {
 
  private:
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::string> uids_;     // GUARDED_BY(mutex_)
-  std::unordered_map<std::string, std::string> listing_;  // GUARDED_BY(mutex_) during a list
+  struct Entry {
+    std::string uid;
+    std::string plan;  // linkfit.io/allocation, "" when absent
+  };
+  static std::optional<std::pair<std::string, Entry>> Read(std::string_view object_json,
+                                                           const char* what);
+  std::unordered_map<std::string, Entry> pods_;     // GUARDED_BY(mutex_)
+  std::unordered_map<std::string, Entry> listing_;  // GUARDED_BY(mutex_) during a list
 };
 
 }  // namespace linkfit::agent

@@ -29,11 +29,11 @@
 #include "linkfit/node/handoff.h"
 #include "linkfit/node/nri_frames.h"
 #include "linkfit/node/nri_messages.h"
+#include "linkfit/node/plugin_devices.h"
 
 namespace linkfit::node {
 
 inline constexpr const char* kAnnotationHanded = "linkfit.io/handed";
-inline constexpr const char* kAnnotationKubeletIdsPrefix = "linkfit.io/kubelet-ids.";
 
 struct NriPluginOptions {
   std::string node_name;

@@ -1,0 +1,33 @@
+#pragma once
+
+// What the device plugin's GetPreferredAllocation decides on (node/preferred_allocation.h), from
+// the agent's two views of the node: the plans of the pods the API server binds here, and the
+// kubelet's PodResources List.
+//
+// Thread-safety: pure functions.
+
+#include <string>
+#include <vector>
+
+#include "linkfit/agent/pod_resources.h"
+#include "linkfit/node/preferred_allocation.h"
+
+namespace linkfit::agent {
+
+// A pod on this node with its linkfit.io/allocation text, as the API server shows it.
+struct PodPlanText {
+  std::string pod_key;  // "namespace/name"
+  std::string uid;
+  std::string plan;
+};
+
+// The plans that belong where they are: a record that decodes, names the pod's current UID and
+// this node. Any other is skipped (the NRI side refuses it anyway), with one warning line each.
+std::vector<node::PlannedPod> ValidPlans(const std::vector<PodPlanText>& pods,
+                                         const std::string& node_name,
+                                         std::vector<std::string>* warnings);
+
+// Which resources each container holds, per pod, as the kubelet's List shows them.
+node::KubeletHoldings HoldingsOf(const std::vector<PodDeviceUse>& pods);
+
+}  // namespace linkfit::agent

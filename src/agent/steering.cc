@@ -1,0 +1,42 @@
+#include "linkfit/agent/steering.h"
+
+namespace linkfit::agent {
+
+std::vector<node::PlannedPod> ValidPlans(const std::vector<PodPlanText>& pods,
+                                         const std::string& node_name,
+                                         std::vector<std::string>* warnings) {
+  std::vector<node::PlannedPod> plans;
+  for (const PodPlanText& pod : pods) {
+    auto record = kube::DecodeAllocationRecord(pod.plan);
+    std::string problem;
+    if (!record) {
+      problem = record.error().message;
+    } else if (record->uid != pod.uid) {
+      problem = "the plan is for UID " + record->uid + ", the pod is " + pod.uid;
+    } else if (record->node != node_name) {
+      problem = "the plan is for node " + record->node;
+    }
+    if (!problem.empty()) {
+      if (warnings != nullptr) warnings->push_back("pod " + pod.pod_key + ": " + problem);
+      continue;
+    }
+    plans.push_back({pod.pod_key, std::move(*record)});
+  }
+  return plans;
+}
+
+node::KubeletHoldings HoldingsOf(const std::vector<PodDeviceUse>& pods) {
+  node::KubeletHoldings holdings;
+  for (const PodDeviceUse& pod : pods) {
+    auto& containers = holdings[pod.pod_namespace + "/" + pod.name];
+    for (const ContainerDeviceUse& container : pod.containers) {
+      auto& held = containers[container.name];
+      for (const ContainerDeviceUse::Devices& devices : container.devices) {
+        if (!devices.device_ids.empty()) held.insert(devices.resource_name);
+      }
+    }
+  }
+  return holdings;
+}
+
+}  // namespace linkfit::agent

@@ -1,0 +1,265 @@
+// The whole node hand-off end to end (issue 10): linkfit binds pods through the fake API server;
+// the real linkfit-agent daemon serves its device plugin to a fake kubelet device manager (which
+// allocates the way the kubelet's devicesToAllocate does, steered by the plugin's
+// GetPreferredAllocation) and its NRI plugin to a fake runtime. For every pod (whole GPUs with an
+// init container, a MIG instance, a share of a GPU) in random admission orders: the kubelet's IDs
+// equal linkfit.io/allocation, each container is handed exactly its plan, and linkfit counts no
+// mismatch once the agent publishes what was handed over.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "agent/agent_e2e.h"
+#include "linkfit/common/strings.h"
+#include "node/fake_device_manager.h"
+#include "node/fake_nri_runtime.h"
+
+namespace linkfit::agent {
+namespace {
+
+using namespace testing_e2e;  // NOLINT: the fixture and its helpers
+using linkfit::testing::FakePodSpec;
+
+// The agent daemon, stopped with SIGTERM when the test ends.
+class AgentDaemon {
+ public:
+  AgentDaemon(std::vector<std::string> args, const std::string& log_path) {
+    const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      if (log_fd >= 0) {
+        ::dup2(log_fd, STDOUT_FILENO);
+        ::dup2(log_fd, STDERR_FILENO);
+      }
+      sigset_t none;
+      sigemptyset(&none);
+      pthread_sigmask(SIG_SETMASK, &none, nullptr);
+      std::vector<char*> argv;
+      for (std::string& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      _exit(127);
+    }
+    if (log_fd >= 0) ::close(log_fd);
+  }
+  ~AgentDaemon() { Stop(); }
+  // SIGTERM, then the exit status (0: it stopped cleanly).
+  int Stop() {
+    if (pid_ <= 0) return status_;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return status_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = -1;
+};
+
+json Container(const std::string& name, const std::string& resource, int count) {
+  json limits = {{"cpu", "1"}, {"memory", "1Gi"}};
+  if (count > 0) limits[resource] = std::to_string(count);
+  return {{"name", name}, {"resources", {{"limits", limits}}}};
+}
+
+json Pod(const std::string& name, json containers, json init_containers = json::array()) {
+  json pod = PodObject({.name = name});
+  pod["spec"]["containers"] = std::move(containers);
+  if (!init_containers.empty()) pod["spec"]["initContainers"] = std::move(init_containers);
+  return pod;
+}
+
+// The UUIDs a container's plan names, as the NRI plugin hands them (NVIDIA_VISIBLE_DEVICES order:
+// whole GPUs, MIG instances, then shared GPUs).
+std::string PlannedUuids(const kube::AllocationRecord& record, const std::string& container) {
+  for (const auto& entry : record.containers) {
+    if (entry.name != container) continue;
+    std::vector<std::string> uuids;
+    for (int gpu : entry.devices.gpus) uuids.push_back(Uuid(gpu));
+    for (const auto& mig : entry.devices.mig) uuids.push_back(mig.uuid);
+    for (const auto& share : entry.devices.shares) uuids.push_back(Uuid(share.gpu));
+    std::string joined;
+    for (const std::string& uuid : uuids) joined += (joined.empty() ? "" : ",") + uuid;
+    return joined.empty() ? "void" : joined;
+  }
+  return "void";
+}
+
+class HandoffEndToEndTest : public AgentEndToEndTest {
+ protected:
+  void SetUp() override {
+    AgentEndToEndTest::SetUp();
+    auto manager = linkfit::testing::StartFakeDeviceManager(seed_);
+    ASSERT_TRUE(manager) << manager.error().message;
+    device_manager_ = std::move(*manager);
+    // The kubelet's PodResources answers what its device manager holds.
+    device_manager_->SetListener(
+        [this](std::vector<PodDeviceUse> pods) { kubelet_->SetPods(std::move(pods)); });
+    kubelet_->SetPods({});
+    nri_socket_ = device_manager_->directory() + "/nri.sock";
+    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", nri_socket_.c_str());
+    ASSERT_EQ(::bind(listener_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    ASSERT_EQ(::listen(listener_, 1), 0);
+  }
+  void TearDown() override {
+    daemon_.reset();
+    if (listener_ >= 0) ::close(listener_);
+    device_manager_.reset();
+    AgentEndToEndTest::TearDown();
+  }
+  void StartAgent() {
+    setenv("LD_LIBRARY_PATH",
+           std::filesystem::path(LINKFIT_FAKE_NVML_FULL).parent_path().string().c_str(), 1);
+    setenv("LINKFIT_FAKE_NVML", recording_.c_str(), 1);
+    log_path_ = ::testing::TempDir() + "/handoff-agent-" + std::to_string(getpid()) + ".log";
+    daemon_ = std::make_unique<AgentDaemon>(
+        std::vector<std::string>{LINKFIT_AGENT_BINARY, "--node-name", "a100-0", "--kubeconfig",
+                                 kubeconfig_, "--pod-resources-socket", kubelet_->socket_path(),
+                                 "--nri-socket", nri_socket_, "--device-plugin-dir",
+                                 device_manager_->directory(), "--devices-interval", "1"},
+        log_path_);
+    unsetenv("LD_LIBRARY_PATH");
+  }
+  std::string AgentLog() const { return linkfit::testing::ReadFileOrDie(log_path_); }
+
+  unsigned seed_ = 7;
+  std::unique_ptr<linkfit::testing::FakeDeviceManager> device_manager_;
+  std::string nri_socket_;
+  int listener_ = -1;
+  std::string log_path_;
+  std::unique_ptr<AgentDaemon> daemon_;
+};
+
+TEST_F(HandoffEndToEndTest, EveryContainerGetsExactlyItsPlanAndNothingMismatches) {
+  StartAgent();
+  // The runtime accepts linkfit's NRI plugin.
+  const int fd = ::accept(listener_, nullptr, nullptr);
+  ASSERT_GE(fd, 0);
+  linkfit::testing::FakeNriRuntime runtime(fd);
+  runtime.AcceptRegistration();
+  ASSERT_EQ(runtime.Call("Configure", "").status_code, 0);
+  ASSERT_EQ(runtime.Call("Synchronize", node::EncodeSynchronizeRequest({})).status_code, 0);
+  // The device plugin registers its resources with the kubelet.
+  ASSERT_TRUE(device_manager_->WaitForDevices("nvidia.com/gpu", 7, std::chrono::seconds(20)))
+      << AgentLog();
+  ASSERT_TRUE(
+      device_manager_->WaitForDevices("nvidia.com/mig-3g.20gb", 1, std::chrono::seconds(5)));
+  ASSERT_TRUE(
+      device_manager_->WaitForDevices("linkfit.io/gpu-share", 7000, std::chrono::seconds(5)));
+  // linkfit sees the node once the agent published it.
+  ASSERT_TRUE(WaitFor([&] { return Annotations().contains(kube::kAnnotationTopology); },
+                      std::chrono::seconds(10)));
+  StartLinkfit();
+
+  // The pods, bound by linkfit.
+  struct Planned {
+    json object;
+    FakePodSpec kubelet;
+    kube::AllocationRecord record;
+  };
+  std::vector<Planned> pods;
+  pods.push_back({Pod("train", {Container("train", "nvidia.com/gpu", 4)},
+                      {Container("setup", "nvidia.com/gpu", 2)}),
+                  {"ml",
+                   "train",
+                   {{"setup", true, false, {{"nvidia.com/gpu", 2}}},
+                    {"train", false, false, {{"nvidia.com/gpu", 4}}}},
+                   std::nullopt},
+                  {}});
+  pods.push_back(
+      {Pod("infer", {Container("infer", "nvidia.com/mig-3g.20gb", 1)}),
+       {"ml", "infer", {{"infer", false, false, {{"nvidia.com/mig-3g.20gb", 1}}}}, std::nullopt},
+       {}});
+  pods.push_back(
+      {Pod("notebook", {Container("nb", "linkfit.io/gpu-share", 300), Container("sidecar", "", 0)}),
+       {"ml",
+        "notebook",
+        {{"nb", false, false, {{"linkfit.io/gpu-share", 300}}}, {"sidecar", false, false, {}}},
+        std::nullopt},
+       {}});
+  pods.push_back({Pod("small", {Container("main", "nvidia.com/gpu", 1)}),
+                  {"ml", "small", {{"main", false, false, {{"nvidia.com/gpu", 1}}}}, std::nullopt},
+                  {}});
+  for (Planned& pod : pods) {
+    auto record = ScheduleObject(pod.object);
+    ASSERT_TRUE(record) << record.error().message;
+    pod.record = *record;
+  }
+  // The agent's pod watch has the plans before the kubelet admits (the kubelet's own watch
+  // delivers the bound pods about as fast).
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+
+  std::mt19937 random(seed_);
+  std::shuffle(pods.begin(), pods.end(), random);
+  for (const Planned& pod : pods) {
+    auto admitted = device_manager_->Admit(pod.kubelet);
+    ASSERT_TRUE(admitted) << admitted.error().message << "\n" << AgentLog();
+    for (const auto& [name, container] : *admitted) {
+      // The kubelet's own bookkeeping agrees with the plan.
+      for (const auto& [resource, ids] : container.ids) {
+        std::set<std::string> physical;
+        for (const std::string& id : ids) physical.insert(id.substr(0, id.find("::")));
+        std::string joined;
+        for (const std::string& uuid : physical) joined += (joined.empty() ? "" : ",") + uuid;
+        std::string planned = PlannedUuids(pod.record, name);
+        std::vector<std::string> sorted;
+        for (std::string_view part : Split(planned, ',')) sorted.emplace_back(part);
+        std::sort(sorted.begin(), sorted.end());
+        std::string want;
+        for (const std::string& uuid : sorted) want += (want.empty() ? "" : ",") + uuid;
+        EXPECT_EQ(joined, want) << pod.kubelet.name << "/" << name << " " << resource;
+      }
+      // The runtime creates the container: NRI hands over exactly the plan.
+      node::ContainerEvent event;
+      event.pod = {"sandbox-" + pod.kubelet.name,
+                   pod.kubelet.name,
+                   pod.record.uid,
+                   "ml",
+                   {},
+                   {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(pod.record)}}};
+      event.container = {
+          "ctr-" + pod.kubelet.name + "-" + name, event.pod.id, name, container.annotations, {}};
+      const node::TtrpcResponse reply =
+          runtime.Call("CreateContainer", node::EncodeContainerEvent(event));
+      ASSERT_EQ(reply.status_code, 0) << reply.status_message;
+      auto adjust = node::DecodeCreateContainerResponse(reply.payload);
+      ASSERT_TRUE(adjust);
+      std::string visible;
+      for (const auto& [key, value] : adjust->env) {
+        if (key == "NVIDIA_VISIBLE_DEVICES") visible = value;
+      }
+      EXPECT_EQ(visible, PlannedUuids(pod.record, name)) << pod.kubelet.name << "/" << name;
+    }
+  }
+  // What was handed over reaches linkfit, and linkfit finds nothing to complain about.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const json node = InspectNode();
+        return node.contains("reported_pods") && node["reported_pods"].size() == pods.size();
+      },
+      std::chrono::seconds(10)))
+      << InspectNode().dump();
+  EXPECT_FALSE(InspectNode().contains("handoff_mismatch_pods")) << InspectNode().dump();
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("linkfit_handoff_mismatch_total 0"), std::string::npos);
+  EXPECT_EQ(daemon_->Stop(), 0) << AgentLog();
+  EXPECT_NE(AgentLog().find("registered"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace linkfit::agent
