@@ -5,13 +5,14 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
-  libboost-graph-dev        # Boost.Graph: the interconnect graph (header-only)
+  libboost-graph-dev        # Boost.Graph: the interconnect graph; its libboost1.74-dev brings
+                            # Boost.Asio and Beast, the HTTP server (all header-only)
   nlohmann-json3-dev        # config, topology documents, reports (off the request path)
   libsimdjson-dev           # the request hot path (filter/prioritize bodies)
   libexpected-dev           # tl::expected: Result<T> with C++23's std::expected API
   libyaml-cpp-dev           # YAML config and cluster files
-  libcpp-httplib-dev        # HTTP server and the harness's client
-  libssl-dev zlib1g-dev     # cpp-httplib's TLS and gzip
+  libcpp-httplib-dev        # HTTP client (API server, harness, tests)
+  libssl-dev zlib1g-dev     # TLS (server and client) and cpp-httplib's gzip
   prometheus-cpp-dev        # /metrics
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
                             # the node agent's kubelet PodResources client (gRPC, unix socket)

@@ -1,29 +1,59 @@
-// The cpp-httplib implementation of Server. This is the only linkfit source file that includes
-// httplib.h (a large header; Debian builds it as a library, and its pkg-config flags define
-// CPPHTTPLIB_OPENSSL_SUPPORT for every includer because the class layouts depend on it).
+// The Boost.Asio/Beast implementation of Server: an event-driven front end in which a connection
+// costs a socket, a small state object and its read buffer, never a thread.
+//
+//   I/O threads (ServerOptions::io_threads) run one io_context: accept, TLS handshakes, reading
+//   and parsing requests, writing replies, and /healthz and /readyz, which are answered inline.
+//   Handler threads (ServerOptions::threads) run everything that calls the ExtenderHandler or
+//   renders metrics, so a verb in progress never delays another connection's I/O.
+//
+// Each connection is a small state machine, driven on its own strand:
+//
+//   Idle ----first byte----> Reading ----complete----> Handling ----> Writing --+--> Idle
+//    |  (idle timeout)        | (request deadline)     (pool thread)   (write     |
+//    v                        v                                       timeout)   v
+//  closed                  closed, nothing served                             closed
+//
+// The request deadline (read_timeout) starts with the request's first byte and is a total for
+// the header and the body: a client cannot extend it by trickling bytes. The idle timeout is
+// read_timeout before the first request (a client that connects and says nothing is not a
+// scheduler) and keep_alive_timeout between requests.
 
 #include "linkfit/server/server.h"
 
-#include <dirent.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+#include <algorithm>
+#include <array>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include <httplib.h>
+// GCC's -Wnull-dereference fires inside Asio's scheduler once it is inlined here (a false
+// positive in a system header that the optimiser reports at the inlining site).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#pragma GCC diagnostic pop
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -34,9 +64,20 @@
 namespace linkfit::server {
 namespace {
 
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kText = "text/plain; charset=utf-8";
 constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
+// Request line and headers; kube-scheduler's are a few hundred bytes.
+constexpr std::uint32_t kHeaderLimit = 64 * 1024;
+// How long a connection that is being closed after an error reply keeps discarding what the
+// client still sends, so that the reply is read before the kernel answers with a reset.
+constexpr std::chrono::seconds kLingerTime{1};
 
 std::string EscapeJson(std::string_view text) {
   std::string out;
@@ -72,39 +113,13 @@ std::string EscapeJson(std::string_view text) {
   return out;
 }
 
-std::string JsonErrorBody(std::string_view message) {
-  return "{\"error\":\"" + EscapeJson(message) + "\"}";
-}
-
+// The extender protocol's error shape (spec/extender-protocol.md): {"Error":"..."}.
 HttpReply JsonError(int status, std::string_view message) {
-  return HttpReply{status, JsonErrorBody(message), std::string(kJson)};
+  return HttpReply{status, "{\"Error\":\"" + EscapeJson(message) + "\"}", std::string(kJson)};
 }
 
 HttpReply Text(int status, std::string body) {
   return HttpReply{status, std::move(body), std::string(kText)};
-}
-
-std::string ReasonPhrase(int status) {
-  switch (status) {
-    case 400:
-      return "bad request";
-    case 404:
-      return "not found";
-    case 405:
-      return "method not allowed";
-    case 408:
-      return "request timeout";
-    case 413:
-      return "request body too large";
-    case 414:
-      return "URI too long";
-    case 416:
-      return "range not satisfiable";
-    case 500:
-      return "internal error";
-    default:
-      return "HTTP status " + std::to_string(status);
-  }
 }
 
 std::string_view OutcomeOf(int status) {
@@ -124,8 +139,8 @@ std::string OpenSslErrors() {
   return text.empty() ? "unknown OpenSSL error" : text;
 }
 
-// Loads the certificate, key and (optionally) the client CA into a fresh SSL_CTX. Returns false
-// with `error` set when a file cannot be used.
+// Loads the certificate, key and (optionally) the client CA into `ctx`. Returns false with
+// `error` set when a file cannot be used.
 bool ConfigureTls(SSL_CTX& ctx, const TlsOptions& tls, std::string& error) {
   ERR_clear_error();
   SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
@@ -156,44 +171,6 @@ bool ConfigureTls(SSL_CTX& ctx, const TlsOptions& tls, std::string& error) {
     SSL_CTX_set_verify(&ctx, mode, nullptr);
   }
   return true;
-}
-
-int PortOf(const sockaddr_storage& address) {
-  if (address.ss_family == AF_INET) {
-    return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
-  }
-  if (address.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
-  }
-  return -1;
-}
-
-// Shuts down the reading side of every connection accepted on `port`, so that workers waiting on
-// an idle keep-alive connection wake up at once. cpp-httplib 0.11.4 does not track accepted
-// sockets, and its keep-alive wait only ends when the client sends, closes or the keep-alive
-// timeout (90 s here) passes; without this, Stop would wait that long for an idle
-// kube-scheduler connection. Only sockets whose local port is the listening port and that have
-// a peer are touched: after the listener is closed, those are exactly our accepted connections.
-// A request already being handled still writes its reply (only reading is shut down).
-void ShutdownAcceptedConnections(int port) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return;
-  std::vector<int> fds;
-  while (const dirent* entry = readdir(dir)) {
-    if (const auto fd = ParseInt(entry->d_name); fd && *fd > 2)
-      fds.push_back(static_cast<int>(*fd));
-  }
-  closedir(dir);
-  for (const int fd : fds) {
-    sockaddr_storage local{};
-    socklen_t length = sizeof(local);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) continue;
-    if (PortOf(local) != port) continue;
-    sockaddr_storage peer{};
-    length = sizeof(peer);
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length) != 0) continue;
-    ::shutdown(fd, SHUT_RD);
-  }
 }
 
 enum class Route { kNotFound, kVerb, kInspect, kExplain, kRelease, kHealthz, kReadyz, kMetrics };
@@ -240,15 +217,68 @@ bool Serves(RouteSet routes, Route route) {
   return true;
 }
 
-enum class BodyStatus { kOk, kTooLarge, kUnreadable };
+std::string_view View(beast::string_view text) { return {text.data(), text.size()}; }
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The request target's path: the query is dropped and %XX escapes are decoded (a malformed
+// escape stays as it is), as cpp-httplib did.
+std::string PathOf(std::string_view target) {
+  target = target.substr(0, target.find('?'));
+  std::string path;
+  path.reserve(target.size());
+  for (std::size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == '%' && i + 2 < target.size()) {
+      const int high = HexValue(target[i + 1]);
+      const int low = HexValue(target[i + 2]);
+      if (high >= 0 && low >= 0) {
+        path += static_cast<char>(high * 16 + low);
+        i += 2;
+        continue;
+      }
+    }
+    path += target[i];
+  }
+  return path;
+}
+
+// A reply on its way out: the handler's reply plus what only the transport decides.
+struct Outgoing {
+  explicit Outgoing(HttpReply r, std::string a = {}, bool c = false)
+      : reply(std::move(r)), allow(std::move(a)), close(c) {}
+
+  HttpReply reply;
+  std::string allow;   // the Allow header of a 405
+  bool close = false;  // close the connection after this reply
+};
+
+class HttpServer;
+
+// What the server needs of a connection whatever its stream type.
+class ConnectionBase : public std::enable_shared_from_this<ConnectionBase> {
+ public:
+  virtual ~ConnectionBase() = default;
+  // Closes the connection if it is idle or still receiving a request; one being handled or
+  // written closes after its reply. Safe from any thread.
+  virtual void Shutdown() = 0;
+};
 
 class HttpServer final : public Server {
  public:
   HttpServer(const ServerOptions& options, ExtenderHandler& handler, PrometheusMetrics& metrics,
-             std::unique_ptr<httplib::Server> http)
-      : options_(options), handler_(handler), metrics_(metrics), http_(std::move(http)) {
-    Install();
-  }
+             std::unique_ptr<asio::ssl::context> tls)
+      : options_(options),
+        handler_(handler),
+        metrics_(metrics),
+        tls_(std::move(tls)),
+        io_(std::max(1, options.io_threads)),
+        acceptor_(asio::make_strand(io_)),
+        accept_retry_(acceptor_.get_executor()) {}
 
   ~HttpServer() override {
     Stop();
@@ -260,14 +290,28 @@ class HttpServer final : public Server {
   void Stop() override;
   void Wait() override;
 
+  // --- for connections ---------------------------------------------------------------------
+
+  const ServerOptions& options() const { return options_; }
+  bool stopping() const { return stopping_.load(); }
+
+  // Registers a new connection. Returns false when the server is stopping (close it then).
+  bool Track(const std::shared_ptr<ConnectionBase>& connection);
+  void Untrack(const ConnectionBase* connection);
+
+  // Routes a complete request. Answers /healthz, /readyz and every transport error at once;
+  // anything that calls the handler or renders metrics runs on a handler thread, and `done`
+  // is called there with the reply (it must hop back to the connection's strand itself).
+  // `deadline` is the request's: a request still queued when it passes is not handled.
+  template <typename Done>
+  void Handle(http::request<http::string_body>& request, Clock::time_point deadline, Done done);
+
+  void CountTooLarge(std::string_view target);
+
  private:
-  void Install();
-  void Serve(const httplib::Request& request, httplib::Response& response,
-             const httplib::ContentReader* reader);
-  HttpReply Dispatch(const httplib::Request& request, httplib::Response& response,
-                     const httplib::ContentReader* reader);
-  BodyStatus ReadBody(const httplib::Request& request, const httplib::Response& response,
-                      const httplib::ContentReader& reader, std::string* body) const;
+  void Accept();
+  void OnAccept(beast::error_code error, tcp::socket socket);
+  HttpReply Run(const RouteMatch& match, const std::string& body);
   HttpReply CallVerb(Verb verb, std::string_view body);
   template <typename Call>
   HttpReply CallHandler(std::string_view what, Call&& call);
@@ -275,210 +319,352 @@ class HttpServer final : public Server {
   const ServerOptions options_;
   ExtenderHandler& handler_;
   PrometheusMetrics& metrics_;
-  const std::unique_ptr<httplib::Server> http_;
+  const std::unique_ptr<asio::ssl::context> tls_;  // null without TLS
+
+  // Before io_: connections still queued in io_ when it is destroyed untrack themselves.
+  std::mutex connections_mutex_;
+  std::unordered_map<const ConnectionBase*, std::weak_ptr<ConnectionBase>>
+      connections_;  // GUARDED_BY(connections_mutex_)
+
+  asio::io_context io_;
+  tcp::acceptor acceptor_;  // used on its own strand only
+  asio::steady_timer accept_retry_;
+  std::unique_ptr<asio::thread_pool> handlers_;  // created by Start
 
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> listen_returned_{false};
   std::atomic<int> port_{0};
+
   std::mutex wait_mutex_;
-  std::thread listener_;  // GUARDED_BY(wait_mutex_) after Start
+  std::vector<std::thread> io_threads_;  // GUARDED_BY(wait_mutex_) after Start
 };
 
-void HttpServer::Install() {
-  const ServerOptions& o = options_;
-  http_->set_tcp_nodelay(true);
-  // Replaces httplib's default (SO_REUSEPORT), which would let a second server bind the same
-  // port silently and split the traffic; SO_REUSEADDR alone allows a quick restart.
-  http_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  http_->set_keep_alive_max_count(o.keep_alive_max_requests);
-  http_->set_keep_alive_timeout(static_cast<time_t>(o.keep_alive_timeout.count()));
-  http_->set_read_timeout(static_cast<time_t>(o.read_timeout.count() / 1000),
-                          static_cast<time_t>((o.read_timeout.count() % 1000) * 1000));
-  http_->set_write_timeout(static_cast<time_t>(o.write_timeout.count() / 1000),
-                           static_cast<time_t>((o.write_timeout.count() % 1000) * 1000));
-  http_->set_payload_max_length(o.max_body_bytes);
-  const auto threads = static_cast<std::size_t>(o.threads);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+// One HTTP/1.1 connection over `Stream` (beast::tcp_stream or beast::ssl_stream of one). Every
+// member is used on the connection's strand only, except while a request is being handled:
+// then the handler thread reads the request, and nothing on the strand touches it until the
+// reply is posted back.
+template <typename Stream>
+class Connection final : public ConnectionBase {
+ public:
+  Connection(HttpServer& server, Stream stream) : server_(server), stream_(std::move(stream)) {}
+  ~Connection() override { server_.Untrack(this); }
 
-  // httplib's own answers (malformed request line, unknown method, a body over the limit on a
-  // path it read before routing) get the same JSON error shape as ours.
-  http_->set_error_handler([](const httplib::Request&, httplib::Response& response) {
-    if (response.body.empty()) {
-      response.set_content(JsonErrorBody(ReasonPhrase(response.status)), std::string(kJson));
+  void Begin() {
+    asio::dispatch(stream_.get_executor(), [self = Self()] { self->Open(); });
+  }
+
+  void Shutdown() override {
+    asio::post(stream_.get_executor(), [self = Self()] {
+      self->stop_requested_ = true;
+      if (self->state_ == State::kIdle || self->state_ == State::kReading) self->CloseNow();
+    });
+  }
+
+ private:
+  enum class State { kIdle, kReading, kHandling, kWriting, kClosed };
+
+  std::shared_ptr<Connection> Self() {
+    return std::static_pointer_cast<Connection>(shared_from_this());
+  }
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  void Open() {
+    if (!server_.Track(shared_from_this())) {
+      CloseNow();
+      return;
     }
-  });
-  // A backstop: Serve catches everything itself.
-  http_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& response, std::exception_ptr) {
-        response.status = 500;
-        response.set_content(JsonErrorBody("internal error"), std::string(kJson));
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      WaitForRequest();
+    } else {
+      // The handshake counts against the first request's deadline.
+      state_ = State::kReading;
+      Lowest().expires_after(server_.options().read_timeout);
+      stream_.async_handshake(asio::ssl::stream_base::server,
+                              [self = Self()](beast::error_code error) {
+                                if (error) return self->CloseNow();
+                                self->WaitForRequest();
+                              });
+    }
+  }
+
+  // Idle: waits for the first byte of the next request (unless a pipelined one is buffered).
+  void WaitForRequest() {
+    state_ = State::kIdle;
+    if (stop_requested_) return CloseNow();
+    if (buffer_.size() > 0) return ReadRequest();
+    // An idle connection keeps a socket, this object and a 4 KiB read buffer; what a large
+    // request grew is released.
+    buffer_.shrink_to_fit();
+    const Clock::duration idle = requests_ == 0
+                                     ? Clock::duration(server_.options().read_timeout)
+                                     : Clock::duration(server_.options().keep_alive_timeout);
+    Lowest().expires_after(idle);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = Self()](beast::error_code error, std::size_t bytes) {
+                              if (error) return self->CloseNow();
+                              self->buffer_.commit(bytes);
+                              self->ReadRequest();
+                            });
+  }
+
+  // Reading: the whole request (header, then body) must arrive within read_timeout of its
+  // first byte.
+  void ReadRequest() {
+    state_ = State::kReading;
+    deadline_ = Clock::now() + server_.options().read_timeout;
+    Lowest().expires_at(deadline_);
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    parser_->body_limit(static_cast<std::uint64_t>(server_.options().max_body_bytes));
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = Self()](beast::error_code error, std::size_t) { self->OnHeader(error); });
+  }
+
+  void OnHeader(beast::error_code error) {
+    if (error) return OnReadError(error);
+    if (parser_->is_done()) return OnRequest();
+    const auto& request = parser_->get();
+    if (beast::iequals(request[http::field::expect], "100-continue") && !parser_->is_done()) {
+      // curl and other clients wait for this before sending a large body.
+      continue_ = std::make_unique<http::response<http::empty_body>>(http::status::continue_,
+                                                                     request.version());
+      http::async_write(stream_, *continue_, [self = Self()](beast::error_code e, std::size_t) {
+        self->continue_.reset();
+        if (e) return self->CloseNow();
+        self->ReadBody();
       });
-
-  // One catch-all per method; routing is a few string comparisons in Dispatch (cheaper than
-  // httplib's per-route std::regex, and it lets unknown paths and wrong methods be told apart).
-  const auto plain = [this](const httplib::Request& request, httplib::Response& response) {
-    Serve(request, response, nullptr);
-  };
-  http_->Get(".*", plain);
-  http_->Put(".*", plain);
-  http_->Patch(".*", plain);
-  http_->Delete(".*", plain);
-  http_->Options(".*", plain);
-  // POST reads the body itself, to enforce the limit on chunked bodies too and to reserve the
-  // string once from Content-Length.
-  http_->Post(".*",
-              [this](const httplib::Request& request, httplib::Response& response,
-                     const httplib::ContentReader& reader) { Serve(request, response, &reader); });
-}
-
-void HttpServer::Serve(const httplib::Request& request, httplib::Response& response,
-                       const httplib::ContentReader* reader) {
-  HttpReply reply;
-  try {
-    reply = Dispatch(request, response, reader);
-  } catch (const std::exception& e) {
-    reply = JsonError(500, std::string("internal error: ") + e.what());
-  } catch (...) {
-    reply = JsonError(500, "internal error");
-  }
-  response.status = reply.status;
-  if (reply.status < 400 && !reply.body.empty() && !reply.content_type.empty() &&
-      MatchRoute(request.path, options_.url_prefix).route == Route::kVerb) {
-    // Extender replies go out uncompressed. httplib 0.11.4 gzips every `body` whose client
-    // accepts gzip, and Go's client (kube-scheduler) always says it does: on loopback or a
-    // cluster network that costs far more than it saves (a 1,000-name filter reply: ~3 ms of
-    // deflate on the scheduler's critical path). A sized content provider is never compressed,
-    // and it writes the reply straight from this string.
-    auto body = std::make_shared<const std::string>(std::move(reply.body));
-    response.set_content_provider(
-        body->size(), reply.content_type,
-        [body](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
-          return sink.write(body->data() + offset, length);
-        });
-    return;
-  }
-  response.body = std::move(reply.body);
-  if (!reply.content_type.empty()) response.set_header("Content-Type", reply.content_type);
-}
-
-BodyStatus HttpServer::ReadBody(const httplib::Request& request, const httplib::Response& response,
-                                const httplib::ContentReader& reader, std::string* body) const {
-  const std::size_t limit = options_.max_body_bytes;
-  const bool chunked =
-      request.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
-  const std::string length_header = request.get_header_value("Content-Length");
-  // RFC 9112 §6.3: a request with neither Content-Length nor chunked encoding has no body
-  // (httplib 0.11.4 would wait for the connection to close).
-  if (length_header.empty() && !chunked) return BodyStatus::kOk;
-  bool too_large = false;
-  if (!length_header.empty()) {
-    const auto length = ParseInt(length_header);
-    if (!length || *length < 0) return BodyStatus::kUnreadable;
-    // httplib checks this too before reading and then skips the body, keeping the connection
-    // usable; we still call the reader below so that it does.
-    too_large = static_cast<std::uint64_t>(*length) > limit;
-    if (!too_large && body != nullptr) body->reserve(static_cast<std::size_t>(*length));
-  }
-  std::size_t received = 0;
-  const auto receive = [&](const char* data, std::size_t length) {
-    if (length > limit - received) {
-      too_large = true;
-      return false;
+      return;
     }
-    received += length;
-    if (body != nullptr) body->append(data, length);
-    return true;
-  };
-  bool ok = false;
-  if (request.is_multipart_form_data()) {
-    ok = reader([](const httplib::MultipartFormData&) { return true; }, receive);
-  } else {
-    ok = reader(receive);
+    ReadBody();
   }
-  if (too_large || response.status == 413) return BodyStatus::kTooLarge;
-  return ok ? BodyStatus::kOk : BodyStatus::kUnreadable;
+
+  void ReadBody() {
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = Self()](beast::error_code error, std::size_t) {
+                       if (error) return self->OnReadError(error);
+                       self->OnRequest();
+                     });
+  }
+
+  void OnReadError(beast::error_code error) {
+    // A timeout, a reset or a client that closed between requests: nothing to answer, and a
+    // request that did not arrive in time is never handed to the handler.
+    if (error == beast::error::timeout || error == http::error::end_of_stream ||
+        error == asio::error::eof || error == asio::error::operation_aborted ||
+        error == asio::error::connection_reset || stop_requested_) {
+      return CloseNow();
+    }
+    if (error == http::error::body_limit) {
+      server_.CountTooLarge(View(parser_->get().target()));
+      return Send(Outgoing{JsonError(413, "request body exceeds the limit of " +
+                                              std::to_string(server_.options().max_body_bytes) +
+                                              " bytes (limits.max_body_bytes)"),
+                           {},
+                           true});
+    }
+    if (error == http::error::header_limit) {
+      return Send(Outgoing{JsonError(431, "request header fields too large"), {}, true});
+    }
+    if (error.category() == beast::error_code(http::error::bad_target).category() ||
+        error == http::error::partial_message) {
+      return Send(Outgoing{JsonError(400, "malformed HTTP request: " + error.message()), {}, true});
+    }
+    CloseNow();
+  }
+
+  void OnRequest() {
+    state_ = State::kHandling;
+    ++requests_;
+    server_.Handle(parser_->get(), deadline_, [self = Self()](Outgoing outgoing) {
+      asio::post(self->stream_.get_executor(), [self, outgoing = std::move(outgoing)]() mutable {
+        self->Send(std::move(outgoing));
+      });
+    });
+  }
+
+  // Writing: the reply must be taken within write_timeout.
+  void Send(Outgoing outgoing) {
+    if (state_ == State::kClosed) return;
+    state_ = State::kWriting;
+    const bool have_request = parser_.has_value() && parser_->is_header_done();
+    const unsigned version = have_request ? parser_->get().version() : 11;
+    const bool head = have_request && parser_->get().method() == http::verb::head;
+    const ServerOptions& options = server_.options();
+    keep_alive_ = have_request && !outgoing.close && !stop_requested_ && !server_.stopping() &&
+                  parser_->get().keep_alive() && requests_ < options.keep_alive_max_requests;
+
+    response_ = {};
+    response_.version(version);
+    response_.result(static_cast<unsigned>(outgoing.reply.status));
+    if (!outgoing.reply.content_type.empty()) {
+      response_.set(http::field::content_type, outgoing.reply.content_type);
+    }
+    if (!outgoing.allow.empty()) response_.set(http::field::allow, outgoing.allow);
+    response_.keep_alive(keep_alive_);
+    if (keep_alive_) {
+      response_.set("Keep-Alive", "timeout=" + std::to_string(options.keep_alive_timeout.count()) +
+                                      ", max=" + std::to_string(options.keep_alive_max_requests));
+    }
+    response_.body() = std::move(outgoing.reply.body);
+    response_.prepare_payload();
+    if (head) response_.body().clear();  // Content-Length stays that of the GET reply
+    if (!keep_alive_) parser_.reset();   // a request still arriving is abandoned
+
+    Lowest().expires_after(options.write_timeout);
+    http::async_write(stream_, response_, [self = Self()](beast::error_code error, std::size_t) {
+      self->response_ = {};
+      if (error) return self->CloseNow();
+      if (!self->keep_alive_) return self->Linger();
+      self->parser_.reset();
+      self->WaitForRequest();
+    });
+  }
+
+  // Closes after an error reply without resetting the connection: stops sending and discards
+  // what the client still sends (the rest of a refused body) for a short while, so that the
+  // client reads the reply rather than a reset.
+  void Linger() {
+    state_ = State::kClosed;
+    beast::error_code ignored;
+    Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    Lowest().expires_after(kLingerTime);
+    DiscardUntilClosed();
+  }
+
+  void DiscardUntilClosed() {
+    Lowest().async_read_some(asio::buffer(discard_),
+                             [self = Self()](beast::error_code error, std::size_t) {
+                               if (error) return self->CloseNow();
+                               self->DiscardUntilClosed();
+                             });
+  }
+
+  void CloseNow() {
+    state_ = State::kClosed;
+    beast::error_code ignored;
+    Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    Lowest().close();
+  }
+
+  HttpServer& server_;
+  Stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::unique_ptr<http::response<http::empty_body>> continue_;
+  http::response<http::string_body> response_;
+  std::array<char, 4096> discard_{};
+  State state_ = State::kIdle;
+  Clock::time_point deadline_{};
+  std::size_t requests_ = 0;
+  bool keep_alive_ = true;
+  bool stop_requested_ = false;
+};
+
+bool HttpServer::Track(const std::shared_ptr<ConnectionBase>& connection) {
+  std::lock_guard<std::mutex> lock(connections_mutex_);
+  if (stopping_) return false;
+  connections_.emplace(connection.get(), connection);
+  return true;
 }
 
-HttpReply HttpServer::Dispatch(const httplib::Request& request, httplib::Response& response,
-                               const httplib::ContentReader* reader) {
-  const RouteMatch match = MatchRoute(request.path, options_.url_prefix);
-  const bool is_post = request.method == "POST";
+void HttpServer::Untrack(const ConnectionBase* connection) {
+  std::lock_guard<std::mutex> lock(connections_mutex_);
+  connections_.erase(connection);
+}
+
+void HttpServer::CountTooLarge(std::string_view target) {
+  const RouteMatch match = MatchRoute(PathOf(target), options_.url_prefix);
+  if (match.route == Route::kVerb) metrics_.CountRequest(match.verb, "too_large");
+}
+
+template <typename Done>
+void HttpServer::Handle(http::request<http::string_body>& request, Clock::time_point deadline,
+                        Done done) {
+  const std::string path = PathOf(View(request.target()));
+  const RouteMatch match = MatchRoute(path, options_.url_prefix);
+  const http::verb method = request.method();
+  const bool is_post = method == http::verb::post;
   const bool method_ok =
-      match.post ? is_post : (request.method == "GET" || request.method == "HEAD");
+      match.post ? is_post : (method == http::verb::get || method == http::verb::head);
+  const std::string method_name(request.method_string());
 
   if (match.route != Route::kNotFound && !Serves(options_.routes, match.route)) {
-    if (reader != nullptr) ReadBody(request, response, *reader, nullptr);  // drain
-    return JsonError(404, request.path + " is served on the " +
-                              (options_.routes == RouteSet::kExtender ? "operations" : "extender") +
-                              " listener, not this one");
+    return done(Outgoing{
+        JsonError(404, path + " is served on the " +
+                           (options_.routes == RouteSet::kExtender ? "operations" : "extender") +
+                           " listener, not this one")});
   }
-  if (match.route == Route::kNotFound || !method_ok) {
-    if (reader != nullptr) ReadBody(request, response, *reader, nullptr);  // drain
-    if (match.route == Route::kNotFound) {
-      return JsonError(404, "no route for " + request.method + " " + request.path);
+  if (match.route == Route::kNotFound) {
+    return done(Outgoing{JsonError(404, "no route for " + method_name + " " + path)});
+  }
+  if (!method_ok) {
+    return done(Outgoing{JsonError(405, "method " + method_name + " not allowed for " + path +
+                                            "; use " + (match.post ? "POST" : "GET")),
+                         match.post ? "POST" : "GET, HEAD"});
+  }
+  if (match.route == Route::kHealthz) return done(Outgoing{Text(200, "ok")});
+  if (match.route == Route::kReadyz) {
+    bool ready = false;
+    try {
+      ready = handler_.Ready();
+    } catch (...) {
+      ready = false;
     }
-    response.set_header("Allow", match.post ? "POST" : "GET, HEAD");
-    return JsonError(405, "method " + request.method + " not allowed for " + request.path +
-                              "; use " + (match.post ? "POST" : "GET"));
+    return done(Outgoing{ready ? Text(200, "ok") : Text(503, "not ready")});
   }
+  const bool needs_body = match.post;
+  if (needs_body && request.body().empty()) {
+    if (match.route == Route::kVerb) metrics_.CountRequest(match.verb, "empty_body");
+    return done(Outgoing{JsonError(400, "empty request body; expected JSON")});
+  }
+  // The rest runs on a handler thread. The work guard keeps the I/O threads running until the
+  // reply is posted back, even when Stop has closed everything else.
+  asio::post(*handlers_, [this, match, path, deadline, &request, done = std::move(done),
+                          work = asio::make_work_guard(io_)]() mutable {
+    if (Clock::now() > deadline) {
+      // The client's deadline passed while the request waited for a handler thread; whatever
+      // it decides now would arrive after the client gave up.
+      if (match.route == Route::kVerb) metrics_.CountRequest(match.verb, "deadline");
+      done(Outgoing{JsonError(503, "the request waited past its deadline"), {}, true});
+      return;
+    }
+    // `match.node` points into the caller's `path`; re-derive it from this copy.
+    const RouteMatch local = MatchRoute(path, options_.url_prefix);
+    Outgoing outgoing{Run(local, request.body())};
+    done(std::move(outgoing));
+  });
+}
 
-  switch (match.route) {
-    case Route::kHealthz:
-      return Text(200, "ok");
-    case Route::kReadyz: {
-      bool ready = false;
-      try {
-        ready = handler_.Ready();
-      } catch (...) {
-        ready = false;
+HttpReply HttpServer::Run(const RouteMatch& match, const std::string& body) {
+  try {
+    switch (match.route) {
+      case Route::kMetrics:
+        return HttpReply{200, metrics_.Render(), std::string(kPrometheusText)};
+      case Route::kInspect: {
+        const std::string node(match.node);
+        return CallHandler("inspect", [&] { return handler_.Inspect(node); });
       }
-      return ready ? Text(200, "ok") : Text(503, "not ready");
+      case Route::kRelease:
+        return CallHandler("release", [&] { return handler_.Release(body); });
+      case Route::kExplain:
+        return CallHandler("explain", [&] { return handler_.Explain(body); });
+      case Route::kVerb:
+        return CallVerb(match.verb, body);
+      case Route::kHealthz:
+      case Route::kReadyz:
+      case Route::kNotFound:
+        break;
     }
-    case Route::kMetrics:
-      return HttpReply{200, metrics_.Render(), std::string(kPrometheusText)};
-    case Route::kInspect: {
-      const std::string node(match.node);
-      return CallHandler("inspect", [&] { return handler_.Inspect(node); });
-    }
-    case Route::kVerb:
-    case Route::kExplain:
-    case Route::kRelease:
-      break;
-    case Route::kNotFound:
-      return JsonError(404, "no route");
+  } catch (const std::exception& e) {
+    return JsonError(500, std::string("internal error: ") + e.what());
+  } catch (...) {
   }
-
-  std::string body;
-  const BodyStatus status =
-      reader != nullptr ? ReadBody(request, response, *reader, &body) : BodyStatus::kOk;
-  const bool is_verb = match.route == Route::kVerb;
-  if (status == BodyStatus::kTooLarge) {
-    if (is_verb) metrics_.CountRequest(match.verb, "too_large");
-    return JsonError(413, "request body exceeds the limit of " +
-                              std::to_string(options_.max_body_bytes) +
-                              " bytes (limits.max_body_bytes)");
-  }
-  if (status == BodyStatus::kUnreadable) {
-    if (is_verb) metrics_.CountRequest(match.verb, "bad_request");
-    return JsonError(400, "cannot read the request body");
-  }
-  if (body.empty()) {
-    if (is_verb) metrics_.CountRequest(match.verb, "empty_body");
-    return JsonError(400, "empty request body; expected JSON");
-  }
-  if (match.route == Route::kRelease) {
-    return CallHandler("release", [&] { return handler_.Release(body); });
-  }
-  if (!is_verb) return CallHandler("explain", [&] { return handler_.Explain(body); });
-  return CallVerb(match.verb, body);
+  return JsonError(500, "internal error");
 }
 
 HttpReply HttpServer::CallVerb(Verb verb, std::string_view body) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   HttpReply reply;
   std::string_view outcome = "exception";
   try {
@@ -504,7 +690,7 @@ HttpReply HttpServer::CallVerb(Verb verb, std::string_view body) {
     log::Error(std::string("handler for ") + std::string(VerbName(verb)) + " threw");
     reply = JsonError(500, "internal error");
   }
-  const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+  const std::chrono::duration<double> seconds = Clock::now() - start;
   metrics_.ObserveRequest(verb, outcome, seconds.count());
   return reply;
 }
@@ -522,50 +708,113 @@ HttpReply HttpServer::CallHandler(std::string_view what, Call&& call) {
   }
 }
 
+void HttpServer::Accept() {
+  acceptor_.async_accept(
+      asio::make_strand(io_),
+      [this](beast::error_code error, tcp::socket socket) { OnAccept(error, std::move(socket)); });
+}
+
+void HttpServer::OnAccept(beast::error_code error, tcp::socket socket) {
+  if (stopping_ || !acceptor_.is_open()) return;
+  if (error) {
+    // Out of file descriptors or memory: wait a little rather than spin, then go on.
+    if (error != asio::error::operation_aborted) {
+      log::Warning("accept on port " + std::to_string(port_.load()) + ": " + error.message());
+    }
+    accept_retry_.expires_after(std::chrono::milliseconds(50));
+    accept_retry_.async_wait([this](beast::error_code) {
+      if (!stopping_) Accept();
+    });
+    return;
+  }
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  if (tls_) {
+    using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+    std::make_shared<Connection<TlsStream>>(*this,
+                                            TlsStream(beast::tcp_stream(std::move(socket)), *tls_))
+        ->Begin();
+  } else {
+    std::make_shared<Connection<beast::tcp_stream>>(*this, beast::tcp_stream(std::move(socket)))
+        ->Begin();
+  }
+  Accept();
+}
+
 Result<void> HttpServer::Start() {
   if (stopping_) return MakeError("server was stopped before Start");
   if (started_.exchange(true)) return MakeError("server already started");
   const std::string address = options_.host + ":" + std::to_string(options_.port);
-  errno = 0;
-  int bound = -1;
-  if (options_.port == 0) {
-    bound = http_->bind_to_any_port(options_.host);
-  } else if (http_->bind_to_port(options_.host, options_.port)) {
-    bound = options_.port;
-  }
-  if (bound < 0) {
-    const int saved = errno;
+  beast::error_code error;
+  tcp::resolver resolver(io_);
+  const auto endpoints =
+      resolver.resolve(options_.host, std::to_string(options_.port),
+                       tcp::resolver::passive | tcp::resolver::numeric_service, error);
+  if (error || endpoints.empty()) {
     started_ = false;
-    return MakeError("cannot listen on " + address +
-                     (saved != 0 ? std::string(": ") + std::strerror(saved) : std::string()));
+    return MakeError("cannot listen on " + address + ": " +
+                     (error ? error.message() : std::string("no address")));
   }
-  port_ = bound;
+  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  // SO_REUSEADDR allows a quick restart; no SO_REUSEPORT, so that a second server cannot bind
+  // the same port silently and split the traffic.
+  if (acceptor_.open(endpoint.protocol(), error) ||
+      acceptor_.set_option(tcp::acceptor::reuse_address(true), error) ||
+      acceptor_.bind(endpoint, error) ||
+      acceptor_.listen(asio::socket_base::max_listen_connections, error)) {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    started_ = false;
+    return MakeError("cannot listen on " + address + ": " + error.message());
+  }
+  port_ = acceptor_.local_endpoint(error).port();
   std::lock_guard<std::mutex> lock(wait_mutex_);
   try {
-    listener_ = std::thread([this] {
-      http_->listen_after_bind();
-      listen_returned_ = true;
-    });
+    handlers_ = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(options_.threads));
+    Accept();
+    for (int i = 0; i < std::max(1, options_.io_threads); ++i) {
+      io_threads_.emplace_back([this] {
+        for (;;) {
+          try {
+            io_.run();
+            return;
+          } catch (const std::exception& e) {
+            log::Error(std::string("server I/O thread: ") + e.what());
+          }
+        }
+      });
+    }
   } catch (const std::exception& e) {
-    return MakeError(std::string("cannot start the listener thread: ") + e.what());
+    return MakeError(std::string("cannot start the server threads: ") + e.what());
   }
-  // The socket already listens (connections queue in the backlog); wait only for the accept
-  // loop to mark itself running, because httplib's stop() does nothing before that.
-  while (!http_->is_running() && !listen_returned_) std::this_thread::yield();
-  log::Info("linkfit server listening on " + options_.host + ":" + std::to_string(bound) +
-            (options_.tls.enabled() ? " (TLS)" : ""));
+  log::Info("linkfit server listening on " + options_.host + ":" + std::to_string(port_.load()) +
+            (tls_ ? " (TLS)" : ""));
   return {};
 }
 
 void HttpServer::Stop() {
-  if (stopping_.exchange(true) || !started_) return;
-  http_->stop();
-  ShutdownAcceptedConnections(port_);
+  std::vector<std::shared_ptr<ConnectionBase>> live;
+  {
+    std::lock_guard<std::mutex> lock(connections_mutex_);
+    if (stopping_.exchange(true) || !started_) return;
+    for (const auto& [key, weak] : connections_) {
+      if (auto connection = weak.lock()) live.push_back(std::move(connection));
+    }
+  }
+  asio::post(acceptor_.get_executor(), [this] {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    accept_retry_.cancel();
+  });
+  for (const auto& connection : live) connection->Shutdown();
 }
 
 void HttpServer::Wait() {
   std::lock_guard<std::mutex> lock(wait_mutex_);
-  if (listener_.joinable()) listener_.join();
+  for (std::thread& thread : io_threads_) {
+    if (thread.joinable()) thread.join();
+  }
+  if (handlers_) handlers_->join();
 }
 
 Result<void> ValidateOptions(const ServerOptions& options) {
@@ -578,9 +827,14 @@ Result<void> ValidateOptions(const ServerOptions& options) {
                      " must start with '/' and not end with '/'");
   }
   if (options.threads < 1) return MakeError("threads must be at least 1");
+  if (options.io_threads < 1) return MakeError("io_threads must be at least 1");
   if (options.max_body_bytes == 0) return MakeError("max_body_bytes must be positive");
   if (options.keep_alive_max_requests == 0) {
     return MakeError("keep_alive_max_requests must be positive");
+  }
+  if (options.read_timeout.count() <= 0 || options.write_timeout.count() <= 0 ||
+      options.keep_alive_timeout.count() <= 0) {
+    return MakeError("read_timeout, write_timeout and keep_alive_timeout must be positive");
   }
   const TlsOptions& tls = options.tls;
   if (tls.cert_file.empty() != tls.key_file.empty()) {
@@ -601,20 +855,14 @@ Result<ServerPtr> NewServer(const ServerOptions& options, ExtenderHandler& handl
                             PrometheusMetrics& metrics) {
   if (auto valid = ValidateOptions(options); !valid) return tl::unexpected(valid.error());
   try {
-    std::unique_ptr<httplib::Server> http;
+    std::unique_ptr<asio::ssl::context> tls;
     if (options.tls.enabled()) {
+      ERR_clear_error();
+      tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
       std::string error;
-      auto tls_server = std::make_unique<httplib::SSLServer>(
-          [&](SSL_CTX& ctx) { return ConfigureTls(ctx, options.tls, error); });
-      if (!tls_server->is_valid()) {
-        return MakeError(error.empty() ? "cannot create the TLS context: " + OpenSslErrors()
-                                       : error);
-      }
-      http = std::move(tls_server);
-    } else {
-      http = std::make_unique<httplib::Server>();
+      if (!ConfigureTls(*tls->native_handle(), options.tls, error)) return MakeError(error);
     }
-    return ServerPtr(std::make_unique<HttpServer>(options, handler, metrics, std::move(http)));
+    return ServerPtr(std::make_unique<HttpServer>(options, handler, metrics, std::move(tls)));
   } catch (const std::exception& e) {
     return MakeError(std::string("cannot create the HTTP server: ") + e.what());
   }

@@ -24,14 +24,15 @@ class ServiceHttpTest : public ::testing::Test {
   }
   void SetUp() override { ASSERT_TRUE(server_.ok()); }
 
-  // Expects `status` and a JSON object body with a non-empty error message.
+  // Expects `status` and a JSON object body with a non-empty error message under the extender
+  // protocol's key, "Error", whoever answered (the server or the handler).
   void ExpectJsonError(const std::pair<int, std::string>& reply, int status) {
     EXPECT_EQ(reply.first, status) << reply.second;
     const auto body = nlohmann::json::parse(reply.second, nullptr, false);
     ASSERT_TRUE(body.is_object()) << reply.second;
-    const std::string key = body.contains("Error") ? "Error" : "error";
-    ASSERT_TRUE(body.contains(key)) << reply.second;
-    EXPECT_FALSE(body[key].get<std::string>().empty()) << reply.second;
+    ASSERT_TRUE(body.contains("Error")) << reply.second;
+    EXPECT_FALSE(body.contains("error")) << reply.second;
+    EXPECT_FALSE(body["Error"].get<std::string>().empty()) << reply.second;
   }
   void ExpectHealthy() {
     const auto reply = server_.Get("/healthz");

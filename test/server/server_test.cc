@@ -87,7 +87,8 @@ class ServerTest : public ::testing::Test {
   ServerPtr server_;
 };
 
-bool IsJsonError(const std::string& body) { return body.rfind("{\"error\":\"", 0) == 0; }
+// The extender protocol's error shape, with its PascalCase key.
+bool IsJsonError(const std::string& body) { return body.rfind("{\"Error\":\"", 0) == 0; }
 
 TEST_F(ServerTest, EachVerbReachesTheHandlerWithTheExactBody) {
   StartServer(LocalOptions());

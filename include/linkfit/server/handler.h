@@ -40,7 +40,7 @@ class ExtenderHandler {
   // the handler does not support it.
   virtual HttpReply Release(std::string_view body) {
     (void)body;
-    return HttpReply{404, R"({"error":"release is only available in standalone mode"})"};
+    return HttpReply{404, R"({"Error":"release is only available in standalone mode"})"};
   }
 
   // /readyz: true once the initial node and pod state is loaded.

@@ -14,19 +14,39 @@
 //   GET  /readyz                                  -> 200 when ExtenderHandler::Ready(), else 503
 //   GET  /metrics                                 -> Prometheus text exposition
 //
-// Unknown paths get 404 and known paths with the wrong method 405, both with a JSON body
-// {"error":"..."}. An empty body on a POST route is 400, a body over max_body_bytes is 413, and
-// anything the handler throws becomes a 500 with a JSON body: no request can stop the server.
+// Every error the server itself answers has the extender protocol's shape {"Error":"..."}
+// (spec/extender-protocol.md): unknown paths get 404, known paths with the wrong method 405 (with
+// Allow), an empty body on a POST route 400, a body over max_body_bytes 413, a malformed request
+// 400, and anything the handler throws 500: no request can stop the server.
 // The time spent in the handler is reported per verb through PrometheusMetrics::ObserveRequest
 // with the outcome "ok" (2xx), "bad_request" (4xx), "error" (5xx) or "exception"; the extender
 // module therefore must not report ObserveRequest itself.
 //
+// Design (event-driven, Boost.Asio/Beast): a connection costs a socket, a small state object and
+// a read buffer while a request arrives; it never holds a thread. A few I/O threads
+// (ServerOptions::io_threads) accept, run TLS handshakes, read and parse requests, write replies
+// and answer /healthz and /readyz themselves; the handler threads (ServerOptions::threads) run
+// every call into the ExtenderHandler and /metrics, so a verb in progress delays neither other
+// connections nor the health checks. Hundreds of idle or slow connections therefore cost file
+// descriptors and a little memory, not service. Deadlines, all enforced by the server:
+//   - a request (its header and its body) must arrive within read_timeout of its first byte; the
+//     deadline is a total, so a client that trickles bytes cannot extend it, and a request that
+//     misses it is dropped without a reply and never reaches the handler;
+//   - a request still waiting for a handler thread when its deadline passes gets 503 and is not
+//     handled (its client has given up);
+//   - a new connection must start its first request within read_timeout (a TLS handshake counts
+//     against it), and a kept-alive connection its next request within keep_alive_timeout;
+//   - a reply must be taken within write_timeout.
+// A connection that breaks a deadline is closed.
+//
 // Lifecycle:  NewServer --> Start (bound, accepting) --> Stop --> (Wait returns)
 //
 // Thread-safety: Start, Stop and Wait may be called from different threads (typically Start and
-// Wait from main and Stop from a signal-handling thread). Stop closes the listening socket,
-// lets requests in flight finish and closes idle keep-alive connections, so Wait returns
-// promptly; Stop and Wait are idempotent. The destructor stops and waits.
+// Wait from main and Stop from a signal-handling thread). Stop closes the listening socket and
+// every connection that is idle or still receiving a request; requests being handled finish and
+// their replies are written (then those connections close), so Wait returns promptly. Stop and
+// Wait are idempotent. The destructor stops and waits. The handler is called from the handler
+// threads concurrently, and ExtenderHandler::Ready from the I/O threads.
 
 #include <chrono>
 #include <cstddef>
@@ -54,8 +74,8 @@ struct TlsOptions {
 };
 
 // Which routes a listener serves. With an operations address linkfit runs two listeners, each
-// with its own threads, so that a scrape storm or a slow client of the operations routes never
-// delays a scheduling call.
+// with its own I/O and handler threads, so that a scrape storm or a slow client of the operations
+// routes never delays a scheduling call.
 enum class RouteSet {
   kAll,         // every route (one listener)
   kExtender,    // the verbs, /standalone/release, /healthz and /readyz
@@ -72,14 +92,19 @@ struct ServerOptions {
   TlsOptions tls;
 
   std::size_t max_body_bytes = std::size_t{64} << 20;
+  // The whole-request deadline, from a request's first byte to its last (and the time a new
+  // connection has to start its first request).
   std::chrono::milliseconds read_timeout{10000};
   std::chrono::milliseconds write_timeout{10000};
-  // Worker threads. Every open keep-alive connection holds one worker while it is open, so keep
-  // this above the number of connections clients keep (kube-scheduler keeps a few).
+  // Handler threads: the most handler calls (verbs, /inspect, /explain, /metrics) that run at
+  // once; further complete requests queue for one. Connections do not hold them.
   int threads = 16;
+  // I/O threads: sockets, TLS, HTTP parsing, /healthz and /readyz. Two keep the health checks
+  // answered while the other parses a large body.
+  int io_threads = 2;
   // Go's http.Transport closes idle connections after 90 s; the server keeps them at least as
-  // long, and for effectively unlimited requests, so that kube-scheduler's connection is reused
-  // (httplib's defaults, 5 s and 5 requests, cost a new connection every few pods).
+  // long, and for effectively unlimited requests, so that kube-scheduler's connection is reused.
+  // An idle connection holds no thread, so a long timeout costs only a file descriptor.
   std::chrono::seconds keep_alive_timeout{90};
   std::size_t keep_alive_max_requests = 100000;
 };
