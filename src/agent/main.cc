@@ -2,6 +2,7 @@
 // deploy/README.md. Also reachable as `linkfit agent ...` (the linkfit CLI runs this binary).
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -46,7 +47,10 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
   --device-plugin-dir DIR      serve linkfit's device plugin (nvidia.com/gpu, nvidia.com/mig-*,
                                the share resource) in the kubelet's device plugin directory
                                (e.g. /var/lib/kubelet/device-plugins; default off). It replaces
-                               NVIDIA's device plugin on this node: run only one of them
+                               NVIDIA's device plugin on this node: run only one of them. Where
+                               the runtime offers no NRI (no --nri-socket, or no socket there at
+                               start-up) it runs verify-only: it injects the kubelet's choice and
+                               refuses to start a container whose devices are not its plan
   --share-resource NAME        the share resource it serves (default linkfit.io/gpu-share,
                                "" = none), counted in thousandths of a GPU
   --once                       one round, then exit (status 0 when it published or had nothing
@@ -143,10 +147,22 @@ void StopOnSignals(NodeAgent& agent) {
   }).detach();
 }
 
+bool IsSocket(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISSOCK(info.st_mode);
+}
+
 int Run(const Flags& flags) {
   NvmlOptions nvml;
   nvml.library = flags.nvml_library;
   const CommandRunner runner = SystemCommandRunner();
+  // NRI where the runtime offers it; without it, the device plugin verifies instead (design §4.5).
+  bool use_nri = !flags.nri_socket.empty();
+  if (use_nri && !flags.device_plugin_dir.empty() && !IsSocket(flags.nri_socket)) {
+    log::Warning("no NRI socket at " + flags.nri_socket +
+                 " (the runtime runs no NRI): the device plugin runs in verify-only mode");
+    use_nri = false;
+  }
   NodeAgent::DiscoverFn discover = [nvml, runner] { return Discover(nvml, runner); };
 
   NodePods pods;
@@ -211,7 +227,7 @@ int Run(const Flags& flags) {
   // With the NRI plugin, what it handed over is the truth to publish; the kubelet's view fills
   // in pods it handed nothing.
   HandedDevicesView handed;
-  if (!flags.nri_socket.empty()) {
+  if (use_nri) {
     devices = [kubelet = devices,
                &handed](const topology::TopologySpec& spec) -> Result<kube::DevicesInUse> {
       kube::DevicesInUse from_kubelet;
@@ -227,6 +243,8 @@ int Run(const Flags& flags) {
   }
   NodePublisher publisher(*client, flags.node_name);
   NodeAgent agent(options, discover, devices, publisher);
+  // Until the runtime configures the NRI plugin, another device plugin's choice stands.
+  agent.SetHandoffMode(!use_nri && !flags.device_plugin_dir.empty() ? "verify" : "report");
   if (flags.once) {
     // Wait briefly for the pod list so the first devices-in-use carries UIDs.
     for (int i = 0; i < 100 && !pod_reflector->synced(); ++i) {
@@ -259,9 +277,13 @@ int Run(const Flags& flags) {
                  "); health comes from re-discovery only");
   }
   std::thread nri_thread;
-  if (!flags.nri_socket.empty()) {
+  if (use_nri) {
     node::NriPluginOptions nri;
     nri.node_name = flags.node_name;
+    nri.on_configured = [&agent](const std::string& mode, const std::string& runtime) {
+      log::Info("NRI: configured by " + runtime);
+      agent.SetHandoffMode(mode);
+    };
     // `nri` by value: it leaves scope before the thread ends.
     nri_thread = std::thread([&flags, nri, &agent, &handed, &stopping] {
       RunNriPlugin(flags.nri_socket, nri, agent, &handed, stopping);
@@ -272,6 +294,7 @@ int Run(const Flags& flags) {
     DevicePluginLoopOptions plugin;
     plugin.plugin.directory = flags.device_plugin_dir;
     plugin.plugin.devices.share_resource = flags.share_resource;
+    plugin.plugin.verify = !use_nri;
     plugin.node_name = flags.node_name;
     plugin.pod_resources_socket = flags.socket;
     plugin_thread = std::thread(

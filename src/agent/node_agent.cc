@@ -15,6 +15,7 @@ NodeAgent::NodeAgent(AgentOptions options, DiscoverFn discover, DevicesFn device
       publisher_(publisher) {}
 
 topology::TopologySpec NodeAgent::WithHealthLocked(topology::TopologySpec spec) const {
+  spec.handoff_mode = handoff_mode_;
   for (const auto& [gpu, problem] : xid_problems_) {
     for (topology::GpuSpec& entry : spec.gpus) {
       if (entry.index != gpu || !entry.healthy) continue;
@@ -99,6 +100,15 @@ void NodeAgent::Run() {
 void NodeAgent::Stop() {
   std::lock_guard<std::mutex> lock(mutex_);
   stop_ = true;
+  wake_.notify_all();
+}
+
+void NodeAgent::SetHandoffMode(const std::string& mode) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (mode == handoff_mode_) return;
+  log::Info("hand-off mode: " + mode);
+  handoff_mode_ = mode;
+  urgent_ = true;
   wake_.notify_all();
 }
 

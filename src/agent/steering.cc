@@ -32,7 +32,9 @@ node::KubeletHoldings HoldingsOf(const std::vector<PodDeviceUse>& pods) {
     for (const ContainerDeviceUse& container : pod.containers) {
       auto& held = containers[container.name];
       for (const ContainerDeviceUse::Devices& devices : container.devices) {
-        if (!devices.device_ids.empty()) held.insert(devices.resource_name);
+        if (devices.device_ids.empty()) continue;
+        auto& ids = held[devices.resource_name];
+        ids.insert(ids.end(), devices.device_ids.begin(), devices.device_ids.end());
       }
     }
   }

@@ -115,6 +115,10 @@ nlohmann::json NodeJson(const state::NodeState& node) {
   if (node.info().unhealthy != 0) {
     json["unhealthy_gpus"] = alloc::MaskToIndexes(node.info().unhealthy);
   }
+  // How the node hands devices to containers, as its agent reports it (topology/spec.h).
+  if (const std::string& mode = node.info().own_topology().spec().handoff_mode; !mode.empty()) {
+    json["handoff_mode"] = mode;
+  }
   return json;
 }
 

@@ -126,6 +126,7 @@ NodeStore::Change NodeStore::UpsertLocked(const kube::NodeView& node) {
         cache_.RemoveNode(node.name);
         cache_.SetNodeProblem(node.name, "");
         entry.facts_hash = 0;
+        SetHandoffModeLocked(entry, kNoMode);
         return Change::kRemoved;
       }
       cache_.SetNodeProblem(node.name, "");
@@ -157,6 +158,7 @@ NodeStore::Change NodeStore::UpsertLocked(const kube::NodeView& node) {
       if (was_modelled) cache_.RemoveNode(node.name);
       cache_.SetNodeProblem(node.name, reason);
       entry.facts_hash = 0;
+      SetHandoffModeLocked(entry, kNoMode);
       return was_modelled ? Change::kRemoved : Change::kNone;
     };
     auto topology = factory_.TopologyFromText(
@@ -175,13 +177,33 @@ NodeStore::Change NodeStore::UpsertLocked(const kube::NodeView& node) {
     const int dropped = cache_.UpsertNode(std::move(*info));
     if (dropped > 0) metrics_.CountBadObject("node", "pods-dropped");
     entry.facts_hash = hash;
+    const std::string& mode = (*topology)->spec().handoff_mode;
+    int mode_index = kUnsaid;
+    for (int i = 0; i < kUnsaid; ++i) {
+      if (mode == topology::kHandoffModes[i]) mode_index = i;
+    }
+    SetHandoffModeLocked(entry, mode_index);
     return Change::kModelled;
+  }
+}
+
+void NodeStore::SetHandoffModeLocked(Entry& entry, int mode) {
+  if (mode == entry.handoff_mode) return;
+  if (entry.handoff_mode != kNoMode) --nodes_by_mode_[static_cast<std::size_t>(entry.handoff_mode)];
+  if (mode != kNoMode) ++nodes_by_mode_[static_cast<std::size_t>(mode)];
+  entry.handoff_mode = mode;
+  for (int i = 0; i <= kUnsaid; ++i) {
+    metrics_.SetNodesByHandoffMode(i == kUnsaid ? "unreported" : topology::kHandoffModes[i],
+                                   nodes_by_mode_[static_cast<std::size_t>(i)]);
   }
 }
 
 void NodeStore::Delete(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto it = nodes_.find(name); it != nodes_.end()) {
+      SetHandoffModeLocked(it->second, kNoMode);
+    }
     nodes_.erase(name);
     cache_.RemoveNode(name);
     cache_.SetNodeProblem(name, "");

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,29 @@ std::optional<FileId> IdentifyFile(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) return std::nullopt;
   return FileId{info.st_dev, info.st_ino};
+}
+
+// Verify mode: what the container is given, by the IDs the kubelet chose (GPU and MIG UUIDs once
+// each, share replicas as their GPU with the count as thousandths).
+std::map<std::string, std::string> VisibleDevicesEnv(const std::vector<std::string>& ids) {
+  std::vector<std::string> uuids;
+  std::map<std::string, int> replicas;
+  for (const std::string& id : ids) {
+    const std::size_t at = id.find("::");
+    const std::string uuid = id.substr(0, at);
+    if (at != std::string::npos) ++replicas[uuid];
+    if (std::find(uuids.begin(), uuids.end(), uuid) == uuids.end()) uuids.push_back(uuid);
+  }
+  std::map<std::string, std::string> env;
+  std::string visible;
+  for (const std::string& uuid : uuids) visible += (visible.empty() ? "" : ",") + uuid;
+  env["NVIDIA_VISIBLE_DEVICES"] = visible.empty() ? "void" : visible;
+  std::string shares;
+  for (const auto& [uuid, count] : replicas) {
+    shares += (shares.empty() ? "" : ",") + uuid + "=" + std::to_string(count);
+  }
+  if (!shares.empty()) env["LINKFIT_GPU_SHARES"] = shares;
+  return env;
 }
 
 // One resource's devices and the version that ListAndWatch streams follow.
@@ -64,6 +88,21 @@ class ResourceState {
     }
     return true;
   }
+  // `ids` in the order this resource lists its devices (GPU index order), unknown ones last.
+  std::vector<std::string> InListOrder(std::vector<std::string> ids) const {
+    std::map<std::string, std::size_t> position;
+    for (const std::string& id : ids) position[id] = SIZE_MAX;
+    {
+      std::lock_guard lock(mutex_);
+      for (std::size_t i = 0; i < devices_.size(); ++i) {
+        if (const auto it = position.find(devices_[i].id); it != position.end()) it->second = i;
+      }
+    }
+    std::stable_sort(ids.begin(), ids.end(), [&](const std::string& a, const std::string& b) {
+      return position[a] < position[b];
+    });
+    return ids;
+  }
   bool Serves(const std::string& id) const {
     std::lock_guard lock(mutex_);
     return std::any_of(devices_.begin(), devices_.end(),
@@ -85,6 +124,11 @@ struct Shared {
   std::mutex node_mutex;
   topology::TopologySpec node;  // GUARDED_BY(node_mutex)
   std::atomic<std::uint64_t> preferred{0}, no_preference{0}, allocations{0}, list_updates{0};
+  std::atomic<std::uint64_t> verified{0}, refused{0};
+  topology::TopologySpec Node() {
+    std::lock_guard lock(node_mutex);
+    return node;
+  }
 };
 
 class ResourceService final : public v1beta1::DevicePlugin::Service {
@@ -94,7 +138,7 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
   grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
                                       v1beta1::DevicePluginOptions* options) override {
     options->set_get_preferred_allocation_available(true);
-    options->set_pre_start_required(false);
+    options->set_pre_start_required(shared_.config.verify);
     return grpc::Status::OK;
   }
 
@@ -124,11 +168,7 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
                                       v1beta1::PreferredAllocationResponse* response) override {
     Result<SteeringView> view =
         shared_.steering ? shared_.steering() : Result<SteeringView>(SteeringView{});
-    topology::TopologySpec node;
-    {
-      std::lock_guard lock(shared_.node_mutex);
-      node = shared_.node;
-    }
+    const topology::TopologySpec node = shared_.Node();
     for (const auto& asked : request->container_requests()) {
       auto* answer = response->add_container_responses();
       if (!view) {
@@ -171,13 +211,35 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
       for (const auto& [key, value] : KubeletIdsAnnotation(state_.name(), ids)) {
         (*answer->mutable_annotations())[key] = value;
       }
+      if (shared_.config.verify) {
+        for (const auto& [key, value] : VisibleDevicesEnv(state_.InListOrder(ids)))
+          (*answer->mutable_envs())[key] = value;
+      }
       ++shared_.allocations;
     }
     return grpc::Status::OK;
   }
 
-  grpc::Status PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest*,
+  grpc::Status PreStartContainer(grpc::ServerContext*,
+                                 const v1beta1::PreStartContainerRequest* request,
                                  v1beta1::PreStartContainerResponse*) override {
+    if (!shared_.config.verify) return grpc::Status::OK;
+    const std::vector<std::string> ids(request->devices_ids().begin(),
+                                       request->devices_ids().end());
+    Result<SteeringView> view =
+        shared_.steering ? shared_.steering() : Result<SteeringView>(SteeringView{});
+    Result<std::string> verdict =
+        view ? VerifyPreStart(state_.name(), ids, view->plans, view->kubelet, shared_.Node(),
+                              shared_.config.devices)
+             : Result<std::string>(
+                   MakeError("the kubelet's view is unreadable: " + view.error().message));
+    if (!verdict) {
+      ++shared_.refused;
+      log::Warning("device plugin " + state_.name() +
+                   ": refusing a container start: " + verdict.error().message);
+      return {grpc::StatusCode::FAILED_PRECONDITION, "linkfit: " + verdict.error().message};
+    }
+    ++shared_.verified;
     return grpc::Status::OK;
   }
 
@@ -252,8 +314,8 @@ class DevicePluginsImpl final : public DevicePlugins {
   }
 
   DevicePluginStats stats() const override {
-    return {shared_.preferred.load(), shared_.no_preference.load(), shared_.allocations.load(),
-            shared_.list_updates.load()};
+    return {shared_.preferred.load(),    shared_.no_preference.load(), shared_.allocations.load(),
+            shared_.list_updates.load(), shared_.verified.load(),      shared_.refused.load()};
   }
 
  private:
@@ -292,6 +354,7 @@ class DevicePluginsImpl final : public DevicePlugins {
     request.set_endpoint(PluginSocketName(served.state->name()));
     request.set_resource_name(served.state->name());
     request.mutable_options()->set_get_preferred_allocation_available(true);
+    request.mutable_options()->set_pre_start_required(shared_.config.verify);
     v1beta1::Empty empty;
     const grpc::Status status = stub->Register(&context, request, &empty);
     if (!status.ok()) {

@@ -1,6 +1,8 @@
 #include "linkfit/node/handoff.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 #include "linkfit/kube/annotations.h"
 
@@ -272,6 +274,38 @@ Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi) {
   adjustment.env.emplace_back("NVIDIA_VISIBLE_DEVICES", visible);
   if (!share_limits.empty()) adjustment.env.emplace_back("LINKFIT_GPU_SHARES", share_limits);
   return adjustment;
+}
+
+namespace {
+
+// "v2.1.3" / "2.1.3-rc.1" / "1.34" -> (2, 1); nullopt when it does not start with two numbers.
+std::optional<std::pair<int, int>> MajorMinor(std::string_view version) {
+  if (!version.empty() && (version[0] == 'v' || version[0] == 'V')) version.remove_prefix(1);
+  int parts[2] = {0, 0};
+  for (int& part : parts) {
+    std::size_t digits = 0;
+    while (digits < version.size() && digits < 6 && version[digits] >= '0' &&
+           version[digits] <= '9') {
+      part = part * 10 + (version[digits] - '0');
+      ++digits;
+    }
+    if (digits == 0) return std::nullopt;
+    version.remove_prefix(digits);
+    if (!version.empty() && version[0] == '.') version.remove_prefix(1);
+  }
+  return std::make_pair(parts[0], parts[1]);
+}
+
+}  // namespace
+
+bool RuntimeInjectsCdi(std::string_view runtime_name, std::string_view runtime_version) {
+  const auto version = MajorMinor(runtime_version);
+  if (!version) return false;
+  if (runtime_name == "containerd") return *version >= std::make_pair(2, 1);
+  if (runtime_name == "cri-o" || runtime_name == "crio" || runtime_name == "CRI-O") {
+    return *version >= std::make_pair(1, 34);
+  }
+  return false;
 }
 
 }  // namespace linkfit::node

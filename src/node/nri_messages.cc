@@ -140,6 +140,14 @@ Result<ConfigureRequest> DecodeConfigureRequest(std::string_view bytes) {
   return request;
 }
 
+std::string EncodeConfigureRequest(const ConfigureRequest& request) {
+  ProtoWriter out;
+  out.BytesIfSet(1, request.config);
+  out.BytesIfSet(2, request.runtime_name);
+  out.BytesIfSet(3, request.runtime_version);
+  return out.Take();
+}
+
 std::string EncodeConfigureResponse(std::int32_t events) {
   ProtoWriter out;
   out.VarintIfSet(2, static_cast<std::uint64_t>(static_cast<std::uint32_t>(events)));

@@ -86,6 +86,11 @@ TtrpcResponse NriPlugin::Dispatch(const TtrpcRequest& request) {
   if (request.method == "Configure") {
     auto configure = DecodeConfigureRequest(request.payload);
     if (!configure) return Failed(kStatusInvalidArgument, configure.error().message);
+    if (options_.on_configured) {
+      const bool cdi = RuntimeInjectsCdi(configure->runtime_name, configure->runtime_version);
+      options_.on_configured(cdi ? "nri-cdi" : "nri-env",
+                             configure->runtime_name + " " + configure->runtime_version);
+    }
     return Ok(EncodeConfigureResponse(
         EventBit(NriEvent::kCreateContainer) | EventBit(NriEvent::kStopContainer) |
         EventBit(NriEvent::kRemoveContainer) | EventBit(NriEvent::kRemovePodSandbox)));

@@ -19,7 +19,7 @@ std::string Name(const Candidate& candidate) {
 // The first container of `pod` (init containers first) planned for `resource` that the kubelet
 // shows holding none of it.
 std::optional<Candidate> NextContainer(const PlannedPod& pod,
-                                       const std::map<std::string, std::set<std::string>>& held,
+                                       const std::map<std::string, ContainerHoldings>& held,
                                        const PreferenceRequest& request,
                                        const topology::TopologySpec& node,
                                        const PluginOptions& options) {
@@ -112,6 +112,84 @@ Preference PreferredAllocation(const PreferenceRequest& request,
   preference.ids = std::move(*ids);
   preference.explanation = "the plan of " + Name(candidates[0]);
   return preference;
+}
+
+namespace {
+
+// IDs for a message: the first few, then how many in all (a share is hundreds of replicas).
+std::string Joined(const std::vector<std::string>& ids) {
+  constexpr std::size_t kShown = 6;
+  std::string out;
+  for (std::size_t i = 0; i < ids.size() && i < kShown; ++i) out += (i == 0 ? "" : ",") + ids[i];
+  if (ids.size() > kShown) out += ",... (" + std::to_string(ids.size()) + " IDs)";
+  return out;
+}
+
+// Whether the kubelet's IDs are the planned devices: whole GPUs and MIG instances as a set, share
+// replicas counted per GPU against the planned thousandths.
+bool SameDevices(const std::vector<std::string>& ids, const PlannedResource& planned) {
+  std::multiset<std::string> whole;
+  std::map<std::string, int> replicas;
+  for (const std::string& id : ids) {
+    const std::size_t at = id.find("::");
+    if (at == std::string::npos) {
+      whole.insert(id);
+    } else {
+      ++replicas[id.substr(0, at)];
+    }
+  }
+  std::map<std::string, int> shares;
+  for (const auto& [uuid, milli] : planned.shares) shares[uuid] += milli;
+  return whole == std::multiset<std::string>(planned.ids.begin(), planned.ids.end()) &&
+         replicas == shares;
+}
+
+}  // namespace
+
+Result<std::string> VerifyPreStart(const std::string& resource, const std::vector<std::string>& ids,
+                                   const std::vector<PlannedPod>& plans,
+                                   const KubeletHoldings& kubelet,
+                                   const topology::TopologySpec& node,
+                                   const PluginOptions& options) {
+  std::vector<std::string> wanted = ids;
+  std::sort(wanted.begin(), wanted.end());
+  for (const auto& [pod_key, containers] : kubelet) {
+    for (const auto& [container_name, held] : containers) {
+      const auto holding = held.find(resource);
+      if (holding == held.end()) continue;
+      std::vector<std::string> have = holding->second;
+      std::sort(have.begin(), have.end());
+      if (have != wanted) continue;
+      const std::string who = pod_key + " container " + container_name;
+      const auto plan = std::find_if(plans.begin(), plans.end(),
+                                     [&](const PlannedPod& p) { return p.pod_key == pod_key; });
+      if (plan == plans.end())
+        return "no linkfit plan for " + who + ": the kubelet's choice stands";
+      const auto entry =
+          std::find_if(plan->record.containers.begin(), plan->record.containers.end(),
+                       [&](const auto& c) { return c.name == container_name; });
+      if (entry == plan->record.containers.end()) {
+        return MakeError(who + " holds " + resource + " " + Joined(ids) +
+                         ", which linkfit's plan gives it none of");
+      }
+      const PlannedResource planned = PlannedFor(entry->devices, resource, node, options);
+      if (!planned.complete()) {
+        return MakeError("linkfit's plan for " + who + " names a device unknown on this node");
+      }
+      if (!SameDevices(ids, planned)) {
+        std::vector<std::string> want = planned.ids;
+        for (const auto& [uuid, milli] : planned.shares) {
+          want.push_back(std::to_string(milli) + " replicas of " + uuid);
+        }
+        return MakeError("the kubelet gave " + who + " " + resource + " " + Joined(ids) +
+                         " but linkfit's plan is " + Joined(want) +
+                         " (verify-only mode: delete the pod so it is admitted again)");
+      }
+      return "the plan of " + who;
+    }
+  }
+  return MakeError("no container the kubelet lists holds " + resource + " " + Joined(ids) +
+                   ": cannot tell whose devices these are");
 }
 
 }  // namespace linkfit::node

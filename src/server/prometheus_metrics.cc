@@ -144,6 +144,13 @@ struct PrometheusMetrics::Impl {
               "Pods linkfit placed whose node reports other devices than their "
               "linkfit.io/allocation (the node ignored linkfit's choice).")
           .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& handoff_modes =
+      prometheus::BuildGauge()
+          .Name("linkfit_nodes_by_handoff_mode")
+          .Help(
+              "Nodes linkfit models, by how their agent hands devices to containers: nri-cdi, "
+              "nri-env, verify, report, or unreported (/inspect shows each node's).")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& pod_store =
       prometheus::BuildGauge()
           .Name("linkfit_pod_store_pods")
@@ -287,6 +294,10 @@ void PrometheusMetrics::SetReportedPods(std::uint64_t pods) {
 }
 
 void PrometheusMetrics::CountHandoffMismatch() { impl_->handoff_mismatches.Increment(); }
+
+void PrometheusMetrics::SetNodesByHandoffMode(std::string_view mode, std::uint64_t nodes) {
+  impl_->handoff_modes.Add({{"mode", std::string(mode)}}).Set(static_cast<double>(nodes));
+}
 
 void PrometheusMetrics::SetPodStoreSize(std::uint64_t pods) {
   impl_->pod_store_pods.Set(static_cast<double>(pods));

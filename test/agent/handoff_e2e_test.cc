@@ -121,7 +121,8 @@ class HandoffEndToEndTest : public AgentEndToEndTest {
     device_manager_.reset();
     AgentEndToEndTest::TearDown();
   }
-  void StartAgent() {
+  void StartAgent() { StartAgent(nri_socket_); }
+  void StartAgent(const std::string& nri_socket) {
     setenv("LD_LIBRARY_PATH",
            std::filesystem::path(LINKFIT_FAKE_NVML_FULL).parent_path().string().c_str(), 1);
     setenv("LINKFIT_FAKE_NVML", recording_.c_str(), 1);
@@ -129,7 +130,7 @@ class HandoffEndToEndTest : public AgentEndToEndTest {
     daemon_ = std::make_unique<AgentDaemon>(
         std::vector<std::string>{LINKFIT_AGENT_BINARY, "--node-name", "a100-0", "--kubeconfig",
                                  kubeconfig_, "--pod-resources-socket", kubelet_->socket_path(),
-                                 "--nri-socket", nri_socket_, "--device-plugin-dir",
+                                 "--nri-socket", nri_socket, "--device-plugin-dir",
                                  device_manager_->directory(), "--devices-interval", "1"},
         log_path_);
     unsetenv("LD_LIBRARY_PATH");
@@ -151,7 +152,9 @@ TEST_F(HandoffEndToEndTest, EveryContainerGetsExactlyItsPlanAndNothingMismatches
   ASSERT_GE(fd, 0);
   linkfit::testing::FakeNriRuntime runtime(fd);
   runtime.AcceptRegistration();
-  ASSERT_EQ(runtime.Call("Configure", "").status_code, 0);
+  ASSERT_EQ(runtime.Call("Configure", node::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
+                .status_code,
+            0);
   ASSERT_EQ(runtime.Call("Synchronize", node::EncodeSynchronizeRequest({})).status_code, 0);
   // The device plugin registers its resources with the kubelet.
   ASSERT_TRUE(device_manager_->WaitForDevices("nvidia.com/gpu", 7, std::chrono::seconds(20)))
@@ -160,9 +163,16 @@ TEST_F(HandoffEndToEndTest, EveryContainerGetsExactlyItsPlanAndNothingMismatches
       device_manager_->WaitForDevices("nvidia.com/mig-3g.20gb", 1, std::chrono::seconds(5)));
   ASSERT_TRUE(
       device_manager_->WaitForDevices("linkfit.io/gpu-share", 7000, std::chrono::seconds(5)));
-  // linkfit sees the node once the agent published it.
-  ASSERT_TRUE(WaitFor([&] { return Annotations().contains(kube::kAnnotationTopology); },
-                      std::chrono::seconds(10)));
+  // linkfit sees the node once the agent published it, with the hand-off mode the runtime allows.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        if (!Annotations().contains(kube::kAnnotationTopology)) return false;
+        auto spec = topology::ParseTopologyDocument(
+            Annotations()[kube::kAnnotationTopology].get<std::string>());
+        return spec && spec->handoff_mode == "nri-cdi";
+      },
+      std::chrono::seconds(10)))
+      << AgentLog();
   StartLinkfit();
 
   // The pods, bound by linkfit.
@@ -254,11 +264,47 @@ TEST_F(HandoffEndToEndTest, EveryContainerGetsExactlyItsPlanAndNothingMismatches
       std::chrono::seconds(10)))
       << InspectNode().dump();
   EXPECT_FALSE(InspectNode().contains("handoff_mismatch_pods")) << InspectNode().dump();
+  EXPECT_EQ(InspectNode()["handoff_mode"], "nri-cdi");
   auto metrics = client_->Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("linkfit_handoff_mismatch_total 0"), std::string::npos);
+  EXPECT_NE(metrics->body.find("linkfit_nodes_by_handoff_mode{mode=\"nri-cdi\"} 1"),
+            std::string::npos);
   EXPECT_EQ(daemon_->Stop(), 0) << AgentLog();
   EXPECT_NE(AgentLog().find("registered"), std::string::npos);
+}
+
+// A runtime without NRI: the agent finds no socket at start-up, runs its device plugin verify-only
+// and says so; a steered pod starts, with the plan injected by the device plugin.
+TEST_F(HandoffEndToEndTest, WithoutNriTheDevicePluginVerifies) {
+  StartAgent(device_manager_->directory() + "/no-nri.sock");
+  ASSERT_TRUE(device_manager_->WaitForDevices("nvidia.com/gpu", 7, std::chrono::seconds(20)))
+      << AgentLog();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        if (!Annotations().contains(kube::kAnnotationTopology)) return false;
+        auto spec = topology::ParseTopologyDocument(
+            Annotations()[kube::kAnnotationTopology].get<std::string>());
+        return spec && spec->handoff_mode == "verify";
+      },
+      std::chrono::seconds(10)))
+      << AgentLog();
+  StartLinkfit();
+  auto record = ScheduleObject(Pod("train", {Container("main", "nvidia.com/gpu", 2)}));
+  ASSERT_TRUE(record) << record.error().message;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto admitted = device_manager_->Admit(
+      {"ml", "train", {{"main", false, false, {{"nvidia.com/gpu", 2}}}}, std::nullopt});
+  ASSERT_TRUE(admitted) << admitted.error().message;
+  EXPECT_EQ(admitted->at("main").envs.at("NVIDIA_VISIBLE_DEVICES"), PlannedUuids(*record, "main"));
+  auto started = device_manager_->StartContainer("ml", "train", "main");
+  EXPECT_TRUE(started) << started.error().message;
+  EXPECT_EQ(InspectNode()["handoff_mode"], "verify");
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("linkfit_nodes_by_handoff_mode{mode=\"verify\"} 1"),
+            std::string::npos);
+  EXPECT_NE(AgentLog().find("verify-only"), std::string::npos) << AgentLog();
 }
 
 }  // namespace

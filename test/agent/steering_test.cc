@@ -40,7 +40,8 @@ TEST(Steering, HoldingsNameTheResourcesEachContainerHolds) {
       {"ml", "b", {}}};
   const node::KubeletHoldings holdings = HoldingsOf(pods);
   ASSERT_EQ(holdings.size(), 2u);
-  EXPECT_EQ(holdings.at("ml/a").at("setup"), (std::set<std::string>{"nvidia.com/gpu"}));
+  EXPECT_EQ(holdings.at("ml/a").at("setup"),
+            (node::ContainerHoldings{{"nvidia.com/gpu", {"GPU-1"}}}));
   EXPECT_TRUE(holdings.at("ml/a").at("main").empty());  // listed, nothing allocated yet
   EXPECT_TRUE(holdings.at("ml/b").empty());
 }

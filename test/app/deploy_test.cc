@@ -9,10 +9,13 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <regex>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -731,9 +734,28 @@ TEST(DeployTest, DashboardShowsEverySeries) {
        {"linkfit_request_duration_seconds_bucket", "linkfit_requests_total",
         "linkfit_filter_nodes_total", "linkfit_cache_nodes", "linkfit_cache_pods", "linkfit_gpus",
         "linkfit_fragmentation_ratio", "linkfit_watch_events_total", "linkfit_relists_total",
-        "linkfit_api_calls_total", "linkfit_bind_outcomes_total", "linkfit_estimated_nodes",
+        "linkfit_api_calls_total", "linkfit_bind_outcomes_total", "linkfit_estimated_pods",
+        "linkfit_reported_pods", "linkfit_handoff_mismatch_total", "linkfit_nodes_by_handoff_mode",
         "linkfit_time_to_ready_seconds"}) {
     EXPECT_NE(json.find(series), std::string::npos) << series;
+  }
+  // Every series the dashboard queries is one linkfit registers (a renamed or invented metric
+  // would leave a panel silently empty).
+  const std::string registered = ReadFile("src/server/prometheus_metrics.cc");
+  const std::regex name("linkfit_[a-z_]+");
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), name); it != std::sregex_iterator();
+       ++it) {
+    std::string series = it->str();
+    for (const char* suffix : {"_bucket", "_count", "_sum"}) {
+      const std::string_view tail(suffix);
+      if (series.size() > tail.size() &&
+          series.compare(series.size() - tail.size(), tail.size(), tail) == 0) {
+        series.resize(series.size() - tail.size());
+      }
+    }
+    if (series == "linkfit_dashboard") continue;  // the dashboard's own file name
+    EXPECT_NE(registered.find("\"" + series + "\""), std::string::npos)
+        << series << " is queried by the dashboard but not registered";
   }
 }
 

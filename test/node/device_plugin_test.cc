@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "linkfit/agent/steering.h"
 #include "node/fake_device_manager.h"
 #include "node/node_testing.h"
 
@@ -122,7 +123,8 @@ TEST(PreferredAllocation, AmbiguousShortOrForeignRequestsGetNoPreference) {
   const KubeletHoldings both = {{"ml/a", {}}, {"ml/b", {}}};
   EXPECT_TRUE(PreferredAllocation(Asked(AllGpus(), 2), plans, both, Node(), {}).ids.empty());
   // a already holds its GPUs: b is the one.
-  const KubeletHoldings a_done = {{"ml/a", {{"main", {"nvidia.com/gpu"}}}}, {"ml/b", {}}};
+  const KubeletHoldings a_done = {{"ml/a", {{"main", {{"nvidia.com/gpu", {"GPU-4", "GPU-5"}}}}}},
+                                  {"ml/b", {}}};
   EXPECT_EQ(PreferredAllocation(Asked(AllGpus(), 2), plans, a_done, Node(), {}).ids,
             (std::vector<std::string>{"GPU-0", "GPU-1"}));
   // A size no plan has; the plan not available; a must-include outside the plan.
@@ -142,7 +144,8 @@ TEST(PreferredAllocation, InitContainersFirstThenAppContainersWithReuse) {
       PreferredAllocation(Asked(AllGpus(), 2), plans, {{"ml/p", {}}}, Node(), {});
   EXPECT_EQ(init.ids, (std::vector<std::string>{"GPU-2", "GPU-3"})) << init.explanation;
   // The app container reuses the init container's two and asks for the rest.
-  const KubeletHoldings after_init = {{"ml/p", {{"setup", {"nvidia.com/gpu"}}}}};
+  const KubeletHoldings after_init = {
+      {"ml/p", {{"setup", {{"nvidia.com/gpu", {"GPU-2", "GPU-3"}}}}}}};
   auto asked = Asked({"GPU-0", "GPU-1", "GPU-2", "GPU-3", "GPU-4", "GPU-5"}, 4, {"GPU-2", "GPU-3"});
   const Preference app = PreferredAllocation(asked, plans, after_init, Node(), {});
   EXPECT_EQ(app.ids, (std::vector<std::string>{"GPU-2", "GPU-3", "GPU-4", "GPU-5"}))
@@ -169,6 +172,38 @@ TEST(PreferredAllocation, MigByInstanceUuidSharesByReplicasOfThePlannedGpu) {
             (std::vector<std::string>{"GPU-2::7", "GPU-2::0", "GPU-2::2"}));
 }
 
+TEST(VerifyPreStart, TheContainerIsFoundByItsIdsAndMustHoldItsPlan) {
+  kube::AllocationRecord::Devices share;
+  share.shares = {{2, 3}};
+  const std::vector<PlannedPod> plans = {{"ml/a", Record("a", {{"main", false, Gpus({4, 5})}})},
+                                         {"ml/s", Record("s", {{"nb", false, share}})}};
+  const KubeletHoldings kubelet = {
+      {"ml/a", {{"main", {{"nvidia.com/gpu", {"GPU-5", "GPU-4"}}}}}},
+      {"ml/b", {{"main", {{"nvidia.com/gpu", {"GPU-0"}}}}}},
+      {"ml/s", {{"nb", {{"linkfit.io/gpu-share", {"GPU-2::0", "GPU-2::9", "GPU-2::4"}}}}}}};
+  const auto verify = [&](const std::string& resource, std::vector<std::string> ids) {
+    return VerifyPreStart(resource, ids, plans, kubelet, Node(), PluginOptions{});
+  };
+  EXPECT_TRUE(verify("nvidia.com/gpu", {"GPU-4", "GPU-5"}).has_value());
+  EXPECT_TRUE(verify("linkfit.io/gpu-share", {"GPU-2::4", "GPU-2::0", "GPU-2::9"}).has_value());
+  // ml/b has no plan: the kubelet's choice stands.
+  const auto unplanned = verify("nvidia.com/gpu", {"GPU-0"});
+  ASSERT_TRUE(unplanned.has_value());
+  EXPECT_NE(unplanned->find("no linkfit plan"), std::string::npos);
+  // IDs nobody holds: refused.
+  EXPECT_FALSE(verify("nvidia.com/gpu", {"GPU-6"}).has_value());
+
+  // The kubelet gave ml/a other GPUs than its plan: refused, saying both.
+  const KubeletHoldings wrong = {{"ml/a", {{"main", {{"nvidia.com/gpu", {"GPU-4", "GPU-6"}}}}}}};
+  const auto refused =
+      VerifyPreStart("nvidia.com/gpu", {"GPU-4", "GPU-6"}, plans, wrong, Node(), PluginOptions{});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("gave ml/a container main nvidia.com/gpu GPU-4,GPU-6 "
+                                         "but linkfit's plan is GPU-4,GPU-5"),
+            std::string::npos)
+      << refused.error().message;
+}
+
 // ---- the real gRPC servers against the fake device manager ----
 
 struct Harness {
@@ -177,25 +212,21 @@ struct Harness {
   std::mutex mutex;
   std::vector<PlannedPod> plans;  // GUARDED_BY(mutex)
 
-  explicit Harness(unsigned seed, const topology::TopologySpec& node = Node()) {
+  explicit Harness(unsigned seed, bool verify = false) {
+    const topology::TopologySpec node = Node();
     auto started = linkfit::testing::StartFakeDeviceManager(seed);
     EXPECT_TRUE(started.has_value()) << started.error().message;
     kubelet = std::move(*started);
     DevicePluginConfig config;
     config.directory = kubelet->directory();
+    config.verify = verify;
     auto served = StartDevicePlugins(config, node, [this]() -> Result<SteeringView> {
       SteeringView view;
       {
         std::lock_guard lock(mutex);
         view.plans = plans;
       }
-      for (const agent::PodDeviceUse& pod : kubelet->PodResources()) {
-        auto& containers = view.kubelet[pod.pod_namespace + "/" + pod.name];
-        for (const agent::ContainerDeviceUse& container : pod.containers) {
-          auto& held = containers[container.name];
-          for (const auto& devices : container.devices) held.insert(devices.resource_name);
-        }
-      }
+      view.kubelet = agent::HoldingsOf(kubelet->PodResources());
       return view;
     });
     EXPECT_TRUE(served.has_value()) << served.error().message;
@@ -253,6 +284,38 @@ TEST(NodeDevicePlugin, AllocateLabelsTheContainerWithTheKubeletsIds) {
   EXPECT_EQ(container.annotations.at("linkfit.io/kubelet-ids.nvidia.com/gpu"), "GPU-4,GPU-5");
   EXPECT_EQ(harness.plugins->stats().allocations, 1u);
   EXPECT_EQ(harness.plugins->stats().preferred, 1u);
+}
+
+// The verify-only mode: the plugin injects what the kubelet chose and refuses to start a container
+// whose devices are not its plan.
+TEST(NodeDevicePlugin, VerifyModeInjectsAndRefusesADifferentChoice) {
+  Harness harness(4, /*verify=*/true);
+  harness.AddPlan({"ml/a", Record("a", {{"main", false, Gpus({4, 5})}})});
+  auto steered = harness.kubelet->Admit(
+      {"ml", "a", {{"main", false, false, {{"nvidia.com/gpu", 2}}}}, std::nullopt});
+  ASSERT_TRUE(steered.has_value()) << steered.error().message;
+  EXPECT_EQ(steered->at("main").envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-4,GPU-5");
+  EXPECT_TRUE(harness.kubelet->StartContainer("ml", "a", "main").has_value());
+  // Pod b is admitted before its plan is known: the kubelet picks on its own. Its plan then names
+  // two GPUs it does not hold.
+  auto unsteered = harness.kubelet->Admit(
+      {"ml", "b", {{"main", false, false, {{"nvidia.com/gpu", 2}}}}, std::nullopt});
+  ASSERT_TRUE(unsteered.has_value()) << unsteered.error().message;
+  const auto& held = unsteered->at("main").ids.at("nvidia.com/gpu");
+  std::vector<int> other;
+  for (int g : {0, 1, 2, 3, 6}) {
+    if (std::find(held.begin(), held.end(), "GPU-" + std::to_string(g)) == held.end()) {
+      other.push_back(g);
+    }
+  }
+  other.resize(2);
+  harness.AddPlan({"ml/b", Record("b", {{"main", false, Gpus(other)}})});
+  const auto refused = harness.kubelet->StartContainer("ml", "b", "main");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("linkfit's plan is"), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(harness.plugins->stats().verified, 1u);
+  EXPECT_EQ(harness.plugins->stats().refused, 1u);
 }
 
 TEST(NodeDevicePlugin, KubeletRestartIsNoticed) {

@@ -24,6 +24,7 @@ struct Plugin {
   std::string resource;
   std::unique_ptr<v1beta1::DevicePlugin::Stub> stub;
   bool preferred_available = false;
+  bool pre_start_required = false;
   std::map<std::string, bool> devices;  // ID -> healthy
   std::map<std::string, int> numa;      // ID -> NUMA node (absent: no affinity)
   bool listed = false;
@@ -87,6 +88,7 @@ class Manager final : public FakeDeviceManager, public v1beta1::Registration::Se
           plugin->stub->GetDevicePluginOptions(&context, v1beta1::Empty(), &options);
       if (!status.ok()) return {grpc::StatusCode::UNAVAILABLE, "cannot reach the plugin"};
       plugin->preferred_available = options.get_preferred_allocation_available();
+      plugin->pre_start_required = options.pre_start_required();
     }
     Plugin* raw = plugin.get();
     {
@@ -137,11 +139,9 @@ class Manager final : public FakeDeviceManager, public v1beta1::Registration::Se
         for (const auto& [resource, count] : container.requests) {
           auto ids = DevicesToAllocate(resource, count, reusable[resource], pod.numa_hint, &out);
           if (ids) {
-            auto annotations = Allocate(resource, *ids);
-            if (!annotations)
-              ids = tl::unexpected(annotations.error());
-            else
-              out.annotations.insert(annotations->begin(), annotations->end());
+            if (auto allocated = Allocate(resource, *ids, &out); !allocated) {
+              ids = tl::unexpected(allocated.error());
+            }
           }
           if (!ids) {
             Remove(pod.pod_namespace, pod.name);
@@ -164,6 +164,33 @@ class Manager final : public FakeDeviceManager, public v1beta1::Registration::Se
       }
     }
     return admitted;
+  }
+
+  Result<void> StartContainer(const std::string& pod_namespace, const std::string& name,
+                              const std::string& container) override {
+    std::vector<std::pair<v1beta1::DevicePlugin::Stub*, std::vector<std::string>>> calls;
+    {
+      std::lock_guard lock(mutex_);
+      const auto pod = pods_.find(pod_namespace + "/" + name);
+      if (pod == pods_.end()) return MakeError("pod " + name + " is not admitted");
+      const auto held = pod->second.held.find(container);
+      if (held == pod->second.held.end()) return {};
+      for (const auto& [resource, ids] : held->second) {
+        const auto plugin = plugins_.find(resource);
+        if (plugin == plugins_.end() || !plugin->second->pre_start_required) continue;
+        calls.emplace_back(plugin->second->stub.get(), ids);
+      }
+    }
+    for (const auto& [stub, ids] : calls) {
+      v1beta1::PreStartContainerRequest request;
+      for (const std::string& id : ids) request.add_devices_ids(id);
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      v1beta1::PreStartContainerResponse response;
+      const grpc::Status status = stub->PreStartContainer(&context, request, &response);
+      if (!status.ok()) return MakeError(status.error_message());
+    }
+    return {};
   }
 
   void Remove(const std::string& pod_namespace, const std::string& name) override {
@@ -340,8 +367,8 @@ class Manager final : public FakeDeviceManager, public v1beta1::Registration::Se
                      std::to_string(count - needed) + " available");
   }
 
-  Result<std::map<std::string, std::string>> Allocate(const std::string& resource,
-                                                      const std::vector<std::string>& ids) {
+  Result<void> Allocate(const std::string& resource, const std::vector<std::string>& ids,
+                        AdmittedContainer* out) {
     v1beta1::DevicePlugin::Stub* stub = nullptr;
     {
       std::lock_guard lock(mutex_);
@@ -356,8 +383,10 @@ class Manager final : public FakeDeviceManager, public v1beta1::Registration::Se
     const grpc::Status status = stub->Allocate(&context, request, &response);
     if (!status.ok()) return MakeError("Allocate failed: " + status.error_message());
     if (response.container_responses_size() < 1) return MakeError("Allocate answered nothing");
-    const auto& annotations = response.container_responses(0).annotations();
-    return std::map<std::string, std::string>(annotations.begin(), annotations.end());
+    const auto& answer = response.container_responses(0);
+    out->annotations.insert(answer.annotations().begin(), answer.annotations().end());
+    out->envs.insert(answer.envs().begin(), answer.envs().end());
+    return {};
   }
 
   const std::string directory_;

@@ -13,7 +13,9 @@
 //     available ∪ chosen-so-far, must-include = chosen-so-far and the container's total; only
 //     preferred ∩ available is kept; a shortfall is filled in random order (aligned first); when
 //     the aligned devices exactly cover the need the plugin is not asked;
-//   - Allocate with the final IDs; its annotations become the container's annotations.
+//   - Allocate with the final IDs; its annotations become the container's annotations, its envs
+//     the container's environment;
+//   - at a container's start, PreStartContainer with its IDs, for plugins that require it.
 //
 // The PodResources view (pods the kubelet knows, their containers' devices) shows a pod from the
 // moment its admission starts, as the kubelet's does; a listener is told of every change.
@@ -51,6 +53,7 @@ struct FakePodSpec {
 struct AdmittedContainer {
   std::map<std::string, std::vector<std::string>> ids;  // resource -> device IDs, sorted
   std::map<std::string, std::string> annotations;       // from the plugins' Allocate answers
+  std::map<std::string, std::string> envs;              // likewise
   bool asked_preferred = false;                         // GetPreferredAllocation was called
 };
 
@@ -66,6 +69,10 @@ class FakeDeviceManager {
   // Admits a pod; an error names the container and resource that could not be allocated (the
   // pod then holds nothing).
   virtual Result<std::map<std::string, AdmittedContainer>> Admit(const FakePodSpec& pod) = 0;
+  // The kubelet starts an admitted container: PreStartContainer for each resource it holds whose
+  // plugin requires it; an error is the plugin's refusal.
+  virtual Result<void> StartContainer(const std::string& pod_namespace, const std::string& name,
+                                      const std::string& container) = 0;
   // The pod ended: its devices are free again.
   virtual void Remove(const std::string& pod_namespace, const std::string& name) = 0;
   virtual std::vector<agent::PodDeviceUse> PodResources() const = 0;

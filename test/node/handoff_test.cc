@@ -281,5 +281,17 @@ TEST(Handoff, NoDeviceIsEverHandedTwice) {
   }
 }
 
+TEST(Handoff, RuntimesThatInjectCdiDevices) {
+  EXPECT_TRUE(RuntimeInjectsCdi("containerd", "v2.1.0"));
+  EXPECT_TRUE(RuntimeInjectsCdi("containerd", "2.2.1-rc.1"));
+  EXPECT_FALSE(RuntimeInjectsCdi("containerd", "v2.0.5"));
+  EXPECT_FALSE(RuntimeInjectsCdi("containerd", "1.7.24"));
+  EXPECT_TRUE(RuntimeInjectsCdi("cri-o", "1.34.0"));
+  EXPECT_FALSE(RuntimeInjectsCdi("cri-o", "1.33.2"));
+  EXPECT_FALSE(RuntimeInjectsCdi("containerd", ""));
+  EXPECT_FALSE(RuntimeInjectsCdi("containerd", "garbage"));
+  EXPECT_FALSE(RuntimeInjectsCdi("", "2.1.0"));
+}
+
 }  // namespace
 }  // namespace linkfit::node

@@ -21,6 +21,7 @@ TopologySpec A100WithAgentFacts() {
   spec.gpus[4].mig_mode = MigMode::kEnabled;
   spec.gpus[4].mig_instances = {{"3g.20gb", 0, 4, "MIG-4a"}, {"1g.5gb", 6, 1, ""}};
   spec.gpus[5].mig_mode_pending = MigMode::kEnabled;
+  spec.handoff_mode = "nri-cdi";
   return spec;
 }
 
@@ -37,6 +38,7 @@ TEST(AgentFacts, RoundTripThroughTheCompactDocument) {
     EXPECT_EQ(parsed->gpus[i].mig_mode_pending, spec.gpus[i].mig_mode_pending) << i;
     EXPECT_EQ(parsed->gpus[i].mig_instances, spec.gpus[i].mig_instances) << i;
   }
+  EXPECT_EQ(parsed->handoff_mode, "nri-cdi");
   // Canonical: serialising the parsed document gives the same text (the agent patches only
   // when this text changes).
   EXPECT_EQ(ToTopologyDocument(*parsed), text);
@@ -47,6 +49,16 @@ TEST(AgentFacts, HealthAndMigStayOutOfTheFingerprint) {
   auto built = BuildTopology(A100WithAgentFacts());
   ASSERT_TRUE(built) << built.error().message;
   EXPECT_EQ((*built)->fingerprint(), plain->fingerprint());
+}
+
+TEST(AgentFacts, AnUnknownHandoffModeIsAnError) {
+  TopologySpec spec = A100WithAgentFacts();
+  spec.handoff_mode = "magic";
+  auto parsed = ParseTopologyDocument(ToTopologyDocument(spec));
+  ASSERT_FALSE(parsed);
+  EXPECT_NE(parsed.error().message.find("$.handoff_mode: unsupported \"magic\""),
+            std::string::npos)
+      << parsed.error().message;
 }
 
 TEST(AgentFacts, FixturesWithoutThemMeanHealthyAndModeUnknown) {

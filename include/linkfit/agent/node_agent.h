@@ -60,8 +60,12 @@ class NodeAgent {
   // A GPU turned unhealthy (an Xid event): published in the next round, which starts at once.
   void MarkUnhealthy(int gpu, const std::string& problem);
 
-  // The node's GPUs as last discovered, with the GPUs Xid events made unhealthy (nullopt before
-  // the first successful discovery). For the NRI plugin's decisions.
+  // How this node hands devices to containers (topology::kHandoffModes), published in the
+  // topology document; a change is published in a round that starts at once.
+  void SetHandoffMode(const std::string& mode);
+
+  // The node's GPUs as last discovered, with the GPUs Xid events made unhealthy and the hand-off
+  // mode (nullopt before the first successful discovery). For the NRI plugin's decisions.
   std::optional<topology::TopologySpec> current_spec() const;
 
  private:
@@ -77,6 +81,7 @@ class NodeAgent {
   bool stop_ = false;                         // GUARDED_BY(mutex_)
   bool urgent_ = false;                       // GUARDED_BY(mutex_)
   std::map<int, std::string> xid_problems_;   // GUARDED_BY(mutex_)
+  std::string handoff_mode_;                  // GUARDED_BY(mutex_)
   std::optional<Discovery> discovery_;        // GUARDED_BY(mutex_)
   std::optional<std::string> topology_json_;  // GUARDED_BY(mutex_)
   std::optional<std::string> devices_json_;   // GUARDED_BY(mutex_)

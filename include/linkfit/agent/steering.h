@@ -27,7 +27,8 @@ std::vector<node::PlannedPod> ValidPlans(const std::vector<PodPlanText>& pods,
                                          const std::string& node_name,
                                          std::vector<std::string>* warnings);
 
-// Which resources each container holds, per pod, as the kubelet's List shows them.
+// Which device IDs of which resources each container holds, per pod, as the kubelet's List shows
+// them.
 node::KubeletHoldings HoldingsOf(const std::vector<PodDeviceUse>& pods);
 
 }  // namespace linkfit::agent

@@ -17,6 +17,7 @@
 // Thread-safety: all methods are safe to call concurrently (the reflector calls the sink from
 // its own thread).
 
+#include <array>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -59,7 +60,12 @@ class NodeStore final : public kube::ReflectorSink {
     std::uint64_t facts_hash = 0;  // 0 = not modelled
     std::uint64_t list_generation = 0;
     std::uint64_t devices_hash = 0;  // of linkfit.io/devices-in-use; 0 = none
+    int handoff_mode = kNoMode;      // while modelled: a topology::kHandoffModes index, or kUnsaid
   };
+  static constexpr int kNoMode = -1;
+  static constexpr int kUnsaid = 4;  // modelled, its agent states no hand-off mode
+  // Counts the entry under `mode` (kNoMode when it stops being modelled) and reports the totals.
+  void SetHandoffModeLocked(Entry& entry, int mode);
   // Hands a changed linkfit.io/devices-in-use to the pod store.
   void UpdateReport(const kube::NodeView& node);
 
@@ -68,9 +74,10 @@ class NodeStore final : public kube::ReflectorSink {
   PodStore& pods_;
   MetricsSink& metrics_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, Entry> nodes_;  // GUARDED_BY(mutex_)
-  std::uint64_t generation_ = 0;                  // GUARDED_BY(mutex_)
-  std::uint64_t lists_ = 0;                       // GUARDED_BY(mutex_)
+  std::unordered_map<std::string, Entry> nodes_;            // GUARDED_BY(mutex_)
+  std::uint64_t generation_ = 0;                            // GUARDED_BY(mutex_)
+  std::uint64_t lists_ = 0;                                 // GUARDED_BY(mutex_)
+  std::array<std::uint64_t, kUnsaid + 1> nodes_by_mode_{};  // GUARDED_BY(mutex_)
 };
 
 }  // namespace linkfit::cluster

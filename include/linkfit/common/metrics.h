@@ -63,6 +63,12 @@ class MetricsSink {
   // than its allocation said (the node ignored linkfit's choice).
   virtual void SetReportedPods(std::uint64_t pods) { (void)pods; }
   virtual void CountHandoffMismatch() {}
+  // Modelled nodes per hand-off mode their agent reports (topology::kHandoffModes, or
+  // "unreported"): a gauge per mode, not per node (a per-node series would cost memory at scale;
+  // /inspect shows each node's mode).
+  virtual void SetNodesByHandoffMode(std::string_view mode, std::uint64_t nodes) {
+    (void)mode, (void)nodes;
+  }
   // Pods the pod store holds.
   virtual void SetPodStoreSize(std::uint64_t pods) { (void)pods; }
   // Seconds from start-up to ready (the initial lists applied).

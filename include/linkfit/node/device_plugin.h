@@ -16,6 +16,12 @@
 //                           plugin does not serve are refused (INVALID_ARGUMENT)
 //   PreStartContainer       not used (answers empty)
 //
+// The verify-only mode (`verify`; design §4.5, for runtimes without NRI) makes the plugin the
+// injector, as NVIDIA's is: Allocate also sets NVIDIA_VISIBLE_DEVICES to the physical devices the
+// kubelet chose (and LINKFIT_GPU_SHARES for shares), PreStartContainer is required and refuses to
+// start a container whose devices are not its plan (VerifyPreStart). Steering makes that rare; a
+// refused pod must be deleted and recreated.
+//
 // When the kubelet restarts it removes every socket in the directory and forgets its plugins:
 // KubeletRestarted() says so (its socket was deleted or replaced, or ours is gone), and the
 // owner then starts a new DevicePlugins, which serves and registers again.
@@ -41,6 +47,7 @@ struct DevicePluginConfig {
   std::string kubelet_socket = "kubelet.sock";  // inside `directory`
   PluginOptions devices;
   std::chrono::milliseconds register_timeout{5000};
+  bool verify = false;  // the verify-only mode (above)
 };
 
 // What GetPreferredAllocation decides on, read when the kubelet asks.
@@ -55,6 +62,8 @@ struct DevicePluginStats {
   std::uint64_t no_preference = 0;  // answers without one (ambiguous, unknown, short)
   std::uint64_t allocations = 0;    // containers labelled by Allocate
   std::uint64_t list_updates = 0;   // ListAndWatch lists sent
+  std::uint64_t verified = 0;       // verify mode: container starts allowed
+  std::uint64_t refused = 0;        // verify mode: starts refused (devices not the plan)
 };
 
 class DevicePlugins {

@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "linkfit/common/result.h"
@@ -99,5 +100,12 @@ struct Adjustment {
   std::vector<std::pair<std::string, std::string>> env;
 };
 Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi);
+
+// Whether a runtime, as its NRI Configure names it ("containerd" "v2.1.0", "cri-o" "1.34.1"),
+// injects the CDI devices of an NRI adjustment: containerd >= 2.1, CRI-O >= 1.34. Older ones
+// ignore them, and the container gets its devices through NVIDIA_VISIBLE_DEVICES alone.
+bool RuntimeInjectsCdi(std::string_view runtime_name, std::string_view runtime_version);
+
+// The hand-off modes a node can report are topology::kHandoffModes (topology/spec.h).
 
 }  // namespace linkfit::node

@@ -66,6 +66,7 @@ struct ConfigureRequest {  // config = 1, runtime_name = 2, runtime_version = 3
   std::string runtime_version;
 };
 Result<ConfigureRequest> DecodeConfigureRequest(std::string_view bytes);
+std::string EncodeConfigureRequest(const ConfigureRequest& request);  // the runtime's side
 // ConfigureResponse {events = 2}.
 std::string EncodeConfigureResponse(std::int32_t events);
 

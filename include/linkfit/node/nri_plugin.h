@@ -44,6 +44,9 @@ struct NriPluginOptions {
   // completed Synchronize) with what live containers hold: the agent publishes it as
   // linkfit.io/devices-in-use, the truth of what was handed over.
   std::function<void(const Ledger&)> on_ledger_change = nullptr;
+  // Called when the runtime configures the plugin, with the hand-off mode it allows ("nri-cdi"
+  // or "nri-env", handoff.h) and the runtime's name and version.
+  std::function<void(const std::string& mode, const std::string& runtime)> on_configured = nullptr;
 };
 
 // The devices of a container as its linkfit.io/handed annotation holds them (and back).

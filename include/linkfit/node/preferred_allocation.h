@@ -39,8 +39,9 @@ struct PlannedPod {
 };
 
 // What the kubelet's PodResources List shows: per pod ("namespace/name"), per container, the
-// resources it holds devices of.
-using KubeletHoldings = std::map<std::string, std::map<std::string, std::set<std::string>>>;
+// device IDs it holds of each resource (a container listed without devices has an empty map).
+using ContainerHoldings = std::map<std::string, std::vector<std::string>>;  // resource -> IDs
+using KubeletHoldings = std::map<std::string, std::map<std::string, ContainerHoldings>>;
 
 struct PreferenceRequest {
   std::string resource;
@@ -57,5 +58,19 @@ struct Preference {
 Preference PreferredAllocation(const PreferenceRequest& request,
                                const std::vector<PlannedPod>& plans, const KubeletHoldings& kubelet,
                                const topology::TopologySpec& node, const PluginOptions& options);
+
+// PreStartContainer's check in the verify-only mode (design §4.5: a runtime without NRI, where the
+// device plugin itself injects what the kubelet chose). The container being started is found by
+// the IDs the kubelet holds for it (its PodResources List), which names the pod and container
+// without guessing. If that container has a plan for this resource, the IDs must be exactly the
+// plan's devices (shares: replicas of the planned GPUs only, as many as planned); otherwise the
+// start is refused with an error that says what differs (the pod must be deleted and recreated:
+// its devices are fixed at admission). IDs no listed container holds are refused too (fail
+// closed). A container without a plan (the pod bypassed linkfit) passes; the result says why.
+Result<std::string> VerifyPreStart(const std::string& resource, const std::vector<std::string>& ids,
+                                   const std::vector<PlannedPod>& plans,
+                                   const KubeletHoldings& kubelet,
+                                   const topology::TopologySpec& node,
+                                   const PluginOptions& options);
 
 }  // namespace linkfit::node

@@ -61,6 +61,7 @@ class PrometheusMetrics final : public MetricsSink {
   void SetEstimatedPods(std::uint64_t pods) override;
   void SetReportedPods(std::uint64_t pods) override;
   void CountHandoffMismatch() override;
+  void SetNodesByHandoffMode(std::string_view mode, std::uint64_t nodes) override;
   void SetPodStoreSize(std::uint64_t pods) override;
   void SetTimeToReady(double seconds) override;
 

@@ -102,6 +102,14 @@ struct LinkSpec {
   PcieRelation pcie = PcieRelation::kSys;
 };
 
+// How a node hands devices to containers, as its agent reports it (design §4.5, node/handoff.h):
+//   nri-cdi   linkfit's NRI plugin, on a runtime that injects CDI devices
+//   nri-env   linkfit's NRI plugin, on a runtime that takes NVIDIA_VISIBLE_DEVICES only
+//   verify    no NRI: linkfit's device plugin injects the kubelet's choice and refuses a start
+//             whose devices are not the plan
+//   report    neither: another device plugin decides; the agent reports what pods hold
+inline constexpr const char* kHandoffModes[] = {"nri-cdi", "nri-env", "verify", "report"};
+
 struct TopologySpec {
   std::string id;    // e.g. "dgx-h100"; may be empty
   std::string name;  // human-readable
@@ -109,6 +117,7 @@ struct TopologySpec {
   std::vector<PcieNode> pcie_tree;  // may be empty (nvidia-smi text has no tree)
   std::vector<GpuSpec> gpus;        // sorted by index, indexes 0..n-1
   std::vector<LinkSpec> links;      // one per unordered pair
+  std::string handoff_mode;         // a kHandoffModes value from the node agent; "" = not said
   // Non-fatal findings of the loader (unknown cells treated as SYS, missing fields defaulted...).
   std::vector<std::string> warnings;
 };
