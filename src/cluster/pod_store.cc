@@ -32,26 +32,54 @@ bool SameDevices(const state::Assignment& a, const state::Assignment& b) {
          a.shares == b.shares;
 }
 
-// What the store keeps of a pod it cannot count yet: its containers (bind plans per container)
-// and its allocation record (a pod waiting for its node), nothing else (a listed pod's view is a
-// few KB; the store keeps thousands of pending pods).
-std::shared_ptr<const kube::PodView> KeptView(const kube::PodView& pod) {
-  auto kept = std::make_shared<kube::PodView>();
-  kept->containers = pod.containers;
-  kept->containers.shrink_to_fit();
-  if (const std::string* record = AllocationText(pod)) {
-    kept->annotations.emplace(kube::kAnnotationAllocation, *record);
-  }
-  return kept;
-}
-
-}  // namespace
-
-namespace {
 const std::string kEmptyName;
+
 }  // namespace
 
 PodStore::Name::Name() : text_(&kEmptyName) {}
+
+PodStore::Object PodStore::ObjectOf(const kube::PodView& pod) {
+  return Object{AllocationText(pod), &pod.containers};
+}
+
+PodStore::Object PodStore::ObjectOf(const Kept& kept) {
+  return Object{kept.allocation ? &*kept.allocation : nullptr, &kept.containers};
+}
+
+std::shared_ptr<const PodStore::Kept> PodStore::Keep(const Object& pod) {
+  auto kept = std::make_shared<Kept>();
+  kept->containers = *pod.containers;
+  kept->containers.shrink_to_fit();
+  if (pod.allocation != nullptr) kept->allocation = *pod.allocation;
+  return kept;
+}
+
+const std::shared_ptr<const PodStore::Kept>& PodStore::Entry::kept() const {
+  static const std::shared_ptr<const Kept> kNone;
+  return rare_ ? rare_->kept : kNone;
+}
+
+void PodStore::Entry::SetKept(std::shared_ptr<const Kept> kept) {
+  if (!rare_ && !kept) return;
+  if (!rare_) rare_ = std::make_unique<Rare>();
+  rare_->kept = std::move(kept);
+  DropRareIfEmpty();
+}
+
+const state::Assignment* PodStore::Entry::hidden_record() const {
+  return rare_ ? rare_->hidden_record.get() : nullptr;
+}
+
+void PodStore::Entry::SetHiddenRecord(std::unique_ptr<const state::Assignment> record) {
+  if (!rare_ && !record) return;
+  if (!rare_) rare_ = std::make_unique<Rare>();
+  rare_->hidden_record = std::move(record);
+  DropRareIfEmpty();
+}
+
+void PodStore::Entry::DropRareIfEmpty() {
+  if (rare_ && !rare_->kept && !rare_->hidden_record) rare_.reset();
+}
 
 void PodStore::Request::Set(const extender::GpuRequest& request) {
   cpu_milli_ = request.cpu_milli;
@@ -76,7 +104,9 @@ PodStore::Name PodStore::InternLocked(const std::string& text) {
 
 PodStore::PodStore(state::ClusterCache& cache, extender::RequestDefaults defaults,
                    extender::FitOptions fit, MetricsSink& metrics)
-    : cache_(cache), defaults_(std::move(defaults)), fit_(fit), metrics_(metrics) {}
+    : cache_(cache), defaults_(std::move(defaults)), fit_(fit), metrics_(metrics) {
+  static_assert(sizeof(Entry) <= 96, "an entry and its key should fit a 128-byte heap block");
+}
 
 void PodStore::BeginList() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -101,13 +131,14 @@ void PodStore::ListItem(std::string_view object_json) {
 void PodStore::EndList(std::string_view resource_version) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> gone;
-  for (const auto& [uid, entry] : pods_) {
+  for (const auto& [key, entry] : pods_) {
     if (entry.list_generation == generation_) continue;
     // A pod created after the list was taken may be in its bind right now: the watch from the
     // list's resourceVersion will show it. Only a bind that was accepted proves the pod existed
     // before the list, so its absence means it was deleted.
+    std::string uid = key.str();
     if (cache_.Phase(uid) == state::PodPhase::kAssumed && !cache_.BindDone(uid)) continue;
-    gone.push_back(uid);
+    gone.push_back(std::move(uid));
   }
   for (const std::string& uid : gone) DeleteLocked(uid);
   if (!gone.empty()) {
@@ -163,7 +194,7 @@ void PodStore::UpsertLocked(const kube::PodView& pod) {
     return;
   }
   auto request = extender::ParseGpuRequest(pod, defaults_);
-  auto [it, inserted] = pods_.try_emplace(pod.uid);
+  auto [it, inserted] = pods_.try_emplace(state::PodUid(pod.uid));
   Entry& entry = it->second;
   entry.list_generation = generation_;
   const bool gpu_pod = request && request->kind != extender::GpuRequest::Kind::kNone;
@@ -182,24 +213,25 @@ void PodStore::UpsertLocked(const kube::PodView& pod) {
   entry.request_ok = request.has_value();
   entry.request.Set(request ? *request : extender::GpuRequest{});
   SetDemandLocked(entry, gpu_pod);
+  const Object object = ObjectOf(pod);
   if (pod.node_name.empty()) {
     entry.node = Name();
-    entry.view = gpu_pod ? KeptView(pod) : nullptr;
+    entry.SetKept(gpu_pod ? Keep(object) : nullptr);
     return;
   }
-  ApplyBoundLocked(pod.uid, entry, pod.node_name, &pod);
+  ApplyBoundLocked(pod.uid, entry, pod.node_name, &object);
 }
 
 std::optional<state::Assignment> PodStore::RecordedLocked(const std::string& uid, Entry& entry,
                                                           const std::string& node_name,
                                                           const state::NodeState* node,
-                                                          const kube::PodView* pod) {
-  const std::string* text = pod != nullptr ? AllocationText(*pod) : nullptr;
+                                                          const Object* pod) {
+  const std::string* text = pod != nullptr ? pod->allocation : nullptr;
   if (text == nullptr || node == nullptr) {
     if (pod != nullptr || node == nullptr) return std::nullopt;
     // Re-applied without the pod's object: its record is what the cache holds for it (or what a
     // report hid).
-    if (entry.hidden_record) return *entry.hidden_record;
+    if (entry.hidden_record() != nullptr) return *entry.hidden_record();
     std::optional<state::Assignment> held = cache_.Find(uid);
     // Counted from its record, or from a report that agreed with it.
     if (held && entry.has_record && held->node == node_name && !held->estimated &&
@@ -287,8 +319,8 @@ void PodStore::ClearEntryFlagsLocked(Entry& entry) {
 }
 
 void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std::string& node_name,
-                                const kube::PodView* pod) {
-  const std::string* text = pod != nullptr ? AllocationText(*pod) : nullptr;
+                                const Object* pod) {
+  const std::string* text = pod != nullptr ? pod->allocation : nullptr;
   const std::uint64_t record_hash = HashOf(text);
   const bool node_changed = !(entry.node == node_name);
   if (node_changed && entry.load_counted) DropLoadLocked(entry);
@@ -301,7 +333,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   const state::PodPhase phase = cache_.Phase(uid);
   if (pod != nullptr && !node_changed && entry.in_cache && record_hash == entry.record_hash &&
       phase == state::PodPhase::kAdded) {
-    entry.view = nullptr;
+    entry.SetKept(nullptr);
     return;  // nothing new (a status update of a counted pod)
   }
   const state::SnapshotPtr snapshot = cache_.Snapshot();
@@ -332,7 +364,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
     }
   }
   entry.mismatch = mismatch;
-  entry.hidden_record = mismatch ? std::make_unique<const state::Assignment>(*recorded) : nullptr;
+  entry.SetHiddenRecord(mismatch ? std::make_unique<const state::Assignment>(*recorded) : nullptr);
   std::optional<state::Assignment> known = reported ? std::move(reported) : std::move(recorded);
   if (known) {
     known->handoff_mismatch = mismatch;
@@ -368,7 +400,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
         cache_.Confirm(uid);
       }
       entry.in_cache = true;
-      entry.view = nullptr;
+      entry.SetKept(nullptr);
       return;
     }
     // Bound to another node than linkfit assumed (or the node changed): start again.
@@ -378,16 +410,16 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   entry.in_cache = false;
   if (entry.load_counted) DropLoadLocked(entry);
   if (node == nullptr) {
-    // The node is not modelled (yet): keep the pod until NodeAppeared (its view only when its
+    // The node is not modelled (yet): keep the pod until NodeAppeared (its object only when its
     // devices matter: most pods on nodes without GPUs ask for none).
-    const bool keep_view =
+    const bool keep =
         pod != nullptr &&
         (text != nullptr ||
          (entry.request_ok && entry.request.kind() != extender::GpuRequest::Kind::kNone));
-    entry.view = keep_view ? KeptView(*pod) : nullptr;
+    entry.SetKept(keep ? Keep(*pod) : nullptr);
     return;
   }
-  entry.view = nullptr;
+  entry.SetKept(nullptr);
   state::Assignment assignment;
   if (known) {
     assignment = std::move(*known);
@@ -443,7 +475,7 @@ bool PodStore::ReplaceEvictingLocked(const state::Assignment& assignment,
     if (evicted.empty()) continue;
     const bool added = cache_.ReplaceBound(assignment).has_value();
     for (const state::Assignment& other : evicted) {
-      const auto it = pods_.find(other.pod_uid);
+      const auto it = pods_.find(state::PodUid(other.pod_uid));
       if (it == pods_.end()) continue;
       if (other.estimated) {
         ApplyBoundLocked(other.pod_uid, it->second, node_name, nullptr);
@@ -453,7 +485,7 @@ bool PodStore::ReplaceEvictingLocked(const state::Assignment& assignment,
       } else {
         // Its record collides with what a node really handed over: re-applied, it ends up
         // counted by its CPU and memory only until its node reports it.
-        it->second.hidden_record = std::make_unique<const state::Assignment>(other);
+        it->second.SetHiddenRecord(std::make_unique<const state::Assignment>(other));
         ApplyBoundLocked(other.pod_uid, it->second, node_name, nullptr);
       }
     }
@@ -474,7 +506,7 @@ std::vector<state::Assignment> PodStore::EvictLocked(const std::string& node_nam
     if (!held.estimated && !also_recorded) continue;
     if (cache_.Phase(uid) != state::PodPhase::kAdded) continue;  // binds in flight stay
     cache_.Remove(uid);
-    const auto it = pods_.find(uid);
+    const auto it = pods_.find(state::PodUid(uid));
     if (it != pods_.end()) {
       it->second.in_cache = false;
       ClearEntryFlagsLocked(it->second);
@@ -510,13 +542,13 @@ void PodStore::SetReportedDevices(const std::string& node_name,
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   const state::NodeState* node = snapshot->Find(node_name);
   for (const std::string& uid : touched) {
-    const auto it = pods_.find(uid);
+    const auto it = pods_.find(state::PodUid(uid));
     if (it == pods_.end() || !(it->second.node == node_name)) continue;
     if (cache_.Phase(uid) != state::PodPhase::kAdded) continue;
     Entry& entry = it->second;
-    if (!entry.hidden_record) {
+    if (entry.hidden_record() == nullptr) {
       if (auto recorded = RecordedLocked(uid, entry, node_name, node, nullptr)) {
-        entry.hidden_record = std::make_unique<const state::Assignment>(std::move(*recorded));
+        entry.SetHiddenRecord(std::make_unique<const state::Assignment>(std::move(*recorded)));
       }
     }
     cache_.Remove(uid);
@@ -525,7 +557,7 @@ void PodStore::SetReportedDevices(const std::string& node_name,
     reapply.push_back(uid);
   }
   for (const std::string& uid : reapply) {
-    const auto it = pods_.find(uid);
+    const auto it = pods_.find(state::PodUid(uid));
     if (it != pods_.end()) ApplyBoundLocked(uid, it->second, node_name, nullptr);
   }
   metrics_.SetEstimatedPods(estimated_.load());
@@ -533,7 +565,7 @@ void PodStore::SetReportedDevices(const std::string& node_name,
 }
 
 void PodStore::DeleteLocked(const std::string& uid) {
-  const auto it = pods_.find(uid);
+  const auto it = pods_.find(state::PodUid(uid));
   cache_.Remove(uid);
   if (it == pods_.end()) return;
   SetDemandLocked(it->second, false);
@@ -544,15 +576,16 @@ void PodStore::DeleteLocked(const std::string& uid) {
 
 void PodStore::NodeAppeared(const std::string& node) {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [uid, entry] : pods_) {
+  for (auto& [key, entry] : pods_) {
     // Pods waiting for the node, and pods the cache dropped when the node's model changed.
-    if (!(entry.node == node) || entry.load_counted ||
-        cache_.Phase(uid) != state::PodPhase::kInitial) {
-      continue;
-    }
+    if (!(entry.node == node) || entry.load_counted) continue;
+    const std::string uid = key.str();
+    if (cache_.Phase(uid) != state::PodPhase::kInitial) continue;
     entry.in_cache = false;
-    const std::shared_ptr<const kube::PodView> view = entry.view;
-    ApplyBoundLocked(uid, entry, node, view.get());
+    const std::shared_ptr<const Kept> kept = entry.kept();
+    const std::optional<Object> object =
+        kept ? std::optional<Object>(ObjectOf(*kept)) : std::nullopt;
+    ApplyBoundLocked(uid, entry, node, object ? &*object : nullptr);
   }
 }
 
@@ -565,14 +598,14 @@ void PodStore::NodeRemoved(const std::string& node) {
     entry.in_cache = false;
     entry.load_counted = false;  // the node's loads went with it
     entry.record_hash = 0;
-    entry.hidden_record = nullptr;
+    entry.SetHiddenRecord(nullptr);
     ClearEntryFlagsLocked(entry);
   }
 }
 
 std::optional<extender::KnownPod> PodStore::FindPod(const std::string& uid) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = pods_.find(uid);
+  const auto it = pods_.find(state::PodUid(uid));
   if (it == pods_.end() || !it->second.request_ok) return std::nullopt;
   return extender::KnownPod{it->second.request.Get(), it->second.pod_namespace.str(),
                             it->second.pod_name};
@@ -591,10 +624,13 @@ std::optional<extender::KnownPod> PodStore::ResolveForBind(const std::string& po
   return FindPod(uid);
 }
 
-std::shared_ptr<const kube::PodView> PodStore::PendingPod(const std::string& uid) const {
+std::shared_ptr<const std::vector<kube::ContainerView>> PodStore::PendingPod(
+    const std::string& uid) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = pods_.find(uid);
-  return it == pods_.end() ? nullptr : it->second.view;
+  const auto it = pods_.find(state::PodUid(uid));
+  if (it == pods_.end() || !it->second.kept()) return nullptr;
+  const std::shared_ptr<const Kept>& kept = it->second.kept();
+  return {kept, &kept->containers};  // shares the Kept's ownership
 }
 
 std::unordered_map<std::string, std::string> PodStore::UidsByName() const {
@@ -602,7 +638,7 @@ std::unordered_map<std::string, std::string> PodStore::UidsByName() const {
   std::unordered_map<std::string, std::string> uids;
   uids.reserve(pods_.size());
   for (const auto& [uid, entry] : pods_) {
-    uids[entry.pod_namespace.str() + "/" + entry.pod_name] = uid;
+    uids[entry.pod_namespace.str() + "/" + entry.pod_name] = uid.str();
   }
   return uids;
 }

@@ -19,17 +19,17 @@ int CountOf(const kube::ContainerView& container, const std::string& resource) {
 
 // Hands `items` (device positions 0..n-1) to the containers by the rules in the header; `need`
 // is each container's count. `give(container, item)` records one hand-over.
-void AssignInOrder(const kube::PodView& pod, std::size_t items,
+void AssignInOrder(const std::vector<kube::ContainerView>& containers, std::size_t items,
                    const std::function<int(const kube::ContainerView&)>& need,
                    const std::function<void(std::size_t, std::size_t)>& give) {
   if (items == 0) return;
   std::vector<bool> reserved(items, false);
   std::vector<bool> handed(items, false);
-  std::size_t first_app = pod.containers.size();
+  std::size_t first_app = containers.size();
   bool anyone_asked = false;
-  for (std::size_t c = 0; c < pod.containers.size(); ++c) {
-    const kube::ContainerView& container = pod.containers[c];
-    if (!container.init && first_app == pod.containers.size()) first_app = c;
+  for (std::size_t c = 0; c < containers.size(); ++c) {
+    const kube::ContainerView& container = containers[c];
+    if (!container.init && first_app == containers.size()) first_app = c;
     if (!container.init || !container.restartable) continue;
     int wanted = need(container);
     anyone_asked = anyone_asked || wanted > 0;
@@ -40,8 +40,8 @@ void AssignInOrder(const kube::PodView& pod, std::size_t items,
       --wanted;
     }
   }
-  for (std::size_t c = 0; c < pod.containers.size(); ++c) {
-    const kube::ContainerView& container = pod.containers[c];
+  for (std::size_t c = 0; c < containers.size(); ++c) {
+    const kube::ContainerView& container = containers[c];
     if (!container.init || container.restartable) continue;
     int wanted = need(container);
     anyone_asked = anyone_asked || wanted > 0;
@@ -53,8 +53,8 @@ void AssignInOrder(const kube::PodView& pod, std::size_t items,
     }
   }
   std::size_t cursor = 0;
-  for (std::size_t c = 0; c < pod.containers.size(); ++c) {
-    const kube::ContainerView& container = pod.containers[c];
+  for (std::size_t c = 0; c < containers.size(); ++c) {
+    const kube::ContainerView& container = containers[c];
     if (container.init) continue;
     int wanted = need(container);
     anyone_asked = anyone_asked || wanted > 0;
@@ -65,7 +65,7 @@ void AssignInOrder(const kube::PodView& pod, std::size_t items,
       --wanted;
     }
   }
-  if (first_app == pod.containers.size()) return;
+  if (first_app == containers.size()) return;
   for (std::size_t i = 0; i < items; ++i) {
     if (!handed[i]) give(first_app, i);
   }
@@ -173,19 +173,19 @@ Result<state::Assignment> AssignmentOf(const Record& record, const state::NodeIn
   return a;
 }
 
-std::vector<Record::Container> PlanContainers(const kube::PodView& pod,
+std::vector<Record::Container> PlanContainers(const std::vector<kube::ContainerView>& containers,
                                               const Record::Devices& devices,
                                               const std::string& shared_gpu_resource) {
   std::vector<Record::Container> plan;
-  plan.reserve(pod.containers.size());
-  for (const kube::ContainerView& container : pod.containers) {
+  plan.reserve(containers.size());
+  for (const kube::ContainerView& container : containers) {
     Record::Container& entry = plan.emplace_back();
     entry.name = container.name;
     entry.init = container.init;
   }
   const bool uuids = devices.uuids.size() == devices.gpus.size();
   AssignInOrder(
-      pod, devices.gpus.size(),
+      containers, devices.gpus.size(),
       [](const kube::ContainerView& c) { return CountOf(c, kube::kGpuResource); },
       [&](std::size_t c, std::size_t i) {
         plan[c].devices.gpus.push_back(devices.gpus[i]);
@@ -200,21 +200,22 @@ std::vector<Record::Container> PlanContainers(const kube::PodView& pod,
     }
     const std::string resource = kube::kMigResourcePrefix + profile;
     AssignInOrder(
-        pod, instances.size(), [&](const kube::ContainerView& c) { return CountOf(c, resource); },
+        containers, instances.size(),
+        [&](const kube::ContainerView& c) { return CountOf(c, resource); },
         [&](std::size_t c, std::size_t i) { plan[c].devices.mig.push_back(*instances[i]); });
   }
   if (!devices.shares.empty()) {
     bool given = false;
-    for (std::size_t c = 0; c < pod.containers.size(); ++c) {
-      if (CountOf(pod.containers[c], shared_gpu_resource) > 0 ||
-          pod.containers[c].extended.count(shared_gpu_resource) > 0) {
+    for (std::size_t c = 0; c < containers.size(); ++c) {
+      if (CountOf(containers[c], shared_gpu_resource) > 0 ||
+          containers[c].extended.count(shared_gpu_resource) > 0) {
         plan[c].devices.shares = devices.shares;
         given = true;
       }
     }
     if (!given) {
-      for (std::size_t c = 0; c < pod.containers.size(); ++c) {
-        if (pod.containers[c].init) continue;
+      for (std::size_t c = 0; c < containers.size(); ++c) {
+        if (containers[c].init) continue;
         plan[c].devices.shares = devices.shares;
         break;
       }

@@ -112,7 +112,7 @@ int ClusterCache::UpsertNode(NodeInfoPtr info) {
       } else {
         log::Error("node " + name + " changed: pod " + assignment.PodKey() + " (" + uid +
                    ") no longer fits and was dropped: " + next.error().message);
-        const auto pod = pods_.find(uid);
+        const auto pod = pods_.find(PodUid(uid));
         if (pod != pods_.end()) {
           if (pod->second.phase == PodPhase::kAssumed) --assumed_;
           pods_.erase(pod);
@@ -132,7 +132,7 @@ void ClusterCache::RemoveNode(const std::string& name) {
   const std::size_t position = PositionLocked(name);
   if (position == NameIndex::kNotFound) return;
   for (const auto& entry : NodeAtLocked(position)->pods()) {
-    const auto pod = pods_.find(entry.first);
+    const auto pod = pods_.find(PodUid(entry.first));
     if (pod != pods_.end()) {
       if (pod->second.phase == PodPhase::kAssumed) --assumed_;
       pods_.erase(pod);
@@ -194,7 +194,7 @@ Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
                                                         const std::string& node,
                                                         const Placer& placer) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (const auto pod = pods_.find(uid); pod != pods_.end()) {
+  if (const auto pod = pods_.find(PodUid(uid)); pod != pods_.end()) {
     if (pod->second.node != node) {
       return MakeError("pod " + uid + " is already bound to node " + pod->second.node);
     }
@@ -208,7 +208,7 @@ Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
   assignment->pod_uid = uid;
   assignment->node = node;
   if (auto applied = ApplyLocked(*assignment); !applied) return tl::unexpected(applied.error());
-  pods_[uid] = PodEntry{PodPhase::kAssumed, node};
+  pods_[PodUid(uid)] = PodEntry{PodPhase::kAssumed, node};
   ++assumed_;
   ReportLocked(node);
   ChangedLocked();
@@ -217,13 +217,13 @@ Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
 
 void ClusterCache::MarkBound(const std::string& uid) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto pod = pods_.find(uid);
+  const auto pod = pods_.find(PodUid(uid));
   if (pod != pods_.end() && pod->second.phase == PodPhase::kAssumed) pod->second.bind_done = true;
 }
 
 bool ClusterCache::BindDone(const std::string& uid) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto pod = pods_.find(uid);
+  const auto pod = pods_.find(PodUid(uid));
   return pod != pods_.end() && pod->second.bind_done;
 }
 
@@ -263,10 +263,10 @@ void ClusterCache::RemoveLoad(const std::string& node, std::int64_t cpu_milli,
 
 Result<void> ClusterCache::ReplaceBound(const Assignment& assignment) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto pod = pods_.find(assignment.pod_uid);
+  const auto pod = pods_.find(PodUid(assignment.pod_uid));
   if (pod == pods_.end()) {
     if (auto applied = ApplyLocked(assignment); !applied) return applied;
-    pods_[assignment.pod_uid] = PodEntry{PodPhase::kAdded, assignment.node};
+    pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, assignment.node};
     ReportLocked(assignment.node);
     ChangedLocked();
     return {};
@@ -294,7 +294,7 @@ Result<void> ClusterCache::ReplaceBound(const Assignment& assignment) {
 
 void ClusterCache::Confirm(const std::string& uid) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto pod = pods_.find(uid);
+  const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end() || pod->second.phase != PodPhase::kAssumed) return;
   pod->second.phase = PodPhase::kAdded;
   --assumed_;
@@ -312,7 +312,7 @@ void ClusterCache::ReleaseLocked(const std::string& uid, const PodEntry& entry) 
 
 void ClusterCache::Forget(const std::string& uid) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto pod = pods_.find(uid);
+  const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end() || pod->second.phase != PodPhase::kAssumed) return;
   ReleaseLocked(uid, pod->second);
   pods_.erase(pod);
@@ -321,7 +321,7 @@ void ClusterCache::Forget(const std::string& uid) {
 
 bool ClusterCache::Remove(const std::string& uid) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto pod = pods_.find(uid);
+  const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end()) return false;
   ReleaseLocked(uid, pod->second);
   pods_.erase(pod);
@@ -331,7 +331,7 @@ bool ClusterCache::Remove(const std::string& uid) {
 
 RemoveOutcome ClusterCache::RemoveBound(const std::string& uid) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto pod = pods_.find(uid);
+  const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end()) return RemoveOutcome::kUnknown;
   if (pod->second.phase == PodPhase::kAssumed) return RemoveOutcome::kBindInFlight;
   ReleaseLocked(uid, pod->second);
@@ -342,11 +342,11 @@ RemoveOutcome ClusterCache::RemoveBound(const std::string& uid) {
 
 Result<void> ClusterCache::AddBound(const Assignment& assignment) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (pods_.count(assignment.pod_uid) != 0) {
+  if (pods_.count(PodUid(assignment.pod_uid)) != 0) {
     return MakeError("pod " + assignment.pod_uid + " is already known");
   }
   if (auto applied = ApplyLocked(assignment); !applied) return tl::unexpected(applied.error());
-  pods_[assignment.pod_uid] = PodEntry{PodPhase::kAdded, assignment.node};
+  pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, assignment.node};
   ReportLocked(assignment.node);
   ChangedLocked();
   return {};
@@ -354,13 +354,13 @@ Result<void> ClusterCache::AddBound(const Assignment& assignment) {
 
 PodPhase ClusterCache::Phase(const std::string& uid) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto pod = pods_.find(uid);
+  const auto pod = pods_.find(PodUid(uid));
   return pod == pods_.end() ? PodPhase::kInitial : pod->second.phase;
 }
 
 std::optional<Assignment> ClusterCache::Find(const std::string& uid) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto pod = pods_.find(uid);
+  const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end()) return std::nullopt;
   const std::size_t position = PositionLocked(pod->second.node);
   if (position == NameIndex::kNotFound) return std::nullopt;
@@ -375,7 +375,7 @@ std::vector<Assignment> ClusterCache::BoundAssignments(bool include_assumed) con
   std::vector<Assignment> out;
   for (std::size_t i = 0; i < size_; ++i) {
     for (const auto& [uid, assignment] : NodeAtLocked(i)->pods()) {
-      const auto pod = pods_.find(uid);
+      const auto pod = pods_.find(PodUid(uid));
       if (pod != pods_.end() && (include_assumed || pod->second.phase == PodPhase::kAdded)) {
         out.push_back(assignment);
       }

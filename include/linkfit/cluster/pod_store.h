@@ -28,7 +28,7 @@
 // running pods that ask for GPUs, with a power-of-two prior, so scores do not depend on the
 // history of filter calls and are the same after a restart.
 //
-// Memory: about 200 bytes per pod (a compact record; the full PodView is kept only for pending
+// Memory: about 200 bytes per pod (a compact record; the containers are kept only for pending
 // GPU pods, which bind needs for the per-container plan).
 //
 // Thread-safety: all methods are safe to call concurrently; the reflector calls the sink methods
@@ -52,6 +52,7 @@
 #include "linkfit/kube/annotations.h"
 #include "linkfit/kube/reflector.h"
 #include "linkfit/state/cluster_cache.h"
+#include "linkfit/state/pod_uid.h"
 
 namespace linkfit::cluster {
 
@@ -98,8 +99,9 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   const extender::Demand& demand() const override { return demand_; }
   const char* where_pods_are_seen() const override { return "in the API server's pod list"; }
 
-  // The full view of a pending pod (bind's per-container plan), or nullopt.
-  std::shared_ptr<const kube::PodView> PendingPod(const std::string& uid) const;
+  // The containers of a pending pod (bind's per-container plan, kube::PodView::containers), or
+  // null.
+  std::shared_ptr<const std::vector<kube::ContainerView>> PendingPod(const std::string& uid) const;
 
   std::size_t size() const;
   // "namespace/name" -> UID of every pod (tools and benchmarks; a full scan).
@@ -147,27 +149,58 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
     std::unique_ptr<const extender::GpuRequest> gpu_;
   };
 
+  // What the store keeps of a pod it cannot count yet: its containers (bind's per-container
+  // plan) and its allocation record (a pod waiting for its node), not its whole PodView (about
+  // 450 bytes before the maps and strings it points to; thousands of pods wait at a time).
+  struct Kept {
+    std::vector<kube::ContainerView> containers;
+    std::optional<std::string> allocation;  // linkfit.io/allocation
+  };
+  // What ApplyBoundLocked reads of a pod's object: a decoded PodView or a Kept one.
+  struct Object {
+    const std::string* allocation = nullptr;  // null: the pod has no linkfit.io/allocation
+    const std::vector<kube::ContainerView>* containers = nullptr;
+  };
+  static Object ObjectOf(const kube::PodView& pod);
+  static Object ObjectOf(const Kept& kept);
+  static std::shared_ptr<const Kept> Keep(const Object& pod);
+
+  // A pod's entry: 96 bytes, so that with its key it fills a 128-byte heap block (the store
+  // keeps one per pod of the cluster). The flags are bits, and what few pods need sits behind
+  // one pointer.
   struct Entry {
     Name pod_namespace;
     std::string pod_name;
     Name node;  // spec.nodeName
     Request request;
     std::uint32_t list_generation = 0;
-    bool request_ok = false;
-    bool demand_counted = false;
-    bool estimated = false;
-    bool reported = false;    // counted on its node's report
-    bool mismatch = false;    // the report differs from its record
-    bool has_record = false;  // its last object carried linkfit.io/allocation
+    bool request_ok : 1 = false;
+    bool demand_counted : 1 = false;
+    bool estimated : 1 = false;
+    bool reported : 1 = false;    // counted on its node's report
+    bool mismatch : 1 = false;    // the report differs from its record
+    bool has_record : 1 = false;  // its last object carried linkfit.io/allocation
     // Counted on its node by its CPU and memory only (ClusterCache::AddLoad): no record kept.
-    bool load_counted = false;
-    bool in_cache = false;          // counted in the ClusterCache
+    bool load_counted : 1 = false;
+    bool in_cache : 1 = false;      // counted in the ClusterCache
     std::uint64_t record_hash = 0;  // of linkfit.io/allocation; 0 = none
-    // Kept for pending GPU pods (bind's plan) and bound pods waiting for their node to appear.
-    std::shared_ptr<const kube::PodView> view;
+
+    // Kept for pending GPU pods (bind's plan) and bound pods waiting for their node to appear;
+    // null otherwise.
+    const std::shared_ptr<const Kept>& kept() const;
+    void SetKept(std::shared_ptr<const Kept> kept);
     // The record's devices while the node's report overrides them (a mismatch), or a record
     // evicted by a report; null otherwise.
-    std::unique_ptr<const state::Assignment> hidden_record;
+    const state::Assignment* hidden_record() const;
+    void SetHiddenRecord(std::unique_ptr<const state::Assignment> record);
+
+   private:
+    struct Rare {
+      std::shared_ptr<const Kept> kept;
+      std::unique_ptr<const state::Assignment> hidden_record;
+    };
+    void DropRareIfEmpty();
+    std::unique_ptr<Rare> rare_;  // null when both are
   };
 
   // The pooled copy of `text`. REQUIRES: mutex_ held.
@@ -178,16 +211,15 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   // REQUIRES: mutex_ held.
   void UpsertLocked(const kube::PodView& pod);
   void DeleteLocked(const std::string& uid);
-  // `pod` may be null (a pod waiting for its node without a kept view: its entry says enough).
+  // `pod` may be null (a pod waiting for its node without a kept object: its entry says enough).
   void ApplyBoundLocked(const std::string& uid, Entry& entry, const std::string& node_name,
-                        const kube::PodView* pod);
+                        const Object* pod);
   void SetDemandLocked(Entry& entry, bool counted);
   // The devices the pod's record names (decoded from `pod`, or when re-applied without it, what
   // the cache holds from its record), and what its node reports it holding.
   std::optional<state::Assignment> RecordedLocked(const std::string& uid, Entry& entry,
                                                   const std::string& node_name,
-                                                  const state::NodeState* node,
-                                                  const kube::PodView* pod);
+                                                  const state::NodeState* node, const Object* pod);
   std::optional<state::Assignment> ReportedLocked(const std::string& uid, const Entry& entry,
                                                   const std::string& node_name,
                                                   const state::NodeState* node);
@@ -215,9 +247,9 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   EventRecorder* events_ = nullptr;
 
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, Entry> pods_;  // GUARDED_BY(mutex_), by UID
-  std::uint32_t generation_ = 0;                 // GUARDED_BY(mutex_): the list in progress
-  std::unordered_set<std::string> names_;        // GUARDED_BY(mutex_): namespaces, nodes
+  std::unordered_map<state::PodUid, Entry, state::PodUid::Hasher> pods_;  // GUARDED_BY(mutex_)
+  std::uint32_t generation_ = 0;           // GUARDED_BY(mutex_): the list in progress
+  std::unordered_set<std::string> names_;  // GUARDED_BY(mutex_): namespaces, nodes
   // Node -> pod UID -> the devices the node's agent reports.
   std::unordered_map<std::string, std::unordered_map<std::string, kube::DevicesInUse::Pod>>
       reports_;  // GUARDED_BY(mutex_)

@@ -45,9 +45,15 @@ Result<state::Assignment> AssignmentOfReport(const kube::DevicesInUse::Pod& pod,
                                              const std::string& node_name,
                                              const state::NodeInfo& node, int share_milli);
 
-// Splits the pod's devices over its containers (see the file comment).
+// Splits the pod's devices over its containers (see the file comment): `containers` as
+// kube::PodView::containers lists them, init containers first.
 std::vector<kube::AllocationRecord::Container> PlanContainers(
+    const std::vector<kube::ContainerView>& containers,
+    const kube::AllocationRecord::Devices& devices, const std::string& shared_gpu_resource);
+inline std::vector<kube::AllocationRecord::Container> PlanContainers(
     const kube::PodView& pod, const kube::AllocationRecord::Devices& devices,
-    const std::string& shared_gpu_resource);
+    const std::string& shared_gpu_resource) {
+  return PlanContainers(pod.containers, devices, shared_gpu_resource);
+}
 
 }  // namespace linkfit::source

@@ -43,6 +43,7 @@
 #include "linkfit/common/result.h"
 #include "linkfit/state/name_index.h"
 #include "linkfit/state/node_state.h"
+#include "linkfit/state/pod_uid.h"
 
 namespace linkfit::state {
 
@@ -185,10 +186,10 @@ class ClusterCache {
 
   MetricsSink* metrics_;
   mutable std::mutex mutex_;
-  std::shared_ptr<NameIndex> index_;                    // GUARDED_BY(mutex_)
-  std::shared_ptr<NodeChunks> chunks_;                  // GUARDED_BY(mutex_)
-  std::size_t size_ = 0;                                // GUARDED_BY(mutex_)
-  std::unordered_map<std::string, PodEntry> pods_;      // GUARDED_BY(mutex_)
+  std::shared_ptr<NameIndex> index_;                           // GUARDED_BY(mutex_)
+  std::shared_ptr<NodeChunks> chunks_;                         // GUARDED_BY(mutex_)
+  std::size_t size_ = 0;                                       // GUARDED_BY(mutex_)
+  std::unordered_map<PodUid, PodEntry, PodUid::Hasher> pods_;  // GUARDED_BY(mutex_)
   std::shared_ptr<const Snapshot::Problems> problems_;  // GUARDED_BY(mutex_); copied on change
   std::size_t assumed_ = 0;                             // GUARDED_BY(mutex_)
   // Per node: free whole GPUs and those in its largest well-connected free set, and their
