@@ -318,9 +318,10 @@ TEST_F(HostileTest, ARequestQueuedPastItsDeadlineIsNotHandled) {
   options.threads = 1;
   StartServer(options);
   handler_.Block();
+  // Binds always run on the handler threads (filter and prioritize may run on an I/O thread).
   std::thread first([this] {
     httplib::Client client = Client();
-    auto reply = client.Post("/scheduler/filter", "{\"first\":1}", "application/json");
+    auto reply = client.Post("/scheduler/bind", "{\"first\":1}", "application/json");
     EXPECT_TRUE(reply && reply->status == 200);
   });
   ASSERT_TRUE(handler_.WaitForCalls(1));
@@ -330,7 +331,7 @@ TEST_F(HostileTest, ARequestQueuedPastItsDeadlineIsNotHandled) {
     std::this_thread::sleep_for(milliseconds(600));
     handler_.Unblock();
   });
-  auto late = client.Post("/scheduler/filter", "{\"late\":1}", "application/json");
+  auto late = client.Post("/scheduler/bind", "{\"late\":1}", "application/json");
   release.join();
   first.join();
   ASSERT_TRUE(late);

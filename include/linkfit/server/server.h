@@ -26,9 +26,12 @@
 // a read buffer while a request arrives; it never holds a thread. A few I/O threads
 // (ServerOptions::io_threads) accept, run TLS handshakes, read and parse requests, write replies
 // and answer /healthz and /readyz themselves; the handler threads (ServerOptions::threads) run
-// every call into the ExtenderHandler and /metrics, so a verb in progress delays neither other
-// connections nor the health checks. Hundreds of idle or slow connections therefore cost file
-// descriptors and a little memory, not service. Deadlines, all enforced by the server:
+// every other call into the ExtenderHandler and /metrics, so a verb in progress delays neither
+// other connections nor the health checks. The exception saves the scheduler's critical path two
+// thread hand-offs: a filter or prioritize (short, CPU-bound) runs on the I/O thread that read
+// it while that leaves at least one I/O thread free (io_threads - 1 of them at a time). Hundreds of
+// idle or slow connections therefore cost file descriptors and a little memory, not service.
+// Deadlines, all enforced by the server:
 //   - a request (its header and its body) must arrive within read_timeout of its first byte; the
 //     deadline is a total, so a client that trickles bytes cannot extend it, and a request that
 //     misses it is dropped without a reply and never reaches the handler;
