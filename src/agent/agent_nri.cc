@@ -76,6 +76,25 @@ kube::DevicesInUse MergeDeviceReports(kube::DevicesInUse handed,
   return handed;
 }
 
+Result<node::NodeDeviceFiles> DeviceFilesCache::Get() {
+  const auto spec = agent_.current_spec();
+  if (!spec) return MakeError("no GPUs discovered yet");
+  std::string key;
+  for (const topology::GpuSpec& gpu : spec->gpus) {
+    key += gpu.uuid + ";";
+    for (const auto& instance : gpu.mig_instances) {
+      key += instance.uuid + "/" + std::to_string(instance.gpu_instance) + ";";
+    }
+  }
+  std::lock_guard lock(mutex_);
+  if (key != key_) {
+    files_ = node::ReadDeviceFiles(proc_root_, *spec);
+    if (!files_) log::Warning("device files: " + files_.error().message);
+    key_ = std::move(key);
+  }
+  return files_;
+}
+
 void RunNriPlugin(const std::string& socket_path, node::NriPluginOptions options,
                   const NodeAgent& agent, HandedDevicesView* handed,
                   const std::atomic<bool>& stop) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "linkfit/agent/node_agent.h"
+#include "linkfit/node/device_files.h"
 #include "linkfit/node/nri_plugin.h"
 
 namespace linkfit::agent {
@@ -38,6 +39,22 @@ class HandedDevicesView {
 // The devices in use to publish: the plugin's hand-offs, plus the kubelet's view of pods the
 // plugin did not hand anything (containers created before it ran, or without a plan).
 kube::DevicesInUse MergeDeviceReports(kube::DevicesInUse handed, const kube::DevicesInUse& kubelet);
+
+// The device files of the node's current GPUs and MIG instances (node/device_files.h), read from
+// `proc_root` when the discovered devices change, never per container. Thread-safe.
+class DeviceFilesCache {
+ public:
+  DeviceFilesCache(std::string proc_root, const NodeAgent& agent)
+      : proc_root_(std::move(proc_root)), agent_(agent) {}
+  Result<node::NodeDeviceFiles> Get();
+
+ private:
+  const std::string proc_root_;
+  const NodeAgent& agent_;
+  std::mutex mutex_;
+  std::string key_;                                                  // GUARDED_BY(mutex_)
+  Result<node::NodeDeviceFiles> files_ = MakeError("not read yet");  // GUARDED_BY(mutex_)
+};
 
 // `handed` (may be null) receives every change of the plugin's ledger.
 void RunNriPlugin(const std::string& socket_path, node::NriPluginOptions options,

@@ -164,6 +164,7 @@ struct Probe {
         spec.profile = ProfileName(profile, info);
         spec.start = static_cast<int>(gi.placement.start);
         spec.size = static_cast<int>(gi.placement.size);
+        spec.gpu_instance = static_cast<int>(gi.id);
         const auto uuid = uuid_of_instance.find(gi.id);
         if (uuid != uuid_of_instance.end()) spec.uuid = uuid->second;
         gpu.mig_instances.push_back(std::move(spec));

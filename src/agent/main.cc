@@ -51,6 +51,9 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
                                the runtime offers no NRI (no --nri-socket, or no socket there at
                                start-up) it runs verify-only: it injects the kubelet's choice and
                                refuses to start a container whose devices are not its plan
+  --host-proc DIR              the node's /proc, for the driver's device files (default /proc);
+                               NRI runtimes without CDI get the device files of what each
+                               container is handed
   --share-resource NAME        the share resource it serves (default linkfit.io/gpu-share,
                                "" = none), counted in thousandths of a GPU
   --once                       one round, then exit (status 0 when it published or had nothing
@@ -68,6 +71,7 @@ struct Flags {
   std::string nri_socket;
   std::string device_plugin_dir;
   std::string share_resource = node::kDefaultShareResource;
+  std::string host_proc = "/proc";
   int discover_interval_s = 60;
   int devices_interval_s = 10;
   bool once = false;
@@ -107,6 +111,8 @@ Result<Flags> ParseFlags(const std::vector<std::string>& args) {
       LINKFIT_ASSIGN_OR_RETURN(flags.nri_socket, value());
     } else if (arg == "--device-plugin-dir") {
       LINKFIT_ASSIGN_OR_RETURN(flags.device_plugin_dir, value());
+    } else if (arg == "--host-proc") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.host_proc, value());
     } else if (arg == "--share-resource") {
       LINKFIT_ASSIGN_OR_RETURN(flags.share_resource, value());
     } else if (arg == "--nvml-library") {
@@ -280,6 +286,9 @@ int Run(const Flags& flags) {
   if (use_nri) {
     node::NriPluginOptions nri;
     nri.node_name = flags.node_name;
+    nri.device_files = [cache = std::make_shared<DeviceFilesCache>(flags.host_proc, agent)] {
+      return cache->Get();
+    };
     nri.on_configured = [&agent](const std::string& mode, const std::string& runtime) {
       log::Info("NRI: configured by " + runtime);
       agent.SetHandoffMode(mode);

@@ -240,7 +240,8 @@ Result<void> AddMigInstances(const CommandRunner& run, Discovery& found) {
                                std::to_string(instance.gpu) + ", which is not in MIG mode");
       continue;
     }
-    gpu->mig_instances.push_back({instance.profile, instance.start, instance.size, ""});
+    gpu->mig_instances.push_back(
+        {instance.profile, instance.start, instance.size, "", instance.instance_id});
   }
   return {};
 }

@@ -234,6 +234,23 @@ std::string EncodeCreateContainerResponse(const ContainerAdjustment& adjust) {
     pair.BytesIfSet(2, value);
     adjustment.Bytes(4, pair.data());
   }
+  if (!adjust.devices.empty()) {
+    ProtoWriter linux_adjustment;
+    for (const LinuxDevice& device : adjust.devices) {
+      ProtoWriter entry;
+      entry.BytesIfSet(1, device.path);
+      entry.BytesIfSet(2, device.type);
+      entry.VarintIfSet(3, static_cast<std::uint64_t>(device.major));
+      entry.VarintIfSet(4, static_cast<std::uint64_t>(device.minor));
+      if (device.file_mode != 0) {
+        ProtoWriter mode;
+        mode.Varint(1, device.file_mode);
+        entry.Bytes(5, mode.data());
+      }
+      linux_adjustment.Bytes(1, entry.data());
+    }
+    adjustment.Bytes(6, linux_adjustment.data());
+  }
   for (const std::string& name : adjust.cdi_devices) {
     ProtoWriter device;
     device.BytesIfSet(1, name);
@@ -254,6 +271,30 @@ Result<ContainerAdjustment> DecodeCreateContainerResponse(std::string_view bytes
         std::map<std::string, std::string> pair;
         if (auto ok = MapEntry(a, pair); !ok) return ok;
         for (auto& [key, value] : pair) adjust.env.emplace_back(key, value);
+      }
+      if (a.number == 6 && a.wire_type == 2) {
+        return ForEachField(a.bytes, "LinuxContainerAdjustment", [&](const ProtoField& l) {
+          if (l.number != 1 || l.wire_type != 2) return Result<void>{};
+          LinuxDevice& device = adjust.devices.emplace_back();
+          device.type.clear();
+          return ForEachField(l.bytes, "LinuxDevice", [&](const ProtoField& d) -> Result<void> {
+            if (d.number == 1 && d.wire_type == 2) device.path = std::string(d.bytes);
+            if (d.number == 2 && d.wire_type == 2) device.type = std::string(d.bytes);
+            if (d.number == 3 && d.wire_type == 0)
+              device.major = static_cast<std::int64_t>(d.varint);
+            if (d.number == 4 && d.wire_type == 0)
+              device.minor = static_cast<std::int64_t>(d.varint);
+            if (d.number == 5 && d.wire_type == 2) {
+              return ForEachField(d.bytes, "OptionalFileMode", [&](const ProtoField& m) {
+                if (m.number == 1 && m.wire_type == 0) {
+                  device.file_mode = static_cast<std::uint32_t>(m.varint);
+                }
+                return Result<void>{};
+              });
+            }
+            return {};
+          });
+        });
       }
       if (a.number == 8 && a.wire_type == 2) {
         std::map<std::string, std::string> device;  // {name = 1}: read as a one-field entry

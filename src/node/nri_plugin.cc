@@ -1,5 +1,6 @@
 #include "linkfit/node/nri_plugin.h"
 
+#include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/kube/annotations.h"
 
@@ -86,9 +87,9 @@ TtrpcResponse NriPlugin::Dispatch(const TtrpcRequest& request) {
   if (request.method == "Configure") {
     auto configure = DecodeConfigureRequest(request.payload);
     if (!configure) return Failed(kStatusInvalidArgument, configure.error().message);
+    runtime_injects_cdi_ = RuntimeInjectsCdi(configure->runtime_name, configure->runtime_version);
     if (options_.on_configured) {
-      const bool cdi = RuntimeInjectsCdi(configure->runtime_name, configure->runtime_version);
-      options_.on_configured(cdi ? "nri-cdi" : "nri-env",
+      options_.on_configured(runtime_injects_cdi_ ? "nri-cdi" : "nri-env",
                              configure->runtime_name + " " + configure->runtime_version);
     }
     return Ok(EncodeConfigureResponse(
@@ -165,6 +166,22 @@ TtrpcResponse NriPlugin::CreateContainer(std::string_view payload) {
   ContainerAdjustment adjust;
   adjust.env = adjustment.env;
   adjust.cdi_devices = adjustment.cdi_devices;
+  if (decision.kind == HandoffDecision::Kind::kInject && !runtime_injects_cdi_ &&
+      options_.device_files) {
+    auto files = options_.device_files();
+    auto needed = files ? DeviceFilesFor(decision.devices, *files)
+                        : Result<std::vector<DeviceFile>>(tl::unexpected(files.error()));
+    if (!needed) {
+      // The container still gets NVIDIA_VISIBLE_DEVICES: right devices through the NVIDIA
+      // toolkit's hook, none without it; never another pod's.
+      log::Warning("NRI: pod " + request.pod_uid + " container " + request.container +
+                   ": no device files added: " + needed.error().message);
+    } else {
+      for (const DeviceFile& file : *needed) {
+        adjust.devices.push_back({file.path, "c", file.major, file.minor, file.file_mode});
+      }
+    }
+  }
   if (decision.kind == HandoffDecision::Kind::kInject) {
     adjust.annotations[kAnnotationHanded] = EncodeHanded(decision.devices);
     ledger_.Hold({request.pod_uid, request.container}, decision.devices);

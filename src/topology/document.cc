@@ -170,6 +170,11 @@ Result<MigInstanceSpec> ParseMigInstance(const json& item, const std::string& pa
   }
   instance.size = static_cast<int>(value);
   LINKFIT_ASSIGN_OR_RETURN(instance.uuid, ReadString(item, "uuid", path, false));
+  if (item.contains("gpu_instance")) {
+    LINKFIT_ASSIGN_OR_RETURN(value, ReadInt(item, "gpu_instance", path, std::nullopt));
+    if (value < 0 || value > 255) return MakeError(path + ".gpu_instance: outside 0..255");
+    instance.gpu_instance = static_cast<int>(value);
+  }
   return instance;
 }
 
@@ -423,6 +428,7 @@ void AddAgentFacts(const GpuSpec& gpu, json& item) {
     json entry = {
         {"profile", instance.profile}, {"start", instance.start}, {"size", instance.size}};
     if (!instance.uuid.empty()) entry["uuid"] = instance.uuid;
+    if (instance.gpu_instance >= 0) entry["gpu_instance"] = instance.gpu_instance;
     instances.push_back(std::move(entry));
   }
   item["mig_instances"] = std::move(instances);

@@ -21,6 +21,7 @@
 #include "linkfit/common/strings.h"
 #include "node/fake_device_manager.h"
 #include "node/fake_nri_runtime.h"
+#include "node/node_testing.h"
 
 namespace linkfit::agent {
 namespace {
@@ -96,6 +97,11 @@ std::string PlannedUuids(const kube::AllocationRecord& record, const std::string
   return "void";
 }
 
+std::vector<std::string> Args(std::vector<std::string> args, std::vector<std::string> extra) {
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
 class HandoffEndToEndTest : public AgentEndToEndTest {
  protected:
   void SetUp() override {
@@ -122,16 +128,16 @@ class HandoffEndToEndTest : public AgentEndToEndTest {
     AgentEndToEndTest::TearDown();
   }
   void StartAgent() { StartAgent(nri_socket_); }
-  void StartAgent(const std::string& nri_socket) {
+  void StartAgent(const std::string& nri_socket, std::vector<std::string> extra = {}) {
     setenv("LD_LIBRARY_PATH",
            std::filesystem::path(LINKFIT_FAKE_NVML_FULL).parent_path().string().c_str(), 1);
     setenv("LINKFIT_FAKE_NVML", recording_.c_str(), 1);
     log_path_ = ::testing::TempDir() + "/handoff-agent-" + std::to_string(getpid()) + ".log";
     daemon_ = std::make_unique<AgentDaemon>(
-        std::vector<std::string>{LINKFIT_AGENT_BINARY, "--node-name", "a100-0", "--kubeconfig",
-                                 kubeconfig_, "--pod-resources-socket", kubelet_->socket_path(),
-                                 "--nri-socket", nri_socket, "--device-plugin-dir",
-                                 device_manager_->directory(), "--devices-interval", "1"},
+        Args({LINKFIT_AGENT_BINARY, "--node-name", "a100-0", "--kubeconfig", kubeconfig_,
+              "--pod-resources-socket", kubelet_->socket_path(), "--nri-socket", nri_socket,
+              "--device-plugin-dir", device_manager_->directory(), "--devices-interval", "1"},
+             std::move(extra)),
         log_path_);
     unsetenv("LD_LIBRARY_PATH");
   }
@@ -305,6 +311,63 @@ TEST_F(HandoffEndToEndTest, WithoutNriTheDevicePluginVerifies) {
   EXPECT_NE(metrics->body.find("linkfit_nodes_by_handoff_mode{mode=\"verify\"} 1"),
             std::string::npos);
   EXPECT_NE(AgentLog().find("verify-only"), std::string::npos) << AgentLog();
+}
+
+// An NRI runtime without CDI (containerd 1.7): the agent adds the device files of the plan, read
+// from the node's driver files (a fake /proc tree written for the GPUs it discovered).
+TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
+  const std::string proc = ::testing::TempDir() + "/handoff-proc-" + std::to_string(getpid());
+  StartAgent(nri_socket_, {"--host-proc", proc});
+  const int fd = ::accept(listener_, nullptr, nullptr);
+  ASSERT_GE(fd, 0);
+  linkfit::testing::FakeNriRuntime runtime(fd);
+  runtime.AcceptRegistration();
+  ASSERT_EQ(runtime.Call("Configure", node::EncodeConfigureRequest({"", "containerd", "1.7.24"}))
+                .status_code,
+            0);
+  ASSERT_EQ(runtime.Call("Synchronize", node::EncodeSynchronizeRequest({})).status_code, 0);
+  std::optional<topology::TopologySpec> published;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        if (!Annotations().contains(kube::kAnnotationTopology)) return false;
+        auto spec = topology::ParseTopologyDocument(
+            Annotations()[kube::kAnnotationTopology].get<std::string>());
+        if (!spec || spec->handoff_mode != "nri-env") return false;
+        published = *spec;
+        return true;
+      },
+      std::chrono::seconds(10)))
+      << AgentLog();
+  const std::string written = linkfit::testing::WriteFakeProc(*published, "e2e");
+  std::filesystem::rename(written, proc);
+
+  kube::AllocationRecord record;
+  record.pod = "ml/infer";
+  record.uid = "uid-infer";
+  record.node = "a100-0";
+  record.devices.gpus = {3};
+  record.devices.mig = {{6, "3g.20gb", 4, ""}};
+  record.containers = {{"main", false, record.devices}};
+  node::ContainerEvent event;
+  event.pod = {"sandbox",   "infer",
+               "uid-infer", "ml",
+               {},          {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(record)}}};
+  event.container = {"ctr", "sandbox", "main", {}, {}};
+  const node::TtrpcResponse reply =
+      runtime.Call("CreateContainer", node::EncodeContainerEvent(event));
+  ASSERT_EQ(reply.status_code, 0) << reply.status_message;
+  auto adjust = node::DecodeCreateContainerResponse(reply.payload);
+  ASSERT_TRUE(adjust);
+  std::vector<std::string> paths;
+  for (const node::LinuxDevice& device : adjust->devices) paths.push_back(device.path);
+  // GPU 3 is minor 13; the MIG instance (GPU instance 1 on GPU 6, minor 16) needs GPU 6's file
+  // and its two capability files.
+  EXPECT_EQ(paths, (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm",
+                                             "/dev/nvidia-uvm-tools", "/dev/nvidia13",
+                                             "/dev/nvidia16", "/dev/nvidia-caps/nvidia-cap161",
+                                             "/dev/nvidia-caps/nvidia-cap261"}))
+      << AgentLog();
+  std::filesystem::remove_all(proc);
 }
 
 }  // namespace

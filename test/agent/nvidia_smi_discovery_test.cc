@@ -112,7 +112,7 @@ TEST(NvidiaSmiDiscovery, DgxA100WithMigInstances) {
   expected.gpus[6].mig_mode = MigMode::kEnabled;
   expected.gpus[6].mig_mode_pending = MigMode::kEnabled;
   expected.gpus[6].mig_instances = {
-      {"2g.10gb", 0, 2, ""}, {"1g.5gb", 2, 1, ""}, {"3g.20gb", 4, 4, ""}};
+      {"2g.10gb", 0, 2, "", 5}, {"1g.5gb", 2, 1, "", 9}, {"3g.20gb", 4, 4, "", 1}};
   expected.gpus[7].mig_mode_pending = MigMode::kEnabled;
   EXPECT_EQ(Published(found->spec), Published(expected));
   ExpectLinkfitReads(found->spec);

@@ -153,9 +153,9 @@ TEST(NvmlDiscovery, MigModesAndInstancesOfADgxA100) {
   EXPECT_EQ(gpus[7].mig_mode, topology::MigMode::kDisabled);
   EXPECT_EQ(gpus[7].mig_mode_pending, topology::MigMode::kEnabled);  // after the next reset
   const std::vector<topology::MigInstanceSpec> expected = {
-      {"2g.10gb", 0, 2, "MIG-0b7e2c91-3d4a-5f6b-8c9d-1e2f3a4b5c6d"},
-      {"1g.5gb", 2, 1, "MIG-7c8d9e0f-1a2b-5c3d-9e4f-5a6b7c8d9e0f"},
-      {"3g.20gb", 4, 4, "MIG-5a1f0d3c-6b2e-5a8e-9d4c-3f0e1b2a7c61"}};
+      {"2g.10gb", 0, 2, "MIG-0b7e2c91-3d4a-5f6b-8c9d-1e2f3a4b5c6d", 5},
+      {"1g.5gb", 2, 1, "MIG-7c8d9e0f-1a2b-5c3d-9e4f-5a6b7c8d9e0f", 9},
+      {"3g.20gb", 4, 4, "MIG-5a1f0d3c-6b2e-5a8e-9d4c-3f0e1b2a7c61", 1}};  // GPU instance ids
   EXPECT_EQ(gpus[6].mig_instances, expected);
   ExpectInstancesOfTheSet(gpus[6]);
   EXPECT_TRUE(gpus[7].mig_instances.empty());
@@ -177,9 +177,10 @@ TEST(NvmlDiscovery, MigInstanceNamesOfADgxH100) {
   ASSERT_TRUE(found) << found.error().message;
   const topology::GpuSpec& gpu = found->spec.gpus[3];
   EXPECT_EQ(gpu.mig_profile_set, "h100-80gb");
-  const std::vector<topology::MigInstanceSpec> expected = {{"3g.40gb", 0, 4, "MIG-h100-3g"},
-                                                           {"1g.20gb", 4, 2, "MIG-h100-1g-double"},
-                                                           {"1g.10gb", 6, 1, "MIG-h100-1g"}};
+  const std::vector<topology::MigInstanceSpec> expected = {
+      {"3g.40gb", 0, 4, "MIG-h100-3g", 2},
+      {"1g.20gb", 4, 2, "MIG-h100-1g-double", 7},
+      {"1g.10gb", 6, 1, "MIG-h100-1g", 13}};
   EXPECT_EQ(gpu.mig_instances, expected);
   ExpectInstancesOfTheSet(gpu);
 }
@@ -215,9 +216,10 @@ TEST(NvmlDiscovery, MigInstanceNamesOfAnH200FollowTheNominalMemory) {
   ASSERT_TRUE(found) << found.error().message;
   const topology::GpuSpec& gpu = found->spec.gpus[1];
   EXPECT_EQ(gpu.mig_profile_set, "h200-141gb");
-  const std::vector<topology::MigInstanceSpec> expected = {{"3g.71gb", 0, 4, "MIG-h200-3g"},
-                                                           {"1g.35gb", 4, 2, "MIG-h200-1g-double"},
-                                                           {"1g.18gb", 6, 1, "MIG-h200-1g"}};
+  const std::vector<topology::MigInstanceSpec> expected = {
+      {"3g.71gb", 0, 4, "MIG-h200-3g", 1},
+      {"1g.35gb", 4, 2, "MIG-h200-1g-double", 5},
+      {"1g.18gb", 6, 1, "MIG-h200-1g", 9}};
   EXPECT_EQ(gpu.mig_instances, expected);
   ExpectInstancesOfTheSet(gpu);
 }

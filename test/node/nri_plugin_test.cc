@@ -26,6 +26,19 @@ TEST(NriMessages, GoldenEncodings) {
   adjust.cdi_devices = {"x"};
   const std::string inner = Bytes({0x22, 6, 0x0a, 1, 'A', 0x12, 1, 'b', 0x42, 3, 0x0a, 1, 'x'});
   EXPECT_EQ(EncodeCreateContainerResponse(adjust), Bytes({0x0a, 13}) + inner);
+  // ...with linux: {devices: [{path: "/d", type: "c", major: 195, minor: 3, file_mode: {value:
+  // 0666 = 438}}]} as field 6 before the CDI devices.
+  adjust.devices = {{"/d", "c", 195, 3, 0666}};
+  const std::string device = Bytes(
+      {0x0a, 2, '/', 'd', 0x12, 1, 'c', 0x18, 0xc3, 0x01, 0x20, 3, 0x2a, 3, 0x08, 0xb6, 0x03});
+  const std::string with_device =
+      Bytes({0x22, 6, 0x0a, 1, 'A', 0x12, 1, 'b', 0x32, static_cast<int>(device.size()) + 2, 0x0a,
+             static_cast<int>(device.size())}) +
+      device + Bytes({0x42, 3, 0x0a, 1, 'x'});
+  EXPECT_EQ(EncodeCreateContainerResponse(adjust),
+            Bytes({0x0a, static_cast<int>(with_device.size())}) + with_device);
+  EXPECT_EQ(DecodeCreateContainerResponse(EncodeCreateContainerResponse(adjust))->devices,
+            adjust.devices);
   // A CreateContainerRequest as the runtime writes it, with fields linkfit skips (pod linux = 8,
   // container state = 4, args = 7) between the ones it reads.
   const std::string pod = Bytes({0x0a, 2}) + "s1" + Bytes({0x1a, 2}) + "u1" +
@@ -144,6 +157,46 @@ TEST(NriPlugin, InjectsPlansRefusesCollisionsAndReleases) {
   EXPECT_EQ(runtime.Call("StateChange", EncodeStateChange(removed)).status_code, 0);
   EXPECT_EQ(plugin.ledger().containers(), 0u);
   EXPECT_EQ(runtime.Call("UpdateContainer", "").status_code, 12);  // not subscribed
+}
+
+// A runtime that does not inject CDI devices (containerd 1.7): the adjustment lists the device
+// files of the plan, which the runtime creates with a cgroup rule each.
+TEST(NriPlugin, RuntimesWithoutCdiGetTheDeviceFiles) {
+  const std::string proc = linkfit::testing::WriteFakeProc(Node(), "nri-plugin");
+  NriPluginOptions options{"n1"};
+  std::string mode;
+  options.on_configured = [&](const std::string& configured, const std::string&) {
+    mode = configured;
+  };
+  options.device_files = [&] { return ReadDeviceFiles(proc, Node()); };
+  NriPlugin plugin(options, Node);
+  FakeRuntime runtime(plugin);
+  ASSERT_EQ(
+      runtime.Call("Configure", EncodeConfigureRequest({"", "containerd", "1.7.24"})).status_code,
+      0);
+  EXPECT_EQ(mode, "nri-env");
+  const TtrpcResponse created = runtime.Create("u1", Plan("u1", {2}));
+  ASSERT_EQ(created.status_code, 0) << created.status_message;
+  auto adjust = DecodeCreateContainerResponse(created.payload);
+  ASSERT_TRUE(adjust) << adjust.error().message;
+  EXPECT_EQ(adjust->devices, (std::vector<LinuxDevice>{{"/dev/nvidiactl", "c", 195, 255, 0666},
+                                                       {"/dev/nvidia-uvm", "c", 510, 0, 0666},
+                                                       {"/dev/nvidia-uvm-tools", "c", 510, 1, 0666},
+                                                       {"/dev/nvidia12", "c", 195, 12, 0666}}));
+  EXPECT_EQ(adjust->env[0],
+            (std::pair<std::string, std::string>{"NVIDIA_VISIBLE_DEVICES", "GPU-2"}));
+  // A runtime that injects CDI devices gets the CDI names and no device files.
+  NriPlugin modern(options, Node);
+  FakeRuntime runtime2(modern);
+  ASSERT_EQ(
+      runtime2.Call("Configure", EncodeConfigureRequest({"", "containerd", "v2.1.0"})).status_code,
+      0);
+  EXPECT_EQ(mode, "nri-cdi");
+  auto cdi = DecodeCreateContainerResponse(runtime2.Create("u1", Plan("u1", {2})).payload);
+  ASSERT_TRUE(cdi);
+  EXPECT_TRUE(cdi->devices.empty());
+  EXPECT_EQ(cdi->cdi_devices, (std::vector<std::string>{"nvidia.com/gpu=GPU-2"}));
+  std::filesystem::remove_all(proc);
 }
 
 TEST(NriPlugin, ARestartedPluginRebuildsItsLedgerFromChunkedSynchronize) {

@@ -19,7 +19,7 @@ TopologySpec A100WithAgentFacts() {
   spec.gpus[2].healthy = false;
   spec.gpus[2].health_problem = "Xid 79: GPU has fallen off the bus";
   spec.gpus[4].mig_mode = MigMode::kEnabled;
-  spec.gpus[4].mig_instances = {{"3g.20gb", 0, 4, "MIG-4a"}, {"1g.5gb", 6, 1, ""}};
+  spec.gpus[4].mig_instances = {{"3g.20gb", 0, 4, "MIG-4a", 1}, {"1g.5gb", 6, 1, "", -1}};
   spec.gpus[5].mig_mode_pending = MigMode::kEnabled;
   spec.handoff_mode = "nri-cdi";
   return spec;
@@ -56,8 +56,7 @@ TEST(AgentFacts, AnUnknownHandoffModeIsAnError) {
   spec.handoff_mode = "magic";
   auto parsed = ParseTopologyDocument(ToTopologyDocument(spec));
   ASSERT_FALSE(parsed);
-  EXPECT_NE(parsed.error().message.find("$.handoff_mode: unsupported \"magic\""),
-            std::string::npos)
+  EXPECT_NE(parsed.error().message.find("$.handoff_mode: unsupported \"magic\""), std::string::npos)
       << parsed.error().message;
 }
 

@@ -98,11 +98,24 @@ struct StateChange {
 Result<StateChange> DecodeStateChange(std::string_view bytes);
 std::string EncodeStateChange(const StateChange& change);
 
+// LinuxDevice {path = 1, type = 2, major = 3, minor = 4, file_mode = 5 (OptionalFileMode
+// {value = 1})}: a device node the runtime creates in the container, with a cgroup rule for it.
+struct LinuxDevice {
+  std::string path;
+  std::string type = "c";
+  std::int64_t major = 0;
+  std::int64_t minor = 0;
+  std::uint32_t file_mode = 0;  // 0: not set
+  friend bool operator==(const LinuxDevice&, const LinuxDevice&) = default;
+};
+
 // ContainerAdjustment {annotations = 2, env = 4 (KeyValue {key = 1, value = 2}),
-// CDI_devices = 8 (CDIDevice {name = 1})}, inside CreateContainerResponse {adjust = 1}.
+// linux = 6 (LinuxContainerAdjustment {devices = 1}), CDI_devices = 8 (CDIDevice {name = 1})},
+// inside CreateContainerResponse {adjust = 1}.
 struct ContainerAdjustment {
   std::map<std::string, std::string> annotations;
   std::vector<std::pair<std::string, std::string>> env;
+  std::vector<LinuxDevice> devices;
   std::vector<std::string> cdi_devices;
 };
 std::string EncodeCreateContainerResponse(const ContainerAdjustment& adjust);

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 
+#include "linkfit/node/device_files.h"
 #include "linkfit/node/handoff.h"
 #include "linkfit/node/nri_frames.h"
 #include "linkfit/node/nri_messages.h"
@@ -47,6 +48,11 @@ struct NriPluginOptions {
   // Called when the runtime configures the plugin, with the hand-off mode it allows ("nri-cdi"
   // or "nri-env", handoff.h) and the runtime's name and version.
   std::function<void(const std::string& mode, const std::string& runtime)> on_configured = nullptr;
+  // Where the runtime does not inject CDI devices (RuntimeInjectsCdi), the device files of what a
+  // container is handed go into the adjustment as LinuxDevice entries (device_files.h). Called on
+  // every such hand-over: it must answer from memory (the agent caches what it read). Unset: no
+  // device files (NVIDIA_VISIBLE_DEVICES alone, for the NVIDIA toolkit's legacy hook).
+  std::function<Result<NodeDeviceFiles>()> device_files = nullptr;
 };
 
 // The devices of a container as its linkfit.io/handed annotation holds them (and back).
@@ -79,6 +85,7 @@ class NriPlugin {
   Ledger syncing_;  // the ledger being rebuilt by a chunked Synchronize
   std::map<std::string, std::string> sandbox_uid_;  // sandbox id -> pod UID, during a sync
   std::uint64_t mismatches_ = 0;
+  bool runtime_injects_cdi_ = true;  // until Configure names the runtime
   MuxReader mux_;
   std::map<std::uint32_t, TtrpcReader> ttrpc_;
 };

@@ -53,10 +53,11 @@ std::string_view ToString(MigMode mode);
 
 // One MIG GPU instance that exists on a GPU (nvmlDeviceGetGpuInstances + its placement).
 struct MigInstanceSpec {
-  std::string profile;  // e.g. "3g.40gb"
-  int start = 0;        // first memory slice (nvmlGpuInstancePlacement_t.start), 0..7
-  int size = 0;         // memory slices (placement.size), 1..8
-  std::string uuid;     // "MIG-..." of its compute instance, when known
+  std::string profile;    // e.g. "3g.40gb"
+  int start = 0;          // first memory slice (nvmlGpuInstancePlacement_t.start), 0..7
+  int size = 0;           // memory slices (placement.size), 1..8
+  std::string uuid;       // "MIG-..." of its compute instance, when known
+  int gpu_instance = -1;  // NVML's GPU instance id (the driver's capability files use it), or -1
   friend bool operator==(const MigInstanceSpec&, const MigInstanceSpec&) = default;
 };
 
