@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -39,7 +40,8 @@ void HttpConnection::Close() {
   fd_ = -1;
 }
 
-Result<void> HttpConnection::Connect(const std::string& host, int port) {
+Result<void> HttpConnection::Connect(const std::string& host, int port,
+                                     std::chrono::milliseconds timeout) {
   Close();
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) return MakeError(std::string("socket: ") + std::strerror(errno));
@@ -48,6 +50,13 @@ Result<void> HttpConnection::Connect(const std::string& host, int port) {
   address.sin_port = htons(static_cast<std::uint16_t>(port));
   if (::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
     return MakeError("not an IPv4 address: " + host);
+  }
+  if (timeout.count() > 0) {
+    timeval limit{};
+    limit.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+    limit.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
   }
   if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     return MakeError("connect " + host + ":" + std::to_string(port) + ": " + std::strerror(errno));
@@ -88,6 +97,23 @@ Result<void> HttpConnection::Post(std::string_view path, std::string_view body,
     const std::size_t to_head = std::min(left, head_.size() - head_sent);
     head_sent += to_head;
     body_sent += left - to_head;
+  }
+  return ReadResponse(response);
+}
+
+Result<void> HttpConnection::Get(std::string_view path, HttpResponse* response) {
+  if (fd_ < 0) return MakeError("not connected");
+  head_.clear();
+  head_.append("GET ").append(path).append(" HTTP/1.1\r\nHost: ").append(host_header_);
+  head_.append("\r\nUser-Agent: kube-probe/1.29\r\nAccept: */*\r\n\r\n");
+  std::size_t sent = 0;
+  while (sent < head_.size()) {
+    const ssize_t written = ::write(fd_, head_.data() + sent, head_.size() - sent);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return MakeError(std::string("write: ") + std::strerror(errno));
+    }
+    sent += static_cast<std::size_t>(written);
   }
   return ReadResponse(response);
 }

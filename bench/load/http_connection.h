@@ -8,6 +8,7 @@
 //
 // Thread-safety: none; one connection per thread.
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -28,11 +29,16 @@ class HttpConnection {
   HttpConnection& operator=(const HttpConnection&) = delete;
   ~HttpConnection();
 
-  // Connects to host:port (IPv4 literal) with TCP_NODELAY.
-  Result<void> Connect(const std::string& host, int port);
+  // Connects to host:port (IPv4 literal) with TCP_NODELAY. With a positive `timeout`, every
+  // later send or receive that waits longer than that fails (a stalled server is an error).
+  Result<void> Connect(const std::string& host, int port,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   // Sends one POST and reads the whole response into *response. The connection stays open.
   Result<void> Post(std::string_view path, std::string_view body, HttpResponse* response);
+
+  // Sends one GET (as a kubelet probe does) and reads the whole response into *response.
+  Result<void> Get(std::string_view path, HttpResponse* response);
 
   void Close();
 

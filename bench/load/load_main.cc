@@ -12,6 +12,12 @@
 //     cache-mode answer;
 //   - server memory (VmRSS) and start-up CPU (utime + stime when "listening" is printed).
 //
+// With --hostile N it measures only the hostile-clients figure instead (DESIGN.md §11): filter
+// at the first --sizes on the scheduler's keep-alive connection, and /healthz on a new
+// connection every 100 ms (as a kubelet probes), for --hostile-seconds without and then with N
+// hostile connections open against the same listener (bench/load/hostile.h: half idle, half
+// slowloris trickling a header byte a second, reopened whenever the server closes them).
+//
 //   linkfit-load --linkfit build/release/src/app/linkfit
 //                --parse-only build/release/bench/load/linkfit-parse-only --repo .
 //
@@ -34,11 +40,13 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "child_server.h"
+#include "hostile.h"
 #include "http_connection.h"
 #include "linkfit/common/strings.h"
 #include "workload.h"
@@ -65,6 +73,8 @@ struct Options {
   int score_range = 140;  // written into the server's config; prioritize scores are checked in it
   std::uint64_t seed = 42;
   std::string write_only;  // --write-config DIR: write the cluster and config files there, exit
+  int hostile = 0;         // --hostile N: only the hostile-clients measurement, with N of them
+  int hostile_seconds = 10;
 };
 
 const char* kUsage =
@@ -73,7 +83,9 @@ const char* kUsage =
     "                    [--binds N] [--non-cache-nodes N] [--non-cache-requests N]\n"
     "                    [--server-cpu C] [--client-cpu C] (-1: no pinning) [--seed S]\n"
     "                    [--score-range N] (policy.score_range written to the config; 140)\n"
-    "                    [--write-config DIR] (write the server's files there and exit)\n";
+    "                    [--write-config DIR] (write the server's files there and exit)\n"
+    "                    [--hostile N [--hostile-seconds S]] (only filter and /healthz latency\n"
+    "                    without and with N idle and slowloris connections, S seconds each)\n";
 
 std::optional<Options> ParseOptions(int argc, char** argv) {
   Options o;
@@ -114,11 +126,14 @@ std::optional<Options> ParseOptions(int argc, char** argv) {
                !(arg == "--non-cache-requests" && need_number(&o.non_cache_requests)) &&
                !(arg == "--server-cpu" && need_number(&o.server_cpu)) &&
                !(arg == "--client-cpu" && need_number(&o.client_cpu)) &&
-               !(arg == "--score-range" && need_number(&o.score_range))) {
+               !(arg == "--score-range" && need_number(&o.score_range)) &&
+               !(arg == "--hostile" && need_number(&o.hostile)) &&
+               !(arg == "--hostile-seconds" && need_number(&o.hostile_seconds))) {
       return std::nullopt;
     }
   }
   if (o.rounds < 1) o.rounds = 1;
+  if (o.hostile < 0 || o.hostile_seconds < 1) return std::nullopt;
   return o;
 }
 
@@ -304,6 +319,96 @@ std::string FirstPassingName(const std::string& reply) {
   return reply.substr(start, reply.find('"', start) - start);
 }
 
+// One phase of the hostile-clients measurement.
+struct HostilePhase {
+  Samples filter;
+  Samples healthz;         // successful probes
+  int healthz_failed = 0;  // probes with no answer within the probe timeout
+  int closed_by_server = 0;
+};
+
+constexpr std::chrono::milliseconds kProbeTimeout{2000};
+constexpr std::chrono::milliseconds kProbeInterval{100};
+
+// Filter requests back to back on the scheduler's connection for `seconds`, while another
+// thread probes /healthz on a fresh connection every kProbeInterval (a stalled probe does not
+// hold up the filter requests, nor the other way round).
+HostilePhase MeasureHostilePhase(Driver& linkfit, std::vector<Body>& bodies, int seconds,
+                                 std::uint64_t* serial) {
+  HostilePhase phase;
+  const auto end = Clock::now() + std::chrono::seconds(seconds);
+  std::thread prober([&phase, &linkfit, end] {
+    // A probe that times out takes longer than the interval; the next one starts at once.
+    for (auto next = Clock::now(); next < end;
+         next = std::max(next + kProbeInterval, Clock::now())) {
+      std::this_thread::sleep_until(next);
+      HttpConnection probe;
+      HttpResponse response;
+      const auto start = Clock::now();
+      auto ok = probe.Connect(linkfit.server().host(), linkfit.server().port(), kProbeTimeout);
+      if (ok) ok = probe.Get("/healthz", &response);
+      if (ok && response.status == 200) {
+        phase.healthz.seconds.push_back(
+            std::chrono::duration<double>(Clock::now() - start).count());
+      } else {
+        ++phase.healthz_failed;
+      }
+    }
+  });
+  while (Clock::now() < end) linkfit.Run("/scheduler/filter", bodies, 1, serial, &phase.filter);
+  prober.join();
+  return phase;
+}
+
+int RunHostile(const Options& o, Driver& linkfit, std::vector<Body>& bodies, std::size_t size,
+               std::uint64_t* serial, const std::string& load_before) {
+  if (RaiseOpenFileLimit() < o.hostile + 100) Die("the open-file limit is below --hostile + 100");
+  linkfit.Run("/scheduler/filter", bodies, o.warmup + 10, serial, nullptr);
+  const HostilePhase quiet = MeasureHostilePhase(linkfit, bodies, o.hostile_seconds, serial);
+  HostileClients hostile(linkfit.server().host(), linkfit.server().port(), o.hostile);
+  if (auto ok = hostile.Start(); !ok) Die(ok.error().message);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // every slow client has begun
+  const int closed_before = hostile.reopened();
+  HostilePhase attacked = MeasureHostilePhase(linkfit, bodies, o.hostile_seconds, serial);
+  attacked.closed_by_server = hostile.reopened() - closed_before;
+  hostile.Stop();
+  const std::string load_after = ReadFirstLine("/proc/loadavg");
+
+  std::ostringstream out;
+  out << "## linkfit-load --hostile " << o.hostile << "\n\n";
+  out << "- machine: " << CpuModel() << ", " << ::sysconf(_SC_NPROCESSORS_ONLN)
+      << " online CPUs; server pinned to CPU " << o.server_cpu << ", client to CPU " << o.client_cpu
+      << " (-1 = unpinned)\n";
+  out << "- load average before: " << load_before << "; after: " << load_after << "\n";
+  out << "- cluster: " << o.nodes << " nodes; filter with " << size
+      << " names on one keep-alive connection, one request in flight; /healthz on a new "
+         "connection every "
+      << kProbeInterval.count() << " ms, " << kProbeTimeout.count() << " ms timeout; "
+      << o.hostile_seconds << " s per phase\n";
+  out << "- hostile: " << o.hostile << " connections (" << o.hostile / 2
+      << " slowloris at one header byte a second, the rest idle: half silent, half kept alive "
+         "after one GET); the server closed "
+      << attacked.closed_by_server << " of them during the phase (each reopened at once)\n\n";
+  out << "| phase | filter p50 | filter p99 | filter max | filter n | /healthz p50 | /healthz p99 "
+         "| /healthz max | /healthz answered | /healthz timed out |\n";
+  out << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const HostilePhase* phase : {&quiet, static_cast<const HostilePhase*>(&attacked)}) {
+    out << "| " << (phase == &quiet ? "no hostile clients" : std::to_string(o.hostile) + " hostile")
+        << " | " << Ms(phase->filter.Percentile(0.5)) << " | " << Ms(phase->filter.Percentile(0.99))
+        << " | " << Ms(phase->filter.Max()) << " | " << phase->filter.seconds.size()
+        << (phase->filter.errors ? " (" + std::to_string(phase->filter.errors) + " errors)" : "")
+        << " | " << Ms(phase->healthz.Percentile(0.5)) << " | "
+        << Ms(phase->healthz.Percentile(0.99)) << " | " << Ms(phase->healthz.Max()) << " | "
+        << phase->healthz.seconds.size() << " | " << phase->healthz_failed << " |\n";
+  }
+  out << "\nfilter p99 with / without: "
+      << Fixed(attacked.filter.Percentile(0.99) / std::max(1e-9, quiet.filter.Percentile(0.99)), 2)
+      << "x (target <= 2x); /healthz max with hostile clients: " << Ms(attacked.healthz.Max())
+      << " ms, " << attacked.healthz_failed << " probes unanswered (target < 100 ms, none)\n";
+  std::cout << out.str() << std::flush;
+  return 0;
+}
+
 struct CaseResult {
   std::string verb;
   std::size_t size = 0;
@@ -357,6 +462,24 @@ int Run(const Options& o) {
     if (!child) Die(child.error().message);
     return std::move(*child);
   };
+  if (o.hostile > 0) {
+    Driver linkfit("linkfit", start_linkfit(config));
+    const std::size_t size = o.sizes.front();
+    if (size > cluster.names.size()) Die("--sizes exceeds --nodes");
+    std::uint64_t serial = 0;
+    std::vector<Body> bodies;
+    for (const PodShape& shape : PodShapes()) {
+      Body body;
+      body.text = CacheModeBody(PodJson(shape, ++serial), cluster.names, size);
+      body.uid_offset = UidOffset(body.text);
+      bodies.push_back(std::move(body));
+    }
+    std::string encoding;
+    CheckReplies(linkfit, bodies[0].text, bodies[0].text, size, o.score_range, &encoding);
+    const int code = RunHostile(o, linkfit, bodies, size, &serial, load_before);
+    std::filesystem::remove_all(work);
+    return code;
+  }
   long long small_rss = 0;
   double small_cpu = 0;
   {
