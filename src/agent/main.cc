@@ -51,6 +51,11 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
                                the runtime offers no NRI (no --nri-socket, or no socket there at
                                start-up) it runs verify-only: it injects the kubelet's choice and
                                refuses to start a container whose devices are not its plan
+  --exempt-namespace NS        (repeatable) with the NRI plugin: containers of pods in NS that have
+                               no plan and no kubelet label (GPU system daemons such as the DCGM
+                               exporter, relying on NVIDIA_VISIBLE_DEVICES=all) are left as they
+                               are instead of getting no GPU; only namespaces an administrator
+                               controls
   --host-proc DIR              the node's /proc, for the driver's device files (default /proc);
                                NRI runtimes without CDI get the device files of what each
                                container is handed
@@ -72,6 +77,7 @@ struct Flags {
   std::string device_plugin_dir;
   std::string share_resource = node::kDefaultShareResource;
   std::string host_proc = "/proc";
+  std::vector<std::string> exempt_namespaces;
   int discover_interval_s = 60;
   int devices_interval_s = 10;
   bool once = false;
@@ -111,6 +117,10 @@ Result<Flags> ParseFlags(const std::vector<std::string>& args) {
       LINKFIT_ASSIGN_OR_RETURN(flags.nri_socket, value());
     } else if (arg == "--device-plugin-dir") {
       LINKFIT_ASSIGN_OR_RETURN(flags.device_plugin_dir, value());
+    } else if (arg == "--exempt-namespace") {
+      std::string ns;
+      LINKFIT_ASSIGN_OR_RETURN(ns, value());
+      flags.exempt_namespaces.push_back(std::move(ns));
     } else if (arg == "--host-proc") {
       LINKFIT_ASSIGN_OR_RETURN(flags.host_proc, value());
     } else if (arg == "--share-resource") {
@@ -286,6 +296,7 @@ int Run(const Flags& flags) {
   if (use_nri) {
     node::NriPluginOptions nri;
     nri.node_name = flags.node_name;
+    nri.exempt_namespaces.insert(flags.exempt_namespaces.begin(), flags.exempt_namespaces.end());
     nri.device_files = [cache = std::make_shared<DeviceFilesCache>(flags.host_proc, agent)] {
       return cache->Get();
     };

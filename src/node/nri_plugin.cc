@@ -158,6 +158,10 @@ TtrpcResponse NriPlugin::CreateContainer(std::string_view payload) {
   }
   const HandoffDecision decision =
       Decide(request, node_(), ledger_, options_.mismatch, options_.unplanned);
+  if (decision.kind == HandoffDecision::Kind::kNoGpu && !request.plan &&
+      options_.exempt_namespaces.count(event->pod.pod_namespace) != 0) {
+    return Ok(EncodeCreateContainerResponse({}));  // a GPU system daemon: left as it asked
+  }
   if (decision.mismatch) ++mismatches_;
   if (decision.kind == HandoffDecision::Kind::kRefuse) {
     return Failed(kStatusUnknown, "linkfit: " + decision.reason);

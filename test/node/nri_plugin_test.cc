@@ -199,6 +199,31 @@ TEST(NriPlugin, RuntimesWithoutCdiGetTheDeviceFiles) {
   std::filesystem::remove_all(proc);
 }
 
+// A GPU system daemon in an exempt namespace keeps its own NVIDIA_VISIBLE_DEVICES; the same
+// container elsewhere gets no GPU, and a planned pod in the namespace still gets its plan.
+TEST(NriPlugin, ExemptNamespacesKeepTheirDaemons) {
+  NriPluginOptions options{"n1"};
+  options.exempt_namespaces = {"gpu-operator"};
+  NriPlugin plugin(options, Node);
+  FakeRuntime runtime(plugin);
+  ASSERT_EQ(runtime.Call("Configure", "").status_code, 0);
+  const auto create = [&](const std::string& ns, std::optional<std::string> plan) {
+    ContainerEvent event;
+    event.pod = {"sandbox-" + ns, "dcgm", "u-" + ns, ns, {}, {}};
+    if (plan) event.pod.annotations[kube::kAnnotationAllocation] = *plan;
+    event.container = {"ctr-" + ns, "sandbox-" + ns, "main", {}, {"NVIDIA_VISIBLE_DEVICES=all"}};
+    return DecodeCreateContainerResponse(
+               runtime.Call("CreateContainer", EncodeContainerEvent(event)).payload)
+        .value();
+  };
+  EXPECT_TRUE(create("gpu-operator", std::nullopt).env.empty());
+  EXPECT_EQ(create("ml", std::nullopt).env,
+            (std::vector<std::pair<std::string, std::string>>{{"NVIDIA_VISIBLE_DEVICES", "void"}}));
+  const ContainerAdjustment planned = create("gpu-operator", Plan("u-gpu-operator", {5}));
+  EXPECT_EQ(planned.env[0],
+            (std::pair<std::string, std::string>{"NVIDIA_VISIBLE_DEVICES", "GPU-5"}));
+}
+
 TEST(NriPlugin, ARestartedPluginRebuildsItsLedgerFromChunkedSynchronize) {
   NriPlugin plugin({"n1"}, Node);
   FakeRuntime runtime(plugin);

@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "linkfit/node/device_files.h"
@@ -53,6 +54,11 @@ struct NriPluginOptions {
   // every such hand-over: it must answer from memory (the agent caches what it read). Unset: no
   // device files (NVIDIA_VISIBLE_DEVICES alone, for the NVIDIA toolkit's legacy hook).
   std::function<Result<NodeDeviceFiles>()> device_files = nullptr;
+  // Namespaces of GPU system daemons (the GPU operator's DCGM exporter, validators) whose
+  // containers carry neither a plan nor a kubelet label and rely on NVIDIA_VISIBLE_DEVICES=all:
+  // left unchanged instead of getting "void". Only namespaces an administrator controls belong
+  // here: any pod in them may reach every GPU.
+  std::set<std::string> exempt_namespaces = {};
 };
 
 // The devices of a container as its linkfit.io/handed annotation holds them (and back).
