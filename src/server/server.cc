@@ -361,7 +361,9 @@ class Connection final : public ConnectionBase {
   void Shutdown() override {
     asio::post(stream_.get_executor(), [self = Self()] {
       self->stop_requested_ = true;
-      if (self->state_ == State::kIdle || self->state_ == State::kReading) self->CloseNow();
+      // Idle, receiving, or lingering after a final reply: close now. A request being handled
+      // or written closes after its reply.
+      if (self->state_ != State::kHandling && self->state_ != State::kWriting) self->CloseNow();
     });
   }
 
