@@ -105,14 +105,16 @@ int ClusterCache::UpsertNode(NodeInfoPtr info) {
     // Loads (pods without GPUs) carry over as they are.
     const NodeState& old = *NodeAtLocked(position);
     state = state->WithLoad(old.load_pods(), old.load_cpu_milli(), old.load_memory_bytes());
-    for (const auto& [uid, assignment] : NodeAtLocked(position)->pods()) {
+    // The same records: the index keeps pointing at what the node holds.
+    for (const AssignmentPtr& assignment : NodeAtLocked(position)->pods().records()) {
       auto next = state->Apply(assignment);
       if (next) {
         state = *next;
       } else {
-        log::Error("node " + name + " changed: pod " + assignment.PodKey() + " (" + uid +
+        log::Error("node " + name + " changed: pod " + assignment->PodKey() + " (" +
+                   assignment->pod_uid +
                    ") no longer fits and was dropped: " + next.error().message);
-        const auto pod = pods_.find(PodUid(uid));
+        const auto pod = pods_.find(PodUid(assignment->pod_uid));
         if (pod != pods_.end()) {
           if (pod->second.phase == PodPhase::kAssumed) --assumed_;
           pods_.erase(pod);
@@ -179,15 +181,15 @@ SnapshotPtr ClusterCache::Snapshot() const {
   return published_;
 }
 
-Result<void> ClusterCache::ApplyLocked(const Assignment& assignment) {
-  const std::size_t position = PositionLocked(assignment.node);
+Result<AssignmentPtr> ClusterCache::ApplyLocked(AssignmentPtr assignment) {
+  const std::size_t position = PositionLocked(assignment->node);
   if (position == NameIndex::kNotFound) {
-    return MakeError("node " + assignment.node + " is unknown to linkfit");
+    return MakeError("node " + assignment->node + " is unknown to linkfit");
   }
   auto next = NodeAtLocked(position)->Apply(assignment);
   if (!next) return tl::unexpected(next.error());
   SetNodeLocked(position, std::move(*next));
-  return {};
+  return assignment;
 }
 
 Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
@@ -195,11 +197,10 @@ Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
                                                         const Placer& placer) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (const auto pod = pods_.find(PodUid(uid)); pod != pods_.end()) {
-    if (pod->second.node != node) {
-      return MakeError("pod " + uid + " is already bound to node " + pod->second.node);
+    if (pod->second.node() != node) {
+      return MakeError("pod " + uid + " is already bound to node " + pod->second.node());
     }
-    const auto existing = NodeAtLocked(PositionLocked(node))->pods().find(uid);
-    return AssumeResult{existing->second, true};
+    return AssumeResult{*pod->second.record, true};
   }
   const std::size_t position = PositionLocked(node);
   if (position == NameIndex::kNotFound) return MakeError("node " + node + " is unknown to linkfit");
@@ -207,8 +208,9 @@ Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
   if (!assignment) return tl::unexpected(assignment.error());
   assignment->pod_uid = uid;
   assignment->node = node;
-  if (auto applied = ApplyLocked(*assignment); !applied) return tl::unexpected(applied.error());
-  pods_[PodUid(uid)] = PodEntry{PodPhase::kAssumed, node};
+  auto applied = ApplyLocked(std::make_shared<const Assignment>(*assignment));
+  if (!applied) return tl::unexpected(applied.error());
+  pods_[PodUid(uid)] = PodEntry{PodPhase::kAssumed, false, std::move(*applied)};
   ++assumed_;
   ReportLocked(node);
   ChangedLocked();
@@ -264,28 +266,29 @@ void ClusterCache::RemoveLoad(const std::string& node, std::int64_t cpu_milli,
 Result<void> ClusterCache::ReplaceBound(const Assignment& assignment) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto pod = pods_.find(PodUid(assignment.pod_uid));
+  auto record = std::make_shared<const Assignment>(assignment);
   if (pod == pods_.end()) {
-    if (auto applied = ApplyLocked(assignment); !applied) return applied;
-    pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, assignment.node};
+    auto applied = ApplyLocked(std::move(record));
+    if (!applied) return tl::unexpected(applied.error());
+    pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, false, std::move(*applied)};
     ReportLocked(assignment.node);
     ChangedLocked();
     return {};
   }
   // Take the old assignment out, try the new one, and put the old one back if it collides.
-  const std::size_t old_position = PositionLocked(pod->second.node);
-  std::optional<Assignment> old;
+  const AssignmentPtr old = pod->second.record;
+  const std::size_t old_position = PositionLocked(old->node);
   if (old_position != NameIndex::kNotFound) {
-    const auto& node_pods = NodeAtLocked(old_position)->pods();
-    if (const auto it = node_pods.find(assignment.pod_uid); it != node_pods.end()) old = it->second;
     SetNodeLocked(old_position, NodeAtLocked(old_position)->Remove(assignment.pod_uid));
   }
-  if (auto applied = ApplyLocked(assignment); !applied) {
-    if (old) (void)ApplyLocked(*old);
-    return applied;
+  auto applied = ApplyLocked(std::move(record));
+  if (!applied) {
+    if (old_position != NameIndex::kNotFound) (void)ApplyLocked(old);
+    return tl::unexpected(applied.error());
   }
   if (pod->second.phase == PodPhase::kAssumed) --assumed_;
-  const std::string old_node = pod->second.node;
-  pod->second = PodEntry{PodPhase::kAdded, assignment.node};
+  const std::string old_node = old->node;
+  pod->second = PodEntry{PodPhase::kAdded, false, std::move(*applied)};
   ReportLocked(old_node);
   ReportLocked(assignment.node);
   ChangedLocked();
@@ -302,12 +305,12 @@ void ClusterCache::Confirm(const std::string& uid) {
 }
 
 void ClusterCache::ReleaseLocked(const std::string& uid, const PodEntry& entry) {
-  const std::size_t position = PositionLocked(entry.node);
+  const std::size_t position = PositionLocked(entry.node());
   if (position != NameIndex::kNotFound) {
     SetNodeLocked(position, NodeAtLocked(position)->Remove(uid));
   }
   if (entry.phase == PodPhase::kAssumed) --assumed_;
-  ReportLocked(entry.node);
+  ReportLocked(entry.node());
 }
 
 void ClusterCache::Forget(const std::string& uid) {
@@ -345,8 +348,9 @@ Result<void> ClusterCache::AddBound(const Assignment& assignment) {
   if (pods_.count(PodUid(assignment.pod_uid)) != 0) {
     return MakeError("pod " + assignment.pod_uid + " is already known");
   }
-  if (auto applied = ApplyLocked(assignment); !applied) return tl::unexpected(applied.error());
-  pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, assignment.node};
+  auto applied = ApplyLocked(std::make_shared<const Assignment>(assignment));
+  if (!applied) return tl::unexpected(applied.error());
+  pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, false, std::move(*applied)};
   ReportLocked(assignment.node);
   ChangedLocked();
   return {};
@@ -362,12 +366,7 @@ std::optional<Assignment> ClusterCache::Find(const std::string& uid) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end()) return std::nullopt;
-  const std::size_t position = PositionLocked(pod->second.node);
-  if (position == NameIndex::kNotFound) return std::nullopt;
-  const auto& pods = NodeAtLocked(position)->pods();
-  const auto found = pods.find(uid);
-  if (found == pods.end()) return std::nullopt;
-  return found->second;
+  return *pod->second.record;  // what its node holds
 }
 
 std::vector<Assignment> ClusterCache::BoundAssignments(bool include_assumed) const {

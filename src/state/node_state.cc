@@ -7,6 +7,18 @@ namespace {
 GpuMask Bit(int gpu) { return static_cast<GpuMask>(1u << gpu); }
 }  // namespace
 
+std::vector<AssignmentPtr>::const_iterator NodePods::Locate(std::string_view uid) const {
+  const auto it = std::lower_bound(
+      records_.begin(), records_.end(), uid,
+      [](const AssignmentPtr& record, std::string_view key) { return record->pod_uid < key; });
+  return it != records_.end() && (*it)->pod_uid == uid ? it : records_.end();
+}
+
+bool operator==(const NodePods& a, const NodePods& b) {
+  return std::equal(a.records_.begin(), a.records_.end(), b.records_.begin(), b.records_.end(),
+                    [](const AssignmentPtr& x, const AssignmentPtr& y) { return *x == *y; });
+}
+
 NodeState::NodeState(NodeInfoPtr info) : info_(std::move(info)) {}
 
 GpuMask NodeState::WholeAvailable() const {
@@ -51,12 +63,20 @@ std::int64_t NodeState::memory_free_bytes() const {
   return std::max<std::int64_t>(0, info_->memory_bytes - memory_used_bytes_);
 }
 
-Result<void> NodeState::AddInPlace(const Assignment& a) {
+Result<void> NodeState::AddInPlace(AssignmentPtr record) {
+  const Assignment& a = *record;
   const int n = info_->gpu_count();
   if (a.node != info_->name) {
     return MakeError("assignment for node " + a.node + " applied to " + info_->name);
   }
-  if (pods_.count(a.pod_uid) != 0) return MakeError("pod " + a.pod_uid + " already on this node");
+  std::vector<AssignmentPtr>& records = pods_.records_;
+  const auto at = std::lower_bound(
+      records.begin(), records.end(), a.pod_uid,
+      [](const AssignmentPtr& held, const std::string& key) { return held->pod_uid < key; });
+  if (at != records.end() && (*at)->pod_uid == a.pod_uid) {
+    return MakeError("pod " + a.pod_uid + " already on this node");
+  }
+  const auto position = at - records.begin();
   if ((a.gpus & ~info_->table->topology().all_gpus()) != 0 ||
       (a.gpus == 0 && a.kind != Assignment::Kind::kWhole)) {
     return MakeError("assignment names GPUs this node does not have");
@@ -117,21 +137,30 @@ Result<void> NodeState::AddInPlace(const Assignment& a) {
   }
   cpu_used_milli_ += a.cpu_milli;
   memory_used_bytes_ += a.memory_bytes;
-  pods_.emplace(a.pod_uid, a);
+  // Copied states hold exactly-sized vectors: grow by one, not by doubling.
+  records.reserve(records.size() + 1);
+  records.insert(records.begin() + position, std::move(record));
   return {};
 }
 
 Result<NodeStatePtr> NodeState::Apply(const Assignment& assignment) const {
+  return Apply(std::make_shared<const Assignment>(assignment));
+}
+
+Result<NodeStatePtr> NodeState::Apply(AssignmentPtr assignment) const {
   auto next = std::make_shared<NodeState>(*this);
-  if (auto added = next->AddInPlace(assignment); !added) return tl::unexpected(added.error());
+  if (auto added = next->AddInPlace(std::move(assignment)); !added) {
+    return tl::unexpected(added.error());
+  }
   return NodeStatePtr(std::move(next));
 }
 
 NodeStatePtr NodeState::Remove(const std::string& uid) const {
   auto next = std::make_shared<NodeState>(*this);
-  const auto it = next->pods_.find(uid);
-  if (it == next->pods_.end()) return next;
-  const Assignment& a = it->second;
+  const auto found = pods_.Locate(uid);
+  if (found == pods_.records_.end()) return next;
+  const auto it = next->pods_.records_.begin() + (found - pods_.records_.begin());
+  const Assignment& a = **it;
   switch (a.kind) {
     case Assignment::Kind::kWhole:
       next->whole_used_ = static_cast<GpuMask>(next->whole_used_ & ~a.gpus);
@@ -154,7 +183,7 @@ NodeStatePtr NodeState::Remove(const std::string& uid) const {
   }
   next->cpu_used_milli_ -= a.cpu_milli;
   next->memory_used_bytes_ -= a.memory_bytes;
-  next->pods_.erase(it);
+  next->pods_.records_.erase(it);
   return next;
 }
 

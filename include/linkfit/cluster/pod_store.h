@@ -28,8 +28,9 @@
 // running pods that ask for GPUs, with a power-of-two prior, so scores do not depend on the
 // history of filter calls and are the same after a restart.
 //
-// Memory: about 200 bytes per pod (a compact record; the containers are kept only for pending
-// GPU pods, which bind needs for the per-container plan).
+// Memory: one 128-byte heap block per pod (a 96-byte entry keyed by its 16-byte PodUid) and a
+// bucket; GPU pods add their GPU request, and the containers are kept only for pending GPU
+// pods, which bind needs for the per-container plan (bench/RESULTS.md, "heap per pod").
 //
 // Thread-safety: all methods are safe to call concurrently; the reflector calls the sink methods
 // from its own thread, bind calls FindPod/PendingPod from server threads.

@@ -167,10 +167,13 @@ class ClusterCache {
   Sizes sizes() const;
 
  private:
+  // A known pod: its phase and the record its node holds (the same shared Assignment, so the
+  // index costs a pointer, not a copy).
   struct PodEntry {
     PodPhase phase = PodPhase::kInitial;
-    std::string node;
     bool bind_done = false;  // Assumed, and its write was accepted
+    AssignmentPtr record;    // never null
+    const std::string& node() const { return record->node; }
   };
   // REQUIRES: mutex_ held.
   void ChangedLocked();
@@ -181,7 +184,8 @@ class ClusterCache {
   void SetNodeLocked(std::size_t position, NodeStatePtr state);
   void AppendNodeLocked(NodeStatePtr state);
   void ReportLocked(const std::string& node_name);
-  Result<void> ApplyLocked(const Assignment& assignment);
+  // Adds the pod to its node; returns the record the node now holds.
+  Result<AssignmentPtr> ApplyLocked(AssignmentPtr assignment);
   void ReleaseLocked(const std::string& uid, const PodEntry& entry);
 
   MetricsSink* metrics_;

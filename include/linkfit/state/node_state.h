@@ -12,12 +12,17 @@
 // snapshots handed to filter/prioritize stay valid while binds go on.
 //
 // Thread-safety: NodeInfo and NodeState are immutable once shared; share them as shared_ptr<const>.
+// The assignments a NodeState holds are immutable records, shared between states.
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "linkfit/alloc/mig.h"
@@ -94,6 +99,72 @@ struct Assignment {
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 
+// An assignment as NodeState keeps it: one immutable record per pod, shared by the successive
+// states of its node (Apply, Remove and WithLoad copy pointers, not assignments) and by the
+// ClusterCache's pod index.
+using AssignmentPtr = std::shared_ptr<const Assignment>;
+
+// The pods on one node by UID, read like a std::map<std::string, Assignment> (iteration in UID
+// order yields (uid, assignment) pairs of references); stored as a UID-sorted vector of shared
+// records, a pointer per pod instead of a tree node with two copies of the UID.
+class NodePods {
+ public:
+  using value_type = std::pair<const std::string&, const Assignment&>;
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = NodePods::value_type;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = value_type;
+    // `it->second` works as on a map's iterator.
+    struct Arrow {
+      value_type pair;
+      const value_type* operator->() const { return &pair; }
+    };
+
+    const_iterator() = default;
+    value_type operator*() const { return {(*it_)->pod_uid, **it_}; }
+    Arrow operator->() const { return Arrow{**this}; }
+    const_iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    const_iterator operator++(int) {
+      const_iterator before = *this;
+      ++it_;
+      return before;
+    }
+    friend bool operator==(const const_iterator&, const const_iterator&) = default;
+
+   private:
+    friend class NodePods;
+    explicit const_iterator(std::vector<AssignmentPtr>::const_iterator it) : it_(it) {}
+    std::vector<AssignmentPtr>::const_iterator it_;
+  };
+  using iterator = const_iterator;
+
+  const_iterator begin() const { return const_iterator(records_.begin()); }
+  const_iterator end() const { return const_iterator(records_.end()); }
+  std::size_t size() const { return records_.size(); }
+  bool empty() const { return records_.empty(); }
+  const_iterator find(std::string_view uid) const { return const_iterator(Locate(uid)); }
+  std::size_t count(std::string_view uid) const { return find(uid) == end() ? 0 : 1; }
+  // REQUIRES: the pod is here.
+  const Assignment& at(std::string_view uid) const { return **Locate(uid); }
+  // The shared records, in UID order.
+  const std::vector<AssignmentPtr>& records() const { return records_; }
+  // The same pods with the same assignments.
+  friend bool operator==(const NodePods& a, const NodePods& b);
+
+ private:
+  friend class NodeState;
+  // The record of `uid`, or end.
+  std::vector<AssignmentPtr>::const_iterator Locate(std::string_view uid) const;
+
+  std::vector<AssignmentPtr> records_;  // sorted by pod_uid, UIDs distinct
+};
+
 class NodeState;
 using NodeStatePtr = std::shared_ptr<const NodeState>;
 
@@ -127,13 +198,15 @@ class NodeState {
   std::int64_t memory_free_bytes() const;
 
   // The pods on this node, by UID.
-  const std::map<std::string, Assignment>& pods() const { return pods_; }
+  const NodePods& pods() const { return pods_; }
 
   // Returns a new state with `assignment` added; an error if it collides with what is there
   // (a GPU already held, a share beyond 1000, a MIG instance that does not fit, a UID already
   // on the node). This is the re-check of bind: it never double-allocates GPUs. An assignment
   // without GPUs (kWhole, gpus == 0) only adds its CPU and memory.
   Result<NodeStatePtr> Apply(const Assignment& assignment) const;
+  // The same, sharing `assignment` (never null) instead of copying it.
+  Result<NodeStatePtr> Apply(AssignmentPtr assignment) const;
   // Returns a new state without the pod `uid` (unchanged copy if it is not here).
   NodeStatePtr Remove(const std::string& uid) const;
 
@@ -152,7 +225,7 @@ class NodeState {
   // pods already on a GPU that turned unhealthy still count.
   GpuMask WholeAvailable() const;
   GpuMask ShareAvailable() const;
-  Result<void> AddInPlace(const Assignment& assignment);
+  Result<void> AddInPlace(AssignmentPtr assignment);
 
   NodeInfoPtr info_;
   GpuMask whole_used_ = 0;
@@ -165,7 +238,7 @@ class NodeState {
   int load_pods_ = 0;
   std::int64_t load_cpu_milli_ = 0;
   std::int64_t load_memory_bytes_ = 0;
-  std::map<std::string, Assignment> pods_;
+  NodePods pods_;
 };
 
 }  // namespace linkfit::state
