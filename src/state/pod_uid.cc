@@ -5,6 +5,9 @@
 namespace linkfit::state {
 namespace {
 
+// The text form keeps a pointer in `lo_` (see the header).
+static_assert(sizeof(void*) == sizeof(std::uint64_t), "PodUid needs 64-bit pointers");
+
 constexpr char kHex[] = "0123456789abcdef";
 // Where the dashes of "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" are.
 constexpr bool IsDash(std::size_t i) { return i == 8 || i == 13 || i == 18 || i == 23; }
