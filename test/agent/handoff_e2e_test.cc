@@ -19,6 +19,7 @@
 
 #include "agent/agent_e2e.h"
 #include "linkfit/common/strings.h"
+#include "linkfit/node/nri_plugin.h"
 #include "node/fake_device_manager.h"
 #include "node/fake_nri_runtime.h"
 #include "node/node_testing.h"
@@ -305,6 +306,16 @@ TEST_F(HandoffEndToEndTest, WithoutNriTheDevicePluginVerifies) {
   EXPECT_EQ(admitted->at("main").envs.at("NVIDIA_VISIBLE_DEVICES"), PlannedUuids(*record, "main"));
   auto started = device_manager_->StartContainer("ml", "train", "main");
   EXPECT_TRUE(started) << started.error().message;
+  // The kubelet restarts (its sockets gone): the agent serves and registers again.
+  const int registered = device_manager_->registrations();
+  ASSERT_TRUE(device_manager_->Restart());
+  EXPECT_TRUE(device_manager_->WaitForDevices("nvidia.com/gpu", 7, std::chrono::seconds(10)))
+      << AgentLog();
+  // All five resources again: nvidia.com/gpu, the share resource and GPU 6's three MIG profiles.
+  EXPECT_TRUE(WaitFor([&] { return device_manager_->registrations() >= registered + 5; },
+                      std::chrono::seconds(10)))
+      << AgentLog();
+  EXPECT_NE(AgentLog().find("the kubelet restarted"), std::string::npos) << AgentLog();
   EXPECT_EQ(InspectNode()["handoff_mode"], "verify");
   auto metrics = client_->Get("/metrics");
   ASSERT_TRUE(metrics);
@@ -314,7 +325,8 @@ TEST_F(HandoffEndToEndTest, WithoutNriTheDevicePluginVerifies) {
 }
 
 // An NRI runtime without CDI (containerd 1.7): the agent adds the device files of the plan, read
-// from the node's driver files (a fake /proc tree written for the GPUs it discovered).
+// from the node's driver files (a fake /proc tree written for the GPUs it discovered); then the
+// runtime restarts and the agent reconnects.
 TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
   const std::string proc = ::testing::TempDir() + "/handoff-proc-" + std::to_string(getpid());
   StartAgent(nri_socket_, {"--host-proc", proc});
@@ -367,6 +379,38 @@ TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
                                              "/dev/nvidia16", "/dev/nvidia-caps/nvidia-cap161",
                                              "/dev/nvidia-caps/nvidia-cap261"}))
       << AgentLog();
+
+  // The runtime restarts: the agent dials again, and the runtime's Synchronize (the container
+  // with the linkfit.io/handed annotation the plugin set) rebuilds the ledger, so a plan that
+  // collides with the running container is refused.
+  const std::string handed = adjust->annotations.at(node::kAnnotationHanded);
+  runtime.Close();
+  const int again = ::accept(listener_, nullptr, nullptr);
+  ASSERT_GE(again, 0);
+  linkfit::testing::FakeNriRuntime restarted(again);
+  restarted.AcceptRegistration();
+  ASSERT_EQ(restarted.Call("Configure", node::EncodeConfigureRequest({"", "containerd", "1.7.24"}))
+                .status_code,
+            0);
+  node::SynchronizeRequest live;
+  live.pods = {event.pod};
+  live.containers = {{"ctr", "sandbox", "main", {{node::kAnnotationHanded, handed}}, {}}};
+  ASSERT_EQ(restarted.Call("Synchronize", node::EncodeSynchronizeRequest(live)).status_code, 0);
+  kube::AllocationRecord other = record;
+  other.pod = "ml/other";
+  other.uid = "uid-other";
+  other.devices.mig.clear();
+  other.containers = {{"main", false, other.devices}};
+  node::ContainerEvent clash;
+  clash.pod = {"sandbox-2", "other",
+               "uid-other", "ml",
+               {},          {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(other)}}};
+  clash.container = {"ctr-2", "sandbox-2", "main", {}, {}};
+  const node::TtrpcResponse refused =
+      restarted.Call("CreateContainer", node::EncodeContainerEvent(clash));
+  EXPECT_EQ(refused.status_code, 2);
+  EXPECT_NE(refused.status_message.find("held by pod uid-infer"), std::string::npos)
+      << refused.status_message;
   std::filesystem::remove_all(proc);
 }
 

@@ -42,6 +42,27 @@ class Manager final : public FakeDeviceManager, public v1beta1::Registration::Se
  public:
   Manager(std::string directory, unsigned seed) : directory_(std::move(directory)), random_(seed) {}
 
+  // Stops the Registration server and drops every plugin (their ListAndWatch readers joined).
+  void StopServing() {
+    if (server_) {
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      server_->Wait();
+      server_.reset();
+    }
+    std::vector<std::unique_ptr<Plugin>> plugins;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& [name, plugin] : plugins_) plugins.push_back(std::move(plugin));
+      for (auto& plugin : retired_) plugins.push_back(std::move(plugin));
+      plugins_.clear();
+      retired_.clear();
+    }
+    for (auto& plugin : plugins) plugin->watch.TryCancel();
+    for (auto& plugin : plugins) {
+      if (plugin->reader.joinable()) plugin->reader.join();
+    }
+  }
+
   Result<void> Start() {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix://" + directory_ + "/kubelet.sock",
@@ -53,22 +74,19 @@ class Manager final : public FakeDeviceManager, public v1beta1::Registration::Se
   }
 
   ~Manager() override {
-    if (server_) {
-      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-      server_->Wait();
-    }
-    std::vector<std::unique_ptr<Plugin>> plugins;
-    {
-      std::lock_guard lock(mutex_);
-      for (auto& [name, plugin] : plugins_) plugins.push_back(std::move(plugin));
-      for (auto& plugin : retired_) plugins.push_back(std::move(plugin));
-    }
-    for (auto& plugin : plugins) plugin->watch.TryCancel();
-    for (auto& plugin : plugins) {
-      if (plugin->reader.joinable()) plugin->reader.join();
-    }
+    StopServing();
     std::error_code ignored;
     std::filesystem::remove_all(directory_, ignored);
+  }
+
+  Result<void> Restart() override {
+    StopServing();
+    std::error_code error;
+    for (std::filesystem::directory_iterator it(directory_, error), end; !error && it != end;
+         it.increment(error)) {
+      if (it->is_socket()) std::filesystem::remove(it->path(), error);
+    }
+    return Start();
   }
 
   grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* request,

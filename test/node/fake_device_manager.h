@@ -79,6 +79,10 @@ class FakeDeviceManager {
   virtual void SetListener(std::function<void(std::vector<agent::PodDeviceUse>)> listener) = 0;
   // Registrations received so far (a plugin that re-registers counts again).
   virtual int registrations() const = 0;
+  // The kubelet restarts: it stops serving, forgets every plugin and its devices (admitted pods
+  // stay, as in its checkpoint), removes every socket in its directory and serves Registration
+  // again on a new kubelet.sock. Plugins must notice and register again.
+  virtual Result<void> Restart() = 0;
 };
 
 // Creates a temporary directory and serves Registration there; `seed` drives every random choice.
