@@ -201,6 +201,33 @@ TEST_F(NodeStateTest, RemoveRestoresTheStateExactly) {
   EXPECT_EQ(same->whole_used(), base->whole_used());
 }
 
+TEST_F(NodeStateTest, PodsReadLikeAMapAndShareTheirRecords) {
+  NodeStatePtr state = Dgx1();
+  for (const char* uid : {"p3", "p1", "p4", "p2"}) {
+    state = MustApply(state, Whole(uid, "dgx1", Mask({uid[1] - '0'})));
+  }
+  // In UID order, as the std::map they replace: /inspect and state files keep their order.
+  std::vector<std::string> order;
+  for (const auto& [uid, a] : state->pods()) {
+    EXPECT_EQ(uid, a.pod_uid);
+    order.push_back(uid);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"p1", "p2", "p3", "p4"}));
+  EXPECT_EQ(state->pods().find("p3")->second.gpus, Mask({3}));
+  EXPECT_EQ(state->pods().at("p2").gpus, Mask({2}));
+  EXPECT_TRUE(state->pods().find("p9") == state->pods().end());
+  EXPECT_EQ(state->pods().count("p9"), 0u);
+  // Successors hold the same records, not copies; a shared record can be applied as it is.
+  const NodeStatePtr without = state->Remove("p2");
+  EXPECT_EQ(without->pods().size(), 3u);
+  EXPECT_EQ(without->pods().records()[0], state->pods().records()[0]);
+  const AssignmentPtr p2 = state->pods().records()[1];
+  auto again = without->Apply(p2);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ((*again)->pods().records()[1], p2);
+  EXPECT_EQ((*again)->pods(), state->pods());
+}
+
 TEST_F(NodeStateTest, UsedGpuEquivalentsCountsEveryKind) {
   NodeStatePtr state = MustApply(A100Mig(), Whole("w", "a100", Mask({4, 5})));
   state = MustApply(state, Shared("s", "a100", {{6, 500}}));
