@@ -1,6 +1,8 @@
 #include "linkfit/extender/extender.h"
 
+#include <cstdint>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "linkfit/common/log.h"
@@ -65,6 +67,58 @@ void PrefetchAhead(const std::vector<const state::NodeState*>& nodes, std::size_
   }
 }
 
+// What filter needs of a node's fit: whether it fits, and if not, why and whether freeing GPUs
+// could help. The reason is kept by the FilterResult, shared by every node it applies to.
+struct Verdict {
+  bool fits = false;
+  bool unresolvable = false;
+  std::string_view reason;
+};
+
+Verdict VerdictOf(const GpuRequest& request, const state::NodeState& node,
+                  const FitOptions& options, kube::FilterResult& result) {
+  NodeFit fit = FitOnNode(request, node, options);
+  if (fit.fits) return {true, false, {}};
+  return {false, fit.unresolvable, result.Keep(std::move(fit.reason))};
+}
+
+// Work per distinct state: a whole-GPU fit reads only the node's placement table, its topology
+// (the GPU model), its free GPUs and which GPUs are in MIG mode or unhealthy. Nodes alike in
+// these answer alike, so one filter call decides each distinct state once (a real cluster has a
+// few topologies and a few hundred free patterns, against thousands of nodes).
+class WholeFitMemo {
+ public:
+  Verdict Of(const GpuRequest& request, const state::NodeState& node, const FitOptions& options,
+             kube::FilterResult& result) {
+    const Key key{node.info().table.get(), &node.info().topology(), node.whole_free(),
+                  node.info().mig_enabled, node.info().unhealthy};
+    const auto [it, fresh] = verdicts_.try_emplace(key);
+    if (fresh) it->second = VerdictOf(request, node, options, result);
+    return it->second;
+  }
+
+ private:
+  struct Key {
+    const void* table;
+    const void* topology;
+    topology::GpuMask free;
+    topology::GpuMask mig;
+    topology::GpuMask unhealthy;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& key) const {
+      std::uint64_t hash = reinterpret_cast<std::uintptr_t>(key.table) * 0x9E3779B97F4A7C15u;
+      hash ^= reinterpret_cast<std::uintptr_t>(key.topology) + (hash << 6) + (hash >> 2);
+      hash ^= (std::uint64_t{key.free} | std::uint64_t{key.mig} << 16 |
+               std::uint64_t{key.unhealthy} << 32) *
+              0xC2B2AE3D27D4EB4Fu;
+      return static_cast<std::size_t>(hash ^ (hash >> 31));
+    }
+  };
+  std::unordered_map<Key, Verdict, KeyHash> verdicts_;
+};
+
 }  // namespace
 
 Extender::Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& binder,
@@ -88,8 +142,9 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   };
   if (!request) {
     // A bad hint is never ignored: nothing passes, every node says why.
+    const std::string_view reason = result.Keep(request.error().message);
     for (std::string_view name : args.node_names) {
-      result.failed_and_unresolvable_nodes.push_back({name, request.error().message});
+      result.failed_and_unresolvable_nodes.push_back({name, reason});
     }
     metrics_.CountFilterNodes(0, 0, args.node_names.size());
     return result;
@@ -100,6 +155,7 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const std::vector<const state::NodeState*> nodes = request->kind == GpuRequest::Kind::kNone
                                                          ? std::vector<const state::NodeState*>()
                                                          : Resolve(*snapshot, args.node_names);
+  WholeFitMemo memo;
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     if (request->kind == GpuRequest::Kind::kNone) {
       pass(i);
@@ -110,18 +166,20 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
     if (node == nullptr) {
       const std::string* problem = snapshot->Problem(args.node_names[i]);
       result.failed_and_unresolvable_nodes.push_back(
-          {args.node_names[i], problem != nullptr ? *problem : kUnknownNode});
+          {args.node_names[i], problem != nullptr ? result.Keep(*problem) : kUnknownNode});
       ++unresolvable;
       continue;
     }
-    NodeFit fit = FitOnNode(*request, *node, options_.fit);
-    if (fit.fits) {
+    const Verdict verdict = request->kind == GpuRequest::Kind::kWhole
+                                ? memo.Of(*request, *node, options_.fit, result)
+                                : VerdictOf(*request, *node, options_.fit, result);
+    if (verdict.fits) {
       pass(i);
-    } else if (fit.unresolvable) {
-      result.failed_and_unresolvable_nodes.push_back({args.node_names[i], std::move(fit.reason)});
+    } else if (verdict.unresolvable) {
+      result.failed_and_unresolvable_nodes.push_back({args.node_names[i], verdict.reason});
       ++unresolvable;
     } else {
-      result.failed_nodes.push_back({args.node_names[i], std::move(fit.reason)});
+      result.failed_nodes.push_back({args.node_names[i], verdict.reason});
       ++failed;
     }
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <unordered_map>
 
 #include "extender/balance.h"
 #include "linkfit/common/strings.h"
@@ -56,34 +57,100 @@ ShapeMask ModelMask(const state::NodeState& node, const std::vector<Shape>& shap
   return mask;
 }
 
-// The distinct per-GPU needs (milli) of the shapes, so that the scan over a node's GPUs runs
-// once per need rather than once per shape (on openb ~40 shapes share ~10 needs).
+// Per request, what the shapes ask of a node: the distinct per-GPU needs (milli), so that the
+// scan over a node's GPUs runs once per need rather than once per shape (on openb ~40 shapes
+// share ~10 needs), and their CPU and memory as ascending steps, so that the shapes a node's
+// free CPU and memory admit are two binary searches rather than a pass over every shape.
 struct ShapeNeeds {
   std::vector<int> milli;                // distinct needs, in first-seen order
   std::array<std::uint8_t, 64> index{};  // shape i (i < 64) -> its need's position in `milli`
+  ShapeMask with_gpus = 0;               // shapes that ask for GPUs at all
+  // (threshold, every shape asking at most that much), thresholds ascending.
+  std::vector<std::pair<std::int64_t, ShapeMask>> cpu_steps;
+  std::vector<std::pair<std::int64_t, ShapeMask>> memory_steps;
 };
+
+std::vector<std::pair<std::int64_t, ShapeMask>> Steps(
+    std::vector<std::pair<std::int64_t, ShapeMask>> asks) {
+  std::sort(asks.begin(), asks.end());
+  std::vector<std::pair<std::int64_t, ShapeMask>> steps;
+  ShapeMask cumulative = 0;
+  for (const auto& [threshold, shape] : asks) {
+    cumulative |= shape;
+    if (!steps.empty() && steps.back().first == threshold) {
+      steps.back().second = cumulative;
+    } else {
+      steps.emplace_back(threshold, cumulative);
+    }
+  }
+  return steps;
+}
+
+// The shapes whose ask is at most `free`.
+ShapeMask Within(const std::vector<std::pair<std::int64_t, ShapeMask>>& steps, std::int64_t free) {
+  const auto after =
+      std::upper_bound(steps.begin(), steps.end(), free,
+                       [](std::int64_t value, const std::pair<std::int64_t, ShapeMask>& step) {
+                         return value < step.first;
+                       });
+  return after == steps.begin() ? 0 : std::prev(after)->second;
+}
 
 ShapeNeeds NeedsOf(const std::vector<Shape>& shapes) {
   ShapeNeeds needs;
+  std::vector<std::pair<std::int64_t, ShapeMask>> cpu, memory;
   for (std::size_t i = 0; i < shapes.size() && i < 64; ++i) {
     const auto found = std::find(needs.milli.begin(), needs.milli.end(), shapes[i].milli);
     needs.index[i] = static_cast<std::uint8_t>(found - needs.milli.begin());
     if (found == needs.milli.end()) needs.milli.push_back(shapes[i].milli);
+    const ShapeMask bit = ShapeMask{1} << i;
+    if (shapes[i].gpus > 0) needs.with_gpus |= bit;
+    cpu.emplace_back(shapes[i].cpu_milli, bit);
+    memory.emplace_back(shapes[i].memory_bytes, bit);
   }
+  needs.cpu_steps = Steps(std::move(cpu));
+  needs.memory_steps = Steps(std::move(memory));
   return needs;
 }
 
-double FragmentationOf(const FreeView& view, const std::vector<Shape>& shapes, ShapeMask allowed,
+// Bit i set: shape i could land on a node with this view as far as its GPU count, CPU, memory
+// and GPU model go (`allowed`); whether its GPUs have room is FragmentationOf's question.
+ShapeMask AdmittedShapes(const FreeView& view, const ShapeNeeds& needs, ShapeMask allowed) {
+  return allowed & needs.with_gpus & Within(needs.cpu_steps, view.cpu_free) &
+         Within(needs.memory_steps, view.memory_free);
+}
+
+// What FragmentationOf reads of a node: its GPUs' free milli and the shapes it admits. Nodes
+// alike in these answer alike, whatever their names, CPU and memory.
+struct FragmentationKey {
+  std::array<int, topology::kMaxGpus> free{};
+  int gpus = 0;
+  ShapeMask admitted = 0;
+  bool operator==(const FragmentationKey&) const = default;
+};
+
+struct FragmentationKeyHash {
+  std::size_t operator()(const FragmentationKey& key) const {
+    std::uint64_t hash = 1469598103934665603u ^ key.admitted;
+    for (int g = 0; g < key.gpus; ++g) {
+      hash = (hash ^ static_cast<std::uint64_t>(key.free[static_cast<std::size_t>(g)])) *
+             1099511628211u;
+    }
+    return static_cast<std::size_t>(hash ^ (hash >> 29));
+  }
+};
+
+double FragmentationOf(const FragmentationKey& key, const std::vector<Shape>& shapes,
                        const ShapeNeeds& needs) {
   double total_free = 0;
-  for (int g = 0; g < view.gpus; ++g) total_free += view.free[static_cast<std::size_t>(g)];
+  for (int g = 0; g < key.gpus; ++g) total_free += key.free[static_cast<std::size_t>(g)];
   // Per need: how many GPUs can host it, and the free capacity of the GPUs too small for it.
   std::array<int, 64> hosts{};
   std::array<double, 64> too_small{};
   for (std::size_t k = 0; k < needs.milli.size(); ++k) {
     const int milli = needs.milli[k];
-    for (int g = 0; g < view.gpus; ++g) {
-      const int free = view.free[static_cast<std::size_t>(g)];
+    for (int g = 0; g < key.gpus; ++g) {
+      const int free = key.free[static_cast<std::size_t>(g)];
       hosts[k] += free >= milli ? 1 : 0;
       if (free > 0 && free < milli) too_small[k] += free;
     }
@@ -95,13 +162,38 @@ double FragmentationOf(const FreeView& view, const std::vector<Shape>& shapes, S
     // FGD: a shape without GPUs, or one the node cannot host (CPU, memory, GPU model, GPUs),
     // leaves every free GPU of the node unusable to it; one it can host loses the GPUs whose
     // free part is too small for it.
-    const bool fits = shape.gpus > 0 && ((allowed >> i) & 1) != 0 &&
-                      view.cpu_free >= shape.cpu_milli && view.memory_free >= shape.memory_bytes &&
-                      hosts[need] >= shape.gpus;
+    const bool fits = ((key.admitted >> i) & 1) != 0 && hosts[need] >= shape.gpus;
     fragmentation += shape.weight * (fits ? too_small[need] : total_free);
   }
   return fragmentation;
 }
+
+FragmentationKey KeyOf(const FreeView& view, const ShapeNeeds& needs, ShapeMask allowed) {
+  FragmentationKey key;
+  key.free = view.free;
+  key.gpus = view.gpus;
+  key.admitted = AdmittedShapes(view, needs, allowed);
+  return key;
+}
+
+// One prioritize call's fragmentation figures by distinct node state: on a real cluster many
+// candidates share a topology and a free pattern, and each distinct state is computed once.
+class FragmentationMemo {
+ public:
+  FragmentationMemo(const std::vector<Shape>& shapes, const ShapeNeeds& needs)
+      : shapes_(shapes), needs_(needs) {}
+  double Of(const FreeView& view, ShapeMask allowed) {
+    const FragmentationKey key = KeyOf(view, needs_, allowed);
+    const auto [it, fresh] = figures_.try_emplace(key, 0.0);
+    if (fresh) it->second = FragmentationOf(key, shapes_, needs_);
+    return it->second;
+  }
+
+ private:
+  const std::vector<Shape>& shapes_;
+  const ShapeNeeds& needs_;
+  std::unordered_map<FragmentationKey, double, FragmentationKeyHash> figures_;
+};
 
 // Packing measures free capacity left on the node up to this many whole GPUs (8-GPU nodes span
 // the range; emptier 16-GPU nodes saturate at "not tight at all").
@@ -244,7 +336,8 @@ ShapeList ShapeStats::Typical() const {
 }
 
 double Fragmentation(const state::NodeState& node, const std::vector<Shape>& shapes) {
-  return FragmentationOf(ViewOf(node), shapes, ModelMask(node, shapes), NeedsOf(shapes));
+  const ShapeNeeds needs = NeedsOf(shapes);
+  return FragmentationOf(KeyOf(ViewOf(node), needs, ModelMask(node, shapes)), shapes, needs);
 }
 
 std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
@@ -272,6 +365,7 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
   }
   std::vector<std::pair<const topology::Topology*, ShapeMask>> masks;
   const ShapeNeeds needs = NeedsOf(shapes);
+  FragmentationMemo memo(shapes, needs);
   MigFragmentationScorer mig_scorer(mig_weights);
   for (std::size_t i = 0; i < n; ++i) {
     const state::NodeState& node = *candidates[i].node;
@@ -342,9 +436,7 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
         cached = masks.end() - 1;
       }
       const ShapeMask allowed = cached->second;
-      const double growth_gpus = (FragmentationOf(after, shapes, allowed, needs) -
-                                  FragmentationOf(before, shapes, allowed, needs)) /
-                                 1000.0;
+      const double growth_gpus = (memo.Of(after, allowed) - memo.Of(before, allowed)) / 1000.0;
       // Reported at FGD's resolution (its scheduler plugin scores floor(100 x sigmoid)): growths
       // within a hundredth of the sigmoid are equal, and packing decides between them.
       const double frag =

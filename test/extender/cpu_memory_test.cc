@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "extender_testing.h"
 #include "linkfit/extender/scoring.h"
 
@@ -309,6 +311,59 @@ TEST_F(CpuMemoryExtenderTest, GpuPodAvoidsTheNodeWhoseCpuItWouldExhaust) {
   ASSERT_EQ(scores.size(), 2u);
   EXPECT_LT(scores[0].score, scores[1].score)
       << "a " << scores[0].score << ", b " << scores[1].score;
+}
+
+// The scoring's fragmentation (shared per-request tables, binary-searched CPU and memory steps,
+// memoised by node state in prioritize) equals FGD's formula evaluated shape by shape, to the
+// bit, over random nodes and random shapes.
+double ReferenceFragmentation(const state::NodeState& node, const std::vector<Shape>& shapes) {
+  std::vector<int> free;
+  double total_free = 0;
+  for (int g = 0; g < node.info().gpu_count(); ++g) {
+    const int milli = ((node.share_eligible() >> g) & 1) ? 1000 - node.shared_milli(g) : 0;
+    free.push_back(milli);
+    total_free += milli;
+  }
+  double fragmentation = 0;
+  for (const Shape& shape : shapes) {
+    int hosts = 0;
+    double too_small = 0;
+    for (int milli : free) {
+      hosts += milli >= shape.milli ? 1 : 0;
+      if (milli > 0 && milli < shape.milli) too_small += milli;
+    }
+    const bool fits = shape.gpus > 0 && node.cpu_free_milli() >= shape.cpu_milli &&
+                      node.memory_free_bytes() >= shape.memory_bytes && hosts >= shape.gpus;
+    fragmentation += shape.weight * (fits ? too_small : total_free);
+  }
+  return fragmentation;
+}
+
+TEST(FragmentationTest, EqualsFgdShapeByShapeToTheBit) {
+  std::mt19937 random(7);
+  for (int round = 0; round < 300; ++round) {
+    std::vector<Shape> shapes(1 + random() % 40);
+    for (Shape& shape : shapes) {
+      shape.gpus = static_cast<int>(random() % 5);  // 0: a shape without GPUs
+      shape.milli = shape.gpus > 1 ? 1000 : static_cast<int>(50 * (1 + random() % 20));
+      shape.weight = 1.0 / static_cast<double>(1 + random() % 7);
+      shape.cpu_milli = static_cast<std::int64_t>(random() % 5) * 16000;
+      shape.memory_bytes = static_cast<std::int64_t>(random() % 5) * 64 * kGiB;
+    }
+    state::NodeStatePtr node = std::make_shared<state::NodeState>(NodeWith("n", 64000, 256 * kGiB));
+    state::Assignment whole = GpuLess("w", "n", static_cast<std::int64_t>(random() % 64000),
+                                      static_cast<std::int64_t>(random() % 256) * kGiB);
+    whole.kind = state::Assignment::Kind::kWhole;
+    whole.gpus = static_cast<topology::GpuMask>(random() % 16);
+    if (auto applied = node->Apply(whole)) node = *applied;
+    state::Assignment share = GpuLess("s", "n", 0, 0);
+    share.kind = state::Assignment::Kind::kShared;
+    share.gpus = topology::GpuMask{1} << 6;
+    share.shares = {{6, static_cast<int>(50 * (1 + random() % 19))}};
+    if (auto applied = node->Apply(share)) node = *applied;
+    const double expected = ReferenceFragmentation(*node, shapes);
+    EXPECT_EQ(Fragmentation(*node, shapes), expected) << "round " << round;
+  }
 }
 
 }  // namespace

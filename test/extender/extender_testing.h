@@ -101,7 +101,9 @@ inline kube::BindingArgs BindArgs(const kube::PodView& pod, const std::string& n
 inline std::string ReasonFor(const std::vector<kube::NodeFailure>& failures,
                              std::string_view node) {
   for (const kube::NodeFailure& failure : failures) {
-    if (failure.node == node) return failure.reason.empty() ? "(empty reason)" : failure.reason;
+    if (failure.node == node) {
+      return failure.reason.empty() ? "(empty reason)" : std::string(failure.reason);
+    }
   }
   return "";
 }

@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::vector<HostPriority> priorities;
     for (std::string_view name : args->node_names) {
       result.node_names.push_back(name);
-      result.failed_nodes.push_back({name, std::string(name)});
+      result.failed_nodes.push_back({name, result.Keep(std::string(name))});
       priorities.push_back({name, static_cast<std::int64_t>(name.size())});
     }
     for (const NodeItem& node : args->nodes) {

@@ -60,10 +60,12 @@ std::string_view NameInArgs(const ExtenderArgs& args, const std::string& name) {
   return it == args.node_names.end() ? std::string_view() : *it;
 }
 
-std::vector<NodeFailure> Failures(const ExtenderArgs& args, const nlohmann::json& list) {
+std::vector<NodeFailure> Failures(const ExtenderArgs& args, const nlohmann::json& list,
+                                  FilterResult& result) {
   std::vector<NodeFailure> out;
   for (const auto& pair : list) {
-    out.push_back({NameInArgs(args, pair[0].get<std::string>()), pair[1].get<std::string>()});
+    out.push_back(
+        {NameInArgs(args, pair[0].get<std::string>()), result.Keep(pair[1].get<std::string>())});
   }
   return out;
 }
@@ -96,9 +98,10 @@ TEST(GoldenTest, Filter) {
           result.node_names.push_back(view);
         }
       }
-      result.failed_nodes = Failures(*args, decision.value("failed", nlohmann::json::array()));
+      result.failed_nodes =
+          Failures(*args, decision.value("failed", nlohmann::json::array()), result);
       result.failed_and_unresolvable_nodes =
-          Failures(*args, decision.value("unresolvable", nlohmann::json::array()));
+          Failures(*args, decision.value("unresolvable", nlohmann::json::array()), result);
       reply = EncodeFilterResult(result);
     }
     EXPECT_EQ(reply, ReadResponse(With(base, ".response.json")));

@@ -86,17 +86,28 @@ NodeListKind ReplyListFor(const ExtenderArgs& args);
 
 struct NodeFailure {
   std::string_view node;
-  std::string reason;
+  std::string_view reason;  // a literal, or a reason the FilterResult keeps (Keep)
 };
 
+// Move-only: its failures may point into its own `reasons`, which a copy would not carry along.
 struct FilterResult {
+  FilterResult() = default;
+  FilterResult(FilterResult&&) = default;
+  FilterResult& operator=(FilterResult&&) = default;
+  FilterResult(const FilterResult&) = delete;
+  FilterResult& operator=(const FilterResult&) = delete;
+
+  // Stores a reason for the failures to point at; one reason serves every node it applies to.
+  std::string_view Keep(std::string reason) { return reasons.emplace_back(std::move(reason)); }
+
   NodeListKind list = NodeListKind::kNames;
   std::vector<std::string_view> node_names;  // kNames: passing names, written in this order
   std::vector<std::string_view> nodes_json;  // kObjects: raw JSON of passing nodes, as received
   // Written as JSON objects sorted by node name; if a node repeats, its last reason wins.
   std::vector<NodeFailure> failed_nodes;
   std::vector<NodeFailure> failed_and_unresolvable_nodes;
-  std::string error;  // non-empty: the whole filter call failed
+  std::string error;                // non-empty: the whole filter call failed
+  std::deque<std::string> reasons;  // what Keep stored (a deque: its elements never move)
 };
 
 // Returns {"Nodes":...,"NodeNames":...,"FailedNodes":{...},"FailedAndUnresolvableNodes":{...},
