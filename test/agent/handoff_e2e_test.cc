@@ -143,6 +143,21 @@ class HandoffEndToEndTest : public AgentEndToEndTest {
     unsetenv("LD_LIBRARY_PATH");
   }
   std::string AgentLog() const { return linkfit::testing::ReadFileOrDie(log_path_); }
+  // Waits until the node's published topology document states `mode`; returns it then.
+  std::optional<topology::TopologySpec> WaitForPublishedMode(const std::string& mode) {
+    std::optional<topology::TopologySpec> published;
+    WaitFor(
+        [&] {
+          if (!Annotations().contains(kube::kAnnotationTopology)) return false;
+          auto spec = topology::ParseTopologyDocument(
+              Annotations()[kube::kAnnotationTopology].get<std::string>());
+          if (!spec || spec->handoff_mode != mode) return false;
+          published = std::move(*spec);
+          return true;
+        },
+        std::chrono::seconds(10));
+    return published;
+  }
 
   unsigned seed_ = 7;
   std::unique_ptr<linkfit::testing::FakeDeviceManager> device_manager_;
@@ -171,15 +186,7 @@ TEST_F(HandoffEndToEndTest, EveryContainerGetsExactlyItsPlanAndNothingMismatches
   ASSERT_TRUE(
       device_manager_->WaitForDevices("linkfit.io/gpu-share", 7000, std::chrono::seconds(5)));
   // linkfit sees the node once the agent published it, with the hand-off mode the runtime allows.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        if (!Annotations().contains(kube::kAnnotationTopology)) return false;
-        auto spec = topology::ParseTopologyDocument(
-            Annotations()[kube::kAnnotationTopology].get<std::string>());
-        return spec && spec->handoff_mode == "nri-cdi";
-      },
-      std::chrono::seconds(10)))
-      << AgentLog();
+  ASSERT_TRUE(WaitForPublishedMode("nri-cdi")) << AgentLog();
   StartLinkfit();
 
   // The pods, bound by linkfit.
@@ -287,15 +294,7 @@ TEST_F(HandoffEndToEndTest, WithoutNriTheDevicePluginVerifies) {
   StartAgent(device_manager_->directory() + "/no-nri.sock");
   ASSERT_TRUE(device_manager_->WaitForDevices("nvidia.com/gpu", 7, std::chrono::seconds(20)))
       << AgentLog();
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        if (!Annotations().contains(kube::kAnnotationTopology)) return false;
-        auto spec = topology::ParseTopologyDocument(
-            Annotations()[kube::kAnnotationTopology].get<std::string>());
-        return spec && spec->handoff_mode == "verify";
-      },
-      std::chrono::seconds(10)))
-      << AgentLog();
+  ASSERT_TRUE(WaitForPublishedMode("verify")) << AgentLog();
   StartLinkfit();
   auto record = ScheduleObject(Pod("train", {Container("main", "nvidia.com/gpu", 2)}));
   ASSERT_TRUE(record) << record.error().message;
@@ -338,18 +337,8 @@ TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
                 .status_code,
             0);
   ASSERT_EQ(runtime.Call("Synchronize", node::EncodeSynchronizeRequest({})).status_code, 0);
-  std::optional<topology::TopologySpec> published;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        if (!Annotations().contains(kube::kAnnotationTopology)) return false;
-        auto spec = topology::ParseTopologyDocument(
-            Annotations()[kube::kAnnotationTopology].get<std::string>());
-        if (!spec || spec->handoff_mode != "nri-env") return false;
-        published = *spec;
-        return true;
-      },
-      std::chrono::seconds(10)))
-      << AgentLog();
+  const std::optional<topology::TopologySpec> published = WaitForPublishedMode("nri-env");
+  ASSERT_TRUE(published) << AgentLog();
   const std::string written = linkfit::testing::WriteFakeProc(*published, "e2e");
   std::filesystem::rename(written, proc);
 
