@@ -39,12 +39,12 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
   return scarcity;
 }
 
-double Balance(const state::NodeState& node, const GpuRequest& request, const Scarcity& rho) {
+double Balance(const state::NodeState& node, const GpuRequest& request, const Scarcity& rho,
+               double used_gpus) {
   const double gpus = node.info().gpu_count();
   if (gpus <= 0) return 1.0;
-  const double used_before = std::min(1.0, node.UsedGpuEquivalents() / gpus);
-  const double used_after =
-      std::min(1.0, (node.UsedGpuEquivalents() + request.GpuEquivalents()) / gpus);
+  const double used_before = std::min(1.0, used_gpus / gpus);
+  const double used_after = std::min(1.0, (used_gpus + request.GpuEquivalents()) / gpus);
   double sum = 0;
   int known = 0;
   const auto add = [&](std::int64_t allocatable, std::int64_t free, std::int64_t requested,

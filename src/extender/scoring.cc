@@ -393,7 +393,7 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       // No GPUs: fill nodes whose GPUs are already in use, leave the rest to GPU pods.
       packing[i] = 1.0 - std::min(gpus - used_before, kPackingScaleGpus) / kPackingScaleGpus;
     }
-    balance[i] = Balance(node, request, scarcity);
+    balance[i] = Balance(node, request, scarcity, used_before);
     if (request.kind != GpuRequest::Kind::kMig) {
       FreeView before = ViewOf(node);
       FreeView after = before;
