@@ -46,7 +46,10 @@ Result<std::vector<std::string>> Fit(const PlannedResource& planned,
     if (offered.count(id) == 0) return MakeError(id + " is not available");
     ids.push_back(id);
   }
-  for (const auto& [uuid, milli] : planned.shares) {
+  for (const auto& share : planned.shares) {
+    // Named copies, not structured bindings: clang 14 cannot capture those in a lambda.
+    const std::string& uuid = share.first;
+    const int milli = share.second;
     const std::string prefix = uuid + "::";
     int taken = 0;
     const auto take_from = [&](const std::vector<std::string>& source) {
@@ -153,8 +156,10 @@ Result<std::string> VerifyPreStart(const std::string& resource, const std::vecto
                                    const PluginOptions& options) {
   std::vector<std::string> wanted = ids;
   std::sort(wanted.begin(), wanted.end());
-  for (const auto& [pod_key, containers] : kubelet) {
-    for (const auto& [container_name, held] : containers) {
+  for (const auto& [pod, containers] : kubelet) {
+    const std::string& pod_key = pod;  // captured below (clang 14 cannot capture a binding)
+    for (const auto& [container, held] : containers) {
+      const std::string& container_name = container;
       const auto holding = held.find(resource);
       if (holding == held.end()) continue;
       std::vector<std::string> have = holding->second;
