@@ -65,6 +65,15 @@ bool StartsWith(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
+std::string JoinStrings(const std::vector<std::string>& values, std::string_view separator) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out.append(separator);
+    out.append(values[i]);
+  }
+  return out;
+}
+
 std::string JoinInts(const std::vector<int>& values, std::string_view separator) {
   std::string out;
   for (std::size_t i = 0; i < values.size(); ++i) {

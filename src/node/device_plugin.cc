@@ -17,6 +17,7 @@
 
 #include "deviceplugin.grpc.pb.h"
 #include "linkfit/common/log.h"
+#include "linkfit/node/handoff.h"
 
 namespace linkfit::node {
 namespace {
@@ -35,27 +36,32 @@ std::optional<FileId> IdentifyFile(const std::string& path) {
   return FileId{info.st_dev, info.st_ino};
 }
 
-// Verify mode: what the container is given, by the IDs the kubelet chose (GPU and MIG UUIDs once
-// each, share replicas as their GPU with the count as thousandths).
-std::map<std::string, std::string> VisibleDevicesEnv(const std::vector<std::string>& ids) {
-  std::vector<std::string> uuids;
-  std::map<std::string, int> replicas;
+// Verify mode: what the container is given, as the NRI plugin would hand it over
+// (AdjustmentFor): the devices the kubelet chose, replicas of the share resource counted as
+// thousandths of their GPU.
+std::vector<std::pair<std::string, std::string>> VisibleDevicesEnv(
+    const std::string& resource, const std::vector<std::string>& ids,
+    const PluginOptions& options) {
+  HandoffDecision decision;
+  decision.kind = HandoffDecision::Kind::kInject;
   for (const std::string& id : ids) {
-    const std::size_t at = id.find("::");
-    const std::string uuid = id.substr(0, at);
-    if (at != std::string::npos) ++replicas[uuid];
-    if (std::find(uuids.begin(), uuids.end(), uuid) == uuids.end()) uuids.push_back(uuid);
+    if (!options.share_resource.empty() && resource == options.share_resource) {
+      const std::string uuid = id.substr(0, id.find("::"));
+      auto& shares = decision.devices.shares;
+      const auto held = std::find_if(shares.begin(), shares.end(),
+                                     [&](const auto& share) { return share.first == uuid; });
+      if (held == shares.end()) {
+        shares.emplace_back(uuid, 1);
+      } else {
+        ++held->second;
+      }
+    } else if (resource.rfind(kube::kMigResourcePrefix, 0) == 0) {
+      decision.devices.mig.push_back(id);
+    } else {
+      decision.devices.gpus.push_back(id);
+    }
   }
-  std::map<std::string, std::string> env;
-  std::string visible;
-  for (const std::string& uuid : uuids) visible += (visible.empty() ? "" : ",") + uuid;
-  env["NVIDIA_VISIBLE_DEVICES"] = visible.empty() ? "void" : visible;
-  std::string shares;
-  for (const auto& [uuid, count] : replicas) {
-    shares += (shares.empty() ? "" : ",") + uuid + "=" + std::to_string(count);
-  }
-  if (!shares.empty()) env["LINKFIT_GPU_SHARES"] = shares;
-  return env;
+  return AdjustmentFor(decision, /*cdi=*/false).env;
 }
 
 // One resource's devices and the version that ListAndWatch streams follow.
@@ -212,8 +218,10 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
         (*answer->mutable_annotations())[key] = value;
       }
       if (shared_.config.verify) {
-        for (const auto& [key, value] : VisibleDevicesEnv(state_.InListOrder(ids)))
+        for (const auto& [key, value] :
+             VisibleDevicesEnv(state_.name(), state_.InListOrder(ids), shared_.config.devices)) {
           (*answer->mutable_envs())[key] = value;
+        }
       }
       ++shared_.allocations;
     }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "linkfit/kube/annotations.h"
+#include "node/node_lookup.h"
 
 namespace linkfit::node {
 namespace {
@@ -18,13 +19,6 @@ HandoffDecision Refuse(std::string reason) {
   decision.kind = HandoffDecision::Kind::kRefuse;
   decision.reason = std::move(reason);
   return decision;
-}
-
-const topology::GpuSpec* GpuByIndex(const topology::TopologySpec& node, int index) {
-  for (const topology::GpuSpec& gpu : node.gpus) {
-    if (gpu.index == index) return &gpu;
-  }
-  return nullptr;
 }
 
 // The physical devices behind device IDs: whole GPUs and MIG instances counted, and the GPUs of
@@ -87,10 +81,8 @@ Result<HandedDevices> Resolve(const kube::AllocationRecord::Devices& planned,
   for (const kube::AllocationRecord::Mig& mig : planned.mig) {
     const topology::GpuSpec* gpu = nullptr;
     LINKFIT_ASSIGN_OR_RETURN(gpu, usable(mig.gpu));
-    const auto instance = std::find_if(
-        gpu->mig_instances.begin(), gpu->mig_instances.end(),
-        [&](const auto& m) { return m.start == mig.start && m.profile == mig.profile; });
-    if (instance == gpu->mig_instances.end() || instance->uuid.empty()) {
+    const topology::MigInstanceSpec* instance = MigInstanceAt(*gpu, mig.profile, mig.start);
+    if (instance == nullptr || instance->uuid.empty()) {
       return MakeError("MIG instance " + mig.profile + " at slice " + std::to_string(mig.start) +
                        " on GPU " + std::to_string(mig.gpu) + " does not exist yet");
     }

@@ -16,12 +16,6 @@ TtrpcResponse Failed(std::int32_t code, std::string message) {
   return {code, std::move(message), ""};
 }
 
-std::string JoinList(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
-  return out;
-}
-
 }  // namespace
 
 std::string EncodeHanded(const HandedDevices& devices) {
@@ -29,8 +23,8 @@ std::string EncodeHanded(const HandedDevices& devices) {
   for (const auto& [uuid, milli] : devices.shares) {
     shares.push_back(uuid + ":" + std::to_string(milli));
   }
-  return "gpus=" + JoinList(devices.gpus) + ";mig=" + JoinList(devices.mig) +
-         ";shares=" + JoinList(shares);
+  return "gpus=" + JoinStrings(devices.gpus) + ";mig=" + JoinStrings(devices.mig) +
+         ";shares=" + JoinStrings(shares);
 }
 
 Result<HandedDevices> DecodeHanded(std::string_view text) {

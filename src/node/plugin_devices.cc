@@ -2,17 +2,13 @@
 
 #include <algorithm>
 
+#include "linkfit/common/strings.h"
+#include "node/node_lookup.h"
+
 namespace linkfit::node {
 namespace {
 
 bool InMigMode(const topology::GpuSpec& gpu) { return gpu.mig_mode == topology::MigMode::kEnabled; }
-
-const topology::GpuSpec* GpuByIndex(const topology::TopologySpec& node, int index) {
-  for (const topology::GpuSpec& gpu : node.gpus) {
-    if (gpu.index == index) return &gpu;
-  }
-  return nullptr;
-}
 
 std::string UuidOf(const kube::AllocationRecord::Devices& planned, std::size_t i,
                    const topology::TopologySpec& node) {
@@ -24,11 +20,9 @@ std::string UuidOf(const kube::AllocationRecord::Devices& planned, std::size_t i
 std::string MigUuidOf(const kube::AllocationRecord::Mig& mig, const topology::TopologySpec& node) {
   if (!mig.uuid.empty()) return mig.uuid;
   const topology::GpuSpec* gpu = GpuByIndex(node, mig.gpu);
-  if (gpu == nullptr) return {};
-  for (const topology::MigInstanceSpec& instance : gpu->mig_instances) {
-    if (instance.start == mig.start && instance.profile == mig.profile) return instance.uuid;
-  }
-  return {};
+  const topology::MigInstanceSpec* instance =
+      gpu == nullptr ? nullptr : MigInstanceAt(*gpu, mig.profile, mig.start);
+  return instance == nullptr ? std::string() : instance->uuid;
 }
 
 }  // namespace
@@ -97,9 +91,7 @@ PlannedResource PlannedFor(const kube::AllocationRecord::Devices& planned,
 
 std::map<std::string, std::string> KubeletIdsAnnotation(const std::string& resource,
                                                         const std::vector<std::string>& ids) {
-  std::string joined;
-  for (const std::string& id : ids) joined += (joined.empty() ? "" : ",") + id;
-  return {{kAnnotationKubeletIdsPrefix + resource, joined}};
+  return {{kAnnotationKubeletIdsPrefix + resource, JoinStrings(ids)}};
 }
 
 }  // namespace linkfit::node

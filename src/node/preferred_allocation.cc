@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "linkfit/common/strings.h"
+
 namespace linkfit::node {
 namespace {
 
@@ -122,10 +124,9 @@ namespace {
 // IDs for a message: the first few, then how many in all (a share is hundreds of replicas).
 std::string Joined(const std::vector<std::string>& ids) {
   constexpr std::size_t kShown = 6;
-  std::string out;
-  for (std::size_t i = 0; i < ids.size() && i < kShown; ++i) out += (i == 0 ? "" : ",") + ids[i];
-  if (ids.size() > kShown) out += ",... (" + std::to_string(ids.size()) + " IDs)";
-  return out;
+  if (ids.size() <= kShown) return JoinStrings(ids);
+  return JoinStrings({ids.begin(), ids.begin() + kShown}) + ",... (" + std::to_string(ids.size()) +
+         " IDs)";
 }
 
 // Whether the kubelet's IDs are the planned devices: whole GPUs and MIG instances as a set, share

@@ -91,9 +91,7 @@ std::string PlannedUuids(const kube::AllocationRecord& record, const std::string
     for (int gpu : entry.devices.gpus) uuids.push_back(Uuid(gpu));
     for (const auto& mig : entry.devices.mig) uuids.push_back(mig.uuid);
     for (const auto& share : entry.devices.shares) uuids.push_back(Uuid(share.gpu));
-    std::string joined;
-    for (const std::string& uuid : uuids) joined += (joined.empty() ? "" : ",") + uuid;
-    return joined.empty() ? "void" : joined;
+    return uuids.empty() ? "void" : JoinStrings(uuids);
   }
   return "void";
 }
@@ -237,15 +235,10 @@ TEST_F(HandoffEndToEndTest, EveryContainerGetsExactlyItsPlanAndNothingMismatches
       for (const auto& [resource, ids] : container.ids) {
         std::set<std::string> physical;
         for (const std::string& id : ids) physical.insert(id.substr(0, id.find("::")));
-        std::string joined;
-        for (const std::string& uuid : physical) joined += (joined.empty() ? "" : ",") + uuid;
-        std::string planned = PlannedUuids(pod.record, name);
-        std::vector<std::string> sorted;
-        for (std::string_view part : Split(planned, ',')) sorted.emplace_back(part);
-        std::sort(sorted.begin(), sorted.end());
-        std::string want;
-        for (const std::string& uuid : sorted) want += (want.empty() ? "" : ",") + uuid;
-        EXPECT_EQ(joined, want) << pod.kubelet.name << "/" << name << " " << resource;
+        const std::string uuids = PlannedUuids(pod.record, name);
+        std::set<std::string> planned;
+        for (std::string_view uuid : Split(uuids, ',')) planned.emplace(uuid);
+        EXPECT_EQ(physical, planned) << pod.kubelet.name << "/" << name << " " << resource;
       }
       // The runtime creates the container: NRI hands over exactly the plan.
       node::ContainerEvent event;

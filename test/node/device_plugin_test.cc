@@ -316,6 +316,15 @@ TEST(NodeDevicePlugin, VerifyModeInjectsAndRefusesADifferentChoice) {
       << refused.error().message;
   EXPECT_EQ(harness.plugins->stats().verified, 1u);
   EXPECT_EQ(harness.plugins->stats().refused, 1u);
+  // Shares: the replicas the kubelet chose, as their GPU and thousandths.
+  kube::AllocationRecord::Devices share;
+  share.shares = {{3, 250}};
+  harness.AddPlan({"ml/nb", Record("nb", {{"nb", false, share}})});
+  auto shared = harness.kubelet->Admit(
+      {"ml", "nb", {{"nb", false, false, {{"linkfit.io/gpu-share", 250}}}}, std::nullopt});
+  ASSERT_TRUE(shared.has_value()) << shared.error().message;
+  EXPECT_EQ(shared->at("nb").envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-3");
+  EXPECT_EQ(shared->at("nb").envs.at("LINKFIT_GPU_SHARES"), "GPU-3=250");
 }
 
 TEST(NodeDevicePlugin, KubeletRestartIsNoticed) {

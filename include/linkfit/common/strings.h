@@ -31,6 +31,8 @@ bool StartsWith(std::string_view text, std::string_view prefix);
 
 // Joins integers with `separator`, e.g. {0,1,4} -> "0,1,4".
 std::string JoinInts(const std::vector<int>& values, std::string_view separator = ",");
+// "a,b,c" (or with another separator); "" for none.
+std::string JoinStrings(const std::vector<std::string>& values, std::string_view separator = ",");
 
 // Quotes a string for an error message, shortening it to `max_length` characters.
 std::string QuoteForMessage(std::string_view text, std::size_t max_length = 60);
