@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "linkfit/kube/codec.h"
@@ -56,78 +59,481 @@ std::size_t Utf8Length(std::string_view s, std::size_t i) {
   return 0;
 }
 
-void AppendInt(std::string& out, std::int64_t value) {
-  char buffer[24];
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  out.append(buffer, result.ptr);
+// --- Eight bytes at a time ---------------------------------------------------------------------
+
+constexpr std::uint64_t kOnes = 0x0101010101010101;
+constexpr std::uint64_t kLow7 = 0x7F7F7F7F7F7F7F7F;
+constexpr std::uint64_t kHigh = 0x8080808080808080;
+
+// Returns the 8 bytes at `p` with the byte at p[0] in the least significant position.
+std::uint64_t LoadLittleEndian(const char* p) {
+  std::uint64_t word;
+  std::memcpy(&word, p, sizeof(word));
+  if constexpr (std::endian::native == std::endian::big) word = __builtin_bswap64(word);
+  return word;
 }
 
-// Writes a Go map[string]string: sorted by key bytes, the last entry winning for a repeated key.
-void AppendFailures(std::string& out, const std::vector<NodeFailure>& failures) {
-  out += '{';
-  std::vector<const NodeFailure*> sorted;
-  sorted.reserve(failures.size());
-  for (const NodeFailure& failure : failures) sorted.push_back(&failure);
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const NodeFailure* a, const NodeFailure* b) { return a->node < b->node; });
-  bool first = true;
-  for (std::size_t i = 0; i < sorted.size(); ++i) {
-    if (i + 1 < sorted.size() && sorted[i + 1]->node == sorted[i]->node) continue;
-    if (!first) out += ',';
-    first = false;
-    AppendJsonString(out, sorted[i]->node);
-    out += ':';
-    AppendJsonString(out, sorted[i]->reason);
+// Returns the 8 bytes at `p` with the byte at p[0] in the most significant position, so that
+// comparing two such words compares the bytes as memcmp does.
+std::uint64_t LoadBigEndian(const char* p) {
+  std::uint64_t word;
+  std::memcpy(&word, p, sizeof(word));
+  if constexpr (std::endian::native == std::endian::little) word = __builtin_bswap64(word);
+  return word;
+}
+
+// Returns the high bit of each byte of `word` that equals `c`, and no other bit. The sums stay
+// inside their byte (at most 0x7F + 0x7F), so no carry marks a neighbour.
+constexpr std::uint64_t BytesEqualTo(std::uint64_t word, unsigned char c) {
+  const std::uint64_t x = word ^ (kOnes * c);
+  return ~(((x & kLow7) + kLow7) | x) & kHigh;
+}
+
+// Returns the high bit of each byte of `word` that kSpecial marks, and no other bit: bytes
+// >= 0x80 (their own high bit), bytes < 0x20 ((b & 0x7F) + 0x60 stays below 0x80 exactly when
+// b & 0x7F < 0x20, again without carries), `"` and `&` (0x22, 0x26: b | 0x04 == 0x26), `<` and
+// `>` (0x3C, 0x3E: b | 0x02 == 0x3E) and `\`.
+constexpr std::uint64_t SpecialBytes(std::uint64_t word) {
+  const std::uint64_t control_or_high = (word | ~((word & kLow7) + kOnes * 0x60)) & kHigh;
+  return control_or_high | BytesEqualTo(word | (kOnes * 0x04), 0x26) |
+         BytesEqualTo(word | (kOnes * 0x02), 0x3E) | BytesEqualTo(word, '\\');
+}
+
+// Cheaper than SpecialBytes, with the same lowest set bit: byte - 0x20 and byte ^ c - 1 borrow
+// from the next byte only where this byte is < 0x20 or equal to c, that is special, so a bit
+// above the first special byte may be wrong but none below it. Zero when no byte is special.
+constexpr std::uint64_t FirstSpecialByte(std::uint64_t word) {
+  const std::uint64_t quote_amp = (word | (kOnes * 0x04)) ^ (kOnes * 0x26);
+  const std::uint64_t angle = (word | (kOnes * 0x02)) ^ (kOnes * 0x3E);
+  const std::uint64_t backslash = word ^ (kOnes * '\\');
+  return (word | (word - kOnes * 0x20) | ((quote_amp - kOnes) & ~quote_amp) |
+          ((angle - kOnes) & ~angle) | ((backslash - kOnes) & ~backslash)) &
+         kHigh;
+}
+
+constexpr std::size_t LowestByte(std::uint64_t bits) {
+  return static_cast<std::size_t>(std::countr_zero(bits)) / 8;
+}
+
+// Every byte value, alone, repeated, and between neighbours that need no escape or do.
+constexpr bool WordMasksAgreeWithTable() {
+  for (std::uint64_t b = 0; b < 256; ++b) {
+    const std::uint64_t expected = kSpecial[b] ? kHigh : 0;
+    if (SpecialBytes(kOnes * b) != expected) return false;
+    if (SpecialBytes(0x6161616161616100 | b) != (expected & 0xFF)) return false;
+    if (SpecialBytes(b << 56) != ((expected & 0xFF) << 56 | kHigh >> 8)) return false;
+    // b alone among clean bytes, in the lowest and a middle position.
+    if ((FirstSpecialByte(0x6161616161616100 | b) != 0) != kSpecial[b]) return false;
+    const std::uint64_t middle = (0x6161616161616161 & ~(std::uint64_t{0xFF} << 24)) | b << 24;
+    if (FirstSpecialByte(middle) != 0 && LowestByte(FirstSpecialByte(middle)) != 3) return false;
+    if ((FirstSpecialByte(middle) != 0) != kSpecial[b]) return false;
   }
-  out += '}';
+  return true;
+}
+static_assert(WordMasksAgreeWithTable());
+
+// Returns the index of the first byte at or after `start` that kSpecial marks, or text.size().
+std::size_t FindSpecial(std::string_view text, std::size_t start) {
+  const char* data = text.data();
+  const std::size_t size = text.size();
+  std::size_t i = start;
+  for (; i + 8 <= size; i += 8) {
+    const std::uint64_t special = FirstSpecialByte(LoadLittleEndian(data + i));
+    if (special != 0) return i + LowestByte(special);
+  }
+  if (i == size) return size;
+  const std::size_t rest = size - i;  // 1..7 bytes
+  std::uint64_t special;
+  if (size >= start + 8) {
+    // The last 8 bytes, less the 8 - rest before i that the loop found clean.
+    special = FirstSpecialByte(LoadLittleEndian(data + size - 8)) >> (8 * (8 - rest));
+  } else if (size >= 8) {
+    // The same, but bytes before `start` may be special (one just escaped) and borrow from
+    // their neighbours: the exact mask.
+    special = SpecialBytes(LoadLittleEndian(data + size - 8)) >> (8 * (8 - rest));
+  } else {
+    char padded[8];  // the rest, then clean bytes
+    std::memset(padded, 'a', sizeof(padded));
+    std::memcpy(padded, data + i, rest);
+    special = FirstSpecialByte(LoadLittleEndian(padded));
+  }
+  return special == 0 ? size : i + LowestByte(special);
 }
 
-}  // namespace
+// Returns whether any byte of `text` is one that kSpecial marks. Reads whole words only, some
+// bytes twice, and needs no position, so it is cheaper than FindSpecial for the usual name.
+bool HasSpecial(std::string_view text) {
+  const char* data = text.data();
+  const std::size_t size = text.size();
+  std::uint64_t special = 0;
+  if (size >= 8) {
+    for (std::size_t i = 0; i + 8 < size; i += 8) {
+      special |= FirstSpecialByte(LoadLittleEndian(data + i));
+    }
+    special |= FirstSpecialByte(LoadLittleEndian(data + size - 8));  // overlaps the last word
+  } else if (size >= 4) {
+    std::uint32_t head;
+    std::uint32_t tail;
+    std::memcpy(&head, data, 4);
+    std::memcpy(&tail, data + size - 4, 4);
+    special = FirstSpecialByte(std::uint64_t{head} << 32 | tail);
+  } else if (size > 0) {
+    // Bytes 0, size / 2 and size - 1 are all of them, below five clean bytes.
+    const auto byte = [data](std::size_t i) {
+      return std::uint64_t{static_cast<unsigned char>(data[i])};
+    };
+    special =
+        FirstSpecialByte(0x6161616161000000 | byte(0) << 16 | byte(size / 2) << 8 | byte(size - 1));
+  }
+  return special != 0;
+}
 
-void AppendJsonString(std::string& out, std::string_view text) {
-  out += '"';
+// Copies n bytes. Up to 32 bytes (a node name, a number, a short reason) take a few
+// overlapping loads and stores instead of a call to memcpy.
+void CopyBytes(char* to, const char* from, std::size_t n) {
+  if (n <= 16) {
+    if (n >= 8) {
+      std::uint64_t head;
+      std::uint64_t tail;
+      std::memcpy(&head, from, 8);
+      std::memcpy(&tail, from + n - 8, 8);
+      std::memcpy(to, &head, 8);
+      std::memcpy(to + n - 8, &tail, 8);
+    } else if (n >= 4) {
+      std::uint32_t head;
+      std::uint32_t tail;
+      std::memcpy(&head, from, 4);
+      std::memcpy(&tail, from + n - 4, 4);
+      std::memcpy(to, &head, 4);
+      std::memcpy(to + n - 4, &tail, 4);
+    } else if (n > 0) {
+      const char first = from[0];
+      const char middle = from[n / 2];
+      const char last = from[n - 1];
+      to[0] = first;
+      to[n / 2] = middle;
+      to[n - 1] = last;
+    }
+  } else if (n <= 32) {
+    std::uint64_t words[4];
+    std::memcpy(&words[0], from, 16);
+    std::memcpy(&words[2], from + n - 16, 16);
+    std::memcpy(to, &words[0], 16);
+    std::memcpy(to + n - 16, &words[2], 16);
+  } else {
+    std::memcpy(to, from, n);
+  }
+}
+
+// Where EncodeFilterResult and EncodeHostPriorityList write their reply: a string sized ahead
+// (growing geometrically when that was too little), so that each piece is a bounds check and a
+// copy rather than a call into std::string::append. Take() trims it to what was written. The
+// room ahead is zero-filled once (std::string has no uninitialised resize before C++23).
+class Output {
+ public:
+  // Continues `start` with room for `room` more bytes.
+  Output(std::string start, std::size_t room) : buffer_(std::move(start)), size_(buffer_.size()) {
+    Resize(size_ + std::max<std::size_t>(room, 64));
+  }
+
+  std::size_t size() const { return size_; }
+
+  void Append(const char* text, std::size_t n) {
+    Reserve(n);
+    CopyBytes(data_ + size_, text, n);
+    size_ += n;
+  }
+  template <std::size_t N>
+  void Literal(const char (&text)[N]) {
+    Reserve(N - 1);
+    std::memcpy(data_ + size_, text, N - 1);
+    size_ += N - 1;
+  }
+  // Appends a copy of the n bytes written at `offset`.
+  void AppendWritten(std::size_t offset, std::size_t n) {
+    Reserve(n);                                   // first: it may move the bytes
+    CopyBytes(data_ + size_, data_ + offset, n);  // offset + n <= size_: no overlap
+    size_ += n;
+  }
+  void AppendInt(std::int64_t value) {
+    if (value >= 0 && value <= 9) {  // the usual extender score
+      const char digit = static_cast<char>('0' + value);
+      Append(&digit, 1);
+      return;
+    }
+    char digits[20];
+    Append(digits, static_cast<std::size_t>(
+                       std::to_chars(digits, digits + sizeof(digits), value).ptr - digits));
+  }
+
+  std::string Take() && {
+    buffer_.resize(size_);
+    return std::move(buffer_);
+  }
+
+ private:
+  void Reserve(std::size_t n) {
+    if (capacity_ - size_ < n) [[unlikely]] {
+      Grow(n);
+    }
+  }
+  // Out of line, so that Reserve stays small enough to be inlined everywhere.
+  [[gnu::noinline]] void Grow(std::size_t n) { Resize(std::max(2 * capacity_, size_ + n)); }
+  void Resize(std::size_t capacity) {
+    buffer_.resize(capacity);
+    data_ = buffer_.data();
+    capacity_ = capacity;
+  }
+
+  std::string buffer_;
+  std::size_t size_ = 0;      // bytes written
+  char* data_ = nullptr;      // buffer_.data()
+  std::size_t capacity_ = 0;  // buffer_.size()
+};
+
+// AppendJsonString's output: a std::string appended to.
+struct StringOutput {
+  void Append(const char* text, std::size_t n) { out.append(text, n); }
+  std::string& out;
+};
+
+// AppendEscaped from text[i], the first byte that kSpecial marks, on.
+template <typename Sink>
+void AppendEscapedFrom(Sink& out, std::string_view text, std::size_t i) {
   std::size_t run = 0;  // start of the pending run of bytes copied as they are
-  std::size_t i = 0;
   while (i < text.size()) {
     const unsigned char ch = Byte(text, i);
-    if (!kSpecial[ch]) {
-      ++i;
-      continue;
-    }
     std::size_t length = 1;
     if (ch >= 0x80) {
       length = Utf8Length(text, i);
       // Valid UTF-8 is copied, except U+2028 and U+2029 (E2 80 A8 / E2 80 A9).
       if (length > 0 && !(length == 3 && ch == 0xE2 && Byte(text, i + 1) == 0x80 &&
                           (Byte(text, i + 2) == 0xA8 || Byte(text, i + 2) == 0xA9))) {
-        i += length;
+        i = FindSpecial(text, i + length);
         continue;
       }
     }
-    out.append(text.data() + run, i - run);
+    out.Append(text.data() + run, i - run);
     if (length == 0) {
-      out += "\\ufffd";
+      out.Append("\\ufffd", 6);
       length = 1;
     } else if (length == 3) {
-      out += Byte(text, i + 2) == 0xA8 ? "\\u2028" : "\\u2029";
+      out.Append(Byte(text, i + 2) == 0xA8 ? "\\u2028" : "\\u2029", 6);
     } else if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += static_cast<char>(ch);
+      const char escape[2] = {'\\', static_cast<char>(ch)};
+      out.Append(escape, 2);
     } else if (ch == '\n') {
-      out += "\\n";
+      out.Append("\\n", 2);
     } else if (ch == '\r') {
-      out += "\\r";
+      out.Append("\\r", 2);
     } else if (ch == '\t') {
-      out += "\\t";
+      out.Append("\\t", 2);
     } else {
-      out += "\\u00";
-      out += kHex[ch >> 4];
-      out += kHex[ch & 0xF];
+      const char escape[6] = {'\\', 'u', '0', '0', kHex[ch >> 4], kHex[ch & 0xF]};
+      out.Append(escape, 6);
     }
     i += length;
     run = i;
+    i = FindSpecial(text, i);
   }
-  out.append(text.data() + run, text.size() - run);
+  out.Append(text.data() + run, text.size() - run);
+}
+
+// Appends `text` escaped as AppendJsonString does, without the quotes: in one piece when no
+// byte needs care (the usual case), otherwise run by run.
+template <typename Sink>
+void AppendEscaped(Sink& out, std::string_view text) {
+  if (HasSpecial(text)) {
+    AppendEscapedFrom(out, text, FindSpecial(text, 0));
+  } else {
+    out.Append(text.data(), text.size());
+  }
+}
+
+void AppendQuoted(Output& out, std::string_view text) {
+  out.Literal("\"");
+  AppendEscaped(out, text);
+  out.Literal("\"");
+}
+
+void AppendInt(std::string& out, std::int64_t value) {
+  char buffer[24];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  out.append(buffer, result.ptr);
+}
+
+std::size_t DecimalLength(std::int64_t value) {
+  if (value >= 0 && value <= 9) return 1;
+  char buffer[24];
+  return static_cast<std::size_t>(std::to_chars(buffer, buffer + sizeof(buffer), value).ptr -
+                                  buffer);
+}
+
+// Returns the length of the common prefix of `a` and `b`, at most `limit` (<= both sizes).
+std::size_t CommonPrefixLength(std::string_view a, std::string_view b, std::size_t limit) {
+  std::size_t i = 0;
+  for (; i + 8 <= limit; i += 8) {
+    const std::uint64_t diff = LoadLittleEndian(a.data() + i) ^ LoadLittleEndian(b.data() + i);
+    if (diff != 0) return i + static_cast<std::size_t>(std::countr_zero(diff)) / 8;
+  }
+  while (i < limit && a[i] == b[i]) ++i;
+  return i;
+}
+
+// The JSON form of the last few distinct reasons written, found by their view (the same bytes
+// at the same address): failures share a handful of reasons that the FilterResult keeps once, so
+// each is escaped once per reply and copied from the reply after that.
+class ReasonCache {
+ public:
+  void Append(Output& out, std::string_view reason) {
+    for (const Slot& slot : slots_) {
+      if (slot.data == reason.data() && slot.size == reason.size()) {
+        out.AppendWritten(slot.offset, slot.length);
+        return;
+      }
+    }
+    Slot& slot = slots_[next_];
+    next_ = (next_ + 1) % slots_.size();
+    slot.data = reason.data();
+    slot.size = reason.size();
+    slot.offset = out.size();
+    AppendQuoted(out, reason);
+    slot.length = out.size() - slot.offset;  // at least 2: the quotes
+  }
+
+ private:
+  struct Slot {
+    const char* data = nullptr;
+    std::size_t size = std::string_view::npos;  // no view's size: the slot is unused
+    std::size_t offset = 0;                     // of the quoted, escaped reason in the output
+    std::size_t length = 0;
+  };
+  std::array<Slot, 8> slots_{};
+  std::size_t next_ = 0;
+};
+
+// A failure to sort: `key` is node[common, common + 8) big-endian, zero-padded past the name's
+// end, where `common` is the length of the prefix all names share; `index` is its position.
+struct SortEntry {
+  std::uint64_t key;
+  std::uint32_t index;
+};
+
+std::uint64_t SortKey(std::string_view node, std::size_t common) {
+  const std::size_t rest = node.size() - common;
+  if (rest >= 8) return LoadBigEndian(node.data() + common);
+  if (rest == 0) return 0;
+  if (node.size() >= 8) return LoadBigEndian(node.data() + node.size() - 8) << (8 * (8 - rest));
+  char padded[8] = {};
+  for (std::size_t i = 0; i < rest; ++i) padded[i] = node[common + i];
+  return LoadBigEndian(padded);
+}
+
+// Below this many failures, the radix sort's fixed cost (8 x 256 counts to clear and sum)
+// outweighs what it saves over a comparison sort.
+constexpr std::size_t kRadixSortMin = 64;
+
+// Sorts by key, stably: a least-significant-digit radix sort over the key's bytes, skipping the
+// bytes on which all keys agree (the zero padding of short names, for one).
+void RadixSortByKey(std::vector<SortEntry>& entries) {
+  std::array<std::array<std::uint32_t, 256>, 8> counts{};
+  for (const SortEntry& entry : entries) {
+    const std::uint64_t key = entry.key;
+    ++counts[0][key & 0xFF];
+    ++counts[1][(key >> 8) & 0xFF];
+    ++counts[2][(key >> 16) & 0xFF];
+    ++counts[3][(key >> 24) & 0xFF];
+    ++counts[4][(key >> 32) & 0xFF];
+    ++counts[5][(key >> 40) & 0xFF];
+    ++counts[6][(key >> 48) & 0xFF];
+    ++counts[7][key >> 56];
+  }
+  std::vector<SortEntry> scratch(entries.size());
+  for (std::size_t byte = 0; byte < 8; ++byte) {
+    const unsigned shift = static_cast<unsigned>(8 * byte);
+    std::array<std::uint32_t, 256>& count = counts[byte];
+    if (count[(entries.front().key >> shift) & 0xFF] == entries.size()) continue;
+    std::uint32_t next = 0;  // turns the counts into each bucket's first position
+    for (std::uint32_t& c : count) next += std::exchange(c, next);
+    for (const SortEntry& entry : entries) scratch[count[(entry.key >> shift) & 0xFF]++] = entry;
+    entries.swap(scratch);
+  }
+}
+
+// Returns the order in which a Go map[string]string prints `failures`: by node name bytes, and
+// for a repeated name in input order (what a stable sort gives; the caller keeps the last). It
+// sorts {key, index} pairs, so whole names are compared only where two keys are equal.
+std::vector<SortEntry> SortFailures(const std::vector<NodeFailure>& failures, std::size_t common) {
+  std::vector<SortEntry> sorted;
+  sorted.reserve(failures.size());
+  for (std::size_t i = 0; i < failures.size(); ++i) {
+    sorted.push_back({SortKey(failures[i].node, common), static_cast<std::uint32_t>(i)});
+  }
+  // Two names with equal keys agree on their first min(common + 8, sizes) bytes (a padding zero
+  // matches where the other name has ended too or holds a zero byte), so the rest of the names,
+  // lengths included, decides; then the index.
+  const auto before = [&failures, common](const SortEntry& a, const SortEntry& b) {
+    const std::string_view x = failures[a.index].node;
+    const std::string_view y = failures[b.index].node;
+    const std::size_t skip = std::min({common + 8, x.size(), y.size()});
+    const int rest = x.substr(skip).compare(y.substr(skip));
+    return rest != 0 ? rest < 0 : a.index < b.index;
+  };
+  if (sorted.size() < kRadixSortMin) {
+    std::sort(sorted.begin(), sorted.end(), [&before](const SortEntry& a, const SortEntry& b) {
+      return a.key != b.key ? a.key < b.key : before(a, b);
+    });
+    return sorted;
+  }
+  RadixSortByKey(sorted);
+  for (auto run = sorted.begin(); run != sorted.end();) {
+    auto end = run + 1;
+    while (end != sorted.end() && end->key == run->key) ++end;
+    if (end - run > 1) std::sort(run, end, before);
+    run = end;
+  }
+  return sorted;
+}
+
+// Writes a Go map[string]string: sorted by key bytes, the last entry winning for a repeated key.
+void AppendFailures(Output& out, const std::vector<NodeFailure>& failures, ReasonCache& reasons) {
+  if (failures.empty()) {
+    out.Literal("{}");
+    return;
+  }
+  const std::string_view first = failures.front().node;
+  std::size_t common = first.size();
+  for (const NodeFailure& failure : failures) {
+    common = CommonPrefixLength(first, failure.node, std::min(common, failure.node.size()));
+  }
+  const std::vector<SortEntry> sorted = SortFailures(failures, common);
+  out.Literal("{");
+  bool first_entry = true;
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    const std::string_view node = failures[sorted[i].index].node;
+    if (i + 1 < sorted.size() && sorted[i + 1].key == sorted[i].key &&
+        failures[sorted[i + 1].index].node == node) {
+      continue;  // a later failure of the same node wins
+    }
+    if (first_entry) {
+      out.Literal("\"");
+      first_entry = false;
+    } else {
+      out.Literal(",\"");
+    }
+    AppendEscaped(out, node);
+    out.Literal("\":");
+    reasons.Append(out, failures[sorted[i].index].reason);
+  }
+  out.Literal("}");
+}
+
+}  // namespace
+
+void AppendJsonString(std::string& out, std::string_view text) {
+  out += '"';
+  StringOutput sink{out};
+  AppendEscaped(sink, text);
   out += '"';
 }
 
@@ -147,45 +553,59 @@ NodeListKind ReplyListFor(const ExtenderArgs& args) {
 }
 
 std::string EncodeFilterResult(const FilterResult& result) {
-  std::size_t estimate = 128 + result.error.size();
-  for (std::string_view name : result.node_names) estimate += name.size() + 3;
-  for (std::string_view node : result.nodes_json) estimate += node.size() + 1;
-  for (const NodeFailure& f : result.failed_nodes) estimate += f.node.size() + f.reason.size() + 6;
-  for (const NodeFailure& f : result.failed_and_unresolvable_nodes) {
-    estimate += f.node.size() + f.reason.size() + 6;
-  }
-  std::string out;
-  out.reserve(estimate);
-  out += "{\"Nodes\":";
+  // The raw nodes of a kObjects reply, nearly all of its bytes, are appended to the string
+  // directly; the rest goes through an Output, with room enough unless strings need escapes.
+  std::size_t nodes_size = 64;
   if (result.list == NodeListKind::kObjects) {
-    out += "{\"metadata\":{},\"items\":[";
-    for (std::size_t i = 0; i < result.nodes_json.size(); ++i) {
-      if (i > 0) out += ',';
-      out += result.nodes_json[i];
-    }
-    out += "]}";
-  } else {
-    out += "null";
+    for (std::string_view node : result.nodes_json) nodes_size += node.size() + 1;
   }
-  out += ",\"NodeNames\":";
+  std::size_t room = 128 + result.error.size();
   if (result.list == NodeListKind::kNames) {
-    out += '[';
-    for (std::size_t i = 0; i < result.node_names.size(); ++i) {
-      if (i > 0) out += ',';
-      AppendJsonString(out, result.node_names[i]);
-    }
-    out += ']';
-  } else {
-    out += "null";
+    for (std::string_view name : result.node_names) room += name.size() + 3;
   }
-  out += ",\"FailedNodes\":";
-  AppendFailures(out, result.failed_nodes);
-  out += ",\"FailedAndUnresolvableNodes\":";
-  AppendFailures(out, result.failed_and_unresolvable_nodes);
-  out += ",\"Error\":";
-  AppendJsonString(out, result.error);
-  out += '}';
-  return out;
+  for (const NodeFailure& f : result.failed_nodes) room += f.node.size() + f.reason.size() + 6;
+  for (const NodeFailure& f : result.failed_and_unresolvable_nodes) {
+    room += f.node.size() + f.reason.size() + 6;
+  }
+  std::string start;
+  start.reserve(nodes_size + room);
+  start += "{\"Nodes\":";
+  if (result.list == NodeListKind::kObjects) {
+    start += "{\"metadata\":{},\"items\":[";
+    for (std::size_t i = 0; i < result.nodes_json.size(); ++i) {
+      if (i > 0) start += ',';
+      start += result.nodes_json[i];
+    }
+    start += "]}";
+  } else {
+    start += "null";
+  }
+  Output out(std::move(start), room);
+  out.Literal(",\"NodeNames\":");
+  if (result.list == NodeListKind::kNames) {
+    if (result.node_names.empty()) {
+      out.Literal("[]");
+    } else {
+      // ["a","b"]: the bytes between two names are one piece.
+      out.Literal("[\"");
+      for (std::size_t i = 0; i < result.node_names.size(); ++i) {
+        if (i > 0) out.Literal("\",\"");
+        AppendEscaped(out, result.node_names[i]);
+      }
+      out.Literal("\"]");
+    }
+  } else {
+    out.Literal("null");
+  }
+  ReasonCache reasons;
+  out.Literal(",\"FailedNodes\":");
+  AppendFailures(out, result.failed_nodes, reasons);
+  out.Literal(",\"FailedAndUnresolvableNodes\":");
+  AppendFailures(out, result.failed_and_unresolvable_nodes, reasons);
+  out.Literal(",\"Error\":");
+  AppendQuoted(out, result.error);
+  out.Literal("}");
+  return std::move(out).Take();
 }
 
 std::string EncodeFilterError(std::string_view message) {
@@ -196,19 +616,30 @@ std::string EncodeFilterError(std::string_view message) {
 }
 
 std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities) {
-  std::string out;
-  out.reserve(2 + priorities.size() * 40);
-  out += '[';
-  for (std::size_t i = 0; i < priorities.size(); ++i) {
-    if (i > 0) out += ',';
-    out += "{\"Host\":";
-    AppendJsonString(out, priorities[i].host);
-    out += ",\"Score\":";
-    AppendInt(out, priorities[i].score);
-    out += '}';
+  if (priorities.empty()) return "[]";
+  // [{"Host":"a","Score":1},{"Host":"b","Score":2}]: the bytes between a host and its score,
+  // and between a score and the next host, are one piece each.
+  constexpr std::size_t kOpen = sizeof("[{\"Host\":\"") - 1;
+  constexpr std::size_t kScore = sizeof("\",\"Score\":") - 1;
+  constexpr std::size_t kNext = sizeof("},{\"Host\":\"") - 1;
+  constexpr std::size_t kClose = sizeof("}]") - 1;
+  std::size_t size = kOpen + kClose - kNext;  // exact unless a host needs escapes
+  for (const HostPriority& priority : priorities) {
+    size += kNext + priority.host.size() + kScore + DecimalLength(priority.score);
   }
-  out += ']';
-  return out;
+  Output out(std::string(), size);
+  for (std::size_t i = 0; i < priorities.size(); ++i) {
+    if (i == 0) {
+      out.Literal("[{\"Host\":\"");
+    } else {
+      out.Literal("},{\"Host\":\"");
+    }
+    AppendEscaped(out, priorities[i].host);
+    out.Literal("\",\"Score\":");
+    out.AppendInt(priorities[i].score);
+  }
+  out.Literal("}]");
+  return std::move(out).Take();
 }
 
 std::string EncodeBindingResult(std::string_view error) { return EncodeErrorBody(error); }
