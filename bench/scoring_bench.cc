@@ -83,10 +83,12 @@ void BM_ScoreNodes(benchmark::State& state) {
   request.count = 1;
   request.cpu_milli = 8000;
   request.memory_bytes = 32 * kGiB;
+  std::vector<extender::NodeFit> fits;
+  fits.reserve(nodes.size());  // the candidates point into it
   std::vector<extender::Candidate> candidates;
   for (const state::NodeStatePtr& node : nodes) {
-    extender::NodeFit fit = extender::FitOnNode(request, *node, {});
-    if (fit.fits) candidates.push_back({node.get(), std::move(fit)});
+    const extender::NodeFit& fit = fits.emplace_back(extender::FitOnNode(request, *node, {}));
+    if (fit.fits) candidates.push_back({node.get(), &fit});
   }
   const std::vector<extender::Shape> shapes = Shapes();
   for (auto _ : state) {

@@ -23,7 +23,8 @@ struct GeneratedCluster {
 };
 
 // `nodes` nodes spread evenly over the 8-GPU fixtures in `topology_dir`; about 60% of them get a
-// pre-existing allocation (whole GPUs, a full node, or GPU shares), drawn from `seed`.
+// pre-existing allocation (whole GPUs, a full node, or GPU shares, each with CPU and memory
+// requests), drawn from `seed`. Nodes carry their machine's CPU and memory allocatable.
 GeneratedCluster MakeCluster(const std::string& topology_dir, int nodes, std::uint64_t seed);
 
 // A pod shape kube-scheduler would send: whole GPUs with an optional linkfit.io/closeness hint.

@@ -258,7 +258,9 @@ WholeGpuPlacement PlaceWholeGpus(const PlacementTable& table, GpuMask free,
   }
   const int free_count = PopCount(free);
   if (free_count < k) {
-    out.reason = Plural(free_count, "free GPU") + ", " + std::to_string(k) + " requested";
+    if (request.explain) {
+      out.reason = Plural(free_count, "free GPU") + ", " + std::to_string(k) + " requested";
+    }
     return out;
   }
   const GpuMask best = table.BestOnNode(free, k);
@@ -271,7 +273,9 @@ WholeGpuPlacement PlaceWholeGpus(const PlacementTable& table, GpuMask free,
     } else {
       const bool hardware_cannot =
           table.BestMeeting(table.topology().all_gpus(), k, request.closeness) == 0;
-      out.reason = DescribeMiss(table, free, k, request.closeness, best, hardware_cannot);
+      if (request.explain) {
+        out.reason = DescribeMiss(table, free, k, request.closeness, best, hardware_cannot);
+      }
       out.closeness_met = false;
       if (request.policy == ClosenessPolicy::kRequired) {
         out.unresolvable = hardware_cannot;

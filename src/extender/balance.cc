@@ -17,14 +17,16 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
   Scarcity scarcity;
   if (gpu_weight <= 0) return scarcity;
   std::vector<double> cpu_supply, memory_supply;
+  cpu_supply.reserve(candidates.size());
+  memory_supply.reserve(candidates.size());
   for (const Candidate& c : candidates) {
-    const double gpus = c.node->info().gpu_count();
+    const double gpus = c.node->gpu_count();
     if (gpus <= 0) continue;
-    if (c.node->info().cpu_milli > 0) {
-      cpu_supply.push_back(static_cast<double>(c.node->info().cpu_milli) / gpus);
+    if (c.node->cpu_allocatable_milli() > 0) {
+      cpu_supply.push_back(static_cast<double>(c.node->cpu_allocatable_milli()) / gpus);
     }
-    if (c.node->info().memory_bytes > 0) {
-      memory_supply.push_back(static_cast<double>(c.node->info().memory_bytes) / gpus);
+    if (c.node->memory_allocatable_bytes() > 0) {
+      memory_supply.push_back(static_cast<double>(c.node->memory_allocatable_bytes()) / gpus);
     }
   }
   const auto rho = [](double demand, std::vector<double>& supply) {
@@ -41,7 +43,7 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
 
 double Balance(const state::NodeState& node, const GpuRequest& request, const Scarcity& rho,
                double used_gpus) {
-  const double gpus = node.info().gpu_count();
+  const double gpus = node.gpu_count();
   if (gpus <= 0) return 1.0;
   const double used_before = std::min(1.0, used_gpus / gpus);
   const double used_after = std::min(1.0, (used_gpus + request.GpuEquivalents()) / gpus);
@@ -59,8 +61,8 @@ double Balance(const state::NodeState& node, const GpuRequest& request, const Sc
            (1.0 - scarcity) * std::clamp(0.5 + 0.5 * (gap_before - gap_after), 0.0, 1.0);
     ++known;
   };
-  add(node.info().cpu_milli, node.cpu_free_milli(), request.cpu_milli, rho.cpu);
-  add(node.info().memory_bytes, node.memory_free_bytes(), request.memory_bytes, rho.memory);
+  add(node.cpu_allocatable_milli(), node.cpu_free_milli(), request.cpu_milli, rho.cpu);
+  add(node.memory_allocatable_bytes(), node.memory_free_bytes(), request.memory_bytes, rho.memory);
   return known == 0 ? 1.0 : sum / known;
 }
 

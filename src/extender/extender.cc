@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "extender/gpu_state_memo.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
 
@@ -47,23 +48,16 @@ std::vector<const state::NodeState*> Resolve(const state::Snapshot& snapshot,
   return nodes;
 }
 
-// Filter and prioritize are bound by memory latency, not computation: each node costs a chain
-// of dependent loads (NodeState -> NodeInfo -> its name) into objects scattered over the heap.
-// Prefetching them a few nodes ahead, one level per stage, overlaps those misses.
+// Filter and prioritize are bound by memory latency, not computation: the nodes' states are
+// scattered over the heap. Prefetching each a few nodes ahead overlaps those misses; what a
+// node that passes or is scored needs is in the state's first cache lines (its hot record), so
+// NodeInfo is not fetched.
 void PrefetchAhead(const std::vector<const state::NodeState*>& nodes, std::size_t i) {
-  constexpr std::size_t kState = 12;
-  constexpr std::size_t kInfo = 8;
-  constexpr std::size_t kName = 4;
-  if (i + kState < nodes.size() && nodes[i + kState] != nullptr) {
-    __builtin_prefetch(nodes[i + kState]);
-  }
-  if (i + kInfo < nodes.size() && nodes[i + kInfo] != nullptr) {
-    const char* info = reinterpret_cast<const char*>(&nodes[i + kInfo]->info());
-    __builtin_prefetch(info);
-    __builtin_prefetch(info + 64);
-  }
-  if (i + kName < nodes.size() && nodes[i + kName] != nullptr) {
-    __builtin_prefetch(nodes[i + kName]->name().data());
+  constexpr std::size_t kAhead = 8;
+  if (i + kAhead < nodes.size() && nodes[i + kAhead] != nullptr) {
+    const char* node = reinterpret_cast<const char*>(nodes[i + kAhead]);
+    __builtin_prefetch(node);
+    __builtin_prefetch(node + 64);
   }
 }
 
@@ -82,42 +76,16 @@ Verdict VerdictOf(const GpuRequest& request, const state::NodeState& node,
   return {false, fit.unresolvable, result.Keep(std::move(fit.reason))};
 }
 
-// Work per distinct state: a whole-GPU fit reads only the node's placement table, its topology
-// (the GPU model), its free GPUs and which GPUs are in MIG mode or unhealthy. Nodes alike in
-// these answer alike, so one filter call decides each distinct state once (a real cluster has a
-// few topologies and a few hundred free patterns, against thousands of nodes).
-class WholeFitMemo {
- public:
-  Verdict Of(const GpuRequest& request, const state::NodeState& node, const FitOptions& options,
-             kube::FilterResult& result) {
-    const Key key{node.info().table.get(), &node.info().topology(), node.whole_free(),
-                  node.info().mig_enabled, node.info().unhealthy};
-    const auto [it, fresh] = verdicts_.try_emplace(key);
-    if (fresh) it->second = VerdictOf(request, node, options, result);
-    return it->second;
-  }
-
- private:
-  struct Key {
-    const void* table;
-    const void* topology;
-    topology::GpuMask free;
-    topology::GpuMask mig;
-    topology::GpuMask unhealthy;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    std::size_t operator()(const Key& key) const {
-      std::uint64_t hash = reinterpret_cast<std::uintptr_t>(key.table) * 0x9E3779B97F4A7C15u;
-      hash ^= reinterpret_cast<std::uintptr_t>(key.topology) + (hash << 6) + (hash >> 2);
-      hash ^= (std::uint64_t{key.free} | std::uint64_t{key.mig} << 16 |
-               std::uint64_t{key.unhealthy} << 32) *
-              0xC2B2AE3D27D4EB4Fu;
-      return static_cast<std::size_t>(hash ^ (hash >> 31));
-    }
-  };
-  std::unordered_map<Key, Verdict, KeyHash> verdicts_;
-};
+// A fit depends on nothing but the node's GPU state (gpu_state_memo.h): the fits of one call by
+// distinct state. The assignment of a shared fit names no node.
+const NodeFit& FitOf(GpuStateMemo<NodeFit>& fits, const GpuRequest& request,
+                     const state::NodeState& node, const FitOptions& options) {
+  return fits.Of(node, {}, [&] {
+    NodeFit fit = FitOnNode(request, node, options);
+    fit.assignment.node.clear();
+    return fit;
+  });
+}
 
 }  // namespace
 
@@ -155,7 +123,7 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const std::vector<const state::NodeState*> nodes = request->kind == GpuRequest::Kind::kNone
                                                          ? std::vector<const state::NodeState*>()
                                                          : Resolve(*snapshot, args.node_names);
-  WholeFitMemo memo;
+  GpuStateMemo<Verdict> verdicts;
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     if (request->kind == GpuRequest::Kind::kNone) {
       pass(i);
@@ -170,9 +138,8 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
       ++unresolvable;
       continue;
     }
-    const Verdict verdict = request->kind == GpuRequest::Kind::kWhole
-                                ? memo.Of(*request, *node, options_.fit, result)
-                                : VerdictOf(*request, *node, options_.fit, result);
+    const Verdict& verdict =
+        verdicts.Of(*node, {}, [&] { return VerdictOf(*request, *node, options_.fit, result); });
     if (verdict.fits) {
       pass(i);
     } else if (verdict.unresolvable) {
@@ -196,14 +163,19 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   std::vector<Candidate> candidates;
   std::vector<std::size_t> positions;
+  candidates.reserve(args.node_names.size());
+  positions.reserve(args.node_names.size());
   const std::vector<const state::NodeState*> nodes = Resolve(*snapshot, args.node_names);
+  GpuStateMemo<NodeFit> fits;
+  FitOptions scoring_only = options_.fit;
+  scoring_only.explain = false;  // prioritize never shows a reason
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     PrefetchAhead(nodes, i);
     const state::NodeState* node = nodes[i];
     if (node == nullptr) continue;
-    NodeFit fit = FitOnNode(*request, *node, options_.fit);
+    const NodeFit& fit = FitOf(fits, *request, *node, scoring_only);
     if (!fit.fits) continue;
-    candidates.push_back({node, std::move(fit)});
+    candidates.push_back({node, &fit});
     positions.push_back(i);
   }
   const std::vector<std::int64_t> scores =

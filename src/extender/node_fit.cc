@@ -21,8 +21,10 @@ topology::GpuMask NonMigGpus(const state::NodeState& node) {
                                         ~(node.info().mig_enabled | node.info().unhealthy));
 }
 
-NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node) {
-  const alloc::WholeGpuRequest whole{request.count, request.closeness, request.policy};
+NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node,
+                 const FitOptions& options) {
+  const alloc::WholeGpuRequest whole{request.count, request.closeness, request.policy,
+                                     options.explain};
   const alloc::WholeGpuPlacement placement =
       alloc::PlaceWholeGpus(*node.info().table, node.whole_free(), whole);
   if (!placement.fits) {
@@ -31,6 +33,7 @@ NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node) {
     const bool never = placement.unresolvable ||
                        !alloc::PlaceWholeGpus(*node.info().table, NonMigGpus(node), whole).fits;
     std::string reason = placement.reason;
+    if (!options.explain) return NotFit(std::move(reason), never);
     if (never && !placement.unresolvable && node.info().mig_enabled != 0) {
       reason +=
           " (GPUs " + JoinInts(alloc::MaskToIndexes(node.info().mig_enabled)) + " are in MIG mode)";
@@ -165,7 +168,7 @@ NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
   }
   switch (request.kind) {
     case GpuRequest::Kind::kWhole:
-      return FitWhole(request, node);
+      return FitWhole(request, node, options);
     case GpuRequest::Kind::kMig:
       return FitMig(request, node);
     case GpuRequest::Kind::kShared:

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "extender/balance.h"
+#include "extender/gpu_state_memo.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/extender/mig_fragmentation.h"
 
@@ -26,7 +27,7 @@ struct FreeView {
 
 FreeView ViewOf(const state::NodeState& node) {
   FreeView view;
-  view.gpus = node.info().gpu_count();
+  view.gpus = node.gpu_count();
   const topology::GpuMask eligible = node.share_eligible();
   for (int g = 0; g < view.gpus; ++g) {
     const int free = ((eligible >> g) & 1) ? 1000 - node.shared_milli(g) : 0;
@@ -113,11 +114,13 @@ ShapeNeeds NeedsOf(const std::vector<Shape>& shapes) {
   return needs;
 }
 
-// Bit i set: shape i could land on a node with this view as far as its GPU count, CPU, memory
-// and GPU model go (`allowed`); whether its GPUs have room is FragmentationOf's question.
-ShapeMask AdmittedShapes(const FreeView& view, const ShapeNeeds& needs, ShapeMask allowed) {
-  return allowed & needs.with_gpus & Within(needs.cpu_steps, view.cpu_free) &
-         Within(needs.memory_steps, view.memory_free);
+// Bit i set: shape i could land on a node with this much free CPU and memory as far as its GPU
+// count, CPU, memory and GPU model go (`allowed`); whether its GPUs have room is
+// FragmentationOf's question.
+ShapeMask AdmittedShapes(std::int64_t cpu_free, std::int64_t memory_free, const ShapeNeeds& needs,
+                         ShapeMask allowed) {
+  return allowed & needs.with_gpus & Within(needs.cpu_steps, cpu_free) &
+         Within(needs.memory_steps, memory_free);
 }
 
 // What FragmentationOf reads of a node: its GPUs' free milli and the shapes it admits. Nodes
@@ -168,11 +171,11 @@ double FragmentationOf(const FragmentationKey& key, const std::vector<Shape>& sh
   return fragmentation;
 }
 
-FragmentationKey KeyOf(const FreeView& view, const ShapeNeeds& needs, ShapeMask allowed) {
+FragmentationKey KeyOf(const FreeView& view, ShapeMask admitted) {
   FragmentationKey key;
   key.free = view.free;
   key.gpus = view.gpus;
-  key.admitted = AdmittedShapes(view, needs, allowed);
+  key.admitted = admitted;
   return key;
 }
 
@@ -182,8 +185,8 @@ class FragmentationMemo {
  public:
   FragmentationMemo(const std::vector<Shape>& shapes, const ShapeNeeds& needs)
       : shapes_(shapes), needs_(needs) {}
-  double Of(const FreeView& view, ShapeMask allowed) {
-    const FragmentationKey key = KeyOf(view, needs_, allowed);
+  double Of(const FreeView& view, ShapeMask admitted) {
+    const FragmentationKey key = KeyOf(view, admitted);
     const auto [it, fresh] = figures_.try_emplace(key, 0.0);
     if (fresh) it->second = FragmentationOf(key, shapes_, needs_);
     return it->second;
@@ -337,130 +340,176 @@ ShapeList ShapeStats::Typical() const {
 
 double Fragmentation(const state::NodeState& node, const std::vector<Shape>& shapes) {
   const ShapeNeeds needs = NeedsOf(shapes);
-  return FragmentationOf(KeyOf(ViewOf(node), needs, ModelMask(node, shapes)), shapes, needs);
+  const FreeView view = ViewOf(node);
+  const ShapeMask admitted =
+      AdmittedShapes(view.cpu_free, view.memory_free, needs, ModelMask(node, shapes));
+  return FragmentationOf(KeyOf(view, admitted), shapes, needs);
 }
+
+namespace {
+
+// What one prioritize call knows of every candidate before it scores any: the best ring and sum
+// among them and the largest look-ahead an idle candidate offers (the one scale for every node's
+// loss).
+struct CandidateBests {
+  double ring = 0;
+  double sum = 0;
+  double idle_ahead_max = 0;
+};
+
+// The terms of one candidate that depend on its GPU state (and on which shapes its free CPU and
+// memory admit before and after the pod lands), not on its name: equal for nodes alike in these.
+struct GpuTerms {
+  double topology = 1.0;
+  double packing = 0.0;
+  double fragmentation = 0.5;
+};
+
+struct TermInputs {
+  const GpuRequest& request;
+  const CandidateBests& bests;
+  FragmentationMemo& memo;
+  MigFragmentationScorer& mig_scorer;
+};
+
+GpuTerms GpuTermsOf(const TermInputs& in, const state::NodeState& node, const NodeFit& fit,
+                    ShapeMask admitted_before, ShapeMask admitted_after) {
+  const GpuRequest& request = in.request;
+  const state::Assignment& a = fit.assignment;
+  GpuTerms terms;
+  if (request.kind == GpuRequest::Kind::kWhole && request.count >= 2 && in.bests.ring > 0) {
+    terms.topology = 0.8 * fit.quality.ring_mbps / in.bests.ring +
+                     0.2 * (in.bests.sum > 0 ? fit.quality.sum_mbps / in.bests.sum : 1.0);
+  }
+  // Packing, by bands: 2 = the pod only uses GPUs already in use (shares on a shared GPU),
+  // 1 = the node is already partly used, 0 = it opens an idle node. Within a band, the fewer
+  // whole-GPU equivalents left free on the node afterwards, the better (best fit).
+  const double gpus = node.gpu_count();
+  const double used_before = node.UsedGpuEquivalents();
+  const double free_after = std::max(0.0, gpus - used_before - request.GpuEquivalents());
+  int band = used_before > 0 ? 1 : 0;
+  if (request.kind == GpuRequest::Kind::kShared && !a.shares.empty()) {
+    bool all_shared = true;
+    for (const state::Assignment::ShareSlot& slot : a.shares) {
+      all_shared = all_shared && node.shared_milli(slot.gpu) > 0;
+    }
+    if (all_shared) band = 2;
+  }
+  terms.packing = (band + 1.0 - std::min(free_after, kPackingScaleGpus) / kPackingScaleGpus) / 3.0;
+  if (request.kind == GpuRequest::Kind::kNone) {
+    // No GPUs: fill nodes whose GPUs are already in use, leave the rest to GPU pods.
+    terms.packing = 1.0 - std::min(gpus - used_before, kPackingScaleGpus) / kPackingScaleGpus;
+  }
+  if (request.kind == GpuRequest::Kind::kMig) {
+    // MIG: FGD's measure over memory slices (mig_fragmentation.h), and best fit per GPU: the
+    // tightness of the GPUs the instance lands on, not the node's, so filling a partitioned
+    // GPU beats partitioning a fresh one on a fuller node.
+    const MigPlacementTerms mig = in.mig_scorer.Score(node, a);
+    terms.fragmentation = mig.fragmentation;
+    terms.packing = (band + mig.gpu_tightness) / 3.0;
+    return terms;
+  }
+  const FreeView before = ViewOf(node);
+  FreeView after = before;
+  double look = 1.0;
+  if (request.kind == GpuRequest::Kind::kWhole) {
+    for (int g = 0; g < before.gpus; ++g) {
+      if ((a.gpus >> g) & 1) {
+        after.free[static_cast<std::size_t>(g)] = 0;
+        --after.whole_free;
+      }
+    }
+    const topology::GpuMask free = node.whole_free();
+    const double lost = LookaheadRing(node.table(), free) -
+                        LookaheadRing(node.table(), static_cast<topology::GpuMask>(free & ~a.gpus));
+    // In ring bandwidth, on one scale for every candidate (the largest look-ahead an idle
+    // candidate offers): losing an NVLink ring costs more than losing a PCIe one, and the
+    // same loss costs the same on a small node as on a large one (a per-node scale made
+    // every GPU of a 2-GPU node look four times as precious as one of an 8-GPU node).
+    look = in.bests.idle_ahead_max > 0 ? 1.0 - std::clamp(lost / in.bests.idle_ahead_max, 0.0, 1.0)
+                                       : 1.0;
+  } else if (request.kind == GpuRequest::Kind::kShared) {
+    for (const state::Assignment::ShareSlot& slot : a.shares) {
+      int& free = after.free[static_cast<std::size_t>(slot.gpu)];
+      if (free == 1000) --after.whole_free;
+      free -= slot.milli;
+    }
+  }
+  // FGD's own scale: the growth of expected fragmentation in whole GPUs through a sigmoid
+  // (0.5 = no change), so the term is comparable across requests and never amplifies a
+  // tiny difference to the full range the way a min-max over candidates would.
+  const double growth_gpus =
+      (in.memo.Of(after, admitted_after) - in.memo.Of(before, admitted_before)) / 1000.0;
+  // Reported at FGD's resolution (its scheduler plugin scores floor(100 x sigmoid)): growths
+  // within a hundredth of the sigmoid are equal, and packing decides between them.
+  const double frag =
+      std::floor(kFragmentationSteps / (1.0 + std::exp(growth_gpus * kFragmentationSlope))) /
+      kFragmentationSteps;
+  terms.fragmentation = request.kind == GpuRequest::Kind::kWhole ? 0.5 * frag + 0.5 * look : frag;
+  return terms;
+}
+
+}  // namespace
 
 std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
                                      const std::vector<Candidate>& candidates,
                                      const std::vector<Shape>& shapes, const ScoreWeights& weights,
                                      int score_range, const MigProfileWeightsPtr& mig_weights) {
   const std::size_t n = candidates.size();
-  std::vector<double> topology_term(n, 1.0);
-  std::vector<double> packing(n, 0.0);
-  std::vector<double> fragmentation(n, 0.5);
-  std::vector<double> balance(n, 1.0);
   const Scarcity scarcity = ScarcityOf(shapes, candidates);
-  const bool multi_gpu = request.kind == GpuRequest::Kind::kWhole && request.count >= 2;
-  double best_ring = 0;
-  double best_sum = 0;
-  // The largest look-ahead an idle candidate node offers: the one scale for every node's loss.
-  double idle_ahead_max = 0;
+  CandidateBests bests;
+  // Look-aheads of idle nodes by placement table: a handful of tables serve every node.
+  std::vector<const alloc::PlacementTable*> tables_seen;
   for (const Candidate& c : candidates) {
-    best_ring = std::max(best_ring, static_cast<double>(c.fit.quality.ring_mbps));
-    best_sum = std::max(best_sum, static_cast<double>(c.fit.quality.sum_mbps));
-    if (request.kind == GpuRequest::Kind::kWhole) {
-      const auto all = static_cast<topology::GpuMask>((1u << c.node->info().gpu_count()) - 1u);
-      idle_ahead_max = std::max(idle_ahead_max, LookaheadRing(*c.node->info().table, all));
+    bests.ring = std::max(bests.ring, static_cast<double>(c.fit->quality.ring_mbps));
+    bests.sum = std::max(bests.sum, static_cast<double>(c.fit->quality.sum_mbps));
+    const alloc::PlacementTable* table = &c.node->table();
+    if (request.kind == GpuRequest::Kind::kWhole &&
+        std::find(tables_seen.begin(), tables_seen.end(), table) == tables_seen.end()) {
+      tables_seen.push_back(table);
+      const auto all = static_cast<topology::GpuMask>((1u << table->gpu_count()) - 1u);
+      bests.idle_ahead_max = std::max(bests.idle_ahead_max, LookaheadRing(*table, all));
     }
   }
-  std::vector<std::pair<const topology::Topology*, ShapeMask>> masks;
+  // Nodes of one placement table (topology) share one GPU model: one model mask per table (a
+  // handful per cluster), not per node.
+  std::vector<std::pair<const alloc::PlacementTable*, ShapeMask>> masks;
   const ShapeNeeds needs = NeedsOf(shapes);
   FragmentationMemo memo(shapes, needs);
   MigFragmentationScorer mig_scorer(mig_weights);
-  for (std::size_t i = 0; i < n; ++i) {
-    const state::NodeState& node = *candidates[i].node;
-    const state::Assignment& a = candidates[i].fit.assignment;
-    if (multi_gpu && best_ring > 0) {
-      topology_term[i] = 0.8 * candidates[i].fit.quality.ring_mbps / best_ring +
-                         0.2 * (best_sum > 0 ? candidates[i].fit.quality.sum_mbps / best_sum : 1.0);
-    }
-    // Packing, by bands: 2 = the pod only uses GPUs already in use (shares on a shared GPU),
-    // 1 = the node is already partly used, 0 = it opens an idle node. Within a band, the fewer
-    // whole-GPU equivalents left free on the node afterwards, the better (best fit).
-    const double gpus = node.info().gpu_count();
-    const double used_before = node.UsedGpuEquivalents();
-    const double free_after = std::max(0.0, gpus - used_before - request.GpuEquivalents());
-    int band = used_before > 0 ? 1 : 0;
-    if (request.kind == GpuRequest::Kind::kShared && !a.shares.empty()) {
-      bool all_shared = true;
-      for (const state::Assignment::ShareSlot& slot : a.shares) {
-        all_shared = all_shared && node.shared_milli(slot.gpu) > 0;
-      }
-      if (all_shared) band = 2;
-    }
-    packing[i] = (band + 1.0 - std::min(free_after, kPackingScaleGpus) / kPackingScaleGpus) / 3.0;
-    if (request.kind == GpuRequest::Kind::kNone) {
-      // No GPUs: fill nodes whose GPUs are already in use, leave the rest to GPU pods.
-      packing[i] = 1.0 - std::min(gpus - used_before, kPackingScaleGpus) / kPackingScaleGpus;
-    }
-    balance[i] = Balance(node, request, scarcity, used_before);
-    if (request.kind != GpuRequest::Kind::kMig) {
-      FreeView before = ViewOf(node);
-      FreeView after = before;
-      after.cpu_free -= request.cpu_milli;
-      after.memory_free -= request.memory_bytes;
-      double look = 1.0;
-      if (request.kind == GpuRequest::Kind::kWhole) {
-        for (int g = 0; g < before.gpus; ++g) {
-          if ((a.gpus >> g) & 1) {
-            after.free[static_cast<std::size_t>(g)] = 0;
-            --after.whole_free;
-          }
-        }
-        const topology::GpuMask free = node.whole_free();
-        const double lost =
-            LookaheadRing(*node.info().table, free) -
-            LookaheadRing(*node.info().table, static_cast<topology::GpuMask>(free & ~a.gpus));
-        // In ring bandwidth, on one scale for every candidate (the largest look-ahead an idle
-        // candidate offers): losing an NVLink ring costs more than losing a PCIe one, and the
-        // same loss costs the same on a small node as on a large one (a per-node scale made
-        // every GPU of a 2-GPU node look four times as precious as one of an 8-GPU node).
-        look = idle_ahead_max > 0 ? 1.0 - std::clamp(lost / idle_ahead_max, 0.0, 1.0) : 1.0;
-      } else if (request.kind == GpuRequest::Kind::kShared) {
-        for (const state::Assignment::ShareSlot& slot : a.shares) {
-          int& free = after.free[static_cast<std::size_t>(slot.gpu)];
-          if (free == 1000) --after.whole_free;
-          free -= slot.milli;
-        }
-      }
-      // FGD's own scale: the growth of expected fragmentation in whole GPUs through a sigmoid
-      // (0.5 = no change), so the term is comparable across requests and never amplifies a
-      // tiny difference to the full range the way a min-max over candidates would.
-      // Nodes of one topology share one GPU model: one mask per topology (a handful per
-      // cluster), not per node.
-      const topology::Topology* topo = &node.info().topology();
-      auto cached = std::find_if(masks.begin(), masks.end(),
-                                 [&](const auto& entry) { return entry.first == topo; });
-      if (cached == masks.end()) {
-        masks.emplace_back(topo, ModelMask(node, shapes));
-        cached = masks.end() - 1;
-      }
-      const ShapeMask allowed = cached->second;
-      const double growth_gpus = (memo.Of(after, allowed) - memo.Of(before, allowed)) / 1000.0;
-      // Reported at FGD's resolution (its scheduler plugin scores floor(100 x sigmoid)): growths
-      // within a hundredth of the sigmoid are equal, and packing decides between them.
-      const double frag =
-          std::floor(kFragmentationSteps / (1.0 + std::exp(growth_gpus * kFragmentationSlope))) /
-          kFragmentationSteps;
-      fragmentation[i] = request.kind == GpuRequest::Kind::kWhole ? 0.5 * frag + 0.5 * look : frag;
-    } else {
-      // MIG: FGD's measure over memory slices (mig_fragmentation.h), and best fit per GPU: the
-      // tightness of the GPUs the instance lands on, not the node's, so filling a partitioned
-      // GPU beats partitioning a fresh one on a fuller node.
-      const MigPlacementTerms mig = mig_scorer.Score(node, a);
-      fragmentation[i] = mig.fragmentation;
-      packing[i] = (band + mig.gpu_tightness) / 3.0;
-    }
-  }
+  const TermInputs inputs{request, bests, memo, mig_scorer};
+  GpuStateMemo<GpuTerms> terms_by_state;
   const double weight_total =
       weights.topology + weights.packing + weights.fragmentation + weights.balance;
   std::vector<std::int64_t> scores(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
+    const state::NodeState& node = *candidates[i].node;
+    const NodeFit& fit = *candidates[i].fit;
+    ShapeMask admitted_before = 0;
+    ShapeMask admitted_after = 0;
+    if (request.kind != GpuRequest::Kind::kMig) {
+      const alloc::PlacementTable* table = &node.table();
+      auto cached = std::find_if(masks.begin(), masks.end(),
+                                 [&](const auto& entry) { return entry.first == table; });
+      if (cached == masks.end()) {
+        masks.emplace_back(table, ModelMask(node, shapes));
+        cached = masks.end() - 1;
+      }
+      const std::int64_t cpu_free = node.cpu_free_milli();
+      const std::int64_t memory_free = node.memory_free_bytes();
+      admitted_before = AdmittedShapes(cpu_free, memory_free, needs, cached->second);
+      admitted_after = AdmittedShapes(cpu_free - request.cpu_milli,
+                                      memory_free - request.memory_bytes, needs, cached->second);
+    }
+    const GpuTerms& terms = terms_by_state.Of(node, {admitted_before, admitted_after, &fit}, [&] {
+      return GpuTermsOf(inputs, node, fit, admitted_before, admitted_after);
+    });
+    const double balance = Balance(node, request, scarcity, node.UsedGpuEquivalents());
     const double combined =
         weight_total <= 0
             ? 0.0
-            : (weights.topology * topology_term[i] + weights.packing * packing[i] +
-               weights.fragmentation * fragmentation[i] + weights.balance * balance[i]) /
+            : (weights.topology * terms.topology + weights.packing * terms.packing +
+               weights.fragmentation * terms.fragmentation + weights.balance * balance) /
                   weight_total;
     scores[i] =
         static_cast<std::int64_t>(std::lround(std::clamp(combined, 0.0, 1.0) * score_range));

@@ -1,6 +1,7 @@
 #include "linkfit/state/node_state.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace linkfit::state {
 namespace {
@@ -19,7 +20,7 @@ bool operator==(const NodePods& a, const NodePods& b) {
                     [](const AssignmentPtr& x, const AssignmentPtr& y) { return *x == *y; });
 }
 
-NodeState::NodeState(NodeInfoPtr info) : info_(std::move(info)) {}
+NodeState::NodeState(NodeInfoPtr info) : info_(std::move(info)) { Summarize(); }
 
 GpuMask NodeState::WholeAvailable() const {
   unsigned busy = whole_used_ | info_->mig_enabled;
@@ -34,15 +35,16 @@ GpuMask NodeState::ShareAvailable() const {
                               ~(whole_used_ | info_->mig_enabled));
 }
 
-GpuMask NodeState::whole_free() const {
-  return static_cast<GpuMask>(WholeAvailable() & ~info_->unhealthy);
-}
-
-GpuMask NodeState::share_eligible() const {
-  return static_cast<GpuMask>(ShareAvailable() & ~info_->unhealthy);
-}
-
-double NodeState::UsedGpuEquivalents() const {
+void NodeState::Summarize() {
+  table_ = info_->table.get();
+  cpu_allocatable_milli_ = info_->cpu_milli;
+  memory_allocatable_bytes_ = info_->memory_bytes;
+  mig_enabled_ = info_->mig_enabled;
+  unhealthy_ = info_->unhealthy;
+  mig_planner_ = info_->mig;
+  own_layout_ = info_->mig_layout_reported;
+  whole_free_ = static_cast<GpuMask>(WholeAvailable() & ~info_->unhealthy);
+  share_eligible_ = static_cast<GpuMask>(ShareAvailable() & ~info_->unhealthy);
   double used = __builtin_popcount(whole_used_);
   for (int g = 0; g < info_->gpu_count(); ++g) {
     used += shared_milli_[Idx(g)] / 1000.0;
@@ -50,17 +52,58 @@ double NodeState::UsedGpuEquivalents() const {
       used += mig_[Idx(g)].compute_used() / static_cast<double>(info_->mig->set().compute_slices);
     }
   }
-  return used;
+  used_gpu_equivalents_ = used;
+  // FNV-1a over what SameGpuState compares.
+  std::uint64_t hash = 1469598103934665603u;
+  const auto mix = [&hash](std::uint64_t value) { hash = (hash ^ value) * 1099511628211u; };
+  mix(reinterpret_cast<std::uintptr_t>(table_));
+  mix(reinterpret_cast<std::uintptr_t>(mig_planner_));
+  mix(std::uint64_t{mig_enabled_} | std::uint64_t{unhealthy_} << 16 |
+      std::uint64_t{whole_used_} << 32 | std::uint64_t{own_layout_} << 48);
+  for (int g = 0; g < info_->gpu_count(); ++g) {
+    mix(shared_milli_[Idx(g)]);
+    if ((info_->mig_enabled >> g) & 1) {
+      mix(mig_[Idx(g)].slice_mask());
+      mix(static_cast<std::uint64_t>(mig_[Idx(g)].compute_used()));
+    }
+  }
+  gpu_state_hash_ = hash ^ (hash >> 29);
+}
+
+bool NodeState::SameGpuState(const NodeState& a, const NodeState& b) {
+  if (a.table_ != b.table_ || a.mig_enabled_ != b.mig_enabled_ || a.unhealthy_ != b.unhealthy_ ||
+      a.whole_used_ != b.whole_used_ || a.own_layout_ != b.own_layout_ ||
+      a.mig_planner_ != b.mig_planner_) {
+    return false;
+  }
+  const auto gpus = static_cast<std::size_t>(a.table_->gpu_count());
+  if (std::memcmp(a.shared_milli_.data(), b.shared_milli_.data(), gpus * sizeof(std::uint16_t)) !=
+      0) {
+    return false;
+  }
+  if (a.own_layout_ && a.info_->reported != b.info_->reported) return false;
+  if (a.mig_planner_ == nullptr) return true;
+  // MIG fits also read the pods per GPU (a GPU leaves MIG mode only when empty) and the MIG
+  // state of the GPUs in MIG mode (the others hold no instance).
+  if (std::memcmp(a.pods_per_gpu_.data(), b.pods_per_gpu_.data(), gpus * sizeof(std::uint16_t)) !=
+      0) {
+    return false;
+  }
+  for (unsigned mig = a.mig_enabled_; mig != 0; mig &= mig - 1) {
+    const auto g = static_cast<std::size_t>(__builtin_ctz(mig));
+    if (!(a.mig_[g] == b.mig_[g])) return false;
+  }
+  return true;
 }
 
 std::int64_t NodeState::cpu_free_milli() const {
-  if (info_->cpu_milli <= 0) return kUntracked;
-  return std::max<std::int64_t>(0, info_->cpu_milli - cpu_used_milli_);
+  if (cpu_allocatable_milli_ <= 0) return kUntracked;
+  return std::max<std::int64_t>(0, cpu_allocatable_milli_ - cpu_used_milli_);
 }
 
 std::int64_t NodeState::memory_free_bytes() const {
-  if (info_->memory_bytes <= 0) return kUntracked;
-  return std::max<std::int64_t>(0, info_->memory_bytes - memory_used_bytes_);
+  if (memory_allocatable_bytes_ <= 0) return kUntracked;
+  return std::max<std::int64_t>(0, memory_allocatable_bytes_ - memory_used_bytes_);
 }
 
 Result<void> NodeState::AddInPlace(AssignmentPtr record) {
@@ -140,6 +183,7 @@ Result<void> NodeState::AddInPlace(AssignmentPtr record) {
   // Copied states hold exactly-sized vectors: grow by one, not by doubling.
   records.reserve(records.size() + 1);
   records.insert(records.begin() + position, std::move(record));
+  Summarize();
   return {};
 }
 
@@ -184,6 +228,7 @@ NodeStatePtr NodeState::Remove(const std::string& uid) const {
   next->cpu_used_milli_ -= a.cpu_milli;
   next->memory_used_bytes_ -= a.memory_bytes;
   next->pods_.records_.erase(it);
+  next->Summarize();
   return next;
 }
 

@@ -2,6 +2,8 @@
 // without GPUs included), and the fragmentation that counts GPUs stranded by exhausted CPU.
 
 #include <gtest/gtest.h>
+#include <deque>
+#include <memory>
 
 #include <random>
 
@@ -104,13 +106,19 @@ TEST(FragmentationTest, ShapeWithoutGpusCountsEveryFreeGpu) {
   EXPECT_EQ(Fragmentation(node, {cpu_only}), 8000.0);
 }
 
-std::vector<Candidate> CandidatesFor(const GpuRequest& request,
-                                     const std::vector<const state::NodeState*>& nodes) {
-  std::vector<Candidate> candidates;
+// Candidates with the fits they point to.
+struct Candidates {
+  std::deque<NodeFit> fits;
+  std::vector<Candidate> list;
+};
+
+std::unique_ptr<Candidates> CandidatesFor(const GpuRequest& request,
+                                          const std::vector<const state::NodeState*>& nodes) {
+  auto candidates = std::make_unique<Candidates>();
   for (const state::NodeState* node : nodes) {
-    NodeFit fit = FitOnNode(request, *node, {});
+    NodeFit& fit = candidates->fits.emplace_back(FitOnNode(request, *node, {}));
     EXPECT_TRUE(fit.fits) << fit.reason;
-    candidates.push_back({node, std::move(fit)});
+    candidates->list.push_back({node, &fit});
   }
   return candidates;
 }
@@ -119,7 +127,8 @@ std::vector<Candidate> CandidatesFor(const GpuRequest& request,
 std::vector<std::int64_t> BalanceScores(const GpuRequest& request,
                                         const std::vector<const state::NodeState*>& nodes,
                                         const std::vector<Shape>& shapes = {}) {
-  return ScoreNodes(request, CandidatesFor(request, nodes), shapes, ScoreWeights{0, 0, 0, 1}, 1000);
+  return ScoreNodes(request, CandidatesFor(request, nodes)->list, shapes, ScoreWeights{0, 0, 0, 1},
+                    1000);
 }
 
 Shape OneGpuShape(std::int64_t cpu_milli) {
@@ -185,7 +194,7 @@ TEST(BalanceTest, CpuLightPodsStillPackWhenGpusAreTheScarceResource) {
   const auto balance = BalanceScores(request, {half->get(), &idle}, shapes);
   EXPECT_LE(std::abs(balance[0] - balance[1]), 30) << balance[0] << " vs " << balance[1];
   const auto scores =
-      ScoreNodes(request, CandidatesFor(request, {half->get(), &idle}), shapes, {}, 140);
+      ScoreNodes(request, CandidatesFor(request, {half->get(), &idle})->list, shapes, {}, 140);
   EXPECT_GT(scores[0], scores[1]);
 }
 

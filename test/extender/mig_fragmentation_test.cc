@@ -210,14 +210,16 @@ TEST(MigFragmentationTest, ScoreNodesKeepsWholeGpusForSevenG) {
   const NodeStatePtr open = A100Node("open", {{0, "7g.40gb", 0}});
   const NodeStatePtr room = A100Node("room", {{0, "4g.20gb", 0}});
   const GpuRequest request = MigRequest("1g.5gb");
+  std::vector<NodeFit> fits;
+  fits.reserve(2);  // the candidates point into it
   std::vector<Candidate> candidates;
   for (const NodeStatePtr& node : {open, room}) {
-    NodeFit fit = FitOnNode(request, *node, {});
+    const NodeFit& fit = fits.emplace_back(FitOnNode(request, *node, {}));
     ASSERT_TRUE(fit.fits) << fit.reason;
-    candidates.push_back({node.get(), std::move(fit)});
+    candidates.push_back({node.get(), &fit});
   }
-  ASSERT_EQ(candidates[0].fit.assignment.mig.at(0).gpu, 1);
-  ASSERT_EQ(candidates[1].fit.assignment.mig.at(0).gpu, 0);
+  ASSERT_EQ(candidates[0].fit->assignment.mig.at(0).gpu, 1);
+  ASSERT_EQ(candidates[1].fit->assignment.mig.at(0).gpu, 0);
   const std::vector<Shape> shapes;
   // The MIG term alone, before any profile is learned (uniform weights) and with learned ones.
   const ScoreWeights fragmentation_only{0, 0, 1, 0};

@@ -235,5 +235,62 @@ TEST_F(NodeStateTest, UsedGpuEquivalentsCountsEveryKind) {
   EXPECT_DOUBLE_EQ(state->UsedGpuEquivalents(), 2.0 + 0.5 + 1.0);
 }
 
+TEST_F(NodeStateTest, NodesAlikeInTheirGpusShareOneGpuState) {
+  // Different names, pods and CPU: the same GPUs held and shared, so the same GPU state.
+  NodeStatePtr a = std::make_shared<const NodeState>(testing::MakeNodeInfo("a", "dgx1-v100"));
+  NodeStatePtr b = std::make_shared<const NodeState>(testing::MakeNodeInfo("b", "dgx1-v100"));
+  a = MustApply(a, Whole("a1", "a", Mask({0, 1})));
+  Assignment b1 = Whole("b1", "b", Mask({0, 1}));
+  b1.cpu_milli = 8000;
+  b = MustApply(b, b1);
+  a = MustApply(a, Shared("a2", "a", {{5, 250}}));
+  b = MustApply(b, Shared("b2", "b", {{5, 250}}));
+  EXPECT_TRUE(NodeState::SameGpuState(*a, *b));
+  EXPECT_EQ(a->gpu_state_hash(), b->gpu_state_hash());
+  EXPECT_EQ(a->whole_free(), b->whole_free());
+  EXPECT_DOUBLE_EQ(a->UsedGpuEquivalents(), 2.25);
+  // Any difference in what a fit or a score reads of the GPUs makes them differ.
+  const NodeStatePtr more_shared = MustApply(b, Shared("b3", "b", {{5, 250}}));
+  const NodeStatePtr other_gpu =
+      MustApply(std::make_shared<const NodeState>(testing::MakeNodeInfo("c", "dgx1-v100")),
+                Whole("c1", "c", Mask({0, 2})));
+  const NodeStatePtr other_topology =
+      MustApply(std::make_shared<const NodeState>(testing::MakeNodeInfo("d", "dgx-a100")),
+                Whole("d1", "d", Mask({0, 1})));
+  for (const NodeStatePtr& other : {more_shared, other_gpu, other_topology}) {
+    EXPECT_FALSE(NodeState::SameGpuState(*a, *other));
+    EXPECT_NE(a->gpu_state_hash(), other->gpu_state_hash());
+  }
+  // Removing what differs makes them alike again; the summary follows every change.
+  const NodeStatePtr back = more_shared->Remove("b3");
+  EXPECT_TRUE(NodeState::SameGpuState(*a, *back));
+  EXPECT_EQ(a->gpu_state_hash(), back->gpu_state_hash());
+  EXPECT_EQ(b->cpu_used_milli(), 8000);
+}
+
+TEST_F(NodeStateTest, MigInstancesAndPodCountsArePartOfTheGpuState) {
+  const NodeStatePtr empty_a =
+      std::make_shared<const NodeState>(testing::MakeNodeInfo("a", "dgx-a100", Mask({0, 1, 2, 3})));
+  const NodeStatePtr empty_b =
+      std::make_shared<const NodeState>(testing::MakeNodeInfo("b", "dgx-a100", Mask({0, 1, 2, 3})));
+  EXPECT_TRUE(NodeState::SameGpuState(*empty_a, *empty_b));
+  // Another MIG configuration is another state.
+  const NodeStatePtr fewer_mig =
+      std::make_shared<const NodeState>(testing::MakeNodeInfo("c", "dgx-a100", Mask({0, 1})));
+  EXPECT_FALSE(NodeState::SameGpuState(*empty_a, *fewer_mig));
+  const NodeStatePtr a = MustApply(empty_a, Mig("m", "a", empty_a->info(), 0, "1g.5gb", 0));
+  EXPECT_FALSE(NodeState::SameGpuState(*a, *empty_b));
+  const NodeStatePtr b = MustApply(empty_b, Mig("m", "b", empty_b->info(), 0, "1g.5gb", 0));
+  EXPECT_TRUE(NodeState::SameGpuState(*a, *b));
+  // Same slices used, another instance: not alike.
+  const NodeStatePtr c = MustApply(empty_b, Mig("m", "b", empty_b->info(), 0, "1g.5gb", 1));
+  EXPECT_FALSE(NodeState::SameGpuState(*a, *c));
+  // Two pods sharing a GPU against one pod with both shares: the same milli, other pod counts.
+  const NodeStatePtr two =
+      MustApply(MustApply(empty_a, Shared("s1", "a", {{5, 250}})), Shared("s2", "a", {{5, 250}}));
+  const NodeStatePtr one = MustApply(empty_b, Shared("s1", "b", {{5, 500}}));
+  EXPECT_FALSE(NodeState::SameGpuState(*two, *one));
+}
+
 }  // namespace
 }  // namespace linkfit::state

@@ -95,6 +95,8 @@ struct WholeGpuRequest {
   int gpus = 1;
   Closeness closeness = Closeness::kNode;
   ClosenessPolicy policy = ClosenessPolicy::kPreferred;
+  // False: leave WholeGpuPlacement::reason empty (callers that only score the placement).
+  bool explain = true;
 };
 
 struct WholeGpuPlacement {

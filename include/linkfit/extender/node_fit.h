@@ -27,6 +27,8 @@ struct NodeFit {
 
 struct FitOptions {
   alloc::SharePolicy share_policy = alloc::SharePolicy::kPack;
+  // False: whole-GPU fits leave NodeFit::reason empty (prioritize, which only scores, sets it).
+  bool explain = true;
 };
 
 // The GPU model name of a node (its first GPU's model).

@@ -144,9 +144,11 @@ class ShapeStats {
 // FGD fragmentation of a node for the given shapes, in thousandths of a GPU.
 double Fragmentation(const state::NodeState& node, const std::vector<Shape>& shapes);
 
+// A node where the pod fits, and how. Nodes alike in their GPUs may share one NodeFit (its
+// assignment then names no node); both outlive the ScoreNodes call.
 struct Candidate {
   const state::NodeState* node = nullptr;
-  NodeFit fit;  // fits == true
+  const NodeFit* fit = nullptr;  // fits == true
 };
 
 // Scores every candidate (pods without GPUs included: every node is a candidate); returns

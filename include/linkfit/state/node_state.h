@@ -175,21 +175,34 @@ class NodeState {
   const NodeInfo& info() const { return *info_; }
   const NodeInfoPtr& info_ptr() const { return info_; }
   const std::string& name() const { return info_->name; }
+  // info().table and its GPU count, read from the state's own record.
+  const alloc::PlacementTable& table() const { return *table_; }
+  int gpu_count() const { return table_->gpu_count(); }
 
   // GPUs free for whole-GPU placement: not held, not shared, not in MIG mode, healthy.
-  GpuMask whole_free() const;
+  GpuMask whole_free() const { return whole_free_; }
   GpuMask whole_used() const { return whole_used_; }
   // GPUs that can take new shares: not held whole, not in MIG mode, healthy.
-  GpuMask share_eligible() const;
+  GpuMask share_eligible() const { return share_eligible_; }
   int shared_milli(int gpu) const { return shared_milli_[Idx(gpu)]; }
   const alloc::MigGpuState& mig_state(int gpu) const { return mig_[Idx(gpu)]; }
   int pods_on_gpu(int gpu) const { return pods_per_gpu_[Idx(gpu)]; }
 
   // Whole-GPU equivalents in use (whole GPUs + shares/1000 + MIG compute slices/7).
-  double UsedGpuEquivalents() const;
+  double UsedGpuEquivalents() const { return used_gpu_equivalents_; }
+
+  // Filter and prioritize answer alike for nodes whose GPUs are alike: same placement table
+  // (topology), MIG and health configuration, and the same GPUs held, shared and partitioned.
+  // gpu_state_hash() is a hash of exactly that, kept with the state (not computed per request);
+  // SameGpuState says whether two states are alike in it. CPU and memory are not part of it.
+  std::uint64_t gpu_state_hash() const { return gpu_state_hash_; }
+  static bool SameGpuState(const NodeState& a, const NodeState& b);
 
   // CPU and memory requested by the pods on this node (never checked against allocatable: the
   // in-tree filters own that, so the sum may exceed it).
+  // The node's allocatable CPU and memory (NodeInfo's, kept beside the state); 0 when unknown.
+  std::int64_t cpu_allocatable_milli() const { return cpu_allocatable_milli_; }
+  std::int64_t memory_allocatable_bytes() const { return memory_allocatable_bytes_; }
   std::int64_t cpu_used_milli() const { return cpu_used_milli_; }
   std::int64_t memory_used_bytes() const { return memory_used_bytes_; }
   // Allocatable minus used, at least 0; kUntracked when the node's allocatable is not known.
@@ -225,16 +238,33 @@ class NodeState {
   // pods already on a GPU that turned unhealthy still count.
   GpuMask WholeAvailable() const;
   GpuMask ShareAvailable() const;
+  // Recomputes the figures below from the state; called after every change.
+  void Summarize();
   Result<void> AddInPlace(AssignmentPtr assignment);
 
   NodeInfoPtr info_;
+  // The hot record, kept by Summarize(): what filter and prioritize read of every node, in the
+  // first cache lines, so that a node that passes or is scored costs no visit to its NodeInfo.
+  const alloc::PlacementTable* table_ = nullptr;  // info_->table
+  std::uint64_t gpu_state_hash_ = 0;
+  double used_gpu_equivalents_ = 0;
+  std::int64_t cpu_allocatable_milli_ = 0;  // info_->cpu_milli
+  std::int64_t cpu_used_milli_ = 0;         // assignments and loads together
+  std::int64_t memory_allocatable_bytes_ = 0;
+  std::int64_t memory_used_bytes_ = 0;
   GpuMask whole_used_ = 0;
+  GpuMask whole_free_ = 0;
+  GpuMask share_eligible_ = 0;
+  GpuMask mig_enabled_ = 0;                         // info_->mig_enabled
+  GpuMask unhealthy_ = 0;                           // info_->unhealthy
+  const alloc::MigPlanner* mig_planner_ = nullptr;  // info_->mig
+  // MIG fits read the node's reported layout (info_->mig_layout_reported): SameGpuState then
+  // compares the reported topologies.
+  bool own_layout_ = false;
   std::array<std::uint16_t, topology::kMaxGpus> shared_milli_{};
   // Up to 1000 pods can share one GPU (1/1000 each), so a byte is not enough.
   std::array<std::uint16_t, topology::kMaxGpus> pods_per_gpu_{};
   std::array<alloc::MigGpuState, topology::kMaxGpus> mig_{};
-  std::int64_t cpu_used_milli_ = 0;  // assignments and loads together
-  std::int64_t memory_used_bytes_ = 0;
   int load_pods_ = 0;
   std::int64_t load_cpu_milli_ = 0;
   std::int64_t load_memory_bytes_ = 0;
