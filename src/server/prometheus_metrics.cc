@@ -1,15 +1,22 @@
 #include "linkfit/server/prometheus_metrics.h"
 
+#include <algorithm>
 #include <array>
-#include <map>
+#include <cstdint>
+#include <functional>
 #include <mutex>
+#include <sstream>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
@@ -26,6 +33,75 @@ std::size_t VerbIndex(Verb verb) { return static_cast<std::size_t>(verb); }
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {
   return {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
           0.005,   0.01,     0.025,   0.05,   0.1,     0.25,   0.5,   1.0};
+}
+
+// linkfit_gpus is not a prometheus-cpp family: its series are synthesized at Render() from one
+// compact record per node (see Impl::node_gpus).
+constexpr std::string_view kGpusName = "linkfit_gpus";
+constexpr std::string_view kGpusHelp =
+    "Whole-GPU equivalents per node and GPU model, used or free.";
+// The registered family that follows linkfit_gpus in the exposition (the place prometheus-cpp
+// gave linkfit_gpus when it was registered between the cache and fragmentation gauges).
+constexpr std::string_view kAfterGpusName = "linkfit_fragmentation_ratio";
+// Nodes serialized per MetricFamily at Render(): bounds the temporary ClientMetrics (about
+// 330 B per series with its labels) to a few hundred kilobytes however many nodes there are.
+constexpr std::size_t kGpusNodesPerChunk = 256;
+
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view text) const {
+    return std::hash<std::string_view>{}(text);
+  }
+};
+
+// One node's linkfit_gpus figures, as Render() copies them out of the lock.
+struct GpusRow {
+  std::string node;
+  std::uint32_t model = 0;
+  double used = 0;
+  double free = 0;
+};
+
+prometheus::ClientMetric GpusSeries(const std::string& node, const std::string& model,
+                                    const char* state, double value) {
+  prometheus::ClientMetric metric;
+  // In the order prometheus-cpp's Labels (a std::map) gave them: model, node, state.
+  metric.label = {{"model", model}, {"node", node}, {"state", state}};
+  metric.gauge.value = value;
+  return metric;
+}
+
+prometheus::MetricFamily GpusFamily() {
+  prometheus::MetricFamily family;
+  family.name = std::string(kGpusName);
+  family.help = std::string(kGpusHelp);
+  family.type = prometheus::MetricType::Gauge;
+  return family;
+}
+
+// Appends the linkfit_gpus family (two series per row, `rows` sorted by node) to `out`, one chunk
+// of rows at a time; the chunks after the first are written without the family's header.
+void AppendGpusFamily(const std::vector<GpusRow>& rows, const std::vector<std::string>& models,
+                      const prometheus::TextSerializer& serializer, std::string& out) {
+  if (rows.empty()) return;  // as prometheus-cpp, which leaves out a family without series
+  std::ostringstream text;
+  serializer.Serialize(text, {GpusFamily()});
+  const std::string header = text.str();
+  for (std::size_t begin = 0; begin < rows.size(); begin += kGpusNodesPerChunk) {
+    const std::size_t end = std::min(rows.size(), begin + kGpusNodesPerChunk);
+    std::vector<prometheus::MetricFamily> chunk(1, GpusFamily());
+    chunk[0].metric.reserve(2 * (end - begin));
+    for (std::size_t i = begin; i < end; ++i) {
+      const GpusRow& row = rows[i];
+      chunk[0].metric.push_back(GpusSeries(row.node, models[row.model], "free", row.free));
+      chunk[0].metric.push_back(GpusSeries(row.node, models[row.model], "used", row.used));
+    }
+    text.str("");
+    serializer.Serialize(text, chunk);
+    const std::string serialized = text.str();
+    const bool repeated_header = begin > 0 && serialized.compare(0, header.size(), header) == 0;
+    out.append(serialized, repeated_header ? header.size() : 0);
+  }
 }
 
 }  // namespace
@@ -45,11 +121,14 @@ std::string_view VerbName(Verb verb) {
 }
 
 struct PrometheusMetrics::Impl {
-  // The GPU gauges of one node; the model is kept so that a changed model replaces the series.
-  struct NodeGauges {
-    std::string model;
-    prometheus::Gauge* used = nullptr;
-    prometheus::Gauge* free = nullptr;
+  // One node's linkfit_gpus series: its GPU model (an index into `models`) and the two values.
+  // About 140 B per node with the map's node, its bucket and the name's heap block, where two
+  // prometheus-cpp gauges (each with its own label map and hash-map entries) took about 1.25 KB
+  // (mallinfo2 over 5,000 nodes with 25-character names).
+  struct NodeGpus {
+    double used = 0;
+    double free = 0;
+    std::uint32_t model = 0;
   };
 
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
@@ -79,11 +158,6 @@ struct PrometheusMetrics::Impl {
       prometheus::BuildGauge()
           .Name("linkfit_cache_pods")
           .Help("Pods in linkfit's cache: assumed (bind sent, not yet seen bound) or bound.")
-          .Register(*registry);
-  prometheus::Family<prometheus::Gauge>& gpus =
-      prometheus::BuildGauge()
-          .Name("linkfit_gpus")
-          .Help("Whole-GPU equivalents per node and GPU model, used or free.")
           .Register(*registry);
   prometheus::Family<prometheus::Gauge>& fragmentation =
       prometheus::BuildGauge()
@@ -178,7 +252,10 @@ struct PrometheusMetrics::Impl {
   prometheus::Gauge& fragmentation_ratio = fragmentation.Add({});
 
   std::mutex nodes_mutex;
-  std::map<std::string, NodeGauges, std::less<>> node_gauges;  // GUARDED_BY(nodes_mutex)
+  // GPU models seen, interned: a handful per cluster, kept for the process's life.
+  std::vector<std::string> models;  // GUARDED_BY(nodes_mutex)
+  std::unordered_map<std::string, NodeGpus, StringHash, std::equal_to<>>
+      node_gpus;  // GUARDED_BY(nodes_mutex)
 
   Impl() {
     for (const Verb verb : kVerbs) {
@@ -194,12 +271,13 @@ struct PrometheusMetrics::Impl {
     return requests.Add({{"verb", std::string(VerbName(verb))}, {"outcome", std::string(outcome)}});
   }
 
+  // Returns the index of `model` in `models`, adding it if it is new.
   // REQUIRES: nodes_mutex held.
-  void RemoveLocked(NodeGauges& entry) {
-    gpus.Remove(entry.used);
-    gpus.Remove(entry.free);
-    entry.used = nullptr;
-    entry.free = nullptr;
+  std::uint32_t InternModelLocked(std::string_view model) {
+    const auto it = std::find(models.begin(), models.end(), model);
+    if (it != models.end()) return static_cast<std::uint32_t>(it - models.begin());
+    models.emplace_back(model);
+    return static_cast<std::uint32_t>(models.size() - 1);
   }
 };
 
@@ -233,36 +311,48 @@ void PrometheusMetrics::SetCacheSizes(std::uint64_t nodes, std::uint64_t assumed
 void PrometheusMetrics::SetNodeDevices(std::string_view node, std::string_view gpu_model,
                                        double used, double free) {
   std::lock_guard<std::mutex> lock(impl_->nodes_mutex);
-  auto it = impl_->node_gauges.find(node);
-  if (it == impl_->node_gauges.end()) {
-    it = impl_->node_gauges.emplace(std::string(node), Impl::NodeGauges{}).first;
-  }
-  Impl::NodeGauges& entry = it->second;
-  if (entry.used != nullptr && entry.model != gpu_model) impl_->RemoveLocked(entry);
-  if (entry.used == nullptr) {
-    const std::string node_label(node);
-    entry.model = std::string(gpu_model);
-    entry.used =
-        &impl_->gpus.Add({{"node", node_label}, {"model", entry.model}, {"state", "used"}});
-    entry.free =
-        &impl_->gpus.Add({{"node", node_label}, {"model", entry.model}, {"state", "free"}});
-  }
-  entry.used->Set(used);
-  entry.free->Set(free);
+  auto it = impl_->node_gpus.find(node);
+  if (it == impl_->node_gpus.end()) it = impl_->node_gpus.emplace(node, Impl::NodeGpus{}).first;
+  // A changed model replaces the node's series: the next Render() shows only the new labels.
+  it->second = {used, free, impl_->InternModelLocked(gpu_model)};
 }
 
 void PrometheusMetrics::RemoveNode(std::string_view node) {
   std::lock_guard<std::mutex> lock(impl_->nodes_mutex);
-  const auto it = impl_->node_gauges.find(node);
-  if (it == impl_->node_gauges.end()) return;
-  impl_->RemoveLocked(it->second);
-  impl_->node_gauges.erase(it);
+  const auto it = impl_->node_gpus.find(node);
+  if (it != impl_->node_gpus.end()) impl_->node_gpus.erase(it);
 }
 
 void PrometheusMetrics::SetFragmentation(double ratio) { impl_->fragmentation_ratio.Set(ratio); }
 
 std::string PrometheusMetrics::Render() const {
-  return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
+  std::vector<prometheus::MetricFamily> first = impl_->registry->Collect();
+  // The copy keeps the lock short: SetNodeDevices is called under the cluster cache's lock.
+  std::vector<GpusRow> rows;
+  std::vector<std::string> models;
+  {
+    std::lock_guard<std::mutex> lock(impl_->nodes_mutex);
+    models = impl_->models;
+    rows.reserve(impl_->node_gpus.size());
+    for (const auto& entry : impl_->node_gpus) {
+      rows.push_back({entry.first, entry.second.model, entry.second.used, entry.second.free});
+    }
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const GpusRow& a, const GpusRow& b) { return a.node < b.node; });
+
+  const auto after_gpus = std::find_if(
+      first.begin(), first.end(),
+      [](const prometheus::MetricFamily& family) { return family.name == kAfterGpusName; });
+  std::vector<prometheus::MetricFamily> rest(std::make_move_iterator(after_gpus),
+                                             std::make_move_iterator(first.end()));
+  first.erase(after_gpus, first.end());
+
+  const prometheus::TextSerializer serializer;
+  std::string out = serializer.Serialize(first);
+  AppendGpusFamily(rows, models, serializer, out);
+  out += serializer.Serialize(rest);
+  return out;
 }
 
 void PrometheusMetrics::CountApiCall(std::string_view verb, int code) {

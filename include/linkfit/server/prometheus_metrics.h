@@ -24,7 +24,12 @@
 //   linkfit_handoff_mismatch_total              counter, placed pods holding other devices
 //   linkfit_time_to_ready_seconds               gauge
 //
-// Per-node series: only linkfit_gpus (two series per node); everything else is aggregated.
+// Per-node series: only linkfit_gpus (two series per node), which the dashboard's capacity and
+// free-GPUs-per-node panels need. It is not a prometheus-cpp family: each node is one compact
+// record (name, interned model, used, free: about 140 B) and the series are written at Render(),
+// sorted by node, where two prometheus-cpp gauges cost about 1.25 KB per node. Everything else is
+// aggregated over nodes: fragmentation is one cluster ratio, hand-off modes are node counts per
+// mode (GET /inspect shows each node's), cache sizes are totals.
 //
 // Thread-safety: every method may be called concurrently from any thread.
 
