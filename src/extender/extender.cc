@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "extender/gpu_state_memo.h"
+#include "extender/verb_cache.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
 
@@ -61,30 +62,19 @@ void PrefetchAhead(const std::vector<const state::NodeState*>& nodes, std::size_
   }
 }
 
-// What filter needs of a node's fit: whether it fits, and if not, why and whether freeing GPUs
-// could help. The reason is kept by the FilterResult, shared by every node it applies to.
-struct Verdict {
-  bool fits = false;
-  bool unresolvable = false;
-  std::string_view reason;
-};
-
-Verdict VerdictOf(const GpuRequest& request, const state::NodeState& node,
-                  const FitOptions& options, kube::FilterResult& result) {
-  NodeFit fit = FitOnNode(request, node, options);
-  if (fit.fits) return {true, false, {}};
-  return {false, fit.unresolvable, result.Keep(std::move(fit.reason))};
-}
-
-// A fit depends on nothing but the node's GPU state (gpu_state_memo.h): the fits of one call by
-// distinct state. The assignment of a shared fit names no node.
-const NodeFit& FitOf(GpuStateMemo<NodeFit>& fits, const GpuRequest& request,
-                     const state::NodeState& node, const FitOptions& options) {
-  return fits.Of(node, {}, [&] {
-    NodeFit fit = FitOnNode(request, node, options);
-    fit.assignment.node.clear();
-    return fit;
+// A fit depends on nothing but the request and the node's GPU state: kept by state id across
+// calls (verb_cache.h), and within a call shared by nodes alike (gpu_state_memo.h). A shared
+// fit's assignment names no node.
+CachedFit* FitFor(FitTable& table, GpuStateMemo<CachedFit*>& alike, const GpuRequest& request,
+                  const state::NodeState& node, const FitOptions& options) {
+  if (CachedFit* const* kept = table.by_state.Find(node.id())) return *kept;
+  CachedFit* fit = alike.Of(node, {}, [&] {
+    NodeFit computed = FitOnNode(request, node, options);
+    computed.assignment.node.clear();
+    return &table.fits.emplace_back(CachedFit{std::move(computed), 0, {}});
   });
+  table.by_state.Insert(node.id(), fit);
+  return fit;
 }
 
 }  // namespace
@@ -95,7 +85,10 @@ Extender::Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& 
       options_(std::move(options)),
       binder_(binder),
       pods_(pods),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      caches_(std::make_unique<VerbCachePool>()) {}
+
+Extender::~Extender() = default;
 
 kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   kube::FilterResult result;
@@ -123,7 +116,10 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const std::vector<const state::NodeState*> nodes = request->kind == GpuRequest::Kind::kNone
                                                          ? std::vector<const state::NodeState*>()
                                                          : Resolve(*snapshot, args.node_names);
-  GpuStateMemo<Verdict> verdicts;
+  const VerbCachePool::Lease cache = caches_->Acquire();
+  const std::uint64_t call = cache->BeginCall();
+  FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
+  GpuStateMemo<CachedFit*> alike;
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     if (request->kind == GpuRequest::Kind::kNone) {
       pass(i);
@@ -138,15 +134,20 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
       ++unresolvable;
       continue;
     }
-    const Verdict& verdict =
-        verdicts.Of(*node, {}, [&] { return VerdictOf(*request, *node, options_.fit, result); });
-    if (verdict.fits) {
+    CachedFit& cached = *FitFor(fits, alike, *request, *node, options_.fit);
+    if (cached.fit.fits) {
       pass(i);
-    } else if (verdict.unresolvable) {
-      result.failed_and_unresolvable_nodes.push_back({args.node_names[i], verdict.reason});
+      continue;
+    }
+    if (cached.kept_call != call) {  // each reason is kept once per reply
+      cached.kept_reason = result.Keep(cached.fit.reason);
+      cached.kept_call = call;
+    }
+    if (cached.fit.unresolvable) {
+      result.failed_and_unresolvable_nodes.push_back({args.node_names[i], cached.kept_reason});
       ++unresolvable;
     } else {
-      result.failed_nodes.push_back({args.node_names[i], verdict.reason});
+      result.failed_nodes.push_back({args.node_names[i], cached.kept_reason});
       ++failed;
     }
   }
@@ -166,22 +167,39 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   candidates.reserve(args.node_names.size());
   positions.reserve(args.node_names.size());
   const std::vector<const state::NodeState*> nodes = Resolve(*snapshot, args.node_names);
-  GpuStateMemo<NodeFit> fits;
   FitOptions scoring_only = options_.fit;
   scoring_only.explain = false;  // prioritize never shows a reason
+  const VerbCachePool::Lease cache = caches_->Acquire();
+  cache->BeginCall();
+  const std::string signature = RequestSignature(*request, scoring_only);
+  FitTable& fits = cache->Fits(signature);
+  GpuStateMemo<CachedFit*> alike;
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     PrefetchAhead(nodes, i);
     const state::NodeState* node = nodes[i];
     if (node == nullptr) continue;
-    const NodeFit& fit = FitOf(fits, *request, *node, scoring_only);
+    const NodeFit& fit = FitFor(fits, alike, *request, *node, scoring_only)->fit;
     if (!fit.fits) continue;
     candidates.push_back({node, &fit});
     positions.push_back(i);
   }
-  const std::vector<std::int64_t> scores =
-      ScoreNodes(*request, candidates, *pods_.demand().Shapes(), options_.weights,
-                 options_.score_range, pods_.demand().MigWeights());
-  for (std::size_t c = 0; c < candidates.size(); ++c) priorities[positions[c]].score = scores[c];
+  const ShapeList shapes = pods_.demand().Shapes();
+  const MigProfileWeightsPtr mig_weights = pods_.demand().MigWeights();
+  CandidateScorer scorer(*request, candidates, *shapes, options_.weights, options_.score_range,
+                         mig_weights);
+  ScoreTable& scores = cache->Scores(ScoreContext(signature, scorer.figures(), shapes, mig_weights),
+                                     shapes, mig_weights);
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    const std::uint64_t id = candidates[c].node->id();
+    std::int64_t score = 0;
+    if (const std::int64_t* kept = scores.by_state.Find(id)) {
+      score = *kept;
+    } else {
+      score = scorer.Score(c);
+      scores.by_state.Insert(id, score);
+    }
+    priorities[positions[c]].score = score;
+  }
   return priorities;
 }
 

@@ -451,13 +451,45 @@ GpuTerms GpuTermsOf(const TermInputs& in, const state::NodeState& node, const No
 
 }  // namespace
 
-std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
-                                     const std::vector<Candidate>& candidates,
-                                     const std::vector<Shape>& shapes, const ScoreWeights& weights,
-                                     int score_range, const MigProfileWeightsPtr& mig_weights) {
-  const std::size_t n = candidates.size();
-  const Scarcity scarcity = ScarcityOf(shapes, candidates);
+struct CandidateScorer::Impl {
+  Impl(const GpuRequest& the_request, const std::vector<Candidate>& the_candidates,
+       const std::vector<Shape>& the_shapes, const ScoreWeights& the_weights, int range,
+       const MigProfileWeightsPtr& mig_weights)
+      : request(the_request),
+        candidates(the_candidates),
+        shapes(the_shapes),
+        weights(the_weights),
+        score_range(range),
+        needs(NeedsOf(the_shapes)),
+        memo(the_shapes, needs),
+        mig_scorer(mig_weights),
+        inputs{the_request, bests, memo, mig_scorer} {}
+
+  const GpuRequest& request;
+  const std::vector<Candidate>& candidates;
+  const std::vector<Shape>& shapes;
+  const ScoreWeights& weights;
+  const int score_range;
+  Scarcity scarcity;
   CandidateBests bests;
+  // Nodes of one placement table (topology) share one GPU model: one model mask per table (a
+  // handful per cluster), not per node.
+  std::vector<std::pair<const alloc::PlacementTable*, ShapeMask>> masks;
+  const ShapeNeeds needs;
+  FragmentationMemo memo;
+  MigFragmentationScorer mig_scorer;
+  const TermInputs inputs;
+  GpuStateMemo<GpuTerms> terms_by_state;
+};
+
+CandidateScorer::CandidateScorer(const GpuRequest& request,
+                                 const std::vector<Candidate>& candidates,
+                                 const std::vector<Shape>& shapes, const ScoreWeights& weights,
+                                 int score_range, const MigProfileWeightsPtr& mig_weights)
+    : impl_(
+          std::make_unique<Impl>(request, candidates, shapes, weights, score_range, mig_weights)) {
+  impl_->scarcity = ScarcityOf(shapes, candidates);
+  CandidateBests& bests = impl_->bests;
   // Look-aheads of idle nodes by placement table: a handful of tables serve every node.
   std::vector<const alloc::PlacementTable*> tables_seen;
   for (const Candidate& c : candidates) {
@@ -471,49 +503,59 @@ std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
       bests.idle_ahead_max = std::max(bests.idle_ahead_max, LookaheadRing(*table, all));
     }
   }
-  // Nodes of one placement table (topology) share one GPU model: one model mask per table (a
-  // handful per cluster), not per node.
-  std::vector<std::pair<const alloc::PlacementTable*, ShapeMask>> masks;
-  const ShapeNeeds needs = NeedsOf(shapes);
-  FragmentationMemo memo(shapes, needs);
-  MigFragmentationScorer mig_scorer(mig_weights);
-  const TermInputs inputs{request, bests, memo, mig_scorer};
-  GpuStateMemo<GpuTerms> terms_by_state;
+}
+
+CandidateScorer::~CandidateScorer() = default;
+
+CandidateScorer::Figures CandidateScorer::figures() const {
+  return Figures{impl_->bests.ring, impl_->bests.sum, impl_->bests.idle_ahead_max,
+                 impl_->scarcity.cpu, impl_->scarcity.memory};
+}
+
+std::int64_t CandidateScorer::Score(std::size_t i) {
+  Impl& in = *impl_;
+  const GpuRequest& request = in.request;
+  const state::NodeState& node = *in.candidates[i].node;
+  const NodeFit& fit = *in.candidates[i].fit;
+  ShapeMask admitted_before = 0;
+  ShapeMask admitted_after = 0;
+  if (request.kind != GpuRequest::Kind::kMig) {
+    const alloc::PlacementTable* table = &node.table();
+    auto cached = std::find_if(in.masks.begin(), in.masks.end(),
+                               [&](const auto& entry) { return entry.first == table; });
+    if (cached == in.masks.end()) {
+      in.masks.emplace_back(table, ModelMask(node, in.shapes));
+      cached = in.masks.end() - 1;
+    }
+    const std::int64_t cpu_free = node.cpu_free_milli();
+    const std::int64_t memory_free = node.memory_free_bytes();
+    admitted_before = AdmittedShapes(cpu_free, memory_free, in.needs, cached->second);
+    admitted_after = AdmittedShapes(cpu_free - request.cpu_milli,
+                                    memory_free - request.memory_bytes, in.needs, cached->second);
+  }
+  const GpuTerms& terms = in.terms_by_state.Of(node, {admitted_before, admitted_after, &fit}, [&] {
+    return GpuTermsOf(in.inputs, node, fit, admitted_before, admitted_after);
+  });
+  const double balance = Balance(node, request, in.scarcity, node.UsedGpuEquivalents());
+  const ScoreWeights& weights = in.weights;
   const double weight_total =
       weights.topology + weights.packing + weights.fragmentation + weights.balance;
-  std::vector<std::int64_t> scores(n, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const state::NodeState& node = *candidates[i].node;
-    const NodeFit& fit = *candidates[i].fit;
-    ShapeMask admitted_before = 0;
-    ShapeMask admitted_after = 0;
-    if (request.kind != GpuRequest::Kind::kMig) {
-      const alloc::PlacementTable* table = &node.table();
-      auto cached = std::find_if(masks.begin(), masks.end(),
-                                 [&](const auto& entry) { return entry.first == table; });
-      if (cached == masks.end()) {
-        masks.emplace_back(table, ModelMask(node, shapes));
-        cached = masks.end() - 1;
-      }
-      const std::int64_t cpu_free = node.cpu_free_milli();
-      const std::int64_t memory_free = node.memory_free_bytes();
-      admitted_before = AdmittedShapes(cpu_free, memory_free, needs, cached->second);
-      admitted_after = AdmittedShapes(cpu_free - request.cpu_milli,
-                                      memory_free - request.memory_bytes, needs, cached->second);
-    }
-    const GpuTerms& terms = terms_by_state.Of(node, {admitted_before, admitted_after, &fit}, [&] {
-      return GpuTermsOf(inputs, node, fit, admitted_before, admitted_after);
-    });
-    const double balance = Balance(node, request, scarcity, node.UsedGpuEquivalents());
-    const double combined =
-        weight_total <= 0
-            ? 0.0
-            : (weights.topology * terms.topology + weights.packing * terms.packing +
-               weights.fragmentation * terms.fragmentation + weights.balance * balance) /
-                  weight_total;
-    scores[i] =
-        static_cast<std::int64_t>(std::lround(std::clamp(combined, 0.0, 1.0) * score_range));
-  }
+  const double combined =
+      weight_total <= 0
+          ? 0.0
+          : (weights.topology * terms.topology + weights.packing * terms.packing +
+             weights.fragmentation * terms.fragmentation + weights.balance * balance) /
+                weight_total;
+  return static_cast<std::int64_t>(std::lround(std::clamp(combined, 0.0, 1.0) * in.score_range));
+}
+
+std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,
+                                     const std::vector<Candidate>& candidates,
+                                     const std::vector<Shape>& shapes, const ScoreWeights& weights,
+                                     int score_range, const MigProfileWeightsPtr& mig_weights) {
+  CandidateScorer scorer(request, candidates, shapes, weights, score_range, mig_weights);
+  std::vector<std::int64_t> scores(candidates.size(), 0);
+  for (std::size_t i = 0; i < candidates.size(); ++i) scores[i] = scorer.Score(i);
   return scores;
 }
 

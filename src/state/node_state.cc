@@ -1,11 +1,17 @@
 #include "linkfit/state/node_state.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace linkfit::state {
 namespace {
 GpuMask Bit(int gpu) { return static_cast<GpuMask>(1u << gpu); }
+
+std::uint64_t NextStateId() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 }  // namespace
 
 std::vector<AssignmentPtr>::const_iterator NodePods::Locate(std::string_view uid) const {
@@ -36,6 +42,7 @@ GpuMask NodeState::ShareAvailable() const {
 }
 
 void NodeState::Summarize() {
+  id_ = NextStateId();
   table_ = info_->table.get();
   cpu_allocatable_milli_ = info_->cpu_milli;
   memory_allocatable_bytes_ = info_->memory_bytes;
@@ -240,6 +247,7 @@ NodeStatePtr NodeState::WithLoad(int pods, std::int64_t cpu_milli,
   next->load_memory_bytes_ += memory_bytes;
   next->cpu_used_milli_ += cpu_milli;
   next->memory_used_bytes_ += memory_bytes;
+  next->id_ = NextStateId();
   return next;
 }
 

@@ -3,6 +3,7 @@
 // state, every node's filter verdict and reason equal FitOnNode's for that node alone, and every
 // score equals ScoreNodes' with a fit of its own per node (which no other node can share).
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <random>
@@ -20,7 +21,14 @@ using linkfit::testing::Mask;
 
 class PerStateTest : public ::testing::Test {
  protected:
-  PerStateTest() : memo_(RequestDefaults{}), extender_(cache_, {}, binder_, memo_, metrics_) {}
+  // A fine score range: any change of a term shows in the score.
+  static ExtenderOptions FineScores() {
+    ExtenderOptions options;
+    options.score_range = 1000000;
+    return options;
+  }
+  PerStateTest()
+      : memo_(RequestDefaults{}), extender_(cache_, FineScores(), binder_, memo_, metrics_) {}
 
   // `nodes` nodes over three topologies (A100s with GPUs 0-1 in MIG mode), each with a few
   // random holds drawn from a small set so that states repeat, and random CPU use.
@@ -31,8 +39,8 @@ class PerStateTest : public ::testing::Test {
       const std::string name = "node-" + std::to_string(n);
       auto info = std::make_shared<state::NodeInfo>(
           *linkfit::testing::MakeNodeInfo(name, fixture, fixture == "dgx-a100" ? Mask({0, 1}) : 0));
-      info->cpu_milli = 64000;
-      info->memory_bytes = std::int64_t{512} << 30;
+      info->cpu_milli = 16000 * (1 + static_cast<std::int64_t>(rng() % 8));
+      info->memory_bytes = (std::int64_t{64} << 30) * (1 + static_cast<std::int64_t>(rng() % 8));
       cache_.UpsertNode(info);
       names_.push_back(name);
       const int holds = static_cast<int>(rng() % 3);
@@ -58,6 +66,9 @@ class PerStateTest : public ::testing::Test {
     }
   }
 
+  void CheckFilter(const kube::PodView& pod);
+  void CheckPrioritize(const kube::PodView& pod);
+
   static std::vector<kube::PodView> Pods() {
     std::vector<kube::PodView> pods;
     for (int gpus : {1, 2, 4, 8}) {
@@ -82,79 +93,169 @@ class PerStateTest : public ::testing::Test {
   PodMemo memo_;
   Extender extender_;
   std::vector<std::string> names_;
+  std::vector<std::string> sample_;  // when not empty: the names prioritize is asked about
 };
+
+// Filter's answer for `pod` on every node equals FitOnNode's for that node alone.
+void PerStateTest::CheckFilter(const kube::PodView& pod) {
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  const auto request = ParseGpuRequest(pod, RequestDefaults{});
+  ASSERT_TRUE(request.has_value()) << pod.uid;
+  const kube::FilterResult result = extender_.Filter(testing::NamesArgs(pod, names_));
+  if (request->kind == GpuRequest::Kind::kNone) {  // passes everywhere, known or not
+    EXPECT_EQ(result.node_names.size(), names_.size());
+    return;
+  }
+  std::map<std::string, std::string> failed, unresolvable;
+  for (const kube::NodeFailure& f : result.failed_nodes) failed[std::string(f.node)] = f.reason;
+  for (const kube::NodeFailure& f : result.failed_and_unresolvable_nodes) {
+    unresolvable[std::string(f.node)] = f.reason;
+  }
+  std::size_t passed = 0;
+  for (const std::string& name : names_) {
+    const state::NodeState* node = snapshot->Find(name);
+    if (node == nullptr) {
+      EXPECT_EQ(unresolvable.count(name), 1u) << name;
+      continue;
+    }
+    const NodeFit fit = FitOnNode(*request, *node, {});
+    if (fit.fits) {
+      ++passed;
+      EXPECT_EQ(failed.count(name) + unresolvable.count(name), 0u) << pod.uid << " " << name;
+    } else if (fit.unresolvable) {
+      EXPECT_EQ(unresolvable[name], fit.reason) << pod.uid << " " << name;
+    } else {
+      EXPECT_EQ(failed[name], fit.reason) << pod.uid << " " << name;
+    }
+  }
+  EXPECT_EQ(result.node_names.size(), passed) << pod.uid;
+}
+
+// Prioritize's score for `pod` on every node equals ScoreNodes' with a fit of its own per node.
+void PerStateTest::CheckPrioritize(const kube::PodView& pod) {
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  const auto request = ParseGpuRequest(pod, RequestDefaults{});
+  ASSERT_TRUE(request.has_value()) << pod.uid;
+  const std::vector<std::string>& names = sample_.empty() ? names_ : sample_;
+  const auto priorities = extender_.Prioritize(testing::NamesArgs(pod, names));
+  ASSERT_EQ(priorities.size(), names.size());
+  std::deque<NodeFit> fits;  // one per node: nothing shared between nodes
+  std::vector<Candidate> candidates;
+  std::vector<std::size_t> positions;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const state::NodeState* node = snapshot->Find(names[i]);
+    if (node == nullptr) continue;
+    NodeFit& fit = fits.emplace_back(FitOnNode(*request, *node, {}));
+    if (!fit.fits) continue;
+    candidates.push_back({node, &fit});
+    positions.push_back(i);
+  }
+  const std::vector<std::int64_t> expected =
+      ScoreNodes(*request, candidates, *memo_.demand().Shapes(), ScoreWeights{},
+                 FineScores().score_range, memo_.demand().MigWeights());
+  std::vector<std::int64_t> want(names.size(), 0);
+  for (std::size_t c = 0; c < candidates.size(); ++c) want[positions[c]] = expected[c];
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(priorities[i].score, want[i]) << pod.uid << " " << names[i];
+  }
+}
 
 TEST_F(PerStateTest, FilterAnswersEveryNodeAsItsOwnFitDoes) {
   std::mt19937 rng(7);
   BuildCluster(rng, 120);
   names_.push_back("unknown-node");
-  const state::SnapshotPtr snapshot = cache_.Snapshot();
-  for (const kube::PodView& pod : Pods()) {
-    const auto request = ParseGpuRequest(pod, RequestDefaults{});
-    ASSERT_TRUE(request.has_value()) << pod.uid;
-    const kube::FilterResult result = extender_.Filter(testing::NamesArgs(pod, names_));
-    if (request->kind == GpuRequest::Kind::kNone) {  // passes everywhere, known or not
-      EXPECT_EQ(result.node_names.size(), names_.size());
-      continue;
-    }
-    std::map<std::string, std::string> failed, unresolvable;
-    for (const kube::NodeFailure& f : result.failed_nodes) failed[std::string(f.node)] = f.reason;
-    for (const kube::NodeFailure& f : result.failed_and_unresolvable_nodes) {
-      unresolvable[std::string(f.node)] = f.reason;
-    }
-    std::size_t passed = 0;
-    for (const std::string& name : names_) {
-      const state::NodeState* node = snapshot->Find(name);
-      if (node == nullptr) {
-        EXPECT_EQ(unresolvable.count(name), 1u) << name;
-        continue;
-      }
-      const NodeFit fit = FitOnNode(*request, *node, {});
-      if (fit.fits) {
-        ++passed;
-        EXPECT_EQ(failed.count(name) + unresolvable.count(name), 0u) << pod.uid << " " << name;
-      } else if (fit.unresolvable) {
-        EXPECT_EQ(unresolvable[name], fit.reason) << pod.uid << " " << name;
-      } else {
-        EXPECT_EQ(failed[name], fit.reason) << pod.uid << " " << name;
-      }
-    }
-    EXPECT_EQ(result.node_names.size(), passed) << pod.uid;
-    EXPECT_GT(passed, 0u) << pod.uid;  // the cluster leaves room for every pod
-  }
+  for (const kube::PodView& pod : Pods()) CheckFilter(pod);
 }
 
 TEST_F(PerStateTest, PrioritizeScoresEveryNodeAsItsOwnFitDoes) {
   std::mt19937 rng(11);
   BuildCluster(rng, 150);
-  const state::SnapshotPtr snapshot = cache_.Snapshot();
   // Learn a demand first, so that fragmentation and balance have shapes with CPU and memory.
   for (const kube::PodView& pod : Pods()) memo_.Observe(pod, /*filtered=*/true);
-  for (const kube::PodView& pod : Pods()) {
-    const auto request = ParseGpuRequest(pod, RequestDefaults{});
-    ASSERT_TRUE(request.has_value()) << pod.uid;
-    const auto priorities = extender_.Prioritize(testing::NamesArgs(pod, names_));
-    ASSERT_EQ(priorities.size(), names_.size());
-    std::deque<NodeFit> fits;  // one per node: nothing shared between nodes
-    std::vector<Candidate> candidates;
-    std::vector<std::size_t> positions;
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-      const state::NodeState* node = snapshot->Find(names_[i]);
-      ASSERT_NE(node, nullptr);
-      NodeFit& fit = fits.emplace_back(FitOnNode(*request, *node, {}));
-      if (!fit.fits) continue;
-      candidates.push_back({node, &fit});
-      positions.push_back(i);
+  for (const kube::PodView& pod : Pods()) CheckPrioritize(pod);
+}
+
+// Answers kept across calls (by node state id) follow every change: binds and releases change
+// a node's state, new demand changes the shapes, a candidate set without the best node changes
+// the best ring. Every call is checked against answers computed afresh.
+TEST_F(PerStateTest, KeptAnswersFollowEveryChange) {
+  std::mt19937 rng(23);
+  BuildCluster(rng, 80);
+  const std::vector<kube::PodView> pods = Pods();
+  std::vector<std::string> bound;
+  int binds = 0;
+  for (int round = 0; round < 200; ++round) {
+    const kube::PodView& pod = pods[rng() % pods.size()];
+    CheckFilter(pod);
+    CheckPrioritize(pod);
+    sample_.clear();
+    switch (rng() % 5) {
+      case 0: {  // bind a pod where it fits
+        const kube::PodView& next = pods[rng() % pods.size()];
+        const kube::FilterResult passed = extender_.Filter(testing::NamesArgs(next, names_));
+        if (passed.node_names.empty()) break;
+        kube::PodView placed = next;
+        placed.uid = next.uid + "-" + std::to_string(round);
+        placed.name = "pod-" + placed.uid;
+        memo_.Observe(placed, /*filtered=*/true);  // as the wire handler does: bind knows it
+        const std::string node(passed.node_names[rng() % passed.node_names.size()]);
+        if (extender_.Bind(testing::BindArgs(placed, node)).empty()) {
+          bound.push_back(placed.uid);
+          ++binds;
+        }
+        break;
+      }
+      case 1:  // release one
+        if (!bound.empty()) {
+          extender_.Release(bound.back());
+          bound.pop_back();
+        }
+        break;
+      case 2:  // new demand: more of one shape
+        for (int k = 0; k < 20; ++k) memo_.Observe(pods[rng() % pods.size()], true);
+        break;
+      case 3: {  // CPU and memory of pods linkfit does not place
+        const std::string& node = names_[rng() % names_.size()];
+        cache_.AddLoad(node, 4000, std::int64_t{16} << 30);
+        break;
+      }
+      default:  // kube-scheduler's sample: a few nodes (another best ring, other medians)
+        sample_ = names_;
+        std::shuffle(sample_.begin(), sample_.end(), rng);
+        sample_.resize(2 + rng() % 10);
+        CheckPrioritize(pod);
+        break;
     }
-    const std::vector<std::int64_t> expected =
-        ScoreNodes(*request, candidates, *memo_.demand().Shapes(), ScoreWeights{}, 140,
-                   memo_.demand().MigWeights());
-    std::vector<std::int64_t> want(names_.size(), 0);
-    for (std::size_t c = 0; c < candidates.size(); ++c) want[positions[c]] = expected[c];
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-      EXPECT_EQ(priorities[i].score, want[i]) << pod.uid << " " << names_[i];
-    }
+    if (::testing::Test::HasFailure()) break;
   }
+  EXPECT_GE(binds, 5);
+}
+
+// The same node state scores differently under other candidates' figures: a node whose only
+// free pair is a PCIe pair is not the best ring beside an idle node, and is alone.
+TEST_F(PerStateTest, KeptScoresFollowTheCandidatesBestRing) {
+  for (const std::string name : {"idle", "broken"}) {
+    auto info =
+        std::make_shared<state::NodeInfo>(*linkfit::testing::MakeNodeInfo(name, "dgx1-v100"));
+    info->cpu_milli = 64000;
+    info->memory_bytes = std::int64_t{512} << 30;
+    cache_.UpsertNode(info);
+  }
+  state::Assignment hold;
+  hold.pod_uid = "hold";
+  hold.pod_namespace = "ml";
+  hold.pod_name = "hold";
+  hold.node = "broken";
+  hold.gpus = Mask({1, 2, 3, 4, 6, 7});  // leaves 0 and 5: no NVLink between them
+  ASSERT_TRUE(cache_.AddBound(hold).has_value());
+  const kube::PodView pod = testing::GpuPod("pair", 2);
+  names_ = {"idle", "broken"};
+  CheckPrioritize(pod);
+  const auto beside = extender_.Prioritize(testing::NamesArgs(pod, {"idle", "broken"}));
+  sample_ = {"broken"};
+  CheckPrioritize(pod);
+  const auto alone = extender_.Prioritize(testing::NamesArgs(pod, {"broken"}));
+  EXPECT_GT(alone[0].score, beside[1].score);  // alone, its pair is the best ring on offer
 }
 
 TEST(GpuStateMemoTest, ComputesOncePerDistinctStateAndExtra) {

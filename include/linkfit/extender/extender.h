@@ -12,8 +12,11 @@
 //               satisfies the pod (victims and their order unchanged).
 //
 // Filter, prioritize, preempt and explain are const: they read one snapshot and the PodSource's
-// demand and change nothing. Bind resolves the pod through the PodSource (pod_source.h), which is
-// the memo of earlier requests in standalone mode and the pod watch in cluster mode.
+// demand and change nothing of the cluster's state. Filter and prioritize keep what they learn
+// of node states across calls (fits and scores by node state id, extender/verb_cache.h): a node
+// state never changes, so these hold until the state is replaced. Bind resolves the pod through the
+// PodSource (pod_source.h), which is the memo of earlier requests in standalone mode and the pod
+// watch in cluster mode.
 //
 // Thread-safety: every method may be called concurrently.
 
@@ -33,6 +36,8 @@
 
 namespace linkfit::extender {
 
+class VerbCachePool;
+
 struct ExtenderOptions {
   RequestDefaults defaults;
   FitOptions fit;
@@ -45,6 +50,7 @@ class Extender {
   // `binder`, `pods` and `metrics` must outlive the Extender.
   Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& binder, PodSource& pods,
            MetricsSink& metrics);
+  ~Extender();
 
   kube::FilterResult Filter(const kube::ExtenderArgs& args) const;
   std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) const;
@@ -68,6 +74,7 @@ class Extender {
   Binder& binder_;
   PodSource& pods_;
   MetricsSink& metrics_;
+  std::unique_ptr<VerbCachePool> caches_;  // filter's and prioritize's; leased per call
 };
 
 }  // namespace linkfit::extender

@@ -151,6 +151,37 @@ struct Candidate {
   const NodeFit* fit = nullptr;  // fits == true
 };
 
+// Scores candidates one at a time, after a pass over all of them for what every score depends
+// on (the best ring and sum, the largest idle look-ahead, the CPU and memory scarcity). Two
+// candidates in the same GPU state, with the same fit, CPU and memory, score the same under the
+// same figures(), request, shapes, MIG weights, weights and range: callers may keep scores across
+// calls keyed by these. The arguments must outlive the scorer.
+class CandidateScorer {
+ public:
+  CandidateScorer(const GpuRequest& request, const std::vector<Candidate>& candidates,
+                  const std::vector<Shape>& shapes, const ScoreWeights& weights, int score_range,
+                  const MigProfileWeightsPtr& mig_weights);
+  ~CandidateScorer();
+  CandidateScorer(const CandidateScorer&) = delete;
+  CandidateScorer& operator=(const CandidateScorer&) = delete;
+
+  struct Figures {
+    double best_ring = 0;
+    double best_sum = 0;
+    double idle_ahead_max = 0;
+    double scarcity_cpu = 0;
+    double scarcity_memory = 0;
+  };
+  Figures figures() const;
+
+  // The score of candidate `i`, in [0, score_range].
+  std::int64_t Score(std::size_t i);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // Scores every candidate (pods without GPUs included: every node is a candidate); returns
 // integers in [0, score_range], in candidate order.
 std::vector<std::int64_t> ScoreNodes(const GpuRequest& request,

@@ -196,6 +196,9 @@ class NodeState {
   // gpu_state_hash() is a hash of exactly that, kept with the state (not computed per request);
   // SameGpuState says whether two states are alike in it. CPU and memory are not part of it.
   std::uint64_t gpu_state_hash() const { return gpu_state_hash_; }
+  // Unique to this state: a change (Apply, Remove, WithLoad) makes a state with a new id, never
+  // one seen before in this process, so results about a state may be kept by its id.
+  std::uint64_t id() const { return id_; }
   static bool SameGpuState(const NodeState& a, const NodeState& b);
 
   // CPU and memory requested by the pods on this node (never checked against allocatable: the
@@ -246,6 +249,7 @@ class NodeState {
   // The hot record, kept by Summarize(): what filter and prioritize read of every node, in the
   // first cache lines, so that a node that passes or is scored costs no visit to its NodeInfo.
   const alloc::PlacementTable* table_ = nullptr;  // info_->table
+  std::uint64_t id_ = 0;
   std::uint64_t gpu_state_hash_ = 0;
   double used_gpu_equivalents_ = 0;
   std::int64_t cpu_allocatable_milli_ = 0;  // info_->cpu_milli

@@ -1,0 +1,118 @@
+#include "extender/verb_cache.h"
+
+#include <bit>
+#include <cstring>
+
+namespace linkfit::extender {
+namespace {
+
+void AppendNumber(std::string& out, std::int64_t value) {
+  out += std::to_string(value);
+  out += '|';
+}
+
+// Doubles by their bits: equal text means the very same figure.
+void AppendBits(std::string& out, double value) {
+  AppendNumber(out, static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(value)));
+}
+
+void AppendAddress(std::string& out, const void* address) {
+  AppendNumber(out, static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(address)));
+}
+
+// Drops the least recently used table once there are too many.
+template <typename Table>
+void Bound(std::map<std::string, Table, std::less<>>& tables) {
+  if (tables.size() < VerbCache::kMaxTables) return;
+  auto oldest = tables.begin();
+  for (auto it = tables.begin(); it != tables.end(); ++it) {
+    if (it->second.last_use < oldest->second.last_use) oldest = it;
+  }
+  tables.erase(oldest);
+}
+
+}  // namespace
+
+std::string RequestSignature(const GpuRequest& request, const FitOptions& options) {
+  std::string out;
+  AppendNumber(out, static_cast<int>(request.kind));
+  AppendNumber(out, request.count);
+  AppendNumber(out, static_cast<int>(request.closeness));
+  AppendNumber(out, static_cast<int>(request.policy));
+  AppendNumber(out, request.share_milli);
+  AppendNumber(out, request.cpu_milli);
+  AppendNumber(out, request.memory_bytes);
+  AppendNumber(out, static_cast<int>(options.share_policy));
+  AppendNumber(out, options.explain ? 1 : 0);
+  // Free text last, each with its length: no two requests write the same signature.
+  AppendNumber(out, static_cast<std::int64_t>(request.mig_profile.size()));
+  out += request.mig_profile;
+  for (const std::string& model : request.gpu_models) {
+    AppendNumber(out, static_cast<std::int64_t>(model.size()));
+    out += model;
+  }
+  return out;
+}
+
+std::string ScoreContext(const std::string& signature, const CandidateScorer::Figures& figures,
+                         const ShapeList& shapes, const MigProfileWeightsPtr& mig_weights) {
+  std::string out;
+  AppendBits(out, figures.best_ring);
+  AppendBits(out, figures.best_sum);
+  AppendBits(out, figures.idle_ahead_max);
+  AppendBits(out, figures.scarcity_cpu);
+  AppendBits(out, figures.scarcity_memory);
+  AppendAddress(out, shapes.get());
+  AppendAddress(out, mig_weights.get());
+  out += signature;
+  return out;
+}
+
+std::uint64_t VerbCache::BeginCall() { return ++calls_; }
+
+FitTable& VerbCache::Fits(const std::string& signature) {
+  auto it = fits_.find(signature);
+  if (it == fits_.end()) {
+    Bound(fits_);
+    it = fits_.emplace(signature, FitTable{}).first;
+  } else if (it->second.fits.size() > kMaxEntries || it->second.by_state.size() > kMaxEntries) {
+    it->second = FitTable{};  // at a call's start: nobody holds pointers into it
+  }
+  it->second.last_use = calls_;
+  return it->second;
+}
+
+ScoreTable& VerbCache::Scores(const std::string& context, const ShapeList& shapes,
+                              const MigProfileWeightsPtr& mig_weights) {
+  auto it = scores_.find(context);
+  if (it == scores_.end()) {
+    Bound(scores_);
+    it = scores_.emplace(context, ScoreTable{}).first;
+    it->second.shapes = shapes;
+    it->second.mig_weights = mig_weights;
+  } else if (it->second.by_state.size() > kMaxEntries) {
+    it->second.by_state = StateIdMap<std::int64_t>();
+  }
+  it->second.last_use = calls_;
+  return it->second;
+}
+
+VerbCachePool::Lease VerbCachePool::Acquire() {
+  std::unique_ptr<VerbCache> cache;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!idle_.empty()) {
+      cache = std::move(idle_.back());
+      idle_.pop_back();
+    }
+  }
+  if (!cache) cache = std::make_unique<VerbCache>();
+  return Lease(*this, std::move(cache));
+}
+
+void VerbCachePool::Return(std::unique_ptr<VerbCache> cache) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  idle_.push_back(std::move(cache));
+}
+
+}  // namespace linkfit::extender

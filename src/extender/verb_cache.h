@@ -1,0 +1,153 @@
+#pragma once
+
+// What filter and prioritize keep across calls. A node state never changes (a change makes a new
+// state with a new NodeState::id()), so a fit found for a request on a state holds for as long as
+// that state exists, and a score holds for as long as the figures it was scored under (the
+// request, the learned shapes, the candidates' best ring and scarcity) are the same. kube-scheduler
+// asks about the same few pod shapes over nodes of which only the last bound one changed, so most
+// nodes are answered from here: one probe by the state's id.
+//
+// Tables are keyed by a text that names everything else the answer depends on (RequestSignature,
+// ScoreContext); the shapes and MIG weights a score table was built under are held by it, so
+// their addresses (part of its key) cannot be reused by other lists while it lives.
+//
+// Thread-safety: a VerbCache is used by one call at a time; VerbCachePool hands them out (one
+// lock per call, none per node).
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "linkfit/extender/node_fit.h"
+#include "linkfit/extender/scoring.h"
+
+namespace linkfit::extender {
+
+// A flat map from node state ids (never 0) to small values.
+template <typename Value>
+class StateIdMap {
+ public:
+  const Value* Find(std::uint64_t id) const {
+    if (slots_.empty()) return nullptr;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = Mix(id) & mask;; i = (i + 1) & mask) {
+      if (slots_[i].id == id) return &slots_[i].value;
+      if (slots_[i].id == 0) return nullptr;
+    }
+  }
+  void Insert(std::uint64_t id, Value value) {
+    if ((size_ + 1) * 2 > slots_.size()) Grow();
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = Mix(id) & mask;
+    while (slots_[i].id != 0 && slots_[i].id != id) i = (i + 1) & mask;
+    if (slots_[i].id == 0) ++size_;
+    slots_[i] = Slot{id, std::move(value)};
+  }
+  std::size_t size() const { return size_; }
+
+ private:
+  struct Slot {
+    std::uint64_t id = 0;
+    Value value{};
+  };
+  static std::size_t Mix(std::uint64_t id) {
+    return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15u) >> 20);
+  }
+  void Grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
+    const std::size_t mask = slots_.size() - 1;
+    for (Slot& slot : old) {
+      if (slot.id == 0) continue;
+      std::size_t i = Mix(slot.id) & mask;
+      while (slots_[i].id != 0) i = (i + 1) & mask;
+      slots_[i] = std::move(slot);
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::size_t size_ = 0;
+};
+
+// A fit kept for one request signature; `kept_reason` is its reason as kept by the FilterResult
+// of call `kept_call` (filter interns each reason once per reply).
+struct CachedFit {
+  NodeFit fit;
+  std::uint64_t kept_call = 0;
+  std::string_view kept_reason;
+};
+
+// Fits of one request signature.
+struct FitTable {
+  std::deque<CachedFit> fits;  // stable addresses
+  StateIdMap<CachedFit*> by_state;
+  std::uint64_t last_use = 0;
+};
+
+// Scores under one context.
+struct ScoreTable {
+  StateIdMap<std::int64_t> by_state;
+  ShapeList shapes;                  // held: its address is part of the context
+  MigProfileWeightsPtr mig_weights;  // likewise
+  std::uint64_t last_use = 0;
+};
+
+// Everything a fit depends on besides the node's state, as text.
+std::string RequestSignature(const GpuRequest& request, const FitOptions& options);
+
+// Everything a score depends on besides the node's state and fit, as text.
+std::string ScoreContext(const std::string& signature, const CandidateScorer::Figures& figures,
+                         const ShapeList& shapes, const MigProfileWeightsPtr& mig_weights);
+
+class VerbCache {
+ public:
+  // Starts a call; the number identifies it (CachedFit::kept_call).
+  std::uint64_t BeginCall();
+  // The table for `signature` (created empty); tables grown past their bound are emptied here,
+  // at a call's start, never while a call holds pointers into them.
+  FitTable& Fits(const std::string& signature);
+  ScoreTable& Scores(const std::string& context, const ShapeList& shapes,
+                     const MigProfileWeightsPtr& mig_weights);
+
+  static constexpr std::size_t kMaxTables = 16;
+  static constexpr std::size_t kMaxEntries = std::size_t{1} << 17;
+
+ private:
+  std::map<std::string, FitTable, std::less<>> fits_;
+  std::map<std::string, ScoreTable, std::less<>> scores_;
+  std::uint64_t calls_ = 0;
+};
+
+class VerbCachePool {
+ public:
+  // A cache for the caller alone until the lease ends.
+  class Lease {
+   public:
+    Lease(VerbCachePool& pool, std::unique_ptr<VerbCache> cache)
+        : pool_(pool), cache_(std::move(cache)) {}
+    ~Lease() { pool_.Return(std::move(cache_)); }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    VerbCache& operator*() const { return *cache_; }
+    VerbCache* operator->() const { return cache_.get(); }
+
+   private:
+    VerbCachePool& pool_;
+    std::unique_ptr<VerbCache> cache_;
+  };
+
+  Lease Acquire();
+
+ private:
+  void Return(std::unique_ptr<VerbCache> cache);
+
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<VerbCache>> idle_;  // GUARDED_BY(mutex_)
+};
+
+}  // namespace linkfit::extender
