@@ -433,12 +433,12 @@ std::uint64_t SortKey(std::string_view node, std::size_t common) {
 // outweighs what it saves over a comparison sort.
 constexpr std::size_t kRadixSortMin = 64;
 
-// Sorts by key, stably: a least-significant-digit radix sort over the key's bytes, skipping the
-// bytes on which all keys agree (the zero padding of short names, for one).
-void RadixSortByKey(std::vector<SortEntry>& entries) {
+// Sorts entries[0, n) by key, stably: a least-significant-digit radix sort over the key's bytes,
+// skipping the bytes on which all keys agree (the zero padding of short names, for one).
+void RadixSortByKey(SortEntry* entries, std::size_t n, std::vector<SortEntry>& scratch) {
   std::array<std::array<std::uint32_t, 256>, 8> counts{};
-  for (const SortEntry& entry : entries) {
-    const std::uint64_t key = entry.key;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t key = entries[i].key;
     ++counts[0][key & 0xFF];
     ++counts[1][(key >> 8) & 0xFF];
     ++counts[2][(key >> 16) & 0xFF];
@@ -448,50 +448,75 @@ void RadixSortByKey(std::vector<SortEntry>& entries) {
     ++counts[6][(key >> 48) & 0xFF];
     ++counts[7][key >> 56];
   }
-  std::vector<SortEntry> scratch(entries.size());
+  scratch.resize(std::max(scratch.size(), n));
+  SortEntry* from = entries;
+  SortEntry* to = scratch.data();
   for (std::size_t byte = 0; byte < 8; ++byte) {
     const unsigned shift = static_cast<unsigned>(8 * byte);
     std::array<std::uint32_t, 256>& count = counts[byte];
-    if (count[(entries.front().key >> shift) & 0xFF] == entries.size()) continue;
+    if (count[(from[0].key >> shift) & 0xFF] == n) continue;
     std::uint32_t next = 0;  // turns the counts into each bucket's first position
     for (std::uint32_t& c : count) next += std::exchange(c, next);
-    for (const SortEntry& entry : entries) scratch[count[(entry.key >> shift) & 0xFF]++] = entry;
-    entries.swap(scratch);
+    for (std::size_t i = 0; i < n; ++i) to[count[(from[i].key >> shift) & 0xFF]++] = from[i];
+    std::swap(from, to);
+  }
+  if (from != entries) std::copy(from, from + n, entries);
+}
+
+// Sorts entries[0, n) by name bytes and, for a repeated name, by index (what a stable sort gives;
+// the caller keeps the last). Keys are the 8 bytes after the longest prefix the names share; names
+// whose keys tie share 8 more bytes, and are sorted again from there (names like pool-a-n1 ...
+// pool-a-n714 need two rounds), so whole names are compared only when one name ends where another
+// goes on.
+void SortByName(SortEntry* entries, std::size_t n, const std::vector<NodeFailure>& failures,
+                std::vector<SortEntry>& scratch) {
+  const std::string_view first = failures[entries[0].index].node;
+  std::size_t shortest = first.size();
+  for (std::size_t i = 1; i < n; ++i) {
+    shortest = std::min(shortest, failures[entries[i].index].node.size());
+  }
+  std::size_t common = shortest;  // the longest prefix every name shares
+  for (std::size_t i = 1; i < n && common > 0; ++i) {
+    common = CommonPrefixLength(first, failures[entries[i].index].node, common);
+  }
+  const auto by_rest = [&failures, common](const SortEntry& a, const SortEntry& b) {
+    const int rest =
+        failures[a.index].node.substr(common).compare(failures[b.index].node.substr(common));
+    return rest != 0 ? rest < 0 : a.index < b.index;
+  };
+  if (common == shortest) {  // one name is a prefix of the others (or they are all equal)
+    std::sort(entries, entries + n, by_rest);
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    entries[i].key = SortKey(failures[entries[i].index].node, common);
+  }
+  if (n < kRadixSortMin) {
+    std::sort(entries, entries + n, [&by_rest](const SortEntry& a, const SortEntry& b) {
+      return a.key != b.key ? a.key < b.key : by_rest(a, b);
+    });
+    return;
+  }
+  RadixSortByKey(entries, n, scratch);
+  for (std::size_t run = 0; run < n;) {
+    std::size_t end = run + 1;
+    while (end < n && entries[end].key == entries[run].key) ++end;
+    // Equal keys: the names agree on at least one more byte, so the next round gets further.
+    if (end - run > 1) SortByName(entries + run, end - run, failures, scratch);
+    run = end;
   }
 }
 
 // Returns the order in which a Go map[string]string prints `failures`: by node name bytes, and
-// for a repeated name in input order (what a stable sort gives; the caller keeps the last). It
-// sorts {key, index} pairs, so whole names are compared only where two keys are equal.
-std::vector<SortEntry> SortFailures(const std::vector<NodeFailure>& failures, std::size_t common) {
+// for a repeated name in input order (the caller keeps the last).
+std::vector<SortEntry> SortFailures(const std::vector<NodeFailure>& failures) {
   std::vector<SortEntry> sorted;
   sorted.reserve(failures.size());
   for (std::size_t i = 0; i < failures.size(); ++i) {
-    sorted.push_back({SortKey(failures[i].node, common), static_cast<std::uint32_t>(i)});
+    sorted.push_back({0, static_cast<std::uint32_t>(i)});
   }
-  // Two names with equal keys agree on their first min(common + 8, sizes) bytes (a padding zero
-  // matches where the other name has ended too or holds a zero byte), so the rest of the names,
-  // lengths included, decides; then the index.
-  const auto before = [&failures, common](const SortEntry& a, const SortEntry& b) {
-    const std::string_view x = failures[a.index].node;
-    const std::string_view y = failures[b.index].node;
-    const std::size_t skip = std::min({common + 8, x.size(), y.size()});
-    const int rest = x.substr(skip).compare(y.substr(skip));
-    return rest != 0 ? rest < 0 : a.index < b.index;
-  };
-  if (sorted.size() < kRadixSortMin) {
-    std::sort(sorted.begin(), sorted.end(), [&before](const SortEntry& a, const SortEntry& b) {
-      return a.key != b.key ? a.key < b.key : before(a, b);
-    });
-    return sorted;
-  }
-  RadixSortByKey(sorted);
-  for (auto run = sorted.begin(); run != sorted.end();) {
-    auto end = run + 1;
-    while (end != sorted.end() && end->key == run->key) ++end;
-    if (end - run > 1) std::sort(run, end, before);
-    run = end;
-  }
+  std::vector<SortEntry> scratch;
+  if (!sorted.empty()) SortByName(sorted.data(), sorted.size(), failures, scratch);
   return sorted;
 }
 
@@ -501,12 +526,7 @@ void AppendFailures(Output& out, const std::vector<NodeFailure>& failures, Reaso
     out.Literal("{}");
     return;
   }
-  const std::string_view first = failures.front().node;
-  std::size_t common = first.size();
-  for (const NodeFailure& failure : failures) {
-    common = CommonPrefixLength(first, failure.node, std::min(common, failure.node.size()));
-  }
-  const std::vector<SortEntry> sorted = SortFailures(failures, common);
+  const std::vector<SortEntry> sorted = SortFailures(failures);
   out.Literal("{");
   bool first_entry = true;
   for (std::size_t i = 0; i < sorted.size(); ++i) {

@@ -390,6 +390,30 @@ TEST(EncodePropertyTest, FilterResultDenseNumberedNames) {
   }
 }
 
+// Pools of nodes, as clusters name them: long pool prefixes that differ early, then unpadded
+// numbers (n1 < n10 < n100 < n2 in bytes), in a random order with repeats. Names tie on their
+// first sort key within a pool and are sorted again further on.
+TEST(EncodePropertyTest, FilterResultPoolsOfNumberedNames) {
+  RandomText random(11);
+  const std::vector<std::string> pools = {"dgx-a100-pool-7f3c2-n", "dgx-h100-pool-1b9e4-n",
+                                          "dgx-a100-pool-7f3c2-n1", "l40s-pool-2e8d5-n", "l"};
+  for (const std::size_t count : std::vector<std::size_t>{30, 700, 5000}) {
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < count; ++i) {
+      names.push_back(pools[random.Below(pools.size())] + std::to_string(random.Below(count)));
+    }
+    std::shuffle(names.begin(), names.end(), random.engine());
+    FilterResult result;
+    const std::string_view reasons[] = {result.Keep("3 free GPUs, 4 requested"),
+                                        result.Keep("node has 8 GPUs, 16 requested")};
+    for (const std::string& name : names) {
+      (random.Below(2) == 0 ? result.failed_nodes : result.failed_and_unresolvable_nodes)
+          .push_back({name, reasons[random.Below(2)]});
+    }
+    ASSERT_EQ(EncodeFilterResult(result), ReferenceFilterResult(result)) << count << " names";
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // EncodeHostPriorityList
 
