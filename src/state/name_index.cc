@@ -1,53 +1,11 @@
 #include "linkfit/state/name_index.h"
 
 #include <cstring>
+#include <functional>
 
 namespace linkfit::state {
 
-namespace {
-
-std::uint64_t Load8(const char* bytes) {
-  std::uint64_t word;
-  std::memcpy(&word, bytes, sizeof(word));
-  return word;
-}
-
-// The last `count` (1-7) bytes at `bytes`, zero-extended.
-std::uint64_t LoadTail(const char* bytes, std::size_t count) {
-  std::uint64_t word = 0;
-  std::memcpy(&word, bytes, count);
-  return word;
-}
-
-// Byte equality of two names of `size` bytes, eight bytes a step (memcmp is a call).
-bool Equal(const char* a, const char* b, std::size_t size) {
-  std::size_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    if (Load8(a + i) != Load8(b + i)) return false;
-  }
-  return i == size || LoadTail(a + i, size - i) == LoadTail(b + i, size - i);
-}
-
-}  // namespace
-
-// Eight bytes a step, each word mixed in by a multiply, then splitmix64's finaliser: node names
-// are 10-60 bytes, and std::hash (MurmurHash2 over bytes, behind a call) cost more than the rest
-// of a lookup. The low bits pick the slot, the high half is the tag.
-std::uint64_t NameIndex::Hash(std::string_view name) {
-  const char* bytes = name.data();
-  std::size_t left = name.size();
-  std::uint64_t hash = 0x9E3779B97F4A7C15u ^ (left * 0xFF51AFD7ED558CCDu);
-  for (; left >= 8; left -= 8, bytes += 8) {
-    hash = (hash ^ Load8(bytes)) * 0xBF58476D1CE4E5B9u;
-    hash ^= hash >> 29;
-  }
-  if (left > 0) hash = (hash ^ LoadTail(bytes, left)) * 0x94D049BB133111EBu;
-  hash ^= hash >> 30;
-  hash *= 0xBF58476D1CE4E5B9u;
-  hash ^= hash >> 27;
-  hash *= 0x94D049BB133111EBu;
-  return hash ^ (hash >> 31);
-}
+std::uint64_t NameIndex::Hash(std::string_view name) { return std::hash<std::string_view>{}(name); }
 
 std::size_t NameIndex::Find(std::string_view name) const {
   if (slots_.empty()) return kNotFound;
@@ -58,7 +16,7 @@ std::size_t NameIndex::Find(std::string_view name) const {
     const Slot& slot = slots_[i];
     if (slot.position == 0) return kNotFound;
     if (slot.tag == tag && slot.length == name.size() &&
-        Equal(arena_.data() + slot.offset, name.data(), name.size())) {
+        std::memcmp(arena_.data() + slot.offset, name.data(), name.size()) == 0) {
       return slot.position - 1;
     }
   }
