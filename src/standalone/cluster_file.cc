@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
@@ -120,9 +121,82 @@ Result<topology::GpuMask> ParseMigGpus(const YAML::Node& node, const std::string
   return static_cast<topology::GpuMask>(mask);
 }
 
-// Parses one allocation against the cache's nodes (for GPU counts and MIG profile names).
+// A position in the file, kept for messages about what is only checked after reading (an
+// allocation that collides with another).
+struct Position {
+  int line = -1;  // 0-based, as YAML::Mark
+  int column = 0;
+};
+
+Position PositionOf(const YAML::Node& node) {
+  if (!node.IsDefined()) return {};
+  const YAML::Mark mark = node.Mark();
+  return {mark.line, mark.column};
+}
+
+std::string Where(const std::string& source, Position position) {
+  if (position.line < 0) return source;
+  return source + ":" + std::to_string(position.line + 1) + ":" +
+         std::to_string(position.column + 1);
+}
+
+// One entry of `nodes`: one node, or `count` nodes named prefix0, prefix1, ...
+struct NodeGroup {
+  std::string name;         // the node's name, or the prefix
+  long count = 1;           // how many of the entry's nodes were read (all, unless it is bad)
+  bool prefixed = false;    // `name` is a prefix
+  source::NodeFacts facts;  // every node's facts but its name
+  std::string where_mig;    // "file:line:col: nodes[i].mig" for a model that cannot be built
+
+  std::string NodeName(long n) const { return prefixed ? name + std::to_string(n) : name; }
+};
+
+struct PlannedAllocation {
+  state::Assignment assignment;
+  Position position;  // of the list item
+};
+
+// The cluster file read into plain values, before any node is built. Reading stops at the first
+// problem, kept in `problem`: what was read before it is still built and applied, in the file's
+// order, so a bad file fails with the message it failed with when nodes were built while it was
+// read, and leaves the cache as that did.
+struct ClusterPlan {
+  std::vector<NodeGroup> groups;
+  std::vector<PlannedAllocation> allocations;
+  int topologies = 0;
+  Result<void> problem;
+};
+
+// The nodes allocations may name while the file is read: the file's (one model per group, built
+// for its first node; every node of a group has the same model but its name), then the cache's.
+class KnownNodes {
+ public:
+  explicit KnownNodes(state::SnapshotPtr existing) : existing_(std::move(existing)) {}
+
+  // Starts a group; its model is set once built.
+  void AddGroup() { models_.emplace_back(); }
+  void SetModel(state::NodeInfoPtr model) { models_.back() = std::move(model); }
+  // Records `name` in the last group; false if it was already recorded.
+  bool Add(const std::string& name) { return group_of_.emplace(name, models_.size() - 1).second; }
+
+  // Returns the node's model, or nullptr when neither the file nor the cache has the node.
+  const state::NodeInfo* Find(const std::string& name) const {
+    if (const auto it = group_of_.find(name); it != group_of_.end()) {
+      return models_[it->second].get();
+    }
+    const state::NodeState* node = existing_->Find(name);
+    return node == nullptr ? nullptr : &node->info();
+  }
+
+ private:
+  state::SnapshotPtr existing_;
+  std::vector<state::NodeInfoPtr> models_;
+  std::unordered_map<std::string, std::size_t> group_of_;
+};
+
+// Parses one allocation against the known nodes (for GPU counts and MIG profile names).
 Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::string& source,
-                                          const std::string& path, const state::Snapshot& snap) {
+                                          const std::string& path, const KnownNodes& nodes) {
   if (auto keys = CheckKeys(item, source, path,
                             {"pod", "uid", "node", "gpus", "mig", "shares", "cpu", "memory"});
       !keys) {
@@ -139,11 +213,11 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
   a.pod_name = pod.substr(slash + 1);
   LINKFIT_ASSIGN_OR_RETURN(a.pod_uid, ScalarString(item, "uid", source, path + ".uid"));
   LINKFIT_ASSIGN_OR_RETURN(a.node, ScalarString(item, "node", source, path + ".node"));
-  const state::NodeState* node = snap.Find(a.node);
+  const state::NodeInfo* node = nodes.Find(a.node);
   if (node == nullptr) {
     return MakeError(Where(source, item["node"]) + ": " + path + ".node: unknown node " + a.node);
   }
-  const int gpu_count = node->info().gpu_count();
+  const int gpu_count = node->gpu_count();
   LINKFIT_ASSIGN_OR_RETURN(a.cpu_milli, OptionalQuantityMilli(item, "cpu", source, path + ".cpu"));
   std::int64_t memory_milli = 0;
   LINKFIT_ASSIGN_OR_RETURN(memory_milli,
@@ -171,7 +245,7 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
     }
   } else if (const YAML::Node mig = item["mig"]) {
     a.kind = state::Assignment::Kind::kMig;
-    if (node->info().mig == nullptr) {
+    if (node->mig == nullptr) {
       return MakeError(Where(source, mig) + ": " + path + ".mig: node " + a.node +
                        " has no MIG-capable GPUs");
     }
@@ -192,11 +266,10 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
                                ScalarInt(slot, "start", source, path + ".mig[].start", 0, 7));
       LINKFIT_ASSIGN_OR_RETURN(profile,
                                ScalarString(slot, "profile", source, path + ".mig[].profile"));
-      const int index = node->info().mig->set().FindProfile(profile);
+      const int index = node->mig->set().FindProfile(profile);
       if (index < 0) {
-        return MakeError(Where(source, slot["profile"]) + ": " + path +
-                         ".mig[].profile: " + profile + " is not a MIG profile of " +
-                         node->info().topology().gpu(0).model);
+        return MakeError(Where(source, slot["profile"]) + ": " + path + ".mig[].profile: " +
+                         profile + " is not a MIG profile of " + node->topology().gpu(0).model);
       }
       a.mig.push_back({static_cast<int>(gpu), alloc::MigInstance{index, static_cast<int>(start)}});
       mask |= 1u << gpu;
@@ -225,24 +298,6 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
   return a;
 }
 
-Result<int> ApplyAllocations(const YAML::Node& list, const std::string& source,
-                             state::ClusterCache& cache) {
-  if (!list || list.IsNull()) return 0;
-  if (!list.IsSequence()) return MakeError(Where(source, list) + ": allocations: expected a list");
-  int count = 0;
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::string path = "allocations[" + std::to_string(i) + "]";
-    const state::SnapshotPtr snap = cache.Snapshot();
-    auto assignment = ParseAllocation(list[i], source, path, *snap);
-    if (!assignment) return tl::unexpected(assignment.error());
-    if (auto added = cache.AddBound(*assignment); !added) {
-      return MakeError(Where(source, list[i]) + ": " + path + ": " + added.error().message);
-    }
-    ++count;
-  }
-  return count;
-}
-
 Result<YAML::Node> ParseYamlFile(const std::string& path) {
   try {
     return YAML::LoadFile(path);
@@ -253,107 +308,167 @@ Result<YAML::Node> ParseYamlFile(const std::string& path) {
   }
 }
 
-}  // namespace
+// Reads the allocations into `plan` until the first bad one.
+Result<void> ReadAllocations(const YAML::Node& list, const std::string& source,
+                             const KnownNodes& nodes, ClusterPlan& plan) {
+  if (!list || list.IsNull()) return {};
+  if (!list.IsSequence()) return MakeError(Where(source, list) + ": allocations: expected a list");
+  plan.allocations.reserve(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node item = list[i];
+    auto assignment =
+        ParseAllocation(item, source, "allocations[" + std::to_string(i) + "]", nodes);
+    if (!assignment) return tl::unexpected(assignment.error());
+    plan.allocations.push_back({std::move(*assignment), PositionOf(item)});
+  }
+  return {};
+}
 
-Result<ClusterLoadStats> LoadClusterFile(const std::string& path, source::NodeModelFactory& factory,
-                                         state::ClusterCache& cache) {
-  YAML::Node root;
-  LINKFIT_ASSIGN_OR_RETURN(root, ParseYamlFile(path));
-  if (auto keys = CheckKeys(root, path, "$", {"nodes", "allocations"}); !keys) {
-    return tl::unexpected(keys.error());
-  }
+// Reads the entries of `nodes` into `plan` until the first bad one. Each group's model is built
+// once here (its errors do not depend on the node's name) so that allocations can be checked
+// against it; the nodes themselves are built after the YAML tree is gone.
+Result<void> ReadNodes(const YAML::Node& nodes, const std::string& path,
+                       source::NodeModelFactory& factory, KnownNodes& known, ClusterPlan& plan) {
   const std::string base = fs::path(path).parent_path().string();
-  const YAML::Node nodes = root["nodes"];
-  if (!nodes || !nodes.IsSequence() || nodes.size() == 0) {
-    return MakeError(Where(path, root) + ": nodes: expected a non-empty list");
-  }
-  ClusterLoadStats stats;
   std::map<std::string, topology::TopologyPtr> topologies;
-  std::set<std::string> names;
-  try {
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      const YAML::Node entry = nodes[i];
-      const std::string where = "nodes[" + std::to_string(i) + "]";
-      if (auto keys = CheckKeys(
-              entry, path, where,
-              {"name", "name_prefix", "count", "topology", "labels", "mig", "cpu", "memory"});
-          !keys) {
-        return tl::unexpected(keys.error());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const YAML::Node entry = nodes[i];
+    const std::string where = "nodes[" + std::to_string(i) + "]";
+    if (auto keys = CheckKeys(
+            entry, path, where,
+            {"name", "name_prefix", "count", "topology", "labels", "mig", "cpu", "memory"});
+        !keys) {
+      return keys;
+    }
+    std::string topology_path;
+    LINKFIT_ASSIGN_OR_RETURN(topology_path,
+                             ScalarString(entry, "topology", path, where + ".topology"));
+    topology_path = Resolve(base, topology_path);
+    auto cached = topologies.find(topology_path);
+    if (cached == topologies.end()) {
+      auto text = topology::ReadTopologyFile(topology_path);
+      if (!text) {
+        return MakeError(Where(path, entry["topology"]) + ": " + where +
+                         ".topology: " + text.error().message);
       }
-      std::string topology_path;
-      LINKFIT_ASSIGN_OR_RETURN(topology_path,
-                               ScalarString(entry, "topology", path, where + ".topology"));
-      topology_path = Resolve(base, topology_path);
-      auto cached = topologies.find(topology_path);
-      if (cached == topologies.end()) {
-        auto text = topology::ReadTopologyFile(topology_path);
-        if (!text) {
-          return MakeError(Where(path, entry["topology"]) + ": " + where +
-                           ".topology: " + text.error().message);
-        }
-        auto topo = factory.TopologyFromText(*text, topology_path);
-        if (!topo) {
-          return MakeError(Where(path, entry["topology"]) + ": " + where +
-                           ".topology: " + topology_path + ": " + topo.error().message);
-        }
-        cached = topologies.emplace(topology_path, *topo).first;
+      auto topo = factory.TopologyFromText(*text, topology_path);
+      if (!topo) {
+        return MakeError(Where(path, entry["topology"]) + ": " + where +
+                         ".topology: " + topology_path + ": " + topo.error().message);
       }
-      const topology::TopologyPtr& topo = cached->second;
-      std::map<std::string, std::string> labels;
-      if (const YAML::Node label_map = entry["labels"]) {
-        if (!label_map.IsMap())
-          return MakeError(Where(path, label_map) + ": " + where + ".labels: expected a mapping");
-        for (const auto& label : label_map)
-          labels[label.first.as<std::string>()] = label.second.as<std::string>();
+      cached = topologies.emplace(topology_path, *topo).first;
+      plan.topologies = static_cast<int>(topologies.size());
+    }
+    NodeGroup group;
+    source::NodeFacts& facts = group.facts;
+    facts.topology = cached->second;
+    if (const YAML::Node label_map = entry["labels"]) {
+      if (!label_map.IsMap())
+        return MakeError(Where(path, label_map) + ": " + where + ".labels: expected a mapping");
+      for (const auto& label : label_map)
+        facts.labels[label.first.as<std::string>()] = label.second.as<std::string>();
+    }
+    LINKFIT_ASSIGN_OR_RETURN(facts.mig_enabled, ParseMigGpus(entry["mig"], path, where + ".mig",
+                                                             facts.topology->gpu_count()));
+    std::int64_t memory_milli = 0;
+    LINKFIT_ASSIGN_OR_RETURN(facts.cpu_milli,
+                             OptionalQuantityMilli(entry, "cpu", path, where + ".cpu"));
+    LINKFIT_ASSIGN_OR_RETURN(memory_milli,
+                             OptionalQuantityMilli(entry, "memory", path, where + ".memory"));
+    facts.memory_bytes = MilliToBytes(memory_milli);
+    if (entry["name"]) {
+      if (entry["name_prefix"] || entry["count"]) {
+        return MakeError(Where(path, entry) + ": " + where +
+                         ": give name, or name_prefix with count");
       }
-      topology::GpuMask mig_enabled = 0;
-      LINKFIT_ASSIGN_OR_RETURN(mig_enabled,
-                               ParseMigGpus(entry["mig"], path, where + ".mig", topo->gpu_count()));
-      std::int64_t cpu_milli = 0;
-      std::int64_t memory_milli = 0;
-      LINKFIT_ASSIGN_OR_RETURN(cpu_milli,
-                               OptionalQuantityMilli(entry, "cpu", path, where + ".cpu"));
-      LINKFIT_ASSIGN_OR_RETURN(memory_milli,
-                               OptionalQuantityMilli(entry, "memory", path, where + ".memory"));
-      std::vector<std::string> node_names;
-      if (entry["name"]) {
-        if (entry["name_prefix"] || entry["count"]) {
-          return MakeError(Where(path, entry) + ": " + where +
-                           ": give name, or name_prefix with count");
-        }
-        std::string name;
-        LINKFIT_ASSIGN_OR_RETURN(name, ScalarString(entry, "name", path, where + ".name"));
-        node_names.push_back(name);
-      } else {
-        std::string prefix;
-        long count = 0;
-        LINKFIT_ASSIGN_OR_RETURN(prefix,
-                                 ScalarString(entry, "name_prefix", path, where + ".name_prefix"));
-        LINKFIT_ASSIGN_OR_RETURN(count,
-                                 ScalarInt(entry, "count", path, where + ".count", 1, 100000));
-        for (long n = 0; n < count; ++n) node_names.push_back(prefix + std::to_string(n));
+      LINKFIT_ASSIGN_OR_RETURN(group.name, ScalarString(entry, "name", path, where + ".name"));
+    } else {
+      group.prefixed = true;
+      LINKFIT_ASSIGN_OR_RETURN(group.name,
+                               ScalarString(entry, "name_prefix", path, where + ".name_prefix"));
+      LINKFIT_ASSIGN_OR_RETURN(group.count,
+                               ScalarInt(entry, "count", path, where + ".count", 1, 100000));
+    }
+    group.where_mig = Where(path, entry["mig"]) + ": " + where + ".mig";
+    known.AddGroup();
+    const long count = group.count;
+    for (long n = 0; n < count; ++n) {
+      const std::string name = group.NodeName(n);
+      if (!known.Add(name)) {
+        const char* key = entry["name"] ? "name" : "name_prefix";
+        group.count = n;  // the nodes before the duplicate are still built
+        if (n > 0) plan.groups.push_back(std::move(group));
+        return MakeError(Where(path, entry[key]) + ": " + where + "." + key +
+                         ": duplicate node name " + name);
       }
-      for (const std::string& name : node_names) {
-        if (!names.insert(name).second) {
-          const char* key = entry["name"] ? "name" : "name_prefix";
-          return MakeError(Where(path, entry[key]) + ": " + where + "." + key +
-                           ": duplicate node name " + name);
-        }
-        auto info =
-            factory.Build({name, labels, topo, mig_enabled, cpu_milli, MilliToBytes(memory_milli)});
-        if (!info) {
-          return MakeError(Where(path, entry["mig"]) + ": " + where +
-                           ".mig: " + info.error().message);
-        }
-        cache.UpsertNode(std::move(*info));
-        ++stats.nodes;
+      if (n == 0) {
+        source::NodeFacts first = facts;
+        first.name = name;
+        auto model = factory.Build(std::move(first));
+        if (!model) return MakeError(group.where_mig + ": " + model.error().message);
+        known.SetModel(std::move(*model));
       }
     }
-    LINKFIT_ASSIGN_OR_RETURN(stats.allocations, ApplyAllocations(root["allocations"], path, cache));
-  } catch (const YAML::Exception& e) {
-    return MakeError(path + ": " + e.what());
+    plan.groups.push_back(std::move(group));
   }
-  stats.topologies = static_cast<int>(topologies.size());
+  return {};
+}
+
+// Phase 1 of LoadClusterFile: everything the file says, checked, as plain values. The YAML tree
+// and every lookup table built to check the file are freed when this returns.
+ClusterPlan ReadClusterFile(const std::string& path, source::NodeModelFactory& factory,
+                            const state::ClusterCache& cache) {
+  ClusterPlan plan;
+  plan.problem = [&]() -> Result<void> {
+    YAML::Node root;
+    LINKFIT_ASSIGN_OR_RETURN(root, ParseYamlFile(path));
+    if (auto keys = CheckKeys(root, path, "$", {"nodes", "allocations"}); !keys) return keys;
+    const YAML::Node nodes = root["nodes"];
+    if (!nodes || !nodes.IsSequence() || nodes.size() == 0) {
+      return MakeError(Where(path, root) + ": nodes: expected a non-empty list");
+    }
+    try {
+      KnownNodes known(cache.Snapshot());
+      if (auto read = ReadNodes(nodes, path, factory, known, plan); !read) return read;
+      return ReadAllocations(root["allocations"], path, known, plan);
+    } catch (const YAML::Exception& e) {
+      return MakeError(path + ": " + e.what());
+    }
+  }();
+  return plan;
+}
+
+}  // namespace
+
+// Loading runs in two phases so that the long-lived nodes do not land in the holes of the YAML
+// tree: glibc cannot return a page that holds one live block, so nodes scattered among the
+// tree's freed blocks kept about 2 KB per node resident after loading (bench/RESULTS.md, issue
+// 11). The file is read into plain values first and the tree freed; then the nodes are built.
+Result<ClusterLoadStats> LoadClusterFile(const std::string& path, source::NodeModelFactory& factory,
+                                         state::ClusterCache& cache) {
+  ClusterPlan plan = ReadClusterFile(path, factory, cache);
+  ClusterLoadStats stats;
+  stats.topologies = plan.topologies;
+  for (NodeGroup& group : plan.groups) {
+    for (long n = 0; n < group.count; ++n) {
+      source::NodeFacts facts = group.facts;
+      facts.name = group.NodeName(n);
+      auto info = factory.Build(std::move(facts));
+      if (!info) return MakeError(group.where_mig + ": " + info.error().message);
+      cache.UpsertNode(std::move(*info));
+      ++stats.nodes;
+    }
+  }
+  plan.groups.clear();
+  for (std::size_t i = 0; i < plan.allocations.size(); ++i) {
+    const PlannedAllocation& planned = plan.allocations[i];
+    if (auto added = cache.AddBound(planned.assignment); !added) {
+      return MakeError(Where(path, planned.position) + ": allocations[" + std::to_string(i) +
+                       "]: " + added.error().message);
+    }
+    ++stats.allocations;
+  }
+  if (!plan.problem) return tl::unexpected(plan.problem.error());
   return stats;
 }
 

@@ -48,11 +48,12 @@ Result<int> LoadStateFile(const std::string& path, state::ClusterCache& cache) {
   const std::vector<state::Assignment> seeded = cache.BoundAssignments(true);
   for (const state::Assignment& a : seeded) cache.Remove(a.pod_uid);
   int count = 0;
+  // One snapshot serves every record: adding pods changes no node's model (NodeInfo).
+  const state::SnapshotPtr snapshot = cache.Snapshot();
   for (std::size_t i = 0; list.is_array() && i < list.size(); ++i) {
     const std::string where = path + ": allocations[" + std::to_string(i) + "]";
     auto record = kube::DecodeAllocationRecord(list[i].dump());
     if (!record) return WithContext(record.error(), where);
-    const state::SnapshotPtr snapshot = cache.Snapshot();
     const state::NodeState* node = snapshot->Find(record->node);
     if (node == nullptr) return MakeError(where + ".node: unknown node " + record->node);
     auto assignment = source::AssignmentOf(*record, node->info());

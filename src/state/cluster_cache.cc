@@ -78,10 +78,11 @@ void ClusterCache::ReportLocked(const std::string& node_name) {
                                      : alloc::Closeness::kSocket;
   int connected = free_count;
   while (connected > 1 && node.info().table->BestMeeting(free, connected, level) == 0) --connected;
-  FreeGpus& entry = free_gpus_[node_name];
-  free_total_ += static_cast<std::uint64_t>(free_count) - entry.free;
-  connected_total_ += static_cast<std::uint64_t>(connected) - entry.connected;
-  entry = FreeGpus{static_cast<std::uint64_t>(free_count), static_cast<std::uint64_t>(connected)};
+  if (position >= free_gpus_.size()) free_gpus_.resize(position + 1);
+  FreeGpus& entry = free_gpus_[position];
+  free_total_ = free_total_ - entry.free + static_cast<std::uint64_t>(free_count);
+  connected_total_ = connected_total_ - entry.connected + static_cast<std::uint64_t>(connected);
+  entry = FreeGpus{static_cast<std::uint8_t>(free_count), static_cast<std::uint8_t>(connected)};
   metrics_->SetFragmentation(free_total_ == 0 ? 0.0
                                               : 1.0 - static_cast<double>(connected_total_) /
                                                           static_cast<double>(free_total_));
@@ -158,9 +159,11 @@ void ClusterCache::RemoveNode(const std::string& name) {
   }
   if (metrics_ != nullptr) {
     metrics_->RemoveNode(name);
-    if (const auto gone = free_gpus_.find(name); gone != free_gpus_.end()) {
-      free_total_ -= gone->second.free;
-      connected_total_ -= gone->second.connected;
+    // The nodes after it moved down one position, and so do their counts.
+    if (position < free_gpus_.size()) {
+      const auto gone = free_gpus_.begin() + static_cast<std::ptrdiff_t>(position);
+      free_total_ -= gone->free;
+      connected_total_ -= gone->connected;
       free_gpus_.erase(gone);
     }
   }

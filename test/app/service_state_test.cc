@@ -146,6 +146,12 @@ TEST(ClusterFileTest, BadInputsNameFileLineAndKey) {
            "\nallocations:\n  - {pod: ml/x, uid: u1, node: a, gpus: [0, 1]}\n"
            "  - {pod: ml/y, uid: u2, node: a, gpus: [1]}\n",
        {"@6", "allocations[1]", "in use"}},
+      {"a collision before a bad allocation",  // the file's order, though nodes are built last
+       "nodes:\n  - name: a\n    topology: " + dgx1 +
+           "\nallocations:\n  - {pod: ml/x, uid: u1, node: a, gpus: [0, 1]}\n"
+           "  - {pod: ml/y, uid: u2, node: a, gpus: [1]}\n"
+           "  - {pod: z, uid: u3, node: a, gpus: [2]}\n",
+       {"@6", "allocations[1]", "in use"}},
       {"repeated allocation uid",
        "nodes:\n  - name: a\n    topology: " + dgx1 +
            "\nallocations:\n  - {pod: ml/x, uid: u1, node: a, gpus: [0]}\n"

@@ -57,6 +57,24 @@ TEST(FragmentationGauge, CountsFreeGpusOutsideTheLargestConnectedSet) {
   EXPECT_NEAR(metrics.fragmentation, 2.0 / 4.0, 1e-9);
 }
 
+TEST(FragmentationGauge, NodesAfterARemovedOneKeepTheirCounts) {
+  alloc::ModelRegistry registry;
+  RecordingMetrics metrics;
+  ClusterCache cache(&metrics);
+  cache.UpsertNode(Node("ws", "ws-4x-rtxa6000-nvlink-pairs", registry));
+  cache.UpsertNode(Node("l40s", "pcie-8x-l40s-2socket", registry));
+  cache.RemoveNode("ws");  // l40s moves to the first position
+  EXPECT_NEAR(metrics.fragmentation, 4.0 / 8.0, 1e-9);
+  // Holding one socket's GPUs leaves the other socket's four, all connected.
+  ASSERT_TRUE(Hold(cache, "a", "l40s", 0b00001111));
+  EXPECT_NEAR(metrics.fragmentation, 0.0, 1e-9);
+  // ws comes back after it: 2 of its 4 free GPUs outside a pair, none of l40s's 4.
+  cache.UpsertNode(Node("ws", "ws-4x-rtxa6000-nvlink-pairs", registry));
+  EXPECT_NEAR(metrics.fragmentation, 2.0 / 8.0, 1e-9);
+  cache.Forget("a");
+  EXPECT_NEAR(metrics.fragmentation, 6.0 / 12.0, 1e-9);
+}
+
 TEST(FragmentationGauge, IdleNvswitchNodeIsNotFragmented) {
   alloc::ModelRegistry registry;
   RecordingMetrics metrics;

@@ -196,15 +196,16 @@ class ClusterCache {
   std::unordered_map<PodUid, PodEntry, PodUid::Hasher> pods_;  // GUARDED_BY(mutex_)
   std::shared_ptr<const Snapshot::Problems> problems_;  // GUARDED_BY(mutex_); copied on change
   std::size_t assumed_ = 0;                             // GUARDED_BY(mutex_)
-  // Per node: free whole GPUs and those in its largest well-connected free set, and their
-  // totals, for the fragmentation gauge (only maintained when metrics_ is set).
+  // Per node, by position: free whole GPUs and those in its largest well-connected free set,
+  // and their totals, for the fragmentation gauge (only maintained when metrics_ is set). Two
+  // bytes a node, not a map entry holding a copy of its name.
   struct FreeGpus {
-    std::uint64_t free = 0;
-    std::uint64_t connected = 0;
+    std::uint8_t free = 0;  // a node has at most topology::kMaxGpus GPUs
+    std::uint8_t connected = 0;
   };
-  std::unordered_map<std::string, FreeGpus> free_gpus_;  // GUARDED_BY(mutex_)
-  std::uint64_t free_total_ = 0;                         // GUARDED_BY(mutex_)
-  std::uint64_t connected_total_ = 0;                    // GUARDED_BY(mutex_)
+  std::vector<FreeGpus> free_gpus_;    // GUARDED_BY(mutex_)
+  std::uint64_t free_total_ = 0;       // GUARDED_BY(mutex_)
+  std::uint64_t connected_total_ = 0;  // GUARDED_BY(mutex_)
   // Copy-on-write bookkeeping: what was created since the last publication is private to the
   // cache and changed in place; everything else may be shared with a snapshot and is copied
   // before a change. No reference counts are consulted, so no reader's release races a write.
