@@ -49,6 +49,20 @@ std::vector<const state::NodeState*> Resolve(const state::Snapshot& snapshot,
   return nodes;
 }
 
+// Resolve, and the rank of each known name among all names (kube::NodeFailure::order), so that
+// the reply's failure maps sort without reading names.
+std::vector<const state::NodeState*> ResolveRanked(const state::Snapshot& snapshot,
+                                                   const std::vector<std::string_view>& names,
+                                                   std::vector<std::uint32_t>& ranks) {
+  const std::vector<std::uint32_t>& all = snapshot.name_ranks();
+  std::vector<const state::NodeState*> nodes(names.size());
+  ranks.assign(names.size(), kube::NodeFailure::kUnordered);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    nodes[i] = snapshot.FindRanked(names[i], all, ranks[i]);
+  }
+  return nodes;
+}
+
 // Filter and prioritize are bound by memory latency, not computation: the nodes' states are
 // scattered over the heap. Prefetching each a few nodes ahead overlaps those misses; what a
 // node that passes or is scored needs is in the state's first cache lines (its hot record), so
@@ -113,9 +127,10 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   std::uint64_t failed = 0;
   std::uint64_t unresolvable = 0;
-  const std::vector<const state::NodeState*> nodes = request->kind == GpuRequest::Kind::kNone
-                                                         ? std::vector<const state::NodeState*>()
-                                                         : Resolve(*snapshot, args.node_names);
+  std::vector<std::uint32_t> ranks;
+  const std::vector<const state::NodeState*> nodes =
+      request->kind == GpuRequest::Kind::kNone ? std::vector<const state::NodeState*>()
+                                               : ResolveRanked(*snapshot, args.node_names, ranks);
   const VerbCachePool::Lease cache = caches_->Acquire();
   const std::uint64_t call = cache->BeginCall();
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
@@ -144,10 +159,11 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
       cached.kept_call = call;
     }
     if (cached.fit.unresolvable) {
-      result.failed_and_unresolvable_nodes.push_back({args.node_names[i], cached.kept_reason});
+      result.failed_and_unresolvable_nodes.push_back(
+          {args.node_names[i], cached.kept_reason, ranks[i]});
       ++unresolvable;
     } else {
-      result.failed_nodes.push_back({args.node_names[i], cached.kept_reason});
+      result.failed_nodes.push_back({args.node_names[i], cached.kept_reason, ranks[i]});
       ++failed;
     }
   }

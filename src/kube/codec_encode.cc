@@ -512,10 +512,19 @@ void SortByName(SortEntry* entries, std::size_t n, const std::vector<NodeFailure
 std::vector<SortEntry> SortFailures(const std::vector<NodeFailure>& failures) {
   std::vector<SortEntry> sorted;
   sorted.reserve(failures.size());
+  bool ordered = true;
   for (std::size_t i = 0; i < failures.size(); ++i) {
-    sorted.push_back({0, static_cast<std::uint32_t>(i)});
+    sorted.push_back({failures[i].order, static_cast<std::uint32_t>(i)});
+    ordered = ordered && failures[i].order != NodeFailure::kUnordered;
   }
   std::vector<SortEntry> scratch;
+  if (ordered) {  // the caller's ranks: one stable sort of small integers, no name read
+    RadixSortByKey(sorted.data(), sorted.size(), scratch);
+    return sorted;
+  }
+  // By name. Keys start equal: runs SortByName leaves to a comparison sort keep equal keys, so
+  // that the caller's check for a repeated name (equal keys, then equal names) still holds.
+  for (SortEntry& entry : sorted) entry.key = 0;
   if (!sorted.empty()) SortByName(sorted.data(), sorted.size(), failures, scratch);
   return sorted;
 }
@@ -531,6 +540,7 @@ void AppendFailures(Output& out, const std::vector<NodeFailure>& failures, Reaso
   bool first_entry = true;
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     const std::string_view node = failures[sorted[i].index].node;
+    // Equal names have equal keys (ranks, or the bytes past their shared prefix).
     if (i + 1 < sorted.size() && sorted[i + 1].key == sorted[i].key &&
         failures[sorted[i + 1].index].node == node) {
       continue;  // a later failure of the same node wins

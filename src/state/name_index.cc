@@ -1,11 +1,49 @@
 #include "linkfit/state/name_index.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
 namespace linkfit::state {
 
 std::uint64_t NameIndex::Hash(std::string_view name) { return std::hash<std::string_view>{}(name); }
+
+NameIndex::NameIndex(const NameIndex& other)
+    : slots_(other.slots_), arena_(other.arena_), size_(other.size_) {}
+
+NameIndex& NameIndex::operator=(const NameIndex& other) {
+  if (this != &other) {
+    slots_ = other.slots_;
+    arena_ = other.arena_;
+    size_ = other.size_;
+    ranking_ = std::make_unique<Ranking>();
+  }
+  return *this;
+}
+
+const std::vector<std::uint32_t>& NameIndex::Ranks() const {
+  std::call_once(ranking_->once, [this] {
+    std::vector<const Slot*> used;
+    used.reserve(size_);
+    std::uint32_t positions = 0;
+    for (const Slot& slot : slots_) {
+      if (slot.position == 0) continue;
+      used.push_back(&slot);
+      positions = std::max(positions, slot.position);  // position + 1
+    }
+    const auto name = [this](const Slot* slot) {
+      return std::string_view(arena_.data() + slot->offset, slot->length);
+    };
+    std::sort(used.begin(), used.end(),
+              [&name](const Slot* a, const Slot* b) { return name(a) < name(b); });
+    std::vector<std::uint32_t>& ranks = ranking_->ranks;
+    ranks.assign(positions, 0);
+    for (std::size_t rank = 0; rank < used.size(); ++rank) {
+      ranks[used[rank]->position - 1] = static_cast<std::uint32_t>(rank);
+    }
+  });
+  return ranking_->ranks;
+}
 
 std::size_t NameIndex::Find(std::string_view name) const {
   if (slots_.empty()) return kNotFound;

@@ -359,6 +359,25 @@ TEST(EncodePropertyTest, FilterResultMatchesReference) {
       result.nodes_json.push_back(name);  // echoed as they are, whatever they hold
     }
     if (random.OneIn(3)) result.error = random.Text(random.Below(40), 3);
+    if (random.OneIn(2)) {
+      // Ranks as the extender's name index gives them: over a superset of the names, equal for
+      // equal names, in byte order; sometimes one failure has none (an unknown node).
+      std::vector<std::string> all(failed_names);
+      all.insert(all.end(), unresolvable_names.begin(), unresolvable_names.end());
+      for (int extra = 0; extra < 20; ++extra) all.push_back(random.Name(all, clean_odds));
+      std::sort(all.begin(), all.end());
+      all.erase(std::unique(all.begin(), all.end()), all.end());
+      const auto rank = [&all](std::string_view name) {
+        return static_cast<std::uint32_t>(std::lower_bound(all.begin(), all.end(), name) -
+                                          all.begin());
+      };
+      for (auto* failures : {&result.failed_nodes, &result.failed_and_unresolvable_nodes}) {
+        for (NodeFailure& failure : *failures) failure.order = rank(failure.node);
+        if (!failures->empty() && random.OneIn(5)) {
+          (*failures)[random.Below(failures->size())].order = NodeFailure::kUnordered;
+        }
+      }
+    }
     const std::string encoded = EncodeFilterResult(result);
     const std::string expected = ReferenceFilterResult(result);
     ASSERT_EQ(encoded, expected) << "round " << round << ": " << result.failed_nodes.size()

@@ -43,5 +43,27 @@ TEST(NameIndexTest, FindsExactlyWhatWasInserted) {
   EXPECT_EQ(NameIndex().Find("anything"), NameIndex::kNotFound);
 }
 
+TEST(NameIndexTest, RanksFollowByteOrderAndCopiesRankAfresh) {
+  const std::vector<std::string> names = {
+      "node-10", "node-9", "", "Node-1", "node-1", std::string("node-1\0", 7), "\xC3\xA9", "~"};
+  NameIndex index;
+  for (std::size_t i = 0; i < names.size(); ++i) index.Insert(names[i], i);
+  const std::vector<std::uint32_t>& ranks = index.Ranks();
+  ASSERT_EQ(ranks.size(), names.size());
+  for (std::size_t a = 0; a < names.size(); ++a) {
+    for (std::size_t b = 0; b < names.size(); ++b) {
+      EXPECT_EQ(ranks[a] < ranks[b], names[a] < names[b]) << names[a] << " / " << names[b];
+    }
+  }
+  EXPECT_EQ(&index.Ranks(), &ranks);  // computed once
+  // A copy is for adding: its ranks cover the names added to it.
+  NameIndex grown(index);
+  grown.Insert("node-0", names.size());
+  const std::vector<std::uint32_t>& more = grown.Ranks();
+  ASSERT_EQ(more.size(), names.size() + 1);
+  EXPECT_EQ(more[names.size()], ranks[4] + 0u);  // "node-0" sorts where "node-1" was
+  EXPECT_EQ(more[4], ranks[4] + 1);
+}
+
 }  // namespace
 }  // namespace linkfit::state

@@ -85,8 +85,13 @@ enum class NodeListKind {
 NodeListKind ReplyListFor(const ExtenderArgs& args);
 
 struct NodeFailure {
+  static constexpr std::uint32_t kUnordered = UINT32_MAX;
   std::string_view node;
   std::string_view reason;  // a literal, or a reason the FilterResult keeps (Keep)
+  // The node's rank among names in byte order, when the caller knows one (the extender's name
+  // index does): equal for equal names, ordered as the names are. When every failure of a map
+  // has one, the encoder sorts by it without reading the names.
+  std::uint32_t order = kUnordered;
 };
 
 // Move-only: its failures may point into its own `reasons`, which a copy would not carry along.

@@ -71,6 +71,16 @@ class Snapshot {
     if (position == NameIndex::kNotFound) return nullptr;
     return (*(*chunks_)[position / kChunkSize])[position % kChunkSize].get();
   }
+  // Like Find, and the rank of the name among all the snapshot's names in byte order (`ranks`
+  // is name_ranks(): NameIndex::Ranks, computed once per set of names). Unknown: rank untouched.
+  const NodeState* FindRanked(std::string_view name, const std::vector<std::uint32_t>& ranks,
+                              std::uint32_t& rank) const {
+    const std::size_t position = index_->Find(name);
+    if (position == NameIndex::kNotFound) return nullptr;
+    rank = ranks[position];
+    return (*(*chunks_)[position / kChunkSize])[position % kChunkSize].get();
+  }
+  const std::vector<std::uint32_t>& name_ranks() const { return index_->Ranks(); }
   // Every node in insertion order (built on first use; filter and prioritize never need it).
   const std::vector<NodeStatePtr>& nodes() const;
   std::size_t size() const { return size_; }

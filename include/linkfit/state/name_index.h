@@ -13,6 +13,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +25,13 @@ class NameIndex {
  public:
   static constexpr std::size_t kNotFound = static_cast<std::size_t>(-1);
 
+  NameIndex() = default;
+  // A copy is for adding names: it does not carry the ranks (they would not hold after an add).
+  NameIndex(const NameIndex& other);
+  NameIndex& operator=(const NameIndex& other);
+  NameIndex(NameIndex&&) = default;
+  NameIndex& operator=(NameIndex&&) = default;
+
   // Returns the position recorded for `name`, or kNotFound.
   std::size_t Find(std::string_view name) const;
 
@@ -30,6 +39,12 @@ class NameIndex {
   void Insert(std::string_view name, std::size_t position);
 
   std::size_t size() const { return size_; }
+
+  // For each position, the rank of its name among all the index's names in byte order (what Go
+  // sorts map keys by), so that a reply's nodes sort without reading their names. Computed on
+  // the first call (n log n) and kept; safe to call concurrently. REQUIRES: no Insert after the
+  // first call (the cache publishes an index and copies it to add).
+  const std::vector<std::uint32_t>& Ranks() const;
 
  private:
   struct Slot {
@@ -44,6 +59,11 @@ class NameIndex {
   std::vector<Slot> slots_;
   std::string arena_;
   std::size_t size_ = 0;
+  struct Ranking {
+    std::once_flag once;
+    std::vector<std::uint32_t> ranks;
+  };
+  std::unique_ptr<Ranking> ranking_ = std::make_unique<Ranking>();
 };
 
 }  // namespace linkfit::state
