@@ -75,6 +75,7 @@ struct Options {
   std::string write_only;  // --write-config DIR: write the cluster and config files there, exit
   int hostile = 0;         // --hostile N: only the hostile-clients measurement, with N of them
   int hostile_seconds = 10;
+  bool fresh_requests = false;  // every pod a CPU request no earlier pod had: nothing is reused
 };
 
 const char* kUsage =
@@ -85,12 +86,18 @@ const char* kUsage =
     "                    [--score-range N] (policy.score_range written to the config; 140)\n"
     "                    [--write-config DIR] (write the server's files there and exit)\n"
     "                    [--hostile N [--hostile-seconds S]] (only filter and /healthz latency\n"
-    "                    without and with N idle and slowloris connections, S seconds each)\n";
+    "                    without and with N idle and slowloris connections, S seconds each)\n"
+    "                    [--fresh-requests] (every pod a CPU request no earlier pod had, so\n"
+    "                    nothing linkfit keeps across calls applies: the cold path)\n";
 
 std::optional<Options> ParseOptions(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--fresh-requests") {  // the one flag without a value
+      o.fresh_requests = true;
+      continue;
+    }
     if (i + 1 >= argc) return std::nullopt;
     const std::string value = argv[++i];
     const auto number = ParseInt(value);
@@ -219,6 +226,7 @@ extern "C" void StopChildrenAndExit(int signal_number) {
 struct Body {
   std::string text;
   std::size_t uid_offset = 0;
+  std::size_t cpu_offset = std::string::npos;  // --fresh-requests: rewritten too
 };
 
 class Driver {
@@ -249,6 +257,7 @@ class Driver {
     for (int i = 0; i < count; ++i) {
       Body& body = bodies[static_cast<std::size_t>(i) % bodies.size()];
       PatchUid(body.text, body.uid_offset, ++*serial);
+      if (body.cpu_offset != std::string::npos) PatchCpu(body.text, body.cpu_offset, *serial);
       const double seconds = Send(path, body.text, &response);
       if (samples == nullptr) continue;
       if (seconds < 0) {
@@ -515,6 +524,7 @@ int Run(const Options& o) {
       Body body;
       body.text = CacheModeBody(PodJson(shape, ++serial), cluster.names, size);
       body.uid_offset = UidOffset(body.text);
+      if (o.fresh_requests) body.cpu_offset = CpuOffset(body.text);
       bodies[size].push_back(std::move(body));
     }
     CheckReplies(linkfit, bodies[size][0].text, bodies[size][0].text, size, o.score_range,
@@ -651,7 +661,9 @@ int Run(const Options& o) {
   out << "- cluster: " << o.nodes << " 8-GPU nodes (7 fixtures), " << cluster.allocations
       << " pre-existing allocations, seed " << o.seed << "; pods rotate over";
   for (const PodShape& shape : shapes) out << " [" << shape.label << "]";
-  out << ", a new UID per request\n";
+  out << ", a new UID per request"
+      << (o.fresh_requests ? " and a CPU request no earlier pod had (--fresh-requests: cold)" : "")
+      << "\n";
   out << "- replies Content-Encoding: " << (reply_encoding.empty() ? "identity" : reply_encoding)
       << " (the client sends Accept-Encoding: gzip as Go does)\n";
   out << "- whole run: " << Fixed(total_s, 1) << " s wall\n\n";

@@ -142,7 +142,7 @@ std::string PodJson(const PodShape& shape, std::uint64_t serial) {
          R"("value":"WARN"},{"name":"POD_NAME","valueFrom":{"fieldRef":{"apiVersion":"v1",)"
          R"("fieldPath":"metadata.name"}}}],"resources":{"limits":{"memory":"256Gi",)"
          R"("nvidia.com/gpu":")" +
-         gpus + R"("},"requests":{"cpu":"16","memory":"256Gi","nvidia.com/gpu":")" + gpus +
+         gpus + R"("},"requests":{"cpu":"16000m","memory":"256Gi","nvidia.com/gpu":")" + gpus +
          R"("}},"volumeMounts":[{"name":"dshm","mountPath":"/dev/shm"},{"name":)"
          R"("kube-api-access-x7k2p","readOnly":true,"mountPath":)"
          R"("/var/run/secrets/kubernetes.io/serviceaccount"}],"terminationMessagePath":)"
@@ -171,6 +171,17 @@ std::size_t UidOffset(std::string_view body) {
 
 void PatchUid(std::string& body, std::size_t offset, std::uint64_t serial) {
   const std::string digits = Serial12(serial);
+  body.replace(offset, digits.size(), digits);
+}
+
+std::size_t CpuOffset(std::string_view body) {
+  constexpr std::string_view kKey = R"("requests":{"cpu":")";
+  const std::size_t at = body.find(kKey);
+  return at == std::string_view::npos ? at : at + kKey.size();
+}
+
+void PatchCpu(std::string& body, std::size_t offset, std::uint64_t serial) {
+  const std::string digits = std::to_string(10000 + serial % 90000);  // 10.000-99.999 cores
   body.replace(offset, digits.size(), digits);
 }
 

@@ -46,6 +46,10 @@ std::string PodJson(const PodShape& shape, std::uint64_t serial);
 // Rewrites the 12-digit serial of the first pod UID in `body` (found by UidOffset).
 std::size_t UidOffset(std::string_view body);
 void PatchUid(std::string& body, std::size_t offset, std::uint64_t serial);
+// The main container's CPU request in `body` (five digits and "m"), and a rewrite of it in place
+// to 10000m-99999m by `serial`: a pod whose request no earlier pod had.
+std::size_t CpuOffset(std::string_view body);
+void PatchCpu(std::string& body, std::size_t offset, std::uint64_t serial);
 
 // {"Pod":<pod>,"Nodes":null,"NodeNames":[first `count` of names]}.
 std::string CacheModeBody(std::string_view pod, const std::vector<std::string>& names,

@@ -134,6 +134,7 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const VerbCachePool::Lease cache = caches_->Acquire();
   const std::uint64_t call = cache->BeginCall();
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
+  fits.by_state.Reserve(fits.by_state.size() + nodes.size());
   GpuStateMemo<CachedFit*> alike;
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     if (request->kind == GpuRequest::Kind::kNone) {
@@ -189,6 +190,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   cache->BeginCall();
   const std::string signature = RequestSignature(*request, scoring_only);
   FitTable& fits = cache->Fits(signature);
+  fits.by_state.Reserve(fits.by_state.size() + nodes.size());
   GpuStateMemo<CachedFit*> alike;
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     PrefetchAhead(nodes, i);
@@ -203,8 +205,10 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   const MigProfileWeightsPtr mig_weights = pods_.demand().MigWeights();
   CandidateScorer scorer(*request, candidates, *shapes, options_.weights, options_.score_range,
                          mig_weights);
-  ScoreTable& scores = cache->Scores(ScoreContext(signature, scorer.figures(), shapes, mig_weights),
-                                     shapes, mig_weights);
+  ScoreTable& scores =
+      cache->Scores(ScoreContext(signature, *request, scorer.figures(), shapes, mig_weights),
+                    shapes, mig_weights);
+  scores.by_state.Reserve(scores.by_state.size() + candidates.size());
   for (std::size_t c = 0; c < candidates.size(); ++c) {
     const std::uint64_t id = candidates[c].node->id();
     std::int64_t score = 0;

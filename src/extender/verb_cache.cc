@@ -40,8 +40,7 @@ std::string RequestSignature(const GpuRequest& request, const FitOptions& option
   AppendNumber(out, static_cast<int>(request.closeness));
   AppendNumber(out, static_cast<int>(request.policy));
   AppendNumber(out, request.share_milli);
-  AppendNumber(out, request.cpu_milli);
-  AppendNumber(out, request.memory_bytes);
+  // Not the CPU and memory requests: fits never read them (kube-scheduler's filters own them).
   AppendNumber(out, static_cast<int>(options.share_policy));
   AppendNumber(out, options.explain ? 1 : 0);
   // Free text last, each with its length: no two requests write the same signature.
@@ -54,9 +53,12 @@ std::string RequestSignature(const GpuRequest& request, const FitOptions& option
   return out;
 }
 
-std::string ScoreContext(const std::string& signature, const CandidateScorer::Figures& figures,
-                         const ShapeList& shapes, const MigProfileWeightsPtr& mig_weights) {
+std::string ScoreContext(const std::string& signature, const GpuRequest& request,
+                         const CandidateScorer::Figures& figures, const ShapeList& shapes,
+                         const MigProfileWeightsPtr& mig_weights) {
   std::string out;
+  AppendNumber(out, request.cpu_milli);  // balance and shape admission read them
+  AppendNumber(out, request.memory_bytes);
   AppendBits(out, figures.best_ring);
   AppendBits(out, figures.best_sum);
   AppendBits(out, figures.idle_ahead_max);

@@ -49,6 +49,10 @@ class StateIdMap {
     slots_[i] = Slot{id, std::move(value)};
   }
   std::size_t size() const { return size_; }
+  // Room for `count` entries in all, so that inserting them does not grow the table step by step.
+  void Reserve(std::size_t count) {
+    while (count * 2 > slots_.size()) Grow();
+  }
 
  private:
   struct Slot {
@@ -97,12 +101,15 @@ struct ScoreTable {
   std::uint64_t last_use = 0;
 };
 
-// Everything a fit depends on besides the node's state, as text.
+// Everything a fit depends on besides the node's state, as text (not the pod's CPU and memory:
+// pods that differ only in these share their fits).
 std::string RequestSignature(const GpuRequest& request, const FitOptions& options);
 
-// Everything a score depends on besides the node's state and fit, as text.
-std::string ScoreContext(const std::string& signature, const CandidateScorer::Figures& figures,
-                         const ShapeList& shapes, const MigProfileWeightsPtr& mig_weights);
+// Everything a score depends on besides the node's state and fit, as text: the signature, the
+// pod's CPU and memory, and the figures the scorer took from all candidates.
+std::string ScoreContext(const std::string& signature, const GpuRequest& request,
+                         const CandidateScorer::Figures& figures, const ShapeList& shapes,
+                         const MigProfileWeightsPtr& mig_weights);
 
 class VerbCache {
  public:
