@@ -40,29 +40,6 @@ std::string DescribeDevices(const state::Assignment& a) {
   return "";
 }
 
-// Looks every name up first: the lookups are independent, so the CPU overlaps their cache
-// misses. Unknown names give nullptr.
-std::vector<const state::NodeState*> Resolve(const state::Snapshot& snapshot,
-                                             const std::vector<std::string_view>& names) {
-  std::vector<const state::NodeState*> nodes(names.size());
-  for (std::size_t i = 0; i < names.size(); ++i) nodes[i] = snapshot.Find(names[i]);
-  return nodes;
-}
-
-// Resolve, and the rank of each known name among all names (kube::NodeFailure::order), so that
-// the reply's failure maps sort without reading names.
-std::vector<const state::NodeState*> ResolveRanked(const state::Snapshot& snapshot,
-                                                   const std::vector<std::string_view>& names,
-                                                   std::vector<std::uint32_t>& ranks) {
-  const std::vector<std::uint32_t>& all = snapshot.name_ranks();
-  std::vector<const state::NodeState*> nodes(names.size());
-  ranks.assign(names.size(), kube::NodeFailure::kUnordered);
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    nodes[i] = snapshot.FindRanked(names[i], all, ranks[i]);
-  }
-  return nodes;
-}
-
 // Filter and prioritize are bound by memory latency, not computation: the nodes' states are
 // scattered over the heap. Prefetching each a few nodes ahead overlaps those misses; what a
 // node that passes or is scored needs is in the state's first cache lines (its hot record), so
@@ -73,6 +50,17 @@ void PrefetchAhead(const std::vector<const state::NodeState*>& nodes, std::size_
     const char* node = reinterpret_cast<const char*>(nodes[i + kAhead]);
     __builtin_prefetch(node);
     __builtin_prefetch(node + 64);
+  }
+}
+
+// And the slot of a kept table that node's lookup will read, a few nodes ahead (its state,
+// prefetched earlier, has arrived by then).
+template <typename Table>
+void PrefetchKept(const Table& table, const std::vector<const state::NodeState*>& nodes,
+                  std::size_t i) {
+  constexpr std::size_t kAhead = 4;
+  if (i + kAhead < nodes.size() && nodes[i + kAhead] != nullptr) {
+    table.Prefetch(nodes[i + kAhead]->id());
   }
 }
 
@@ -129,8 +117,9 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   std::uint64_t unresolvable = 0;
   std::vector<std::uint32_t> ranks;
   const std::vector<const state::NodeState*> nodes =
-      request->kind == GpuRequest::Kind::kNone ? std::vector<const state::NodeState*>()
-                                               : ResolveRanked(*snapshot, args.node_names, ranks);
+      request->kind == GpuRequest::Kind::kNone
+          ? std::vector<const state::NodeState*>()
+          : snapshot->FindAll(args.node_names, &ranks, kube::NodeFailure::kUnordered);
   const VerbCachePool::Lease cache = caches_->Acquire();
   const std::uint64_t call = cache->BeginCall();
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
@@ -142,6 +131,7 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
       continue;
     }
     PrefetchAhead(nodes, i);
+    PrefetchKept(fits.by_state, nodes, i);
     const state::NodeState* node = nodes[i];
     if (node == nullptr) {
       const std::string* problem = snapshot->Problem(args.node_names[i]);
@@ -183,7 +173,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   std::vector<std::size_t> positions;
   candidates.reserve(args.node_names.size());
   positions.reserve(args.node_names.size());
-  const std::vector<const state::NodeState*> nodes = Resolve(*snapshot, args.node_names);
+  const std::vector<const state::NodeState*> nodes = snapshot->FindAll(args.node_names, nullptr, 0);
   FitOptions scoring_only = options_.fit;
   scoring_only.explain = false;  // prioritize never shows a reason
   const VerbCachePool::Lease cache = caches_->Acquire();
@@ -194,6 +184,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   GpuStateMemo<CachedFit*> alike;
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     PrefetchAhead(nodes, i);
+    PrefetchKept(fits.by_state, nodes, i);
     const state::NodeState* node = nodes[i];
     if (node == nullptr) continue;
     const NodeFit& fit = FitFor(fits, alike, *request, *node, scoring_only)->fit;
@@ -210,6 +201,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
                     shapes, mig_weights);
   scores.by_state.Reserve(scores.by_state.size() + candidates.size());
   for (std::size_t c = 0; c < candidates.size(); ++c) {
+    if (c + 4 < candidates.size()) scores.by_state.Prefetch(candidates[c + 4].node->id());
     const std::uint64_t id = candidates[c].node->id();
     std::int64_t score = 0;
     if (const std::int64_t* kept = scores.by_state.Find(id)) {

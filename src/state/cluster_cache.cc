@@ -4,6 +4,25 @@
 
 namespace linkfit::state {
 
+std::vector<const NodeState*> Snapshot::FindAll(const std::vector<std::string_view>& names,
+                                                std::vector<std::uint32_t>* ranks,
+                                                std::uint32_t unknown) const {
+  constexpr std::size_t kAhead = 8;
+  std::vector<std::uint64_t> hashes(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) hashes[i] = NameIndex::Hash(names[i]);
+  const std::vector<std::uint32_t>* all = ranks != nullptr ? &index_->Ranks() : nullptr;
+  if (ranks != nullptr) ranks->assign(names.size(), unknown);
+  std::vector<const NodeState*> nodes(names.size(), nullptr);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i + kAhead < names.size()) index_->PrefetchSlot(hashes[i + kAhead]);
+    const std::size_t position = index_->Find(names[i], hashes[i]);
+    if (position == NameIndex::kNotFound) continue;
+    if (all != nullptr) (*ranks)[i] = (*all)[position];
+    nodes[i] = (*(*chunks_)[position / kChunkSize])[position % kChunkSize].get();
+  }
+  return nodes;
+}
+
 const std::vector<NodeStatePtr>& Snapshot::nodes() const {
   std::call_once(nodes_once_, [this] {
     nodes_.reserve(size_);

@@ -45,9 +45,8 @@ const std::vector<std::uint32_t>& NameIndex::Ranks() const {
   return ranking_->ranks;
 }
 
-std::size_t NameIndex::Find(std::string_view name) const {
+std::size_t NameIndex::Find(std::string_view name, std::uint64_t hash) const {
   if (slots_.empty()) return kNotFound;
-  const std::uint64_t hash = Hash(name);
   const auto tag = static_cast<std::uint32_t>(hash >> 32);
   const std::size_t mask = slots_.size() - 1;
   for (std::size_t i = hash & mask;; i = (i + 1) & mask) {

@@ -81,6 +81,12 @@ class Snapshot {
     return (*(*chunks_)[position / kChunkSize])[position % kChunkSize].get();
   }
   const std::vector<std::uint32_t>& name_ranks() const { return index_->Ranks(); }
+  // Looks up every name of `names`, in order, overlapping the lookups' cache misses (hashes
+  // first, each slot prefetched a few names ahead): nodes (nullptr where unknown) and, when
+  // `ranks` is given, each known name's rank (name_ranks(); kUnordered-style `unknown` else).
+  std::vector<const NodeState*> FindAll(const std::vector<std::string_view>& names,
+                                        std::vector<std::uint32_t>* ranks,
+                                        std::uint32_t unknown) const;
   // Every node in insertion order (built on first use; filter and prioritize never need it).
   const std::vector<NodeStatePtr>& nodes() const;
   std::size_t size() const { return size_; }

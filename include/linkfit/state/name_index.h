@@ -33,7 +33,14 @@ class NameIndex {
   NameIndex& operator=(NameIndex&&) = default;
 
   // Returns the position recorded for `name`, or kNotFound.
-  std::size_t Find(std::string_view name) const;
+  std::size_t Find(std::string_view name) const { return Find(name, Hash(name)); }
+  // The same with the name's hash (Hash) computed by the caller, who may have prefetched the
+  // slot it lands on (PrefetchSlot): a batch of lookups then overlaps its cache misses.
+  std::size_t Find(std::string_view name, std::uint64_t hash) const;
+  void PrefetchSlot(std::uint64_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]);
+  }
+  static std::uint64_t Hash(std::string_view name);
 
   // Records `name` at `position`. REQUIRES: `name` is not in the index.
   void Insert(std::string_view name, std::size_t position);
@@ -53,7 +60,6 @@ class NameIndex {
     std::uint32_t offset = 0;    // the name in arena_
     std::uint32_t length = 0;
   };
-  static std::uint64_t Hash(std::string_view name);
   void Grow();
 
   std::vector<Slot> slots_;
