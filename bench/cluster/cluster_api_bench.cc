@@ -6,9 +6,11 @@
 //                             [--api-latency-ms 1]
 //
 // 1. Start-up: ClusterSource::Start until Ready (nodes listed, then pods, 500 a page): wall and
-//    CPU seconds of this process, heap growth per pod.
+//    CPU seconds of this process, heap growth per pod, and the growth of the resident size per
+//    node and per pod, with malloc set up as `linkfit serve` sets it (malloc_settings.h).
 // 2. Binds: `binds` pending 1-GPU pods bound through Extender::Bind by `bind-threads` threads
 //    while every API request takes `api-latency-ms`: binds per second and the latency of a bind.
+//    `--binds 0` stops after start-up.
 
 #include <malloc.h>
 #include <signal.h>
@@ -30,6 +32,7 @@
 
 #include "kube/fake_api_server.h"
 #include "linkfit/cluster/cluster_source.h"
+#include "linkfit/common/malloc_settings.h"
 #include "linkfit/extender/extender.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/topology/spec.h"
@@ -38,6 +41,27 @@ namespace {
 
 using namespace linkfit;
 using nlohmann::json;
+
+// The resident size of this process, in bytes (/proc/self/statm).
+double ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0;
+  long resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+// The bytes malloc has handed out and not had back: blocks in its arenas, and blocks it mmapped
+// (with `linkfit serve`'s fixed 128 KiB threshold at start-up, large tables and buffers; a
+// mmapped block counts whole, touched or not).
+struct HeapInUse {
+  double arenas = 0;
+  double mmapped = 0;
+  static HeapInUse Now() {
+    const struct mallinfo2 info = mallinfo2();
+    return {static_cast<double>(info.uordblks), static_cast<double>(info.hblkhd)};
+  }
+};
 
 double CpuSeconds() {
   timespec ts{};
@@ -140,6 +164,16 @@ struct TimedBinder final : extender::Binder {
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf(
+          "usage: linkfit_cluster_api_bench [--nodes 5000] [--pods 50000] [--binds 2000]\n"
+          "                                 [--bind-threads 8] [--api-latency-ms 1]\n"
+          "Start-up (time, CPU, heap and resident growth at ready per node and per pod), then\n"
+          "binds; --binds 0 stops after start-up.\n");
+      return 0;
+    }
+  }
   const int nodes = static_cast<int>(Arg(argc, argv, "--nodes", 5000));
   const int pods = static_cast<int>(Arg(argc, argv, "--pods", 50000));
   const int binds = static_cast<int>(Arg(argc, argv, "--binds", 2000));
@@ -159,6 +193,7 @@ int main(int argc, char** argv) {
   }
   close(to_parent[1]);
   close(to_child[0]);
+  UseStartUpMallocSettings();  // as `linkfit serve` does (cmd_serve.cc)
   std::string kubeconfig;
   char c = 0;
   while (read(to_parent[0], &c, 1) == 1 && c != '\n') kubeconfig.push_back(c);
@@ -177,8 +212,10 @@ int main(int argc, char** argv) {
   cluster::ClusterOptions options;
   options.client = *client;
   options.client.qps = 0;  // the start-up figure is linkfit's, not the rate limit's
+  options.on_ready = [] { UseServingMallocSettings(); };  // as `linkfit serve` does
   malloc_trim(0);
-  const std::size_t heap_before = mallinfo2().uordblks;
+  const HeapInUse heap_before = HeapInUse::Now();
+  const double resident_before = ResidentBytes();
   auto source = cluster::ClusterSource::Create(options, cache, factory, metrics);
   if (!source) {
     std::fprintf(stderr, "%s\n", source.error().message.c_str());
@@ -191,12 +228,27 @@ int main(int argc, char** argv) {
   const double cpu = CpuSeconds() - cpu_start;
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  malloc_trim(0);
-  const double heap = static_cast<double>(mallinfo2().uordblks - heap_before);
+  const HeapInUse heap_now = HeapInUse::Now();
+  const double heap = heap_now.arenas - heap_before.arenas;
+  const double mmapped = heap_now.mmapped - heap_before.mmapped;
+  const double resident = ResidentBytes() - resident_before;
   std::printf(
       "start-up over HTTPS: %d nodes, %d pods (+%d pending) to ready in %.2f s wall, "
-      "%.2f s CPU; heap %.0f MB (%.0f B per pod, nodes included)\n",
-      nodes, pods, binds, wall, cpu, heap / 1e6, heap / (pods + binds));
+      "%.2f s CPU; heap %.1f MB in arenas (%.0f B per pod, nodes included) and %.1f MB in "
+      "mmapped blocks\n",
+      nodes, pods, binds, wall, cpu, heap / 1e6, heap / std::max(1, pods + binds), mmapped / 1e6);
+  // The resident growth counts what malloc keeps but does not use (freed list pages, arenas).
+  std::printf("resident at ready: +%.1f MB = %.0f B per node", resident / 1e6,
+              resident / std::max(1, nodes));
+  if (pods + binds > 0) std::printf(", %.0f B per pod (nodes included)", resident / (pods + binds));
+  std::printf("\n");
+  if (binds == 0) {
+    (*source)->Stop();
+    close(to_child[1]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    return 0;
+  }
 
   // Binds, with the Binding write timed apart.
   TimedBinder timed((*source)->binder());

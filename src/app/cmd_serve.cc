@@ -1,6 +1,5 @@
 // `linkfit serve`: runs the extender until SIGINT or SIGTERM.
 
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -10,6 +9,7 @@
 #include "app/flags.h"
 #include "app/service.h"
 #include "linkfit/common/log.h"
+#include "linkfit/common/malloc_settings.h"
 
 namespace linkfit::app {
 namespace {
@@ -87,14 +87,15 @@ int RunServe(const std::vector<std::string>& args, std::ostream& out, std::ostre
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto service = Service::Start(*config);
+  // Loading builds and frees large temporaries (the YAML trees of the cluster and state files, the
+  // API server's list pages): they are mmapped while loading, and handed back once the state is
+  // loaded, so that the resident size is what serving needs (DESIGN.md §11, malloc_settings.h).
+  UseStartUpMallocSettings();
+  auto service = Service::Start(*config, [] { UseServingMallocSettings(); });
   if (!service) {
     err << "linkfit serve: " << service.error().message << "\n";
     return 1;
   }
-  // Loading built and freed large temporaries (the YAML trees of the cluster and state files);
-  // hand their pages back so that the resident size is what serving needs (DESIGN.md §11).
-  malloc_trim(0);
   out << "linkfit listening on http://" << (*service)->host() << ":" << (*service)->port();
   if ((*service)->ops_port() != 0) out << " (operations on port " << (*service)->ops_port() << ")";
   if ((*service)->cluster_mode()) out << "; cluster mode, ready once the API server is listed";

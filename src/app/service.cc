@@ -99,7 +99,7 @@ Result<void> Service::LoadStandalone() {
   return {};
 }
 
-Result<void> Service::StartCluster() {
+Result<void> Service::StartCluster(std::function<void()> on_ready) {
   if (config_.cluster_file || config_.state_file) {
     log::Info(
         "cluster mode: cluster_file and state_file are standalone mode's and are not used; "
@@ -109,6 +109,7 @@ Result<void> Service::StartCluster() {
   LINKFIT_ASSIGN_OR_RETURN(options.client, ClientConfigFrom(config_));
   options.page_size = config_.kubernetes.list_page_size;
   options.settle.require_nri_plugin = config_.kubernetes.require_nri_plugin;
+  options.on_ready = std::move(on_ready);
   extender::ExtenderOptions extender_options;
   LINKFIT_ASSIGN_OR_RETURN(extender_options, ExtenderOptionsFrom(config_));
   options.defaults = extender_options.defaults;
@@ -153,7 +154,8 @@ Result<void> Service::Listen() {
   return {};
 }
 
-Result<std::unique_ptr<Service>> Service::Start(const Config& config) {
+Result<std::unique_ptr<Service>> Service::Start(const Config& config,
+                                                std::function<void()> on_ready) {
   std::unique_ptr<Service> service(new Service(config));
   Service& s = *service;
   LINKFIT_ASSIGN_OR_RETURN(s.catalog_, alloc::MigCatalog::LoadDirectory(config.mig_profiles_dir));
@@ -163,7 +165,7 @@ Result<std::unique_ptr<Service>> Service::Start(const Config& config) {
   s.cache_ = std::make_unique<state::ClusterCache>(&s.metrics_);
   const bool cluster_mode = config.kubernetes.enabled || config.kubernetes.kubeconfig.has_value();
   if (cluster_mode) {
-    if (auto ok = s.StartCluster(); !ok) return tl::unexpected(ok.error());
+    if (auto ok = s.StartCluster(std::move(on_ready)); !ok) return tl::unexpected(ok.error());
   } else {
     if (auto ok = s.LoadStandalone(); !ok) return tl::unexpected(ok.error());
   }
@@ -172,6 +174,7 @@ Result<std::unique_ptr<Service>> Service::Start(const Config& config) {
     s.cluster_->Start();
     return service;
   }
+  if (on_ready) on_ready();
   s.handler_->SetReady(true);
   log::Info("linkfit: " + std::to_string(s.stats_.nodes) + " nodes (" +
             std::to_string(s.stats_.topologies) + " topologies, " +

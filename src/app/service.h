@@ -14,6 +14,7 @@
 // Thread-safety: Start/Stop/Wait from one controlling thread; the server's threads call into the
 // extender concurrently.
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,7 +37,10 @@ class Service {
  public:
   // Loads everything and starts listening. Errors name the file and key at fault. In cluster
   // mode the API server is contacted in the background: Start returns while /readyz is false.
-  static Result<std::unique_ptr<Service>> Start(const Config& config);
+  // `on_ready` is called once when the state is loaded: in standalone mode before Start returns,
+  // in cluster mode on the cluster source's thread once the initial lists are applied.
+  static Result<std::unique_ptr<Service>> Start(const Config& config,
+                                                std::function<void()> on_ready = {});
 
   ~Service();
   int port() const { return server_->port(); }
@@ -54,7 +58,7 @@ class Service {
  private:
   explicit Service(Config config) : config_(std::move(config)) {}
   Result<void> LoadStandalone();
-  Result<void> StartCluster();
+  Result<void> StartCluster(std::function<void()> on_ready);
   Result<void> Listen();
 
   Config config_;

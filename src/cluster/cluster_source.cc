@@ -112,6 +112,7 @@ void ClusterSource::StartPodsWhenNodesSynced() {
   pod_reflector_->Start();
   while (!stopping_ && !pod_reflector_->synced()) std::this_thread::sleep_for(poll);
   if (stopping_) return;
+  if (options_.on_ready) options_.on_ready();
   stage_ = 3;
   ready_ = true;
   const double seconds =

@@ -75,7 +75,6 @@ struct Reflector::Impl {
   std::string rv;         // GUARDED_BY(mutex)
   CancelToken cancel;     // cuts the loop's calls at Stop()
   std::mt19937_64 rng{std::random_device{}()};
-  json::Scratch scratch;  // the loop thread's parser
 
   bool Stopping() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -125,6 +124,9 @@ struct Reflector::Impl {
 Reflector::Impl::ListResult Reflector::Impl::List() {
   sink.BeginList();
   std::string continue_token;
+  // The pages' parser and padded buffer grow to a whole page (megabytes of nodes); they live for
+  // one list only, so that a watching reflector does not keep them (issue 11).
+  json::Scratch scratch;
   while (true) {
     if (Stopping()) return ListResult::kStopped;
     std::string path = options.path + "?limit=" + std::to_string(options.page_size) + Selectors();
@@ -192,8 +194,6 @@ Reflector::Impl::ListResult Reflector::Impl::List() {
     if (next.empty()) {
       SetRv(list_rv);
       sink.EndList(list_rv);
-      owner.lists_++;
-      owner.synced_ = true;
       return ListResult::kDone;
     }
     continue_token = next;
@@ -340,6 +340,10 @@ void Reflector::Impl::Run() {
         backoff = std::min(options.max_backoff, backoff * 2);
         continue;
       }
+      // Counted once List() has returned and freed its pages and parser, so that whoever waits
+      // for synced() (ClusterSource's ready hook trims malloc) finds them freed.
+      owner.lists_++;
+      owner.synced_ = true;
       need_list = false;
       backoff = options.initial_backoff;
     }

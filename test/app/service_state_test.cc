@@ -222,5 +222,15 @@ TEST(ClusterFileTest, AGoodFileLoadsEveryNodeAndAllocation) {
   EXPECT_EQ(a100["gpus"][1]["mig_instances"][0]["profile"], "1g.5gb");
 }
 
+TEST(ServiceReadyHookTest, StandaloneCallsItOnceBeforeStartReturns) {
+  TempDir dir;
+  const std::string path = dir.Write(
+      "cluster.yaml", "nodes:\n  - name: a100\n    topology: " + Topology("dgx-a100") + "\n");
+  int calls = 0;
+  auto started = Service::Start(testing::StandaloneConfig(path), [&calls] { ++calls; });
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  EXPECT_EQ(calls, 1);
+}
+
 }  // namespace
 }  // namespace linkfit::app

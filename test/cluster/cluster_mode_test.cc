@@ -69,8 +69,8 @@ class ClusterModeTest : public ::testing::Test {
     return config;
   }
   // Starts linkfit; with `wait_ready`, returns once /readyz is true.
-  void StartLinkfit(bool wait_ready = true) {
-    auto started = app::Service::Start(ClusterConfig());
+  void StartLinkfit(bool wait_ready = true, std::function<void()> on_ready = {}) {
+    auto started = app::Service::Start(ClusterConfig(), std::move(on_ready));
     ASSERT_TRUE(started.has_value()) << started.error().message;
     service_ = std::move(*started);
     client_ = std::make_unique<httplib::Client>("127.0.0.1", service_->port());
@@ -213,11 +213,14 @@ class ClusterModeTest : public ::testing::Test {
 TEST_F(ClusterModeTest, ReadyOnlyAfterTheInitialListAndFilterSaysWhy) {
   AddNode("h100-0", "dgx-h100");
   fake_->SetLatency(std::chrono::milliseconds(1500), RequestMatch{"GET", "/api/v1/pods"});
-  StartLinkfit(/*wait_ready=*/false);
+  // `linkfit serve` releases the lists' memory in the ready hook: once, after the lists.
+  std::atomic<int> ready_hooks{0};
+  StartLinkfit(/*wait_ready=*/false, [&ready_hooks] { ++ready_hooks; });
   const json pod = AddPod({.name = "p", .gpus = 1});
   auto readyz = client_->Get("/readyz");
   ASSERT_TRUE(readyz);
   EXPECT_EQ(readyz->status, 503);
+  EXPECT_EQ(ready_hooks.load(), 0);
   const auto [status, body] =
       Post("/scheduler/filter", R"({"Pod":)" + pod.dump() + R"(,"NodeNames":["h100-0"]})");
   EXPECT_EQ(status, 200);
@@ -225,6 +228,7 @@ TEST_F(ClusterModeTest, ReadyOnlyAfterTheInitialListAndFilterSaysWhy) {
   EXPECT_NE(reply["Error"].get<std::string>().find("still listing"), std::string::npos) << body;
   EXPECT_TRUE(reply["NodeNames"].is_null());  // an error, never an empty "nothing fits" list
   ASSERT_TRUE(service_->cluster()->WaitReady(std::chrono::seconds(20)));
+  EXPECT_EQ(ready_hooks.load(), 1);
   EXPECT_EQ(client_->Get("/readyz")->status, 200);
   fake_->ClearFaults();
   EXPECT_EQ(Schedule(pod, {"h100-0"}), "h100-0");

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +47,9 @@ struct ClusterOptions {
   std::chrono::milliseconds initial_backoff{200};
   std::chrono::milliseconds max_backoff{std::chrono::seconds(30)};
   SettleOptions settle;
+  // Called once on the source's own thread when the initial lists are applied, just before
+  // Ready() turns true (`linkfit serve` releases the lists' freed memory there).
+  std::function<void()> on_ready;
 };
 
 class ClusterSource {
