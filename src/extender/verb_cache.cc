@@ -77,7 +77,7 @@ FitTable& VerbCache::Fits(const std::string& signature) {
   if (it == fits_.end()) {
     Bound(fits_);
     it = fits_.emplace(signature, FitTable{}).first;
-  } else if (it->second.fits.size() > kMaxEntries || it->second.by_state.size() > kMaxEntries) {
+  } else if (it->second.fits.size() > kMaxFits || it->second.by_state.size() > kMaxEntries) {
     it->second = FitTable{};  // at a call's start: nobody holds pointers into it
   }
   it->second.last_use = calls_;

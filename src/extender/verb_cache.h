@@ -125,8 +125,12 @@ class VerbCache {
   ScoreTable& Scores(const std::string& context, const ShapeList& shapes,
                      const MigProfileWeightsPtr& mig_weights);
 
+  // Bounds: a table is emptied at a call's start once it holds more than kMaxEntries states or
+  // kMaxFits fits (a fit is a few hundred bytes; distinct fits per call are the distinct GPU
+  // states, a few thousand at most), so a cache stays within a few tens of MB in the worst case.
   static constexpr std::size_t kMaxTables = 16;
-  static constexpr std::size_t kMaxEntries = std::size_t{1} << 17;
+  static constexpr std::size_t kMaxEntries = std::size_t{1} << 16;
+  static constexpr std::size_t kMaxFits = std::size_t{1} << 14;
 
  private:
   std::map<std::string, FitTable, std::less<>> fits_;

@@ -7,11 +7,13 @@
 #include <deque>
 #include <map>
 #include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
 #include "extender/extender_testing.h"
 #include "extender/gpu_state_memo.h"
+#include "extender/verb_cache.h"
 #include "linkfit/extender/scoring.h"
 
 namespace linkfit::extender {
@@ -279,6 +281,51 @@ TEST(GpuStateMemoTest, ComputesOncePerDistinctStateAndExtra) {
   EXPECT_EQ(first, 1);
   EXPECT_EQ(memo.Of(*c, {1999, 1999, nullptr}, value), computed);
   EXPECT_EQ(memo.size(), 2001u);
+}
+
+TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
+  VerbCache cache;
+  cache.BeginCall();
+  cache.Fits("kept").by_state.Insert(1, nullptr);
+  for (int i = 0; i < 40; ++i) {
+    cache.BeginCall();
+    cache.Fits("kept");  // used every call: never the least recently used
+    cache.Fits("shape-" + std::to_string(i)).by_state.Insert(7, nullptr);
+  }
+  cache.BeginCall();
+  EXPECT_EQ(cache.Fits("kept").by_state.size(), 1u);
+  EXPECT_EQ(cache.Fits("shape-39").by_state.size(), 1u);
+  EXPECT_EQ(cache.Fits("shape-0").by_state.size(), 0u);  // evicted long ago: created afresh
+  // A table grown past its bound is emptied when a call next asks for it.
+  FitTable& big = cache.Fits("big");
+  big.by_state.Reserve(VerbCache::kMaxEntries + 1);
+  for (std::uint64_t id = 1; id <= VerbCache::kMaxEntries + 1; ++id)
+    big.by_state.Insert(id, nullptr);
+  cache.BeginCall();
+  EXPECT_EQ(cache.Fits("big").by_state.size(), 0u);
+  // Score tables hold the shapes they were built under.
+  auto shapes = std::make_shared<const std::vector<Shape>>();
+  std::weak_ptr<const std::vector<Shape>> watch = shapes;
+  cache.Scores("context", shapes, nullptr);
+  shapes.reset();
+  EXPECT_FALSE(watch.expired());
+}
+
+TEST(VerbCacheTest, ThePoolLendsACacheToOneCallAtATime) {
+  VerbCachePool pool;
+  std::set<const VerbCache*> lent;
+  {
+    const VerbCachePool::Lease a = pool.Acquire();
+    const VerbCachePool::Lease b = pool.Acquire();
+    EXPECT_NE(&*a, &*b);  // two calls at once: two caches
+    lent = {&*a, &*b};
+  }
+  // Returned caches are lent again (what they keep serves the next calls).
+  const VerbCachePool::Lease c = pool.Acquire();
+  const VerbCachePool::Lease d = pool.Acquire();
+  EXPECT_EQ(lent.count(&*c), 1u);
+  EXPECT_EQ(lent.count(&*d), 1u);
+  EXPECT_NE(&*c, &*d);
 }
 
 }  // namespace
