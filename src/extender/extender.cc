@@ -123,7 +123,7 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const VerbCachePool::Lease cache = caches_->Acquire();
   const std::uint64_t call = cache->BeginCall();
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
-  fits.by_state.Reserve(fits.by_state.size() + nodes.size());
+  fits.by_state.Reserve(nodes.size());  // later calls mostly find what is there
   GpuStateMemo<CachedFit*> alike;
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     if (request->kind == GpuRequest::Kind::kNone) {
@@ -180,7 +180,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   cache->BeginCall();
   const std::string signature = RequestSignature(*request, scoring_only);
   FitTable& fits = cache->Fits(signature);
-  fits.by_state.Reserve(fits.by_state.size() + nodes.size());
+  fits.by_state.Reserve(nodes.size());  // later calls mostly find what is there
   GpuStateMemo<CachedFit*> alike;
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     PrefetchAhead(nodes, i);
@@ -199,7 +199,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   ScoreTable& scores =
       cache->Scores(ScoreContext(signature, *request, scorer.figures(), shapes, mig_weights),
                     shapes, mig_weights);
-  scores.by_state.Reserve(scores.by_state.size() + candidates.size());
+  scores.by_state.Reserve(candidates.size());
   for (std::size_t c = 0; c < candidates.size(); ++c) {
     if (c + 4 < candidates.size()) scores.by_state.Prefetch(candidates[c + 4].node->id());
     const std::uint64_t id = candidates[c].node->id();

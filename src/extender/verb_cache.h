@@ -53,7 +53,8 @@ class StateIdMap {
   void Prefetch(std::uint64_t id) const {
     if (!slots_.empty()) __builtin_prefetch(&slots_[Mix(id) & (slots_.size() - 1)]);
   }
-  // Room for `count` entries in all, so that inserting them does not grow the table step by step.
+  // Room for `count` entries in all (not more), so that inserting that many into an empty table
+  // does not grow it step by step.
   void Reserve(std::size_t count) {
     while (count * 2 > slots_.size()) Grow();
   }
