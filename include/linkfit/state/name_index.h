@@ -27,10 +27,9 @@ class NameIndex {
 
   NameIndex() = default;
   // A copy is for adding names: it does not carry the ranks (they would not hold after an add).
+  // (No move: a moved-from index would have no ranking; moving copies.)
   NameIndex(const NameIndex& other);
   NameIndex& operator=(const NameIndex& other);
-  NameIndex(NameIndex&&) = default;
-  NameIndex& operator=(NameIndex&&) = default;
 
   // Returns the position recorded for `name`, or kNotFound.
   std::size_t Find(std::string_view name) const { return Find(name, Hash(name)); }
