@@ -41,8 +41,8 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
   return scarcity;
 }
 
-double Balance(const state::NodeState& node, const GpuRequest& request, const Scarcity& rho,
-               double used_gpus) {
+double Balance(const state::NodeState& node, const GpuRequest& request, const Scarcity& rho) {
+  const double used_gpus = node.UsedGpuEquivalents();  // kept with the state
   const double gpus = node.gpu_count();
   if (gpus <= 0) return 1.0;
   const double used_before = std::min(1.0, used_gpus / gpus);

@@ -29,8 +29,6 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
 // B for one node: per resource whose allocatable is known, with gap = |GPU share used - share
 // of the resource used|: rho x (1 - gap after) + (1 - rho) x (0.5 + (gap before - gap after) / 2),
 // averaged over CPU and memory; 1 where nothing can be stranded (no GPUs, nothing known).
-// `used_gpus` is node.UsedGpuEquivalents(), which the caller already has.
-double Balance(const state::NodeState& node, const GpuRequest& request, const Scarcity& rho,
-               double used_gpus);
+double Balance(const state::NodeState& node, const GpuRequest& request, const Scarcity& rho);
 
 }  // namespace linkfit::extender

@@ -20,7 +20,6 @@ namespace {
 struct FreeView {
   std::array<int, topology::kMaxGpus> free{};
   int gpus = 0;
-  int whole_free = 0;
   std::int64_t cpu_free = state::NodeState::kUntracked;
   std::int64_t memory_free = state::NodeState::kUntracked;
 };
@@ -32,7 +31,6 @@ FreeView ViewOf(const state::NodeState& node) {
   for (int g = 0; g < view.gpus; ++g) {
     const int free = ((eligible >> g) & 1) ? 1000 - node.shared_milli(g) : 0;
     view.free[static_cast<std::size_t>(g)] = free;
-    if (free == 1000) ++view.whole_free;
   }
   view.cpu_free = node.cpu_free_milli();
   view.memory_free = node.memory_free_bytes();
@@ -414,10 +412,7 @@ GpuTerms GpuTermsOf(const TermInputs& in, const state::NodeState& node, const No
   double look = 1.0;
   if (request.kind == GpuRequest::Kind::kWhole) {
     for (int g = 0; g < before.gpus; ++g) {
-      if ((a.gpus >> g) & 1) {
-        after.free[static_cast<std::size_t>(g)] = 0;
-        --after.whole_free;
-      }
+      if ((a.gpus >> g) & 1) after.free[static_cast<std::size_t>(g)] = 0;
     }
     const topology::GpuMask free = node.whole_free();
     const double lost = LookaheadRing(node.table(), free) -
@@ -430,9 +425,7 @@ GpuTerms GpuTermsOf(const TermInputs& in, const state::NodeState& node, const No
                                        : 1.0;
   } else if (request.kind == GpuRequest::Kind::kShared) {
     for (const state::Assignment::ShareSlot& slot : a.shares) {
-      int& free = after.free[static_cast<std::size_t>(slot.gpu)];
-      if (free == 1000) --after.whole_free;
-      free -= slot.milli;
+      after.free[static_cast<std::size_t>(slot.gpu)] -= slot.milli;
     }
   }
   // FGD's own scale: the growth of expected fragmentation in whole GPUs through a sigmoid
@@ -459,6 +452,8 @@ struct CandidateScorer::Impl {
         candidates(the_candidates),
         shapes(the_shapes),
         weights(the_weights),
+        weight_total(the_weights.topology + the_weights.packing + the_weights.fragmentation +
+                     the_weights.balance),
         score_range(range),
         needs(NeedsOf(the_shapes)),
         memo(the_shapes, needs),
@@ -469,6 +464,7 @@ struct CandidateScorer::Impl {
   const std::vector<Candidate>& candidates;
   const std::vector<Shape>& shapes;
   const ScoreWeights& weights;
+  const double weight_total;
   const int score_range;
   Scarcity scarcity;
   CandidateBests bests;
@@ -536,10 +532,9 @@ std::int64_t CandidateScorer::Score(std::size_t i) {
   const GpuTerms& terms = in.terms_by_state.Of(node, {admitted_before, admitted_after, &fit}, [&] {
     return GpuTermsOf(in.inputs, node, fit, admitted_before, admitted_after);
   });
-  const double balance = Balance(node, request, in.scarcity, node.UsedGpuEquivalents());
+  const double balance = Balance(node, request, in.scarcity);
   const ScoreWeights& weights = in.weights;
-  const double weight_total =
-      weights.topology + weights.packing + weights.fragmentation + weights.balance;
+  const double weight_total = in.weight_total;
   const double combined =
       weight_total <= 0
           ? 0.0

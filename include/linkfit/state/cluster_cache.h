@@ -71,19 +71,10 @@ class Snapshot {
     if (position == NameIndex::kNotFound) return nullptr;
     return (*(*chunks_)[position / kChunkSize])[position % kChunkSize].get();
   }
-  // Like Find, and the rank of the name among all the snapshot's names in byte order (`ranks`
-  // is name_ranks(): NameIndex::Ranks, computed once per set of names). Unknown: rank untouched.
-  const NodeState* FindRanked(std::string_view name, const std::vector<std::uint32_t>& ranks,
-                              std::uint32_t& rank) const {
-    const std::size_t position = index_->Find(name);
-    if (position == NameIndex::kNotFound) return nullptr;
-    rank = ranks[position];
-    return (*(*chunks_)[position / kChunkSize])[position % kChunkSize].get();
-  }
-  const std::vector<std::uint32_t>& name_ranks() const { return index_->Ranks(); }
   // Looks up every name of `names`, in order, overlapping the lookups' cache misses (hashes
   // first, each slot prefetched a few names ahead): nodes (nullptr where unknown) and, when
-  // `ranks` is given, each known name's rank (name_ranks(); kUnordered-style `unknown` else).
+  // `ranks` is given, each known name's rank among all the snapshot's names in byte order
+  // (NameIndex::Ranks, computed once per set of names), `unknown` for an unknown name.
   std::vector<const NodeState*> FindAll(const std::vector<std::string_view>& names,
                                         std::vector<std::uint32_t>* ranks,
                                         std::uint32_t unknown) const;
