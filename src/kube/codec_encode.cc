@@ -188,24 +188,26 @@ bool HasSpecial(std::string_view text) {
   return special != 0;
 }
 
+// Copies n bytes, sizeof(Word) <= n <= 2 x sizeof(Word), as a head and a tail word that may
+// overlap.
+template <typename Word>
+void CopyHeadAndTail(char* to, const char* from, std::size_t n) {
+  Word head;
+  Word tail;
+  std::memcpy(&head, from, sizeof(Word));
+  std::memcpy(&tail, from + n - sizeof(Word), sizeof(Word));
+  std::memcpy(to, &head, sizeof(Word));
+  std::memcpy(to + n - sizeof(Word), &tail, sizeof(Word));
+}
+
 // Copies n bytes. Up to 32 bytes (a node name, a number, a short reason) take a few
 // overlapping loads and stores instead of a call to memcpy.
 void CopyBytes(char* to, const char* from, std::size_t n) {
   if (n <= 16) {
     if (n >= 8) {
-      std::uint64_t head;
-      std::uint64_t tail;
-      std::memcpy(&head, from, 8);
-      std::memcpy(&tail, from + n - 8, 8);
-      std::memcpy(to, &head, 8);
-      std::memcpy(to + n - 8, &tail, 8);
+      CopyHeadAndTail<std::uint64_t>(to, from, n);
     } else if (n >= 4) {
-      std::uint32_t head;
-      std::uint32_t tail;
-      std::memcpy(&head, from, 4);
-      std::memcpy(&tail, from + n - 4, 4);
-      std::memcpy(to, &head, 4);
-      std::memcpy(to + n - 4, &tail, 4);
+      CopyHeadAndTail<std::uint32_t>(to, from, n);
     } else if (n > 0) {
       const char first = from[0];
       const char middle = from[n / 2];
