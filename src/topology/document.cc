@@ -2,6 +2,7 @@
 // linkfit's compact annotation form (same keys, no provenance/system/topo_matrix/nics).
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -41,7 +42,10 @@ Result<std::int64_t> ReadInt(const json& object, const char* key, const std::str
   if (value.is_number_integer()) return value.get<std::int64_t>();
   if (value.is_number_float()) {
     const double d = value.get<double>();
-    if (d == static_cast<double>(static_cast<std::int64_t>(d))) return static_cast<std::int64_t>(d);
+    // Only a whole number within int64's range converts (casting any other double is undefined).
+    if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 && d == std::trunc(d)) {
+      return static_cast<std::int64_t>(d);
+    }
   }
   return MakeError(path + "." + key + ": expected an integer, got " + value.dump());
 }
