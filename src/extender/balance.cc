@@ -20,13 +20,13 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
   cpu_supply.reserve(candidates.size());
   memory_supply.reserve(candidates.size());
   for (const Candidate& c : candidates) {
-    const double gpus = c.node->gpu_count();
+    const double gpus = c.hot.table->gpu_count();
     if (gpus <= 0) continue;
-    if (c.node->cpu_allocatable_milli() > 0) {
-      cpu_supply.push_back(static_cast<double>(c.node->cpu_allocatable_milli()) / gpus);
+    if (c.hot.cpu_allocatable_milli > 0) {
+      cpu_supply.push_back(static_cast<double>(c.hot.cpu_allocatable_milli) / gpus);
     }
-    if (c.node->memory_allocatable_bytes() > 0) {
-      memory_supply.push_back(static_cast<double>(c.node->memory_allocatable_bytes()) / gpus);
+    if (c.hot.memory_allocatable_bytes > 0) {
+      memory_supply.push_back(static_cast<double>(c.hot.memory_allocatable_bytes) / gpus);
     }
   }
   const auto rho = [](double demand, std::vector<double>& supply) {

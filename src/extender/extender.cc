@@ -40,42 +40,32 @@ std::string DescribeDevices(const state::Assignment& a) {
   return "";
 }
 
-// Filter and prioritize are bound by memory latency, not computation: the nodes' states are
-// scattered over the heap. Prefetching each a few nodes ahead overlaps those misses; what a
-// node that passes or is scored needs is in the state's first cache lines (its hot record), so
-// NodeInfo is not fetched.
-void PrefetchAhead(const std::vector<const state::NodeState*>& nodes, std::size_t i) {
-  constexpr std::size_t kAhead = 8;
-  if (i + kAhead < nodes.size() && nodes[i + kAhead] != nullptr) {
-    const char* node = reinterpret_cast<const char*>(nodes[i + kAhead]);
-    __builtin_prefetch(node);
-    __builtin_prefetch(node + 64);
-  }
-}
-
-// And the slot of a kept table that node's lookup will read, a few nodes ahead (its state,
-// prefetched earlier, has arrived by then).
+// Filter and prioritize are bound by memory latency, not computation: what a call reads of a
+// node answered from the kept tables (its name's slot, its hot record, the kept answer) is
+// contiguous by position, and the kept answer's slot is prefetched a few names ahead. Only a node
+// whose state has no kept answer is visited.
 template <typename Table>
-void PrefetchKept(const Table& table, const std::vector<const state::NodeState*>& nodes,
-                  std::size_t i) {
-  constexpr std::size_t kAhead = 4;
-  if (i + kAhead < nodes.size() && nodes[i + kAhead] != nullptr) {
-    table.Prefetch(nodes[i + kAhead]->id());
+void PrefetchKept(const Table& table, const std::vector<state::NodeRef>& nodes, std::size_t i) {
+  constexpr std::size_t kAhead = 8;
+  if (i + kAhead < nodes.size() && nodes[i + kAhead].hot != nullptr) {
+    table.Prefetch(nodes[i + kAhead].position);
   }
 }
 
-// A fit depends on nothing but the request and the node's GPU state: kept by state id across
-// calls (verb_cache.h), and within a call shared by nodes alike (gpu_state_memo.h). A shared
-// fit's assignment names no node.
+// A fit depends on nothing but the request and the node's GPU state: kept by node position and
+// state id across calls (verb_cache.h), and within a call shared by nodes alike
+// (gpu_state_memo.h). A shared fit's assignment names no node.
 CachedFit* FitFor(FitTable& table, GpuStateMemo<CachedFit*>& alike, const GpuRequest& request,
-                  const state::NodeState& node, const FitOptions& options) {
-  if (CachedFit* const* kept = table.by_state.Find(node.id())) return *kept;
+                  const state::Snapshot& snapshot, const state::NodeRef& ref,
+                  const FitOptions& options) {
+  if (CachedFit* const* kept = table.by_position.Find(ref.position, ref.hot->id)) return *kept;
+  const state::NodeState& node = *snapshot.NodeAt(ref.position);
   CachedFit* fit = alike.Of(node, {}, [&] {
     NodeFit computed = FitOnNode(request, node, options);
     computed.assignment.node.clear();
     return &table.fits.emplace_back(CachedFit{std::move(computed), 0, {}});
   });
-  table.by_state.Insert(node.id(), fit);
+  table.by_position.Insert(ref.position, ref.hot->id, fit);
   return fit;
 }
 
@@ -115,32 +105,30 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   std::uint64_t failed = 0;
   std::uint64_t unresolvable = 0;
-  std::vector<std::uint32_t> ranks;
-  const std::vector<const state::NodeState*> nodes =
+  const std::vector<state::NodeRef> nodes =
       request->kind == GpuRequest::Kind::kNone
-          ? std::vector<const state::NodeState*>()
-          : snapshot->FindAll(args.node_names, &ranks, kube::NodeFailure::kUnordered);
+          ? std::vector<state::NodeRef>()
+          : snapshot->FindAll(args.node_names, true, kube::NodeFailure::kUnordered);
   const VerbCachePool::Lease cache = caches_->Acquire();
   const std::uint64_t call = cache->BeginCall();
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
-  fits.by_state.Reserve(nodes.size());  // later calls mostly find what is there
+  fits.by_position.Reserve(snapshot->size());
   GpuStateMemo<CachedFit*> alike;
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     if (request->kind == GpuRequest::Kind::kNone) {
       pass(i);
       continue;
     }
-    PrefetchAhead(nodes, i);
-    PrefetchKept(fits.by_state, nodes, i);
-    const state::NodeState* node = nodes[i];
-    if (node == nullptr) {
+    PrefetchKept(fits.by_position, nodes, i);
+    const state::NodeRef& ref = nodes[i];
+    if (ref.hot == nullptr) {
       const std::string* problem = snapshot->Problem(args.node_names[i]);
       result.failed_and_unresolvable_nodes.push_back(
           {args.node_names[i], problem != nullptr ? result.Keep(*problem) : kUnknownNode});
       ++unresolvable;
       continue;
     }
-    CachedFit& cached = *FitFor(fits, alike, *request, *node, options_.fit);
+    CachedFit& cached = *FitFor(fits, alike, *request, *snapshot, ref, options_.fit);
     if (cached.fit.fits) {
       pass(i);
       continue;
@@ -151,10 +139,10 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
     }
     if (cached.fit.unresolvable) {
       result.failed_and_unresolvable_nodes.push_back(
-          {args.node_names[i], cached.kept_reason, ranks[i]});
+          {args.node_names[i], cached.kept_reason, ref.rank});
       ++unresolvable;
     } else {
-      result.failed_nodes.push_back({args.node_names[i], cached.kept_reason, ranks[i]});
+      result.failed_nodes.push_back({args.node_names[i], cached.kept_reason, ref.rank});
       ++failed;
     }
   }
@@ -170,27 +158,29 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   if (!request) return priorities;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   std::vector<Candidate> candidates;
-  std::vector<std::size_t> positions;
+  std::vector<std::size_t> in_request;  // each candidate's index in the request
   candidates.reserve(args.node_names.size());
-  positions.reserve(args.node_names.size());
-  const std::vector<const state::NodeState*> nodes = snapshot->FindAll(args.node_names, nullptr, 0);
+  in_request.reserve(args.node_names.size());
+  const std::vector<state::NodeRef> nodes = snapshot->FindAll(args.node_names, false, 0);
   FitOptions scoring_only = options_.fit;
   scoring_only.explain = false;  // prioritize never shows a reason
   const VerbCachePool::Lease cache = caches_->Acquire();
   cache->BeginCall();
   const std::string signature = RequestSignature(*request, scoring_only);
   FitTable& fits = cache->Fits(signature);
-  fits.by_state.Reserve(nodes.size());  // later calls mostly find what is there
+  fits.by_position.Reserve(snapshot->size());
   GpuStateMemo<CachedFit*> alike;
+  std::vector<std::uint32_t> node_positions;  // each candidate's position in the snapshot
+  node_positions.reserve(args.node_names.size());
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
-    PrefetchAhead(nodes, i);
-    PrefetchKept(fits.by_state, nodes, i);
-    const state::NodeState* node = nodes[i];
-    if (node == nullptr) continue;
-    const NodeFit& fit = FitFor(fits, alike, *request, *node, scoring_only)->fit;
+    PrefetchKept(fits.by_position, nodes, i);
+    const state::NodeRef& ref = nodes[i];
+    if (ref.hot == nullptr) continue;
+    const NodeFit& fit = FitFor(fits, alike, *request, *snapshot, ref, scoring_only)->fit;
     if (!fit.fits) continue;
-    candidates.push_back({node, &fit});
-    positions.push_back(i);
+    candidates.emplace_back(snapshot->NodeAt(ref.position), &fit, *ref.hot);
+    in_request.push_back(i);
+    node_positions.push_back(ref.position);
   }
   const ShapeList shapes = pods_.demand().Shapes();
   const MigProfileWeightsPtr mig_weights = pods_.demand().MigWeights();
@@ -199,18 +189,18 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   ScoreTable& scores =
       cache->Scores(ScoreContext(signature, *request, scorer.figures(), shapes, mig_weights),
                     shapes, mig_weights);
-  scores.by_state.Reserve(candidates.size());
+  scores.by_position.Reserve(snapshot->size());
   for (std::size_t c = 0; c < candidates.size(); ++c) {
-    if (c + 4 < candidates.size()) scores.by_state.Prefetch(candidates[c + 4].node->id());
-    const std::uint64_t id = candidates[c].node->id();
+    if (c + 8 < candidates.size()) scores.by_position.Prefetch(node_positions[c + 8]);
+    const std::uint64_t id = candidates[c].hot.id;
     std::int64_t score = 0;
-    if (const std::int64_t* kept = scores.by_state.Find(id)) {
+    if (const std::int64_t* kept = scores.by_position.Find(node_positions[c], id)) {
       score = *kept;
     } else {
       score = scorer.Score(c);
-      scores.by_state.Insert(id, score);
+      scores.by_position.Insert(node_positions[c], id, score);
     }
-    priorities[positions[c]].score = score;
+    priorities[in_request[c]].score = score;
   }
   return priorities;
 }

@@ -77,7 +77,7 @@ FitTable& VerbCache::Fits(const std::string& signature) {
   if (it == fits_.end()) {
     Bound(fits_);
     it = fits_.emplace(signature, FitTable{}).first;
-  } else if (it->second.fits.size() > kMaxFits || it->second.by_state.size() > kMaxEntries) {
+  } else if (it->second.fits.size() > kMaxFits) {
     it->second = FitTable{};  // at a call's start: nobody holds pointers into it
   }
   it->second.last_use = calls_;
@@ -92,8 +92,6 @@ ScoreTable& VerbCache::Scores(const std::string& context, const ShapeList& shape
     it = scores_.emplace(context, ScoreTable{}).first;
     it->second.shapes = shapes;
     it->second.mig_weights = mig_weights;
-  } else if (it->second.by_state.size() > kMaxEntries) {
-    it->second.by_state = StateIdMap<std::int64_t>();
   }
   it->second.last_use = calls_;
   return it->second;

@@ -5,7 +5,7 @@
 // that state exists, and a score holds for as long as the figures it was scored under (the
 // request, the learned shapes, the candidates' best ring and scarcity) are the same. kube-scheduler
 // asks about the same few pod shapes over nodes of which only the last bound one changed, so most
-// nodes are answered from here: one probe by the state's id.
+// nodes are answered from here: one read at the node's position, checked against its state id.
 //
 // Tables are keyed by a text that names everything else the answer depends on (RequestSignature,
 // ScoreContext); the shapes and MIG weights a score table was built under are held by it, so
@@ -28,35 +28,32 @@
 
 namespace linkfit::extender {
 
-// A flat map from node state ids (never 0) to small values.
+// Small values kept per node position (state::NodeRef::position), each valid for one node state
+// id: a kept value is found by indexing, never by hashing, and only while the node at that position
+// still has the state it was kept for (ids are never reused, never 0; positions may be reused
+// after a node is removed, which only makes the old value unreachable).
 template <typename Value>
-class StateIdMap {
+class PositionMap {
  public:
-  const Value* Find(std::uint64_t id) const {
-    if (slots_.empty()) return nullptr;
-    const std::size_t mask = slots_.size() - 1;
-    for (std::size_t i = Mix(id) & mask;; i = (i + 1) & mask) {
-      if (slots_[i].id == id) return &slots_[i].value;
-      if (slots_[i].id == 0) return nullptr;
-    }
+  const Value* Find(std::uint32_t position, std::uint64_t id) const {
+    if (position >= slots_.size() || slots_[position].id != id || id == 0) return nullptr;
+    return &slots_[position].value;
   }
-  void Insert(std::uint64_t id, Value value) {
-    if ((size_ + 1) * 2 > slots_.size()) Grow();
-    const std::size_t mask = slots_.size() - 1;
-    std::size_t i = Mix(id) & mask;
-    while (slots_[i].id != 0 && slots_[i].id != id) i = (i + 1) & mask;
-    if (slots_[i].id == 0) ++size_;
-    slots_[i] = Slot{id, std::move(value)};
+  void Insert(std::uint32_t position, std::uint64_t id, Value value) {
+    if (position >= slots_.size()) slots_.resize(std::size_t{position} + 1);
+    Slot& slot = slots_[position];
+    if (slot.id == 0) ++size_;
+    slot = Slot{id, std::move(value)};
   }
+  // Positions in use (at most the cluster's node count).
   std::size_t size() const { return size_; }
-  // Starts loading the slot `id` lands on (a lookup a few nodes ahead overlaps its miss).
-  void Prefetch(std::uint64_t id) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[Mix(id) & (slots_.size() - 1)]);
+  // Starts loading `position`'s slot (a lookup a few nodes ahead overlaps its miss).
+  void Prefetch(std::uint32_t position) const {
+    if (position < slots_.size()) __builtin_prefetch(&slots_[position]);
   }
-  // Room for `count` entries in all (not more), so that inserting that many into an empty table
-  // does not grow it step by step.
-  void Reserve(std::size_t count) {
-    while (count * 2 > slots_.size()) Grow();
+  // Room for positions [0, `positions`), so that a call inserts without growing step by step.
+  void Reserve(std::size_t positions) {
+    if (slots_.size() < positions) slots_.resize(positions);
   }
 
  private:
@@ -64,21 +61,6 @@ class StateIdMap {
     std::uint64_t id = 0;
     Value value{};
   };
-  static std::size_t Mix(std::uint64_t id) {
-    return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15u) >> 20);
-  }
-  void Grow() {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
-    const std::size_t mask = slots_.size() - 1;
-    for (Slot& slot : old) {
-      if (slot.id == 0) continue;
-      std::size_t i = Mix(slot.id) & mask;
-      while (slots_[i].id != 0) i = (i + 1) & mask;
-      slots_[i] = std::move(slot);
-    }
-  }
-
   std::vector<Slot> slots_;
   std::size_t size_ = 0;
 };
@@ -94,13 +76,13 @@ struct CachedFit {
 // Fits of one request signature.
 struct FitTable {
   std::deque<CachedFit> fits;  // stable addresses
-  StateIdMap<CachedFit*> by_state;
+  PositionMap<CachedFit*> by_position;
   std::uint64_t last_use = 0;
 };
 
 // Scores under one context.
 struct ScoreTable {
-  StateIdMap<std::int64_t> by_state;
+  PositionMap<std::int64_t> by_position;
   ShapeList shapes;                  // held: its address is part of the context
   MigProfileWeightsPtr mig_weights;  // likewise
   std::uint64_t last_use = 0;
@@ -126,11 +108,11 @@ class VerbCache {
   ScoreTable& Scores(const std::string& context, const ShapeList& shapes,
                      const MigProfileWeightsPtr& mig_weights);
 
-  // Bounds: a table is emptied at a call's start once it holds more than kMaxEntries states or
+  // Bounds: at most kMaxTables tables of each kind (the least recently used goes); a table holds
+  // one slot per node position (16 bytes) and is emptied at a call's start once it holds more than
   // kMaxFits fits (a fit is a few hundred bytes; distinct fits per call are the distinct GPU
   // states, a few thousand at most), so a cache stays within a few tens of MB in the worst case.
   static constexpr std::size_t kMaxTables = 16;
-  static constexpr std::size_t kMaxEntries = std::size_t{1} << 16;
   static constexpr std::size_t kMaxFits = std::size_t{1} << 14;
 
  private:

@@ -4,30 +4,30 @@
 
 namespace linkfit::state {
 
-std::vector<const NodeState*> Snapshot::FindAll(const std::vector<std::string_view>& names,
-                                                std::vector<std::uint32_t>* ranks,
-                                                std::uint32_t unknown) const {
+std::vector<NodeRef> Snapshot::FindAll(const std::vector<std::string_view>& names, bool ranks,
+                                       std::uint32_t unknown) const {
   constexpr std::size_t kAhead = 8;
   std::vector<std::uint64_t> hashes(names.size());
   for (std::size_t i = 0; i < names.size(); ++i) hashes[i] = NameIndex::Hash(names[i]);
-  const std::vector<std::uint32_t>* all = ranks != nullptr ? &index_->Ranks() : nullptr;
-  if (ranks != nullptr) ranks->assign(names.size(), unknown);
-  std::vector<const NodeState*> nodes(names.size(), nullptr);
+  const std::vector<std::uint32_t>* all = ranks ? &index_->Ranks() : nullptr;
+  std::vector<NodeRef> found(names.size(), NodeRef{nullptr, 0, unknown});
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (i + kAhead < names.size()) index_->PrefetchSlot(hashes[i + kAhead]);
     const std::size_t position = index_->Find(names[i], hashes[i]);
     if (position == NameIndex::kNotFound) continue;
-    if (all != nullptr) (*ranks)[i] = (*all)[position];
-    nodes[i] = (*(*chunks_)[position / kChunkSize])[position % kChunkSize].get();
+    NodeRef& ref = found[i];
+    ref.hot = &(*chunks_)[position / kChunkSize]->hot[position % kChunkSize];
+    ref.position = static_cast<std::uint32_t>(position);
+    if (all != nullptr) ref.rank = (*all)[position];
   }
-  return nodes;
+  return found;
 }
 
 const std::vector<NodeStatePtr>& Snapshot::nodes() const {
   std::call_once(nodes_once_, [this] {
     nodes_.reserve(size_);
     for (std::size_t i = 0; i < size_; ++i) {
-      nodes_.push_back((*(*chunks_)[i / kChunkSize])[i % kChunkSize]);
+      nodes_.push_back((*chunks_)[i / kChunkSize]->nodes[i % kChunkSize]);
     }
   });
   return nodes_;
@@ -51,7 +51,7 @@ void ClusterCache::ChangedLocked() {
 std::size_t ClusterCache::PositionLocked(std::string_view name) const { return index_->Find(name); }
 
 const NodeStatePtr& ClusterCache::NodeAtLocked(std::size_t position) const {
-  return (*(*chunks_)[position / kChunkSize])[position % kChunkSize];
+  return (*chunks_)[position / kChunkSize]->nodes[position % kChunkSize];
 }
 
 void ClusterCache::SetNodeLocked(std::size_t position, NodeStatePtr state) {
@@ -64,7 +64,9 @@ void ClusterCache::SetNodeLocked(std::size_t position, NodeStatePtr state) {
     (*chunks_)[c] = std::make_shared<NodeChunk>(*(*chunks_)[c]);
     chunk_private_[c] = true;
   }
-  (*(*chunks_)[c])[position % kChunkSize] = std::move(state);
+  NodeChunk& chunk = *(*chunks_)[c];
+  chunk.hot[position % kChunkSize] = NodeHot::Of(*state);
+  chunk.nodes[position % kChunkSize] = std::move(state);
 }
 
 void ClusterCache::AppendNodeLocked(NodeStatePtr state) {

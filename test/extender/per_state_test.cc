@@ -286,29 +286,49 @@ TEST(GpuStateMemoTest, ComputesOncePerDistinctStateAndExtra) {
 TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
   VerbCache cache;
   cache.BeginCall();
-  cache.Fits("kept").by_state.Insert(1, nullptr);
+  cache.Fits("kept").by_position.Insert(0, 1, nullptr);
   for (int i = 0; i < 40; ++i) {
     cache.BeginCall();
     cache.Fits("kept");  // used every call: never the least recently used
-    cache.Fits("shape-" + std::to_string(i)).by_state.Insert(7, nullptr);
+    cache.Fits("shape-" + std::to_string(i)).by_position.Insert(3, 7, nullptr);
   }
   cache.BeginCall();
-  EXPECT_EQ(cache.Fits("kept").by_state.size(), 1u);
-  EXPECT_EQ(cache.Fits("shape-39").by_state.size(), 1u);
-  EXPECT_EQ(cache.Fits("shape-0").by_state.size(), 0u);  // evicted long ago: created afresh
-  // A table grown past its bound is emptied when a call next asks for it.
+  EXPECT_EQ(cache.Fits("kept").by_position.size(), 1u);
+  EXPECT_EQ(cache.Fits("shape-39").by_position.size(), 1u);
+  EXPECT_EQ(cache.Fits("shape-0").by_position.size(), 0u);  // evicted long ago: created afresh
+  // A table that holds more fits than its bound is emptied when a call next asks for it.
   FitTable& big = cache.Fits("big");
-  big.by_state.Reserve(VerbCache::kMaxEntries + 1);
-  for (std::uint64_t id = 1; id <= VerbCache::kMaxEntries + 1; ++id)
-    big.by_state.Insert(id, nullptr);
+  for (std::size_t i = 0; i <= VerbCache::kMaxFits; ++i) big.fits.emplace_back();
+  big.by_position.Insert(0, 1, &big.fits.front());
   cache.BeginCall();
-  EXPECT_EQ(cache.Fits("big").by_state.size(), 0u);
+  EXPECT_EQ(cache.Fits("big").fits.size(), 0u);
+  EXPECT_EQ(cache.Fits("big").by_position.Find(0, 1), nullptr);
   // Score tables hold the shapes they were built under.
   auto shapes = std::make_shared<const std::vector<Shape>>();
   std::weak_ptr<const std::vector<Shape>> watch = shapes;
   cache.Scores("context", shapes, nullptr);
   shapes.reset();
   EXPECT_FALSE(watch.expired());
+}
+
+TEST(VerbCacheTest, APositionKeepsOneValueForTheStateItWasKeptFor) {
+  PositionMap<int> kept;
+  EXPECT_EQ(kept.Find(0, 1), nullptr);  // empty
+  kept.Insert(5, 11, 50);
+  ASSERT_NE(kept.Find(5, 11), nullptr);
+  EXPECT_EQ(*kept.Find(5, 11), 50);
+  EXPECT_EQ(kept.Find(5, 12), nullptr);  // the node at 5 changed state: nothing kept for it
+  EXPECT_EQ(kept.Find(4, 11), nullptr);  // the state moved (a removal renumbered positions)
+  EXPECT_EQ(kept.Find(9, 11), nullptr);  // past the end
+  EXPECT_EQ(kept.Find(2, 0), nullptr);   // an empty slot answers no id
+  kept.Insert(5, 12, 60);                // the new state replaces the old one
+  EXPECT_EQ(kept.Find(5, 11), nullptr);
+  EXPECT_EQ(*kept.Find(5, 12), 60);
+  EXPECT_EQ(kept.size(), 1u);
+  kept.Reserve(100);
+  kept.Insert(99, 3, 30);
+  EXPECT_EQ(kept.size(), 2u);
+  EXPECT_EQ(*kept.Find(5, 12), 60);
 }
 
 TEST(VerbCacheTest, ThePoolLendsACacheToOneCallAtATime) {

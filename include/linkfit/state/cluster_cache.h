@@ -49,8 +49,19 @@ namespace linkfit::state {
 
 // Nodes are held in fixed-size chunks that snapshots share (see ClusterCache).
 inline constexpr std::size_t kChunkSize = 64;
-using NodeChunk = std::array<NodeStatePtr, kChunkSize>;
+struct NodeChunk {
+  std::array<NodeStatePtr, kChunkSize> nodes;
+  std::array<NodeHot, kChunkSize> hot;  // hot[i] is NodeHot::Of(*nodes[i]): read contiguously
+};
 using NodeChunks = std::vector<std::shared_ptr<NodeChunk>>;
+
+// One name of a request, looked up: its node's position and hot record (nullptr: linkfit does
+// not know the name) and, when asked for, the name's rank (NameIndex::Ranks).
+struct NodeRef {
+  const NodeHot* hot = nullptr;
+  std::uint32_t position = 0;
+  std::uint32_t rank = 0;
+};
 
 // An immutable view of every node at one moment.
 class Snapshot {
@@ -69,15 +80,18 @@ class Snapshot {
   const NodeState* Find(std::string_view name) const {
     const std::size_t position = index_->Find(name);
     if (position == NameIndex::kNotFound) return nullptr;
-    return (*(*chunks_)[position / kChunkSize])[position % kChunkSize].get();
+    return NodeAt(position);
+  }
+  // The node at a position FindAll returned.
+  const NodeState* NodeAt(std::size_t position) const {
+    return (*chunks_)[position / kChunkSize]->nodes[position % kChunkSize].get();
   }
   // Looks up every name of `names`, in order, overlapping the lookups' cache misses (hashes
-  // first, each slot prefetched a few names ahead): nodes (nullptr where unknown) and, when
-  // `ranks` is given, each known name's rank among all the snapshot's names in byte order
-  // (NameIndex::Ranks, computed once per set of names), `unknown` for an unknown name.
-  std::vector<const NodeState*> FindAll(const std::vector<std::string_view>& names,
-                                        std::vector<std::uint32_t>* ranks,
-                                        std::uint32_t unknown) const;
+  // first, each slot prefetched a few names ahead). With `ranks`, each known name's rank among
+  // all the snapshot's names in byte order (NameIndex::Ranks, computed once per set of names);
+  // an unknown name's rank is `unknown`.
+  std::vector<NodeRef> FindAll(const std::vector<std::string_view>& names, bool ranks,
+                               std::uint32_t unknown) const;
   // Every node in insertion order (built on first use; filter and prioritize never need it).
   const std::vector<NodeStatePtr>& nodes() const;
   std::size_t size() const { return size_; }

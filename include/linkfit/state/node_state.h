@@ -275,4 +275,20 @@ class NodeState {
   NodePods pods_;
 };
 
+// What filter and prioritize read of a node whose answer they keep (DESIGN.md §11): the state's
+// id, which validates a kept answer, and the figures prioritize takes from every candidate. The
+// cluster cache holds one per node by position, contiguously beside the node pointers, so that a
+// node answered from what was kept is never visited: its name's slot, this record and the kept
+// answer are all a call reads of it.
+struct NodeHot {
+  std::uint64_t id = 0;  // NodeState::id(); 0 for none
+  const alloc::PlacementTable* table = nullptr;
+  std::int64_t cpu_allocatable_milli = 0;
+  std::int64_t memory_allocatable_bytes = 0;
+  static NodeHot Of(const NodeState& node) {
+    return NodeHot{node.id(), &node.table(), node.cpu_allocatable_milli(),
+                   node.memory_allocatable_bytes()};
+  }
+};
+
 }  // namespace linkfit::state
