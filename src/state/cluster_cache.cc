@@ -6,13 +6,16 @@ namespace linkfit::state {
 
 std::vector<NodeRef> Snapshot::FindAll(const std::vector<std::string_view>& names, bool ranks,
                                        std::uint32_t unknown) const {
-  constexpr std::size_t kAhead = 8;
+  // Two stages ahead: a name's slot sixteen lookups before it is compared, its bytes eight before.
+  constexpr std::size_t kSlotAhead = 16;
+  constexpr std::size_t kNameAhead = 8;
   std::vector<std::uint64_t> hashes(names.size());
   for (std::size_t i = 0; i < names.size(); ++i) hashes[i] = NameIndex::Hash(names[i]);
   const std::vector<std::uint32_t>* all = ranks ? &index_->Ranks() : nullptr;
   std::vector<NodeRef> found(names.size(), NodeRef{nullptr, 0, unknown});
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (i + kAhead < names.size()) index_->PrefetchSlot(hashes[i + kAhead]);
+    if (i + kSlotAhead < names.size()) index_->PrefetchSlot(hashes[i + kSlotAhead]);
+    if (i + kNameAhead < names.size()) index_->PrefetchName(hashes[i + kNameAhead]);
     const std::size_t position = index_->Find(names[i], hashes[i]);
     if (position == NameIndex::kNotFound) continue;
     NodeRef& ref = found[i];

@@ -3,6 +3,8 @@
 
 #include "linkfit/state/name_index.h"
 
+#include <algorithm>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -41,6 +43,33 @@ TEST(NameIndexTest, FindsExactlyWhatWasInserted) {
     }
   }
   EXPECT_EQ(NameIndex().Find("anything"), NameIndex::kNotFound);
+}
+
+// The hash reads words, overlapping at the ends: at every length it must read the name's bytes
+// and nothing around them (ASan checks the bounds; differing neighbours check the result), and
+// every byte must count.
+TEST(NameIndexTest, HashReadsEveryByteOfTheNameAndNothingElse) {
+  for (std::size_t length = 0; length <= 70; ++length) {
+    std::string name(length, 'n');
+    for (std::size_t i = 0; i < length; ++i) name[i] = static_cast<char>('a' + (i * 7) % 26);
+    const auto exact = std::make_unique<char[]>(length + 1);  // the name alone on the heap
+    std::copy(name.begin(), name.end(), exact.get());
+    const std::string padded_a = "AAAAAAAAAAAAAAAA" + name + "AAAAAAAAAAAAAAAA";
+    const std::string padded_b = "BBBBBBBBBBBBBBBB" + name + "BBBBBBBBBBBBBBBB";
+    const std::uint64_t hash = NameIndex::Hash(std::string_view(exact.get(), length));
+    EXPECT_EQ(NameIndex::Hash(std::string_view(padded_a).substr(16, length)), hash) << length;
+    EXPECT_EQ(NameIndex::Hash(std::string_view(padded_b).substr(16, length)), hash) << length;
+    std::set<std::uint64_t> changed = {hash};
+    for (std::size_t i = 0; i < length; ++i) {  // one byte changed: another hash
+      std::string other = name;
+      other[i] = static_cast<char>(other[i] ^ 0x20);
+      changed.insert(NameIndex::Hash(other));
+    }
+    EXPECT_EQ(changed.size(), length + 1) << length;
+    NameIndex index;
+    index.Insert(name, 3);
+    EXPECT_EQ(index.Find(std::string_view(exact.get(), length)), 3u) << length;
+  }
 }
 
 TEST(NameIndexTest, RanksFollowByteOrderAndCopiesRankAfresh) {

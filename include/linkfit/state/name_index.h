@@ -39,6 +39,13 @@ class NameIndex {
   void PrefetchSlot(std::uint64_t hash) const {
     if (!slots_.empty()) __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]);
   }
+  // The second step of a batch: reads the slot `hash` lands on (prefetched some lookups ago) and
+  // starts loading the name it points at, which Find compares next.
+  void PrefetchName(std::uint64_t hash) const {
+    if (slots_.empty()) return;
+    const Slot& slot = slots_[hash & (slots_.size() - 1)];
+    if (slot.position != 0) __builtin_prefetch(arena_.data() + slot.offset);
+  }
   static std::uint64_t Hash(std::string_view name);
 
   // Records `name` at `position`. REQUIRES: `name` is not in the index.
