@@ -16,29 +16,64 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
   }
   Scarcity scarcity;
   if (gpu_weight <= 0) return scarcity;
-  std::vector<double> cpu_supply, memory_supply;
-  cpu_supply.reserve(candidates.size());
-  memory_supply.reserve(candidates.size());
+  MedianOfFew cpu_supply, memory_supply;
   for (const Candidate& c : candidates) {
     const double gpus = c.hot.table->gpu_count();
     if (gpus <= 0) continue;
     if (c.hot.cpu_allocatable_milli > 0) {
-      cpu_supply.push_back(static_cast<double>(c.hot.cpu_allocatable_milli) / gpus);
+      cpu_supply.Add(static_cast<double>(c.hot.cpu_allocatable_milli) / gpus);
     }
     if (c.hot.memory_allocatable_bytes > 0) {
-      memory_supply.push_back(static_cast<double>(c.hot.memory_allocatable_bytes) / gpus);
+      memory_supply.Add(static_cast<double>(c.hot.memory_allocatable_bytes) / gpus);
     }
   }
-  const auto rho = [](double demand, std::vector<double>& supply) {
+  const auto rho = [](double demand, MedianOfFew& supply) {
     if (supply.empty() || demand <= 0) return 0.0;
-    auto middle = supply.begin() + static_cast<std::ptrdiff_t>(supply.size() / 2);
-    std::nth_element(supply.begin(), middle, supply.end());
-    const double ratio = std::clamp(demand / *middle, 0.0, 1.0);
+    const double ratio = std::clamp(demand / supply.Median(), 0.0, 1.0);
     return ratio * ratio;
   };
   scarcity.cpu = rho(cpu_weight / gpu_weight, cpu_supply);
   scarcity.memory = rho(memory_weight / gpu_weight, memory_supply);
   return scarcity;
+}
+
+void MedianOfFew::Add(double value) {
+  ++count_;
+  if (!all_.empty()) {
+    all_.push_back(value);
+    return;
+  }
+  for (Distinct& d : distinct_) {
+    if (d.value == value) {
+      ++d.count;
+      return;
+    }
+  }
+  if (distinct_.size() < kMaxDistinct) {
+    distinct_.push_back({value, 1});
+    return;
+  }
+  all_.reserve(count_ * 2);
+  for (const Distinct& d : distinct_) all_.insert(all_.end(), d.count, d.value);
+  all_.push_back(value);
+  distinct_.clear();
+}
+
+double MedianOfFew::Median() {
+  const std::size_t middle = count_ / 2;
+  if (!all_.empty()) {
+    const auto at = all_.begin() + static_cast<std::ptrdiff_t>(middle);
+    std::nth_element(all_.begin(), at, all_.end());
+    return *at;
+  }
+  std::sort(distinct_.begin(), distinct_.end(),
+            [](const Distinct& a, const Distinct& b) { return a.value < b.value; });
+  std::size_t below = 0;  // values before the current distinct value in sorted order
+  for (const Distinct& d : distinct_) {
+    if (middle < below + d.count) return d.value;
+    below += d.count;
+  }
+  return distinct_.back().value;  // not reached: middle < count_
 }
 
 double Balance(const state::NodeState& node, const GpuRequest& request, const Scarcity& rho) {

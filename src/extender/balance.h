@@ -26,6 +26,28 @@ struct Scarcity {
 
 Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidate>& candidates);
 
+// The median of a multiset of values, as std::nth_element picks it (the element at index size/2
+// in sorted order), counted by distinct value while there are few: candidates' CPU and memory per
+// GPU take one value per machine type, so thousands of candidates cost a few comparisons each
+// instead of a selection over thousands. Past kMaxDistinct values it keeps every value.
+class MedianOfFew {
+ public:
+  static constexpr std::size_t kMaxDistinct = 16;
+  void Add(double value);
+  bool empty() const { return count_ == 0; }
+  // REQUIRES: !empty().
+  double Median();
+
+ private:
+  struct Distinct {
+    double value;
+    std::size_t count;
+  };
+  std::vector<Distinct> distinct_;
+  std::vector<double> all_;  // every value, once there were more than kMaxDistinct
+  std::size_t count_ = 0;
+};
+
 // B for one node: per resource whose allocatable is known, with gap = |GPU share used - share
 // of the resource used|: rho x (1 - gap after) + (1 - rho) x (0.5 + (gap before - gap after) / 2),
 // averaged over CPU and memory; 1 where nothing can be stranded (no GPUs, nothing known).

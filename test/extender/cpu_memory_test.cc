@@ -2,11 +2,13 @@
 // without GPUs included), and the fragmentation that counts GPUs stranded by exhausted CPU.
 
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <deque>
 #include <memory>
 
 #include <random>
 
+#include "extender/balance.h"
 #include "extender_testing.h"
 #include "linkfit/extender/scoring.h"
 
@@ -202,6 +204,36 @@ TEST(BalanceTest, NodesWithoutKnownCpuOrGpusAreNeutral) {
   const state::NodeState untracked(MakeNodeInfo("u", "dgx1-v100"));
   EXPECT_EQ(BalanceScores(WholeGpus(2, 8000), {&untracked}, {OneGpuShape(8000)}),
             std::vector<std::int64_t>{1000});
+}
+
+// ScarcityOf's median, counted by distinct value, must be the value nth_element picks, for few
+// and for many distinct values (past the bound it keeps every value), at every size.
+TEST(BalanceTest, MedianOfFewIsTheElementNthElementPicks) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 400; ++round) {
+    const std::size_t distinct = 1 + rng() % (round % 2 == 0 ? 6 : 40);
+    std::vector<double> pool;
+    for (std::size_t d = 0; d < distinct; ++d)
+      pool.push_back(static_cast<double>(rng() % 4000) / 7.0);
+    const std::size_t size = 1 + rng() % 300;
+    std::vector<double> values;
+    MedianOfFew median;
+    for (std::size_t i = 0; i < size; ++i) {
+      values.push_back(pool[rng() % pool.size()]);
+      median.Add(values.back());
+    }
+    const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+    std::nth_element(values.begin(), middle, values.end());
+    ASSERT_FALSE(median.empty());
+    EXPECT_EQ(median.Median(), *middle) << "round " << round << ", " << size << " values";
+  }
+  EXPECT_TRUE(MedianOfFew().empty());
+  // Exactly at the bound and one past it.
+  for (std::size_t distinct : {MedianOfFew::kMaxDistinct, MedianOfFew::kMaxDistinct + 1}) {
+    MedianOfFew median;
+    for (std::size_t d = distinct; d > 0; --d) median.Add(static_cast<double>(d));
+    EXPECT_EQ(median.Median(), static_cast<double>(distinct / 2 + 1)) << distinct;
+  }
 }
 
 TEST(ShapeStatsTest, LearnsCpuAndMemoryOfShapes) {
