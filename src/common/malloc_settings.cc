@@ -13,6 +13,7 @@ void UseServingMallocSettings() {
   malloc_trim(0);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  mallopt(M_MXFAST, 0);
 }
 
 }  // namespace linkfit

@@ -24,7 +24,10 @@ namespace linkfit {
 void UseStartUpMallocSettings();
 
 // Returns the free memory of every arena to the system (malloc_trim), then fixes the mmap
-// threshold at 32 MiB (glibc's largest) and the trim threshold at 64 MiB.
+// threshold at 32 MiB (glibc's largest) and the trim threshold at 64 MiB, and turns fastbins off
+// (M_MXFAST 0): a request frees vectors of tens of KB, and every such free consolidated the
+// fastbins, walking chunks spread over the heap (simulated: half a million last-level misses
+// in a run of 400 requests); small blocks still come from the per-thread caches.
 void UseServingMallocSettings();
 
 }  // namespace linkfit
