@@ -18,13 +18,13 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
   if (gpu_weight <= 0) return scarcity;
   MedianOfFew cpu_supply, memory_supply;
   for (const Candidate& c : candidates) {
-    const double gpus = c.hot.table->gpu_count();
+    const double gpus = c.hot->table->gpu_count();
     if (gpus <= 0) continue;
-    if (c.hot.cpu_allocatable_milli > 0) {
-      cpu_supply.Add(static_cast<double>(c.hot.cpu_allocatable_milli) / gpus);
+    if (c.hot->cpu_allocatable_milli > 0) {
+      cpu_supply.Add(static_cast<double>(c.hot->cpu_allocatable_milli) / gpus);
     }
-    if (c.hot.memory_allocatable_bytes > 0) {
-      memory_supply.Add(static_cast<double>(c.hot.memory_allocatable_bytes) / gpus);
+    if (c.hot->memory_allocatable_bytes > 0) {
+      memory_supply.Add(static_cast<double>(c.hot->memory_allocatable_bytes) / gpus);
     }
   }
   const auto rho = [](double demand, MedianOfFew& supply) {

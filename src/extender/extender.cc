@@ -48,6 +48,7 @@ template <typename Table>
 void PrefetchKept(const Table& table, const std::vector<state::NodeRef>& nodes, std::size_t i) {
   constexpr std::size_t kAhead = 8;
   if (i + kAhead < nodes.size() && nodes[i + kAhead].hot != nullptr) {
+    __builtin_prefetch(nodes[i + kAhead].hot);
     table.Prefetch(nodes[i + kAhead].position);
   }
 }
@@ -178,7 +179,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     if (ref.hot == nullptr) continue;
     const NodeFit& fit = FitFor(fits, alike, *request, *snapshot, ref, scoring_only)->fit;
     if (!fit.fits) continue;
-    candidates.emplace_back(snapshot->NodeAt(ref.position), &fit, *ref.hot);
+    candidates.emplace_back(snapshot->NodeAt(ref.position), &fit, ref.hot);
     in_request.push_back(i);
     node_positions.push_back(ref.position);
   }
@@ -192,7 +193,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   scores.by_position.Reserve(snapshot->size());
   for (std::size_t c = 0; c < candidates.size(); ++c) {
     if (c + 8 < candidates.size()) scores.by_position.Prefetch(node_positions[c + 8]);
-    const std::uint64_t id = candidates[c].hot.id;
+    const std::uint64_t id = candidates[c].hot->id;
     std::int64_t score = 0;
     if (const std::int64_t* kept = scores.by_position.Find(node_positions[c], id)) {
       score = *kept;

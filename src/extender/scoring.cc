@@ -491,7 +491,7 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
   for (const Candidate& c : candidates) {
     bests.ring = std::max(bests.ring, static_cast<double>(c.fit->quality.ring_mbps));
     bests.sum = std::max(bests.sum, static_cast<double>(c.fit->quality.sum_mbps));
-    const alloc::PlacementTable* table = c.hot.table;
+    const alloc::PlacementTable* table = c.hot->table;
     if (request.kind == GpuRequest::Kind::kWhole &&
         std::find(tables_seen.begin(), tables_seen.end(), table) == tables_seen.end()) {
       tables_seen.push_back(table);

@@ -68,7 +68,7 @@ void ClusterCache::SetNodeLocked(std::size_t position, NodeStatePtr state) {
     chunk_private_[c] = true;
   }
   NodeChunk& chunk = *(*chunks_)[c];
-  chunk.hot[position % kChunkSize] = NodeHot::Of(*state);
+  chunk.hot[position % kChunkSize] = state->hot();
   chunk.nodes[position % kChunkSize] = std::move(state);
 }
 

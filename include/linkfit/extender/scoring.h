@@ -147,15 +147,14 @@ double Fragmentation(const state::NodeState& node, const std::vector<Shape>& sha
 // A node where the pod fits, and how. Nodes alike in their GPUs may share one NodeFit (its
 // assignment then names no node); both outlive the ScoreNodes call.
 struct Candidate {
-  Candidate(const state::NodeState* on, const NodeFit* how)
-      : Candidate(on, how, state::NodeHot::Of(*on)) {}
-  // With the node's hot record as the caller has it (the cluster cache's copy), so that what
-  // scoring reads of every candidate costs no visit to the node.
-  Candidate(const state::NodeState* on, const NodeFit* how, const state::NodeHot& on_hot)
+  Candidate(const state::NodeState* on, const NodeFit* how) : Candidate(on, how, &on->hot()) {}
+  // With the node's hot record as the caller has it (the cluster cache's copy, contiguous by
+  // position), so that what scoring reads of every candidate costs no visit to the node.
+  Candidate(const state::NodeState* on, const NodeFit* how, const state::NodeHot* on_hot)
       : node(on), fit(how), hot(on_hot) {}
   const state::NodeState* node = nullptr;
-  const NodeFit* fit = nullptr;  // fits == true
-  state::NodeHot hot;            // state::NodeHot::Of(*node)
+  const NodeFit* fit = nullptr;         // fits == true
+  const state::NodeHot* hot = nullptr;  // equal to node->hot(); outlives the scorer
 };
 
 // Scores candidates one at a time, after a pass over all of them for what every score depends

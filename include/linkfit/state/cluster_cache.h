@@ -51,7 +51,7 @@ namespace linkfit::state {
 inline constexpr std::size_t kChunkSize = 64;
 struct NodeChunk {
   std::array<NodeStatePtr, kChunkSize> nodes;
-  std::array<NodeHot, kChunkSize> hot;  // hot[i] is NodeHot::Of(*nodes[i]): read contiguously
+  std::array<NodeHot, kChunkSize> hot;  // hot[i] is nodes[i]->hot(): read contiguously
 };
 using NodeChunks = std::vector<std::shared_ptr<NodeChunk>>;
 

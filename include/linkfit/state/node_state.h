@@ -168,6 +168,18 @@ class NodePods {
 class NodeState;
 using NodeStatePtr = std::shared_ptr<const NodeState>;
 
+// What filter and prioritize read of a node whose answer they keep (DESIGN.md §11): the state's
+// id, which validates a kept answer, and the figures prioritize takes from every candidate. A
+// NodeState holds one; the cluster cache also keeps a copy per node by position, contiguously
+// beside the node pointers, so that a node answered from what was kept is never visited: its
+// name's slot, this record and the kept answer are all a call reads of it.
+struct NodeHot {
+  std::uint64_t id = 0;  // NodeState::id(); 0 for none
+  const alloc::PlacementTable* table = nullptr;
+  std::int64_t cpu_allocatable_milli = 0;
+  std::int64_t memory_allocatable_bytes = 0;
+};
+
 class NodeState {
  public:
   explicit NodeState(NodeInfoPtr info);
@@ -176,8 +188,9 @@ class NodeState {
   const NodeInfoPtr& info_ptr() const { return info_; }
   const std::string& name() const { return info_->name; }
   // info().table and its GPU count, read from the state's own record.
-  const alloc::PlacementTable& table() const { return *table_; }
-  int gpu_count() const { return table_->gpu_count(); }
+  const alloc::PlacementTable& table() const { return *hot_.table; }
+  int gpu_count() const { return hot_.table->gpu_count(); }
+  const NodeHot& hot() const { return hot_; }
 
   // GPUs free for whole-GPU placement: not held, not shared, not in MIG mode, healthy.
   GpuMask whole_free() const { return whole_free_; }
@@ -198,14 +211,14 @@ class NodeState {
   std::uint64_t gpu_state_hash() const { return gpu_state_hash_; }
   // Unique to this state: a change (Apply, Remove, WithLoad) makes a state with a new id, never
   // one seen before in this process, so results about a state may be kept by its id.
-  std::uint64_t id() const { return id_; }
+  std::uint64_t id() const { return hot_.id; }
   static bool SameGpuState(const NodeState& a, const NodeState& b);
 
   // CPU and memory requested by the pods on this node (never checked against allocatable: the
   // in-tree filters own that, so the sum may exceed it).
   // The node's allocatable CPU and memory (NodeInfo's, kept beside the state); 0 when unknown.
-  std::int64_t cpu_allocatable_milli() const { return cpu_allocatable_milli_; }
-  std::int64_t memory_allocatable_bytes() const { return memory_allocatable_bytes_; }
+  std::int64_t cpu_allocatable_milli() const { return hot_.cpu_allocatable_milli; }
+  std::int64_t memory_allocatable_bytes() const { return hot_.memory_allocatable_bytes; }
   std::int64_t cpu_used_milli() const { return cpu_used_milli_; }
   std::int64_t memory_used_bytes() const { return memory_used_bytes_; }
   // Allocatable minus used, at least 0; kUntracked when the node's allocatable is not known.
@@ -248,13 +261,10 @@ class NodeState {
   NodeInfoPtr info_;
   // The hot record, kept by Summarize(): what filter and prioritize read of every node, in the
   // first cache lines, so that a node that passes or is scored costs no visit to its NodeInfo.
-  const alloc::PlacementTable* table_ = nullptr;  // info_->table
-  std::uint64_t id_ = 0;
+  NodeHot hot_;  // id, info_->table, info_->cpu_milli, info_->memory_bytes
   std::uint64_t gpu_state_hash_ = 0;
   double used_gpu_equivalents_ = 0;
-  std::int64_t cpu_allocatable_milli_ = 0;  // info_->cpu_milli
-  std::int64_t cpu_used_milli_ = 0;         // assignments and loads together
-  std::int64_t memory_allocatable_bytes_ = 0;
+  std::int64_t cpu_used_milli_ = 0;  // assignments and loads together
   std::int64_t memory_used_bytes_ = 0;
   GpuMask whole_used_ = 0;
   GpuMask whole_free_ = 0;
@@ -273,22 +283,6 @@ class NodeState {
   std::int64_t load_cpu_milli_ = 0;
   std::int64_t load_memory_bytes_ = 0;
   NodePods pods_;
-};
-
-// What filter and prioritize read of a node whose answer they keep (DESIGN.md §11): the state's
-// id, which validates a kept answer, and the figures prioritize takes from every candidate. The
-// cluster cache holds one per node by position, contiguously beside the node pointers, so that a
-// node answered from what was kept is never visited: its name's slot, this record and the kept
-// answer are all a call reads of it.
-struct NodeHot {
-  std::uint64_t id = 0;  // NodeState::id(); 0 for none
-  const alloc::PlacementTable* table = nullptr;
-  std::int64_t cpu_allocatable_milli = 0;
-  std::int64_t memory_allocatable_bytes = 0;
-  static NodeHot Of(const NodeState& node) {
-    return NodeHot{node.id(), &node.table(), node.cpu_allocatable_milli(),
-                   node.memory_allocatable_bytes()};
-  }
 };
 
 }  // namespace linkfit::state
