@@ -86,6 +86,11 @@ Extender::~Extender() = default;
 kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   kube::FilterResult result;
   result.list = kube::ReplyListFor(args);
+  // Room for every name either way: growing step by step copied each list about twice.
+  if (result.list == kube::NodeListKind::kNames) {
+    result.node_names.reserve(args.node_names.size());
+    result.failed_nodes.reserve(args.node_names.size());
+  }
   const auto request = ParseGpuRequest(args.pod, options_.defaults);
   const auto pass = [&](std::size_t i) {
     if (result.list == kube::NodeListKind::kObjects) {
