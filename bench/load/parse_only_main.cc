@@ -43,6 +43,7 @@ class ParseOnlyHandler final : public server::ExtenderHandler {
       for (const kube::NodeItem& node : args->nodes) result.nodes_json.push_back(node.raw_json);
     } else {
       result.node_names = args->node_names;
+      result.names_escape_free = args->node_names_escape_free;
     }
     return server::HttpReply{200, kube::EncodeFilterResult(result)};
   }
@@ -53,7 +54,8 @@ class ParseOnlyHandler final : public server::ExtenderHandler {
     std::vector<kube::HostPriority> priorities;
     priorities.reserve(args->node_names.size());
     for (std::string_view name : args->node_names) priorities.push_back({name, 0});
-    return server::HttpReply{200, kube::EncodeHostPriorityList(priorities)};
+    return server::HttpReply{
+        200, kube::EncodeHostPriorityList(priorities, args->node_names_escape_free)};
   }
 
   server::HttpReply Bind(std::string_view body) override {

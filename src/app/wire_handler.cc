@@ -145,10 +145,13 @@ server::HttpReply WireHandler::Prioritize(std::string_view body) {
   if (!NotReadyReason().empty()) {
     std::vector<kube::HostPriority> zeros;
     for (std::string_view name : args->node_names) zeros.push_back({name, 0});
-    return server::HttpReply{200, kube::EncodeHostPriorityList(zeros)};
+    return server::HttpReply{200,
+                             kube::EncodeHostPriorityList(zeros, args->node_names_escape_free)};
   }
   if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/false);
-  return server::HttpReply{200, kube::EncodeHostPriorityList(extender_.Prioritize(*args))};
+  // Prioritize answers for exactly the request's names, in its order.
+  return server::HttpReply{
+      200, kube::EncodeHostPriorityList(extender_.Prioritize(*args), args->node_names_escape_free)};
 }
 
 server::HttpReply WireHandler::Bind(std::string_view body) {

@@ -86,6 +86,7 @@ Extender::~Extender() = default;
 kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   kube::FilterResult result;
   result.list = kube::ReplyListFor(args);
+  result.names_escape_free = args.node_names_escape_free;  // every name written is one of these
   // Room for every name either way: growing step by step copied each list about twice.
   if (result.list == kube::NodeListKind::kNames) {
     result.node_names.reserve(args.node_names.size());

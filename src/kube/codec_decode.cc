@@ -418,9 +418,11 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
           if (!IsNull(c, child, "NodeNames", &is_null)) return false;
           args.node_names.clear();
           args.node_names_given = !is_null;
+          args.node_names_escape_free = !is_null;
           if (is_null) return true;
           return ForEachElement(c, child, "NodeNames", [&](std::size_t index, od::value& element) {
-            return ReadStringView(c, element, "NodeNames", index, &args.node_names.emplace_back());
+            return ReadStringView(c, element, "NodeNames", index, &args.node_names.emplace_back(),
+                                  &args.node_names_escape_free);
           });
         }
         return Skip(c, child, 0, "the top level");

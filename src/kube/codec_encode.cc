@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kube/json_escape.h"
 #include "linkfit/kube/codec.h"
 
 namespace linkfit::kube {
@@ -352,6 +353,17 @@ void AppendEscaped(Sink& out, std::string_view text) {
   }
 }
 
+// A node name: as it is when the decoder found that no name of the request needs an escape
+// (ExtenderArgs::node_names_escape_free), otherwise as AppendEscaped writes it.
+template <typename Sink>
+void AppendName(Sink& out, std::string_view name, bool escape_free) {
+  if (escape_free) {
+    out.Append(name.data(), name.size());
+  } else {
+    AppendEscaped(out, name);
+  }
+}
+
 void AppendQuoted(Output& out, std::string_view text) {
   out.Literal("\"");
   AppendEscaped(out, text);
@@ -532,7 +544,8 @@ std::vector<SortEntry> SortFailures(const std::vector<NodeFailure>& failures) {
 }
 
 // Writes a Go map[string]string: sorted by key bytes, the last entry winning for a repeated key.
-void AppendFailures(Output& out, const std::vector<NodeFailure>& failures, ReasonCache& reasons) {
+void AppendFailures(Output& out, const std::vector<NodeFailure>& failures, bool escape_free,
+                    ReasonCache& reasons) {
   if (failures.empty()) {
     out.Literal("{}");
     return;
@@ -553,7 +566,7 @@ void AppendFailures(Output& out, const std::vector<NodeFailure>& failures, Reaso
     } else {
       out.Literal(",\"");
     }
-    AppendEscaped(out, node);
+    AppendName(out, node, escape_free);
     out.Literal("\":");
     reasons.Append(out, failures[sorted[i].index].reason);
   }
@@ -561,6 +574,8 @@ void AppendFailures(Output& out, const std::vector<NodeFailure>& failures, Reaso
 }
 
 }  // namespace
+
+bool NeedsJsonEscape(std::string_view text) { return HasSpecial(text); }
 
 void AppendJsonString(std::string& out, std::string_view text) {
   out += '"';
@@ -622,7 +637,7 @@ std::string EncodeFilterResult(const FilterResult& result) {
       out.Literal("[\"");
       for (std::size_t i = 0; i < result.node_names.size(); ++i) {
         if (i > 0) out.Literal("\",\"");
-        AppendEscaped(out, result.node_names[i]);
+        AppendName(out, result.node_names[i], result.names_escape_free);
       }
       out.Literal("\"]");
     }
@@ -631,9 +646,9 @@ std::string EncodeFilterResult(const FilterResult& result) {
   }
   ReasonCache reasons;
   out.Literal(",\"FailedNodes\":");
-  AppendFailures(out, result.failed_nodes, reasons);
+  AppendFailures(out, result.failed_nodes, result.names_escape_free, reasons);
   out.Literal(",\"FailedAndUnresolvableNodes\":");
-  AppendFailures(out, result.failed_and_unresolvable_nodes, reasons);
+  AppendFailures(out, result.failed_and_unresolvable_nodes, result.names_escape_free, reasons);
   out.Literal(",\"Error\":");
   AppendQuoted(out, result.error);
   out.Literal("}");
@@ -647,7 +662,8 @@ std::string EncodeFilterError(std::string_view message) {
   return EncodeFilterResult(result);
 }
 
-std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities) {
+std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities,
+                                   bool hosts_escape_free) {
   if (priorities.empty()) return "[]";
   // [{"Host":"a","Score":1},{"Host":"b","Score":2}]: the bytes between a host and its score,
   // and between a score and the next host, are one piece each.
@@ -666,7 +682,7 @@ std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities) 
     } else {
       out.Literal("},{\"Host\":\"");
     }
-    AppendEscaped(out, priorities[i].host);
+    AppendName(out, priorities[i].host, hosts_escape_free);
     out.Literal("\",\"Score\":");
     out.AppendInt(priorities[i].score);
   }

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kube/json_escape.h"
 #include "linkfit/kube/quantity.h"
 
 namespace linkfit::kube::json {
@@ -246,7 +247,7 @@ bool ReadString(Ctx& c, od::value& v, std::string_view where, std::string* out) 
 // Reads a string without copying: a view into the caller's body when the JSON string has no
 // escapes (the common case), otherwise the unescaped text kept in c.owned.
 bool ReadStringView(Ctx& c, od::value& v, std::string_view where, std::size_t index,
-                    std::string_view* out) {
+                    std::string_view* out, bool* escape_free) {
   const std::string_view token = TrimRight(v.raw_json_token());
   auto place = [&]() { return index == kNoIndex ? std::string(where) : Indexed(where, index); };
   if (token.size() < 2 || token.front() != '"' || token.back() != '"') {
@@ -256,10 +257,15 @@ bool ReadStringView(Ctx& c, od::value& v, std::string_view where, std::size_t in
   }
   const std::string_view inner = token.substr(1, token.size() - 2);
   bool plain = true;
-  for (const char ch : inner) {
-    if (ch == '\\' || static_cast<unsigned char>(ch) < 0x20) {
-      plain = false;
-      break;
+  // A string with no byte a reply escapes has no escape and no control byte either: one look
+  // answers both. Otherwise (rare for names) the bytes that make it need unescaping.
+  if (escape_free == nullptr || NeedsJsonEscape(inner)) {
+    if (escape_free != nullptr) *escape_free = false;
+    for (const char ch : inner) {
+      if (ch == '\\' || static_cast<unsigned char>(ch) < 0x20) {
+        plain = false;
+        break;
+      }
     }
   }
   if (plain) {

@@ -65,8 +65,10 @@ bool ReadString(Ctx& c, od::value& v, std::string_view where, std::string* out);
 // `where` names the place in messages, followed by "[index]" unless index is kNoIndex (the
 // message is only built on failure: this runs once per node name).
 inline constexpr std::size_t kNoIndex = static_cast<std::size_t>(-1);
+// With `escape_free`, *escape_free is set false unless the string has no byte a JSON reply
+// escapes (NeedsJsonEscape), which is then found by the same look that finds it plain.
 bool ReadStringView(Ctx& c, od::value& v, std::string_view where, std::size_t index,
-                    std::string_view* out);
+                    std::string_view* out, bool* escape_free = nullptr);
 // Reads an object of strings (null is empty; a null value reads as "").
 bool ReadStringMap(Ctx& c, od::value& v, std::string_view where, StringMap* out);
 // Reads a Kubernetes quantity into *milli: a JSON string (trimmed, as Quantity.UnmarshalJSON

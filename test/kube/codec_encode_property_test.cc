@@ -466,5 +466,65 @@ TEST(EncodePropertyTest, HostPriorityListMatchesReference) {
   }
 }
 
+// The decoder finds which requests' names need no escape (ExtenderArgs::node_names_escape_free)
+// so that replies write them without a look; on random names, clean or not, written as Go writes
+// them or with a needless \u escape, the replies must still be the reference's bytes, and clean
+// requests must be found clean.
+TEST(EncodePropertyTest, NamesDecodedEscapeFreeAreWrittenAsTheReferenceWrites) {
+  RandomText random(2024);
+  int found_clean = 0;
+  for (int round = 0; round < 300; ++round) {
+    const std::size_t clean_odds = random.OneIn(2) ? 1000000 : 1 + random.Below(80);
+    std::vector<std::string> names;
+    const std::size_t count = random.OneIn(10) ? 2000 : 1 + random.Below(40);
+    for (std::size_t i = 0; i < count; ++i) {
+      // A third of the requests hold DNS names only, as real clusters do.
+      names.push_back(round % 3 == 0 ? random.Text(1 + random.Below(60), 1000000)
+                                     : random.Name(names, clean_odds));
+    }
+    bool clean = true;  // no byte the fast encoders check (non-ASCII included), as Go writes it
+    std::string body = R"({"Pod":{"metadata":{"name":"p","uid":"u"}},"Nodes":null,"NodeNames":[)";
+    const bool needless_escape = random.OneIn(6);
+    bool escaped_one = false;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      std::string token = ReferenceJsonString(names[i]);
+      clean = clean && token == '"' + names[i] + '"' &&
+              std::all_of(names[i].begin(), names[i].end(),
+                          [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+      if (needless_escape && !escaped_one && token.size() > 2 && token[1] >= 'a' &&
+          token[1] <= 'z') {
+        static constexpr char kHex[] = "0123456789abcdef";
+        const auto byte = static_cast<unsigned char>(token[1]);
+        token = std::string("\"\\u00") + kHex[byte >> 4] + kHex[byte & 15] + token.substr(2);
+        escaped_one = true;
+      }
+      body += (i > 0 ? "," : "") + token;
+    }
+    body += "]}";
+    Result<ExtenderArgs> args = DecodeExtenderArgs(body);
+    ASSERT_TRUE(args) << args.error().message;
+    ASSERT_EQ(args->node_names.size(), names.size());
+    EXPECT_EQ(args->node_names_escape_free, clean && !escaped_one) << "round " << round;
+    found_clean += args->node_names_escape_free ? 1 : 0;
+    std::vector<HostPriority> priorities;
+    FilterResult result;
+    result.list = NodeListKind::kNames;
+    result.names_escape_free = args->node_names_escape_free;
+    for (std::size_t i = 0; i < args->node_names.size(); ++i) {
+      priorities.push_back({args->node_names[i], static_cast<std::int64_t>(i % 11)});
+      if (i % 2 == 0) {
+        result.node_names.push_back(args->node_names[i]);
+      } else {
+        result.failed_nodes.push_back({args->node_names[i], "3 free GPUs, 4 requested"});
+      }
+    }
+    ASSERT_EQ(EncodeHostPriorityList(priorities, args->node_names_escape_free),
+              ReferenceHostPriorityList(priorities))
+        << "round " << round;
+    ASSERT_EQ(EncodeFilterResult(result), ReferenceFilterResult(result)) << "round " << round;
+  }
+  EXPECT_GT(found_clean, 90);  // the fast path is taken, not only the safe one
+}
+
 }  // namespace
 }  // namespace linkfit::kube

@@ -64,6 +64,9 @@ struct ExtenderArgs {
   // The candidate node names, in request order: `NodeNames` when given, otherwise the
   // metadata.name of each `Nodes` item (parallel to `nodes`).
   std::vector<std::string_view> node_names;
+  // True when `NodeNames` was given and none of its names has a byte a JSON reply escapes
+  // (kube/json_escape.h; DNS names never do): replies may write them as they are.
+  bool node_names_escape_free = false;
   std::vector<NodeItem> nodes;  // `Nodes.items`, in request order (non-cache mode only)
   // Backing store for the few names that contained JSON escapes (stable under moves).
   std::deque<std::string> owned_strings;
@@ -111,6 +114,9 @@ struct FilterResult {
   // Written as JSON objects sorted by node name; if a node repeats, its last reason wins.
   std::vector<NodeFailure> failed_nodes;
   std::vector<NodeFailure> failed_and_unresolvable_nodes;
+  // Every name in node_names and the failure maps is one of a request whose
+  // ExtenderArgs::node_names_escape_free was true: written without a look for escapes.
+  bool names_escape_free = false;
   std::string error;                // non-empty: the whole filter call failed
   std::deque<std::string> reasons;  // what Keep stored (a deque: its elements never move)
 };
@@ -128,7 +134,10 @@ struct HostPriority {
 };
 
 // Returns the bare JSON array [{"Host":"a","Score":8},...] in the given order; [] when empty.
-std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities);
+// `hosts_escape_free`: every host is a name of a request whose
+// ExtenderArgs::node_names_escape_free was true (written without a look for escapes).
+std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities,
+                                   bool hosts_escape_free = false);
 
 // ---------------------------------------------------------------------------------------------
 // bind
