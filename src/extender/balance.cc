@@ -37,46 +37,39 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
   return scarcity;
 }
 
-void MedianOfFew::Add(double value) {
-  ++count_;
-  if (!all_.empty()) {
-    all_.push_back(value);
+void MedianOfFew::AddDistinct(std::size_t slot, double value) {
+  if (distinct_ < kMaxDistinct) {
+    slots_[slot] = Slot{std::bit_cast<std::uint64_t>(value == 0 ? 0.0 : value), 1};
+    ++distinct_;
     return;
   }
-  // Candidates of a few machine types come in any order: a search that branches on each
-  // comparison mispredicts about once a value, so every distinct value is compared, branch-free.
-  std::size_t found = distinct_.size();
-  for (std::size_t j = 0; j < distinct_.size(); ++j)
-    found = distinct_[j].value == value ? j : found;
-  if (found < distinct_.size()) {
-    ++distinct_[found].count;
-    return;
-  }
-  if (distinct_.size() < kMaxDistinct) {
-    distinct_.push_back({value, 1});
-    return;
-  }
+  spilled_ = true;
   all_.reserve(count_ * 2);
-  for (const Distinct& d : distinct_) all_.insert(all_.end(), d.count, d.value);
+  for (const Slot& s : slots_) {
+    if (s.count != 0) all_.insert(all_.end(), s.count, std::bit_cast<double>(s.bits));
+  }
   all_.push_back(value);
-  distinct_.clear();
 }
 
 double MedianOfFew::Median() {
   const std::size_t middle = count_ / 2;
-  if (!all_.empty()) {
+  if (spilled_) {
     const auto at = all_.begin() + static_cast<std::ptrdiff_t>(middle);
     std::nth_element(all_.begin(), at, all_.end());
     return *at;
   }
-  std::sort(distinct_.begin(), distinct_.end(),
-            [](const Distinct& a, const Distinct& b) { return a.value < b.value; });
-  std::size_t below = 0;  // values before the current distinct value in sorted order
-  for (const Distinct& d : distinct_) {
-    if (middle < below + d.count) return d.value;
-    below += d.count;
+  std::array<std::pair<double, std::size_t>, kMaxDistinct> distinct{};
+  std::size_t n = 0;
+  for (const Slot& s : slots_) {
+    if (s.count != 0) distinct[n++] = {std::bit_cast<double>(s.bits), s.count};
   }
-  return distinct_.back().value;  // not reached: middle < count_
+  std::sort(distinct.begin(), distinct.begin() + static_cast<std::ptrdiff_t>(n));
+  std::size_t below = 0;  // values before the current distinct value in sorted order
+  for (std::size_t i = 0; i < n; ++i) {
+    if (middle < below + distinct[i].second) return distinct[i].first;
+    below += distinct[i].second;
+  }
+  return distinct[n - 1].first;  // not reached: middle < count_
 }
 
 double Balance(const state::NodeState& node, const GpuRequest& request, const Scarcity& rho) {

@@ -6,6 +6,10 @@
 //
 // Thread-safety: pure functions.
 
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "linkfit/extender/gpu_request.h"
@@ -28,22 +32,47 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
 
 // The median of a multiset of values, as std::nth_element picks it (the element at index size/2
 // in sorted order), counted by distinct value while there are few: candidates' CPU and memory per
-// GPU take one value per machine type, so thousands of candidates cost a few comparisons each
-// instead of a selection over thousands. Past kMaxDistinct values it keeps every value.
+// GPU take one value per machine type, so thousands of candidates cost a hash probe each instead
+// of a selection over thousands. Past kMaxDistinct values it keeps every value. Values compare as
+// doubles do (0.0 and -0.0 are one value; there are no NaNs among allocatable figures).
 class MedianOfFew {
  public:
   static constexpr std::size_t kMaxDistinct = 16;
-  void Add(double value);
+  void Add(double value) {  // inline: called twice per candidate
+    ++count_;
+    if (spilled_) {
+      all_.push_back(value);
+      return;
+    }
+    const std::uint64_t bits = std::bit_cast<std::uint64_t>(value == 0 ? 0.0 : value);
+    std::size_t i = static_cast<std::size_t>((bits * 0x9E3779B97F4A7C15u) >> (64 - kSlotBits));
+    for (;; i = (i + 1) % kSlots) {
+      Slot& slot = slots_[i];
+      if (slot.count != 0 && slot.bits == bits) {
+        ++slot.count;
+        return;
+      }
+      if (slot.count == 0) break;
+    }
+    AddDistinct(i, value);
+  }
   bool empty() const { return count_ == 0; }
   // REQUIRES: !empty().
   double Median();
 
  private:
-  struct Distinct {
-    double value;
-    std::size_t count;
+  // A hash table of the distinct values by their bits, at most a quarter full.
+  static constexpr int kSlotBits = 6;
+  static constexpr std::size_t kSlots = std::size_t{1} << kSlotBits;
+  struct Slot {
+    std::uint64_t bits = 0;
+    std::size_t count = 0;  // 0: empty
   };
-  std::vector<Distinct> distinct_;
+  void AddDistinct(std::size_t slot, double value);  // count_ already counts it
+
+  std::array<Slot, kSlots> slots_{};
+  std::size_t distinct_ = 0;
+  bool spilled_ = false;
   std::vector<double> all_;  // every value, once there were more than kMaxDistinct
   std::size_t count_ = 0;
 };
