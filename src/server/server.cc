@@ -62,6 +62,8 @@
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/server/prometheus_metrics.h"
+#include "server/routes.h"
+#include "server/tls.h"
 
 namespace linkfit::server {
 namespace {
@@ -71,6 +73,13 @@ namespace beast = boost::beast;
 namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+using routes::EscapeJson;
+using routes::MatchRoute;
+using routes::PathOf;
+using routes::Route;
+using routes::RouteMatch;
+using routes::Serves;
+using tls::ConfigureTls;
 
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kText = "text/plain; charset=utf-8";
@@ -82,40 +91,6 @@ constexpr std::uint32_t kHeaderLimit = 64 * 1024;
 constexpr std::chrono::seconds kLingerTime{1};
 // The most a body read reserves ahead (Beast reads at most 64 KiB at a time).
 constexpr std::uint64_t kReadChunk = 64 * 1024;
-
-std::string EscapeJson(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + 8);
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          static constexpr char kHex[] = "0123456789abcdef";
-          out += "\\u00";
-          out += kHex[(static_cast<unsigned char>(c) >> 4) & 0xF];
-          out += kHex[static_cast<unsigned char>(c) & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
 
 // The extender protocol's error shape (spec/extender-protocol.md): {"Error":"..."}.
 HttpReply JsonError(int status, std::string_view message) {
@@ -132,124 +107,7 @@ std::string_view OutcomeOf(int status) {
   return "error";
 }
 
-std::string OpenSslErrors() {
-  std::string text;
-  while (const unsigned long code = ERR_get_error()) {
-    char buffer[256];
-    ERR_error_string_n(code, buffer, sizeof(buffer));
-    if (!text.empty()) text += "; ";
-    text += buffer;
-  }
-  return text.empty() ? "unknown OpenSSL error" : text;
-}
-
-// Loads the certificate, key and (optionally) the client CA into `ctx`. Returns false with
-// `error` set when a file cannot be used.
-bool ConfigureTls(SSL_CTX& ctx, const TlsOptions& tls, std::string& error) {
-  ERR_clear_error();
-  SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
-  SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
-  if (SSL_CTX_use_certificate_chain_file(&ctx, tls.cert_file.c_str()) != 1) {
-    error = "cannot load TLS certificate chain " + tls.cert_file + ": " + OpenSslErrors();
-    return false;
-  }
-  if (SSL_CTX_use_PrivateKey_file(&ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-    error = "cannot load TLS private key " + tls.key_file + ": " + OpenSslErrors();
-    return false;
-  }
-  if (SSL_CTX_check_private_key(&ctx) != 1) {
-    error = "TLS private key " + tls.key_file + " does not match certificate " + tls.cert_file;
-    return false;
-  }
-  if (!tls.client_ca_file.empty()) {
-    if (SSL_CTX_load_verify_locations(&ctx, tls.client_ca_file.c_str(), nullptr) != 1) {
-      error = "cannot load TLS client CA " + tls.client_ca_file + ": " + OpenSslErrors();
-      return false;
-    }
-    // Names the acceptable CAs in the CertificateRequest, so clients pick the right cert.
-    if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(tls.client_ca_file.c_str())) {
-      SSL_CTX_set_client_CA_list(&ctx, names);
-    }
-    int mode = SSL_VERIFY_PEER;
-    if (tls.require_client_cert) mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
-    SSL_CTX_set_verify(&ctx, mode, nullptr);
-  }
-  return true;
-}
-
-enum class Route { kNotFound, kVerb, kInspect, kExplain, kRelease, kHealthz, kReadyz, kMetrics };
-
-struct RouteMatch {
-  Route route = Route::kNotFound;
-  Verb verb = Verb::kFilter;
-  std::string_view node;  // for kInspect: empty means all nodes
-  bool post = false;      // the route's method: POST, else GET (and HEAD)
-};
-
-RouteMatch MatchRoute(std::string_view path, std::string_view prefix) {
-  if (path.size() > prefix.size() && StartsWith(path, prefix) && path[prefix.size()] == '/') {
-    const std::string_view verb = path.substr(prefix.size() + 1);
-    if (verb == "filter") return {Route::kVerb, Verb::kFilter, {}, true};
-    if (verb == "prioritize") return {Route::kVerb, Verb::kPrioritize, {}, true};
-    if (verb == "bind") return {Route::kVerb, Verb::kBind, {}, true};
-    if (verb == "preempt") return {Route::kVerb, Verb::kPreempt, {}, true};
-  }
-  if (path == "/inspect") return {Route::kInspect, Verb::kFilter, {}, false};
-  if (StartsWith(path, "/inspect/")) {
-    return {Route::kInspect, Verb::kFilter, path.substr(std::string_view("/inspect/").size()),
-            false};
-  }
-  if (path == "/explain") return {Route::kExplain, Verb::kFilter, {}, true};
-  if (path == "/standalone/release") return {Route::kRelease, Verb::kFilter, {}, true};
-  if (path == "/healthz") return {Route::kHealthz, Verb::kFilter, {}, false};
-  if (path == "/readyz") return {Route::kReadyz, Verb::kFilter, {}, false};
-  if (path == "/metrics") return {Route::kMetrics, Verb::kFilter, {}, false};
-  return {};
-}
-
-bool Serves(RouteSet routes, Route route) {
-  switch (routes) {
-    case RouteSet::kAll:
-      return true;
-    case RouteSet::kExtender:
-      return route == Route::kVerb || route == Route::kRelease || route == Route::kHealthz ||
-             route == Route::kReadyz;
-    case RouteSet::kOperations:
-      return route == Route::kHealthz || route == Route::kReadyz || route == Route::kMetrics ||
-             route == Route::kInspect || route == Route::kExplain;
-  }
-  return true;
-}
-
 std::string_view View(beast::string_view text) { return {text.data(), text.size()}; }
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// The request target's path: the query is dropped and %XX escapes are decoded (a malformed
-// escape stays as it is), as cpp-httplib did.
-std::string PathOf(std::string_view target) {
-  target = target.substr(0, target.find('?'));
-  std::string path;
-  path.reserve(target.size());
-  for (std::size_t i = 0; i < target.size(); ++i) {
-    if (target[i] == '%' && i + 2 < target.size()) {
-      const int high = HexValue(target[i + 1]);
-      const int low = HexValue(target[i + 2]);
-      if (high >= 0 && low >= 0) {
-        path += static_cast<char>(high * 16 + low);
-        i += 2;
-        continue;
-      }
-    }
-    path += target[i];
-  }
-  return path;
-}
 
 // A reply on its way out: the handler's reply plus what only the transport decides.
 struct Outgoing {
