@@ -16,4 +16,6 @@ void UseServingMallocSettings() {
   mallopt(M_MXFAST, 0);
 }
 
+void ReturnFreeMemory() { malloc_trim(0); }
+
 }  // namespace linkfit

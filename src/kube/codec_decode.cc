@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kube/json_reader.h"
+#include "linkfit/common/malloc_settings.h"
 #include "linkfit/kube/codec.h"
 
 namespace linkfit::kube {
@@ -27,9 +28,12 @@ namespace {
 
 using namespace json;  // NOLINT: internal helpers of this module
 
-// The request decoders' parser and padded buffer, one per thread.
-Scratch& RequestScratch() {
+// The request decoders' parser and padded buffer, one per thread. A scratch that a large body
+// grew is given back when a small body comes next (ShrinkFor), and the freed memory returned to
+// the system then (ReturnFreeMemory: the serving thresholds would keep it resident).
+Scratch& RequestScratch(std::string_view body) {
   thread_local Scratch scratch;
+  if (ShrinkFor(scratch, body)) ReturnFreeMemory();
   return scratch;
 }
 
@@ -400,7 +404,7 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
   bool pod_given = false;
   std::vector<std::string_view> item_names;  // metadata.name of each Nodes item
   const bool ok =
-      Open(c, body, &doc, RequestScratch()) &&
+      Open(c, body, &doc, RequestScratch(body)) &&
       ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
         if (KeyIs(key, "pod")) {
           return ReadEnvelopePod(c, child, "Pod", &args.pod, &pod_given);
@@ -470,7 +474,7 @@ Result<BindingArgs> DecodeBindingArgs(std::string_view body) {
   BindingArgs args;
   Ctx c;
   od::document doc;
-  const bool ok = Open(c, body, &doc, RequestScratch()) &&
+  const bool ok = Open(c, body, &doc, RequestScratch(body)) &&
                   ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
                     if (KeyIs(key, "podname"))
                       return ReadString(c, child, "PodName", &args.pod_name);
@@ -499,7 +503,7 @@ Result<PreemptionArgs> DecodePreemptionArgs(std::string_view body) {
   Ctx c;
   od::document doc;
   bool pod_given = false;
-  const bool ok = Open(c, body, &doc, RequestScratch()) &&
+  const bool ok = Open(c, body, &doc, RequestScratch(body)) &&
                   ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
                     if (KeyIs(key, "pod"))
                       return ReadEnvelopePod(c, child, "Pod", &args.pod, &pod_given);

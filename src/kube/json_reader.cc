@@ -360,6 +360,17 @@ bool ReadInt(Ctx& c, od::value& v, std::string_view where, std::int64_t min, std
   return true;
 }
 
+bool ShrinkFor(Scratch& scratch, std::string_view next) {
+  if (next.size() > kKeepScratchBytes / 4) return false;
+  if (scratch.buffer.capacity() <= kKeepScratchBytes &&
+      scratch.parser.capacity() <= kKeepScratchBytes) {
+    return false;
+  }
+  std::vector<char>().swap(scratch.buffer);
+  scratch.parser = od::parser();
+  return true;
+}
+
 bool Open(Ctx& c, std::string_view text, od::document* doc, Scratch& scratch,
           std::string_view what) {
   if (TrimSpace(text).empty()) return Fail(c, "empty " + std::string(what));

@@ -128,6 +128,18 @@ struct Scratch {
   std::vector<char> buffer;
 };
 
+// A scratch grown past this (by a body of full Node objects in non-cache mode: tens of MB, and a
+// parser several times that) is given back when a body a quarter of this size or smaller comes
+// next (ShrinkFor): a scheduler in non-cache mode, whose every body is large, keeps reusing it,
+// while a one-off large body does not pin its size in the thread that decoded it. Cache-mode
+// bodies (5,000 names: ~150 KB) stay well below it.
+inline constexpr std::size_t kKeepScratchBytes = std::size_t{4} << 20;
+
+// Frees `scratch`'s buffer and parser if either holds more than kKeepScratchBytes while `next`
+// (the body about to be decoded) is at most a quarter of that; returns whether it did. Call
+// before Open, with no document of the parser in use.
+bool ShrinkFor(Scratch& scratch, std::string_view next);
+
 // Starts decoding `text`: copies it into `scratch`'s padded buffer and opens the document. Errors
 // name the input as `what` ("request body is not valid JSON: ...").
 bool Open(Ctx& c, std::string_view text, od::document* doc, Scratch& scratch,

@@ -31,4 +31,9 @@ void UseStartUpMallocSettings();
 // cache simulation that suggested it counted start-up's consolidations too, most of them).
 void UseServingMallocSettings();
 
+// Returns the free memory of every arena to the system now (malloc_trim): for after freeing a rare
+// large block, such as the buffers a request of full Node objects grew, which the serving
+// thresholds would otherwise keep resident. Costs a walk of the heap (milliseconds).
+void ReturnFreeMemory();
+
 }  // namespace linkfit
