@@ -439,6 +439,7 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
 
 Result<PodView> DecodePod(std::string_view json) {
   thread_local Scratch scratch;
+  if (ShrinkFor(scratch, json)) ReturnFreeMemory();  // as RequestScratch does
   PodView pod;
   Ctx c;
   od::document doc;
@@ -453,6 +454,7 @@ Result<PodView> DecodePod(std::string_view json) {
 
 Result<NodeView> DecodeNode(std::string_view json) {
   thread_local Scratch scratch;
+  if (ShrinkFor(scratch, json)) ReturnFreeMemory();  // as RequestScratch does
   NodeView node;
   std::deque<std::string> owned;
   Ctx c;
