@@ -486,18 +486,14 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
           std::make_unique<Impl>(request, candidates, shapes, weights, score_range, mig_weights)) {
   impl_->scarcity = ScarcityOf(shapes, candidates);
   CandidateBests& bests = impl_->bests;
-  // Look-aheads of idle nodes by placement table: a handful of tables serve every node. Their
-  // candidates come in any order, so the search compares every table seen, branch-free (a search
-  // that branches on each comparison mispredicts about once a candidate).
+  // Look-aheads of idle nodes by placement table: a handful of tables serve every node.
   std::vector<const alloc::PlacementTable*> tables_seen;
   for (const Candidate& c : candidates) {
     bests.ring = std::max(bests.ring, static_cast<double>(c.fit->quality.ring_mbps));
     bests.sum = std::max(bests.sum, static_cast<double>(c.fit->quality.sum_mbps));
     if (request.kind != GpuRequest::Kind::kWhole) continue;
     const alloc::PlacementTable* table = c.hot->table;
-    bool seen = false;
-    for (const alloc::PlacementTable* t : tables_seen) seen |= t == table;
-    if (!seen) {
+    if (std::find(tables_seen.begin(), tables_seen.end(), table) == tables_seen.end()) {
       tables_seen.push_back(table);
       const auto all = static_cast<topology::GpuMask>((1u << table->gpu_count()) - 1u);
       bests.idle_ahead_max = std::max(bests.idle_ahead_max, LookaheadRing(*table, all));

@@ -1,7 +1,6 @@
 #include "extender/verb_cache.h"
 
 #include <bit>
-#include <cstring>
 
 namespace linkfit::extender {
 namespace {

@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "kube/json_reader.h"
-#include "linkfit/common/malloc_settings.h"
 #include "linkfit/kube/codec.h"
 
 namespace linkfit::kube {
@@ -28,12 +27,10 @@ namespace {
 
 using namespace json;  // NOLINT: internal helpers of this module
 
-// The request decoders' parser and padded buffer, one per thread. A scratch that a large body
-// grew is given back when a small body comes next (ShrinkFor), and the freed memory returned to
-// the system then (ReturnFreeMemory: the serving thresholds would keep it resident).
-Scratch& RequestScratch(std::string_view body) {
+// The request decoders' parser and padded buffer, one per thread (Open gives back what a large
+// body grew when a small one comes next).
+Scratch& RequestScratch() {
   thread_local Scratch scratch;
-  if (ShrinkFor(scratch, body)) ReturnFreeMemory();
   return scratch;
 }
 
@@ -404,7 +401,7 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
   bool pod_given = false;
   std::vector<std::string_view> item_names;  // metadata.name of each Nodes item
   const bool ok =
-      Open(c, body, &doc, RequestScratch(body)) &&
+      Open(c, body, &doc, RequestScratch()) &&
       ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
         if (KeyIs(key, "pod")) {
           return ReadEnvelopePod(c, child, "Pod", &args.pod, &pod_given);
@@ -439,7 +436,6 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
 
 Result<PodView> DecodePod(std::string_view json) {
   thread_local Scratch scratch;
-  if (ShrinkFor(scratch, json)) ReturnFreeMemory();  // as RequestScratch does
   PodView pod;
   Ctx c;
   od::document doc;
@@ -454,7 +450,6 @@ Result<PodView> DecodePod(std::string_view json) {
 
 Result<NodeView> DecodeNode(std::string_view json) {
   thread_local Scratch scratch;
-  if (ShrinkFor(scratch, json)) ReturnFreeMemory();  // as RequestScratch does
   NodeView node;
   std::deque<std::string> owned;
   Ctx c;
@@ -476,7 +471,7 @@ Result<BindingArgs> DecodeBindingArgs(std::string_view body) {
   BindingArgs args;
   Ctx c;
   od::document doc;
-  const bool ok = Open(c, body, &doc, RequestScratch(body)) &&
+  const bool ok = Open(c, body, &doc, RequestScratch()) &&
                   ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
                     if (KeyIs(key, "podname"))
                       return ReadString(c, child, "PodName", &args.pod_name);
@@ -505,7 +500,7 @@ Result<PreemptionArgs> DecodePreemptionArgs(std::string_view body) {
   Ctx c;
   od::document doc;
   bool pod_given = false;
-  const bool ok = Open(c, body, &doc, RequestScratch(body)) &&
+  const bool ok = Open(c, body, &doc, RequestScratch()) &&
                   ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
                     if (KeyIs(key, "pod"))
                       return ReadEnvelopePod(c, child, "Pod", &args.pod, &pod_given);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kube/json_escape.h"
+#include "linkfit/common/malloc_settings.h"
 #include "linkfit/kube/quantity.h"
 
 namespace linkfit::kube::json {
@@ -374,6 +375,9 @@ bool ShrinkFor(Scratch& scratch, std::string_view next) {
 bool Open(Ctx& c, std::string_view text, od::document* doc, Scratch& scratch,
           std::string_view what) {
   if (TrimSpace(text).empty()) return Fail(c, "empty " + std::string(what));
+  // What a large body grew goes back before a small one is decoded, and the freed memory to the
+  // system (the serving malloc thresholds would keep it resident).
+  if (ShrinkFor(scratch, text)) ReturnFreeMemory();
   const std::size_t capacity = text.size() + simdjson::SIMDJSON_PADDING;
   if (scratch.buffer.size() < capacity) scratch.buffer.resize(capacity);
   std::memcpy(scratch.buffer.data(), text.data(), text.size());

@@ -136,12 +136,13 @@ struct Scratch {
 inline constexpr std::size_t kKeepScratchBytes = std::size_t{4} << 20;
 
 // Frees `scratch`'s buffer and parser if either holds more than kKeepScratchBytes while `next`
-// (the body about to be decoded) is at most a quarter of that; returns whether it did. Call
-// before Open, with no document of the parser in use.
+// (the body about to be decoded) is at most a quarter of that; returns whether it did. Open calls
+// it. REQUIRES: no document of the parser is in use.
 bool ShrinkFor(Scratch& scratch, std::string_view next);
 
-// Starts decoding `text`: copies it into `scratch`'s padded buffer and opens the document. Errors
-// name the input as `what` ("request body is not valid JSON: ...").
+// Starts decoding `text`: gives back what a larger body grew (ShrinkFor, then the freed memory to
+// the system), copies `text` into `scratch`'s padded buffer and opens the document. Errors name
+// the input as `what` ("request body is not valid JSON: ...").
 bool Open(Ctx& c, std::string_view text, od::document* doc, Scratch& scratch,
           std::string_view what = "request body");
 

@@ -1,5 +1,5 @@
-// The request decoders' scratch (kube/json_reader.h): a thread's parser and padded buffer are
-// reused while bodies keep their size, and given back when a small body follows a large one.
+// The decoders' scratch (kube/json_reader.h): a thread's parser and padded buffer are reused
+// while bodies keep their size, and given back when a small body follows a large one (Open).
 
 #include "kube/json_reader.h"
 
@@ -44,6 +44,13 @@ TEST(ScratchTest, LargeBuffersStayForLargeBodiesAndGoWhenASmallOneFollows) {
   EXPECT_EQ(scratch.parser.capacity(), 0u);
   Decode(scratch, small);  // and the scratch still works
   EXPECT_LT(scratch.buffer.capacity(), kKeepScratchBytes);
+
+  // Open does it by itself: a small body decoded after a large one finds the scratch given back.
+  Decode(scratch, large);
+  EXPECT_GE(scratch.parser.capacity(), large.size());
+  Decode(scratch, small);
+  EXPECT_LT(scratch.buffer.capacity(), kKeepScratchBytes);
+  EXPECT_LT(scratch.parser.capacity(), kKeepScratchBytes);
 }
 
 // Through the public decoder: a request of full Node objects larger than the bound decodes whole
