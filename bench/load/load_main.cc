@@ -287,20 +287,21 @@ std::string Decoded(const HttpResponse& response) {
   return *plain;
 }
 
-// Checks one filter and one prioritize answer of linkfit for `size` names: every name is
+// Checks one filter and one prioritize answer of a server for `size` names: every name is
 // accounted for exactly once, scores are integers in 0..score_range (the configured range).
-void CheckReplies(Driver& linkfit, const std::string& filter_body,
-                  const std::string& prioritize_body, std::size_t size, int score_range,
-                  std::string* encoding) {
+// Returns how many names the filter passed.
+std::size_t CheckReplies(Driver& linkfit, const std::string& filter_body,
+                         const std::string& prioritize_body, std::size_t size, int score_range,
+                         std::string* encoding) {
   HttpResponse response;
   if (linkfit.Send("/scheduler/filter", filter_body, &response) < 0) {
     Die("filter answered HTTP " + std::to_string(response.status) + ": " + Decoded(response));
   }
   *encoding = response.content_encoding;
   const auto filter = nlohmann::json::parse(Decoded(response));
-  std::size_t accounted =
-      filter["FailedNodes"].size() + filter["FailedAndUnresolvableNodes"].size();
-  if (filter["NodeNames"].is_array()) accounted += filter["NodeNames"].size();
+  const std::size_t passed = filter["NodeNames"].is_array() ? filter["NodeNames"].size() : 0;
+  const std::size_t accounted =
+      passed + filter["FailedNodes"].size() + filter["FailedAndUnresolvableNodes"].size();
   if (accounted != size || !filter["Error"].get<std::string>().empty()) {
     Die("filter reply accounts for " + std::to_string(accounted) + " of " + std::to_string(size) +
         " nodes");
@@ -317,6 +318,7 @@ void CheckReplies(Driver& linkfit, const std::string& filter_body,
           std::to_string(score_range) + " (policy.score_range)");
     }
   }
+  return passed;
 }
 
 // The first name of a filter reply's NodeNames, or "".
@@ -479,7 +481,7 @@ int Run(const Options& o) {
     std::vector<Body> bodies;
     for (const PodShape& shape : PodShapes()) {
       Body body;
-      body.text = CacheModeBody(PodJson(shape, ++serial), cluster.names, size);
+      body.text = CacheModeBody(PodJson(shape, ++serial), cluster.shuffled_names, size);
       body.uid_offset = UidOffset(body.text);
       bodies.push_back(std::move(body));
     }
@@ -518,17 +520,21 @@ int Run(const Options& o) {
   const std::vector<PodShape> shapes = PodShapes();
   std::map<std::size_t, std::vector<Body>> bodies;
   std::string reply_encoding;
+  std::map<std::size_t, std::pair<std::size_t, std::size_t>> passing;  // linkfit, parse-only
   for (const std::size_t size : o.sizes) {
     if (size > cluster.names.size()) Die("--sizes exceeds --nodes");
     for (const PodShape& shape : shapes) {
       Body body;
-      body.text = CacheModeBody(PodJson(shape, ++serial), cluster.names, size);
+      body.text = CacheModeBody(PodJson(shape, ++serial), cluster.shuffled_names, size);
       body.uid_offset = UidOffset(body.text);
       if (o.fresh_requests) body.cpu_offset = CpuOffset(body.text);
       bodies[size].push_back(std::move(body));
     }
-    CheckReplies(linkfit, bodies[size][0].text, bodies[size][0].text, size, o.score_range,
-                 &reply_encoding);
+    std::string ignored;
+    passing[size] = {CheckReplies(linkfit, bodies[size][0].text, bodies[size][0].text, size,
+                                  o.score_range, &reply_encoding),
+                     CheckReplies(parse_only, bodies[size][0].text, bodies[size][0].text, size,
+                                  o.score_range, &ignored)};
   }
 
   // Latency: per round, every case on both servers; warm-up in the first round only.
@@ -674,6 +680,13 @@ int Run(const Options& o) {
   out << ", a new UID per request"
       << (o.fresh_requests ? " and a CPU request no earlier pod had (--fresh-requests: cold)" : "")
       << "\n";
+  out << "- names in each body: shuffled (seed " << o.seed
+      << "); filter of the first pod shape "
+         "passes";
+  for (const auto& [size, counts] : passing) {
+    out << " " << counts.first << " of " << size << " (parse-only " << counts.second << ")";
+  }
+  out << "\n";
   out << "- replies Content-Encoding: " << (reply_encoding.empty() ? "identity" : reply_encoding)
       << " (the client sends Accept-Encoding: gzip as Go does)\n";
   out << "- whole run: " << Fixed(total_s, 1) << " s wall\n\n";

@@ -1,8 +1,9 @@
 // linkfit-parse-only: the load client's baseline. The same HTTP server module (cpp-httplib,
 // TCP_NODELAY, keep-alive, metrics per verb) and the same wire codec as `linkfit serve`, with a
 // handler that only decodes each request and answers a minimal valid reply: filter passes every
-// node (names, or the Node objects echoed, in the request's mode), prioritize scores every node
-// 0, bind succeeds. linkfit's latency over this one is what its own decisions cost.
+// other node and fails the rest with one reason (as the hot-path issue's do-nothing server does:
+// half the names pass; names in cache mode, the Node objects echoed otherwise), prioritize scores
+// every node 0, bind succeeds. linkfit's latency over this one is what its own decisions cost.
 //
 //   linkfit-parse-only [--listen 127.0.0.1:0]
 //
@@ -31,6 +32,8 @@ server::HttpReply BadRequest(const std::string& message) {
   return server::HttpReply{400, kube::EncodeErrorBody(message)};
 }
 
+constexpr std::string_view kFailReason = "parse-only: every other node fails";
+
 class ParseOnlyHandler final : public server::ExtenderHandler {
  public:
   server::HttpReply Filter(std::string_view body) override {
@@ -42,8 +45,20 @@ class ParseOnlyHandler final : public server::ExtenderHandler {
       result.nodes_json.reserve(args->nodes.size());
       for (const kube::NodeItem& node : args->nodes) result.nodes_json.push_back(node.raw_json);
     } else {
-      result.node_names = args->node_names;
+      // Every other name fails. A do-nothing server writes the FailedNodes map in the request's
+      // order (the order of a JSON object's keys means nothing to kube-scheduler's decoder), so
+      // each failure's order is its index: the encoder then sorts nothing by name.
       result.names_escape_free = args->node_names_escape_free;
+      result.node_names.reserve(args->node_names.size() / 2 + 1);
+      result.failed_nodes.reserve(args->node_names.size() / 2);
+      for (std::size_t i = 0; i < args->node_names.size(); ++i) {
+        if (i % 2 == 0) {
+          result.node_names.push_back(args->node_names[i]);
+        } else {
+          result.failed_nodes.push_back(
+              {args->node_names[i], kFailReason, static_cast<std::uint32_t>(i)});
+        }
+      }
     }
     return server::HttpReply{200, kube::EncodeFilterResult(result)};
   }

@@ -99,6 +99,9 @@ GeneratedCluster MakeCluster(const std::string& topology_dir, int nodes, std::ui
     }
     ++cluster.allocations;
   }
+  // Drawn after the allocations, so that the cluster is the one earlier runs measured.
+  cluster.shuffled_names = cluster.names;
+  std::shuffle(cluster.shuffled_names.begin(), cluster.shuffled_names.end(), rng);
   return cluster;
 }
 

@@ -16,8 +16,12 @@
 namespace linkfit::load {
 
 struct GeneratedCluster {
-  std::string yaml;                   // the cluster file (topology paths absolute)
-  std::vector<std::string> names;     // every node, interleaved across the topologies
+  std::string yaml;                // the cluster file (topology paths absolute)
+  std::vector<std::string> names;  // every node, interleaved across the topologies
+  // Every node's name in a random order drawn from the seed: the order the latency bodies send
+  // them in (as the hot-path issue measures: nothing about the cluster's layout lines up with
+  // the request's order, so every name's slot, record and kept answer lies somewhere else).
+  std::vector<std::string> shuffled_names;
   std::vector<std::string> products;  // nvidia.com/gpu.product of each node in `names`
   int allocations = 0;
 };
