@@ -7,6 +7,12 @@
 namespace linkfit::extender {
 
 Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidate>& candidates) {
+  CandidateSupply supply;
+  for (const Candidate& c : candidates) supply.Add(*c.hot);
+  return ScarcityOf(shapes, supply);
+}
+
+Scarcity ScarcityOf(const std::vector<Shape>& shapes, CandidateSupply& supply) {
   double gpu_weight = 0, cpu_weight = 0, memory_weight = 0;
   for (const Shape& shape : shapes) {
     if (shape.gpus <= 0) continue;
@@ -16,30 +22,20 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
   }
   Scarcity scarcity;
   if (gpu_weight <= 0) return scarcity;
-  MedianOfFew cpu_supply, memory_supply;
-  for (const Candidate& c : candidates) {
-    const double gpus = c.hot->table->gpu_count();
-    if (gpus <= 0) continue;
-    if (c.hot->cpu_allocatable_milli > 0) {
-      cpu_supply.Add(static_cast<double>(c.hot->cpu_allocatable_milli) / gpus);
-    }
-    if (c.hot->memory_allocatable_bytes > 0) {
-      memory_supply.Add(static_cast<double>(c.hot->memory_allocatable_bytes) / gpus);
-    }
-  }
-  const auto rho = [](double demand, MedianOfFew& supply) {
-    if (supply.empty() || demand <= 0) return 0.0;
-    const double ratio = std::clamp(demand / supply.Median(), 0.0, 1.0);
+  supply.Fold();
+  const auto rho = [](double demand, MedianOfFew& values) {
+    if (values.empty() || demand <= 0) return 0.0;
+    const double ratio = std::clamp(demand / values.Median(), 0.0, 1.0);
     return ratio * ratio;
   };
-  scarcity.cpu = rho(cpu_weight / gpu_weight, cpu_supply);
-  scarcity.memory = rho(memory_weight / gpu_weight, memory_supply);
+  scarcity.cpu = rho(cpu_weight / gpu_weight, supply.cpu_);
+  scarcity.memory = rho(memory_weight / gpu_weight, supply.memory_);
   return scarcity;
 }
 
-void MedianOfFew::AddDistinct(std::size_t slot, double value) {
+void MedianOfFew::AddDistinct(std::size_t slot, double value, std::size_t times) {
   if (distinct_ < kMaxDistinct) {
-    slots_[slot] = Slot{std::bit_cast<std::uint64_t>(value == 0 ? 0.0 : value), 1};
+    slots_[slot] = Slot{std::bit_cast<std::uint64_t>(value == 0 ? 0.0 : value), times};
     ++distinct_;
     return;
   }
@@ -48,7 +44,40 @@ void MedianOfFew::AddDistinct(std::size_t slot, double value) {
   for (const Slot& s : slots_) {
     if (s.count != 0) all_.insert(all_.end(), s.count, std::bit_cast<double>(s.bits));
   }
-  all_.push_back(value);
+  all_.insert(all_.end(), times, value);
+}
+
+void CandidateSupply::AddKind(std::size_t slot, const state::NodeHot& hot) {
+  if (kind_count_ < kMaxKinds) {
+    kinds_[slot] = Kind{hot.table, hot.cpu_allocatable_milli, hot.memory_allocatable_bytes, 1};
+    ++kind_count_;
+    return;
+  }
+  Fold();
+  spilled_ = true;
+  AddValues(hot.table, hot.cpu_allocatable_milli, hot.memory_allocatable_bytes, 1);
+}
+
+void CandidateSupply::AddValues(const alloc::PlacementTable* table, std::int64_t cpu,
+                                std::int64_t memory, std::size_t times) {
+  const double gpus = table->gpu_count();
+  if (gpus <= 0) return;
+  if (cpu > 0) cpu_.Add(static_cast<double>(cpu) / gpus, times);
+  if (memory > 0) memory_.Add(static_cast<double>(memory) / gpus, times);
+}
+
+void CandidateSupply::AddTable(const alloc::PlacementTable* table) {
+  if (std::find(tables_.begin(), tables_.end(), table) == tables_.end()) tables_.push_back(table);
+}
+
+void CandidateSupply::Fold() {
+  for (Kind& kind : kinds_) {
+    if (kind.count == 0) continue;
+    AddValues(kind.table, kind.cpu, kind.memory, kind.count);
+    AddTable(kind.table);
+    kind = Kind{};
+  }
+  kind_count_ = 0;
 }
 
 double MedianOfFew::Median() {

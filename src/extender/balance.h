@@ -4,7 +4,7 @@
 // include/linkfit/extender/scoring.h): keep a node's CPU and memory use in step with its GPU use,
 // weighing the level of the gap against its change by how scarce CPU and memory are per GPU.
 //
-// Thread-safety: pure functions.
+// Thread-safety: the functions are pure; a MedianOfFew or CandidateSupply is one thread's.
 
 #include <array>
 #include <bit>
@@ -38,10 +38,11 @@ Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidat
 class MedianOfFew {
  public:
   static constexpr std::size_t kMaxDistinct = 16;
-  void Add(double value) {  // inline: called twice per candidate
-    ++count_;
+  // Adds `times` copies of `value`.
+  void Add(double value, std::size_t times = 1) {
+    count_ += times;
     if (spilled_) {
-      all_.push_back(value);
+      all_.insert(all_.end(), times, value);
       return;
     }
     const std::uint64_t bits = std::bit_cast<std::uint64_t>(value == 0 ? 0.0 : value);
@@ -49,12 +50,12 @@ class MedianOfFew {
     for (;; i = (i + 1) % kSlots) {
       Slot& slot = slots_[i];
       if (slot.count != 0 && slot.bits == bits) {
-        ++slot.count;
+        slot.count += times;
         return;
       }
       if (slot.count == 0) break;
     }
-    AddDistinct(i, value);
+    AddDistinct(i, value, times);
   }
   bool empty() const { return count_ == 0; }
   // REQUIRES: !empty().
@@ -68,7 +69,7 @@ class MedianOfFew {
     std::uint64_t bits = 0;
     std::size_t count = 0;  // 0: empty
   };
-  void AddDistinct(std::size_t slot, double value);  // count_ already counts it
+  void AddDistinct(std::size_t slot, double value, std::size_t times);  // count_ counts them
 
   std::array<Slot, kSlots> slots_{};
   std::size_t distinct_ = 0;
@@ -76,6 +77,75 @@ class MedianOfFew {
   std::vector<double> all_;  // every value, once there were more than kMaxDistinct
   std::size_t count_ = 0;
 };
+
+// What ScarcityOf reads of the candidates (their CPU and memory allocatable per GPU), gathered
+// one candidate at a time and in any order, so that a caller's own pass over the candidates can
+// gather it; ScarcityOf(shapes, candidates) is ScarcityOf(shapes, supply) after adding each.
+// Candidates are counted by what the figures derive from (placement table, CPU and memory
+// allocatable: one entry per machine type), so a candidate costs one probe and no division;
+// past kMaxKinds kinds each candidate's values are kept instead. It also knows the candidates'
+// distinct placement tables (ForEachTable), for the figures kept per table.
+class CandidateSupply {
+ public:
+  static constexpr std::size_t kMaxKinds = 32;
+  void Add(const state::NodeHot& hot) {  // inline: called once per candidate
+    if (spilled_) {
+      AddValues(hot.table, hot.cpu_allocatable_milli, hot.memory_allocatable_bytes, 1);
+      AddTable(hot.table);
+      return;
+    }
+    const auto cpu = static_cast<std::uint64_t>(hot.cpu_allocatable_milli);
+    const auto memory = static_cast<std::uint64_t>(hot.memory_allocatable_bytes);
+    const std::uint64_t key = reinterpret_cast<std::uintptr_t>(hot.table) ^
+                              cpu * 0xC2B2AE3D27D4EB4Fu ^ memory * 0x165667B19E3779F9u;
+    std::size_t i = static_cast<std::size_t>((key * 0x9E3779B97F4A7C15u) >> (64 - kSlotBits));
+    for (;; i = (i + 1) % kSlots) {
+      Kind& kind = kinds_[i];
+      if (kind.count == 0) break;
+      if (kind.table == hot.table && kind.cpu == hot.cpu_allocatable_milli &&
+          kind.memory == hot.memory_allocatable_bytes) {
+        ++kind.count;
+        return;
+      }
+    }
+    AddKind(i, hot);
+  }
+  // Calls f(table) for each distinct placement table among the candidates added (some maybe
+  // more than once).
+  template <typename F>
+  void ForEachTable(F&& f) const {
+    for (const Kind& kind : kinds_) {
+      if (kind.count != 0) f(kind.table);
+    }
+    for (const alloc::PlacementTable* table : tables_) f(table);
+  }
+
+ private:
+  friend Scarcity ScarcityOf(const std::vector<Shape>& shapes, CandidateSupply& supply);
+  struct Kind {
+    const alloc::PlacementTable* table = nullptr;
+    std::int64_t cpu = 0;
+    std::int64_t memory = 0;
+    std::size_t count = 0;  // 0: empty
+  };
+  static constexpr int kSlotBits = 7;  // at most a quarter full
+  static constexpr std::size_t kSlots = std::size_t{1} << kSlotBits;
+  void AddKind(std::size_t slot, const state::NodeHot& hot);
+  void AddValues(const alloc::PlacementTable* table, std::int64_t cpu, std::int64_t memory,
+                 std::size_t times);
+  void Fold();  // moves the counted kinds into cpu_ and memory_ (their tables into tables_)
+  void AddTable(const alloc::PlacementTable* table);
+
+  std::array<Kind, kSlots> kinds_{};
+  std::size_t kind_count_ = 0;
+  bool spilled_ = false;
+  MedianOfFew cpu_;
+  MedianOfFew memory_;
+  std::vector<const alloc::PlacementTable*> tables_;  // distinct, of the kinds folded
+};
+
+// The scarcity of what `supply` gathered (non-const: a median may reorder what it keeps).
+Scarcity ScarcityOf(const std::vector<Shape>& shapes, CandidateSupply& supply);
 
 // B for one node: per resource whose allocatable is known, with gap = |GPU share used - share
 // of the resource used|: rho x (1 - gap after) + (1 - rho) x (0.5 + (gap before - gap after) / 2),

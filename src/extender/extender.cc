@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "extender/gpu_state_memo.h"
@@ -179,20 +180,24 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   GpuStateMemo<CachedFit*> alike;
   std::vector<std::uint32_t> node_positions;  // each candidate's position in the snapshot
   node_positions.reserve(args.node_names.size());
+  // What every score depends on is gathered here, while each candidate's fit and hot record are
+  // at hand; a candidate's node is looked up only if it has no kept score (below).
+  CandidateFigures figures(*request);
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
     PrefetchKept(fits.by_position, nodes, i);
     const state::NodeRef& ref = nodes[i];
     if (ref.hot == nullptr) continue;
     const NodeFit& fit = FitFor(fits, alike, *request, *snapshot, ref, scoring_only)->fit;
     if (!fit.fits) continue;
-    candidates.emplace_back(snapshot->NodeAt(ref.position), &fit, ref.hot);
+    candidates.emplace_back(nullptr, &fit, ref.hot);
+    figures.Add(fit, *ref.hot);
     in_request.push_back(i);
     node_positions.push_back(ref.position);
   }
   const ShapeList shapes = pods_.demand().Shapes();
   const MigProfileWeightsPtr mig_weights = pods_.demand().MigWeights();
   CandidateScorer scorer(*request, candidates, *shapes, options_.weights, options_.score_range,
-                         mig_weights);
+                         mig_weights, std::move(figures));
   ScoreTable& scores =
       cache->Scores(ScoreContext(signature, *request, scorer.figures(), shapes, mig_weights),
                     shapes, mig_weights);
@@ -204,6 +209,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     if (const std::int64_t* kept = scores.by_position.Find(node_positions[c], id)) {
       score = *kept;
     } else {
+      candidates[c].node = snapshot->NodeAt(node_positions[c]);
       score = scorer.Score(c);
       scores.by_position.Insert(node_positions[c], id, score);
     }

@@ -478,27 +478,50 @@ struct CandidateScorer::Impl {
   GpuStateMemo<GpuTerms> terms_by_state;
 };
 
+struct CandidateFigures::Supply {
+  CandidateSupply supply;
+};
+
+CandidateFigures::CandidateFigures(const GpuRequest& request)
+    : whole_(request.kind == GpuRequest::Kind::kWhole), supply_(std::make_unique<Supply>()) {}
+CandidateFigures::~CandidateFigures() = default;
+CandidateFigures::CandidateFigures(CandidateFigures&&) noexcept = default;
+CandidateFigures& CandidateFigures::operator=(CandidateFigures&&) noexcept = default;
+
+void CandidateFigures::Add(const NodeFit& fit, const state::NodeHot& hot) {
+  best_ring_ = std::max(best_ring_, static_cast<double>(fit.quality.ring_mbps));
+  best_sum_ = std::max(best_sum_, static_cast<double>(fit.quality.sum_mbps));
+  supply_->supply.Add(hot);
+}
+
 CandidateScorer::CandidateScorer(const GpuRequest& request,
                                  const std::vector<Candidate>& candidates,
                                  const std::vector<Shape>& shapes, const ScoreWeights& weights,
                                  int score_range, const MigProfileWeightsPtr& mig_weights)
+    : CandidateScorer(request, candidates, shapes, weights, score_range, mig_weights, [&] {
+        CandidateFigures figures(request);
+        for (const Candidate& c : candidates) figures.Add(*c.fit, *c.hot);
+        return figures;
+      }()) {}
+
+CandidateScorer::CandidateScorer(const GpuRequest& request,
+                                 const std::vector<Candidate>& candidates,
+                                 const std::vector<Shape>& shapes, const ScoreWeights& weights,
+                                 int score_range, const MigProfileWeightsPtr& mig_weights,
+                                 CandidateFigures gathered)
     : impl_(
           std::make_unique<Impl>(request, candidates, shapes, weights, score_range, mig_weights)) {
-  impl_->scarcity = ScarcityOf(shapes, candidates);
   CandidateBests& bests = impl_->bests;
+  bests.ring = gathered.best_ring_;
+  bests.sum = gathered.best_sum_;
   // Look-aheads of idle nodes by placement table: a handful of tables serve every node.
-  std::vector<const alloc::PlacementTable*> tables_seen;
-  for (const Candidate& c : candidates) {
-    bests.ring = std::max(bests.ring, static_cast<double>(c.fit->quality.ring_mbps));
-    bests.sum = std::max(bests.sum, static_cast<double>(c.fit->quality.sum_mbps));
-    if (request.kind != GpuRequest::Kind::kWhole) continue;
-    const alloc::PlacementTable* table = c.hot->table;
-    if (std::find(tables_seen.begin(), tables_seen.end(), table) == tables_seen.end()) {
-      tables_seen.push_back(table);
+  if (gathered.whole_) {
+    gathered.supply_->supply.ForEachTable([&](const alloc::PlacementTable* table) {
       const auto all = static_cast<topology::GpuMask>((1u << table->gpu_count()) - 1u);
       bests.idle_ahead_max = std::max(bests.idle_ahead_max, LookaheadRing(*table, all));
-    }
+    });
   }
+  impl_->scarcity = ScarcityOf(shapes, gathered.supply_->supply);
 }
 
 CandidateScorer::~CandidateScorer() = default;

@@ -236,6 +236,74 @@ TEST(BalanceTest, MedianOfFewIsTheElementNthElementPicks) {
   }
 }
 
+// ScarcityOf over what CandidateSupply gathered (counted by kind, folded into medians at the
+// end, every value kept past kMaxKinds) must equal the definition computed over every
+// candidate's values, whatever the order, the number of kinds, and candidates without GPUs, CPU
+// or memory figures.
+TEST(BalanceTest, GatheredSupplyGivesTheScarcityOfEveryCandidatesValues) {
+  // Placement tables of 8, 16 and 4 GPUs.
+  const std::vector<std::string> topologies = {"dgx1-v100", "dgx2-v100",
+                                               "ws-4x-rtxa6000-nvlink-pairs"};
+  std::vector<std::shared_ptr<state::NodeState>> keep;
+  std::vector<const alloc::PlacementTable*> tables;
+  for (const std::string& topology : topologies) {
+    keep.push_back(std::make_shared<state::NodeState>(MakeNodeInfo("n-" + topology, topology)));
+    tables.push_back(&keep.back()->table());
+  }
+  const std::vector<Shape> shapes = {OneGpuShape(6000), [] {
+                                       Shape shape = OneGpuShape(2000);
+                                       shape.gpus = 4;
+                                       shape.weight = 0.5;
+                                       shape.memory_bytes = 64 * kGiB;
+                                       return shape;
+                                     }()};
+  std::mt19937 rng(5);
+  for (int round = 0; round < 300; ++round) {
+    const std::size_t kinds = 1 + rng() % (round % 3 == 0 ? 80 : 12);
+    std::vector<state::NodeHot> pool;
+    for (std::size_t k = 0; k < kinds; ++k) {
+      state::NodeHot hot;
+      hot.table = tables[rng() % tables.size()];
+      hot.cpu_allocatable_milli =
+          rng() % 7 == 0 ? 0 : 1000 * static_cast<std::int64_t>(rng() % 256);
+      hot.memory_allocatable_bytes =
+          rng() % 9 == 0 ? 0 : kGiB * static_cast<std::int64_t>(rng() % 2048);
+      pool.push_back(hot);
+    }
+    CandidateSupply supply;
+    std::vector<double> cpu_values, memory_values;
+    const std::size_t size = 1 + rng() % 400;
+    for (std::size_t i = 0; i < size; ++i) {
+      const state::NodeHot& hot = pool[rng() % pool.size()];
+      supply.Add(hot);
+      const double gpus = hot.table->gpu_count();
+      if (hot.cpu_allocatable_milli > 0) {
+        cpu_values.push_back(static_cast<double>(hot.cpu_allocatable_milli) / gpus);
+      }
+      if (hot.memory_allocatable_bytes > 0) {
+        memory_values.push_back(static_cast<double>(hot.memory_allocatable_bytes) / gpus);
+      }
+    }
+    // The definition (balance.h): rho = clamp(demand / median supply, 0, 1)^2.
+    double gpu_weight = 0, cpu_weight = 0, memory_weight = 0;
+    for (const Shape& shape : shapes) {
+      gpu_weight += shape.weight * shape.gpus * shape.milli / 1000.0;
+      cpu_weight += shape.weight * static_cast<double>(shape.cpu_milli);
+      memory_weight += shape.weight * static_cast<double>(shape.memory_bytes);
+    }
+    const auto rho = [](double demand, std::vector<double>& values) {
+      if (values.empty()) return 0.0;
+      const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+      std::nth_element(values.begin(), middle, values.end());
+      const double ratio = std::clamp(demand / *middle, 0.0, 1.0);
+      return ratio * ratio;
+    };
+    const Scarcity got = ScarcityOf(shapes, supply);
+    EXPECT_EQ(got.cpu, rho(cpu_weight / gpu_weight, cpu_values)) << "round " << round;
+    EXPECT_EQ(got.memory, rho(memory_weight / gpu_weight, memory_values)) << "round " << round;
+  }
+}
+
 TEST(ShapeStatsTest, LearnsCpuAndMemoryOfShapes) {
   ShapeStats stats;
   GpuRequest request;

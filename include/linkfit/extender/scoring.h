@@ -152,21 +152,52 @@ struct Candidate {
   // position), so that what scoring reads of every candidate costs no visit to the node.
   Candidate(const state::NodeState* on, const NodeFit* how, const state::NodeHot* on_hot)
       : node(on), fit(how), hot(on_hot) {}
+  // May be left null by a caller that sets it before scoring this candidate (Score reads it;
+  // the figures do not): Extender::Prioritize looks it up only for candidates without a kept
+  // score.
   const state::NodeState* node = nullptr;
   const NodeFit* fit = nullptr;         // fits == true
   const state::NodeHot* hot = nullptr;  // equal to node->hot(); outlives the scorer
 };
 
+// What every candidate's score depends on besides the candidate itself (the best ring and sum,
+// the largest idle look-ahead, the CPU and memory per GPU whose median sets the scarcity),
+// gathered one candidate at a time and in any order: a caller that finds its candidates in a
+// pass of its own gathers them there (Extender::Prioritize), and the scorer makes no second pass
+// over every candidate's fit and hot record.
+//
+// Thread-safety: one thread's.
+class CandidateFigures {
+ public:
+  explicit CandidateFigures(const GpuRequest& request);
+  ~CandidateFigures();
+  CandidateFigures(CandidateFigures&&) noexcept;
+  CandidateFigures& operator=(CandidateFigures&&) noexcept;
+  void Add(const NodeFit& fit, const state::NodeHot& hot);
+
+ private:
+  friend class CandidateScorer;
+  struct Supply;  // CPU and memory per GPU (extender/balance.h)
+  bool whole_;    // the look-ahead is for whole-GPU requests only
+  double best_ring_ = 0;
+  double best_sum_ = 0;
+  std::unique_ptr<Supply> supply_;  // also knows the distinct tables, for the idle look-ahead
+};
+
 // Scores candidates one at a time, after a pass over all of them for what every score depends
-// on (the best ring and sum, the largest idle look-ahead, the CPU and memory scarcity). Two
-// candidates in the same GPU state, with the same fit, CPU and memory, score the same under the
-// same figures(), request, shapes, MIG weights, weights and range: callers may keep scores across
-// calls keyed by these. The arguments must outlive the scorer.
+// on (the best ring and sum, the largest idle look-ahead, the CPU and memory scarcity), or with
+// those gathered by the caller (CandidateFigures, every candidate added). Two candidates in the
+// same GPU state, with the same fit, CPU and memory, score the same under the same figures(),
+// request, shapes, MIG weights, weights and range: callers may keep scores across calls keyed by
+// these. The arguments must outlive the scorer.
 class CandidateScorer {
  public:
   CandidateScorer(const GpuRequest& request, const std::vector<Candidate>& candidates,
                   const std::vector<Shape>& shapes, const ScoreWeights& weights, int score_range,
                   const MigProfileWeightsPtr& mig_weights);
+  CandidateScorer(const GpuRequest& request, const std::vector<Candidate>& candidates,
+                  const std::vector<Shape>& shapes, const ScoreWeights& weights, int score_range,
+                  const MigProfileWeightsPtr& mig_weights, CandidateFigures gathered);
   ~CandidateScorer();
   CandidateScorer(const CandidateScorer&) = delete;
   CandidateScorer& operator=(const CandidateScorer&) = delete;
