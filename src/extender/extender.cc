@@ -56,19 +56,39 @@ void PrefetchKept(const Table& table, const std::vector<state::NodeRef>& nodes, 
 
 // A fit depends on nothing but the request and the node's GPU state: kept by node position and
 // state id across calls (verb_cache.h), and within a call shared by nodes alike
-// (gpu_state_memo.h). A shared fit's assignment names no node.
-CachedFit* FitFor(FitTable& table, GpuStateMemo<CachedFit*>& alike, const GpuRequest& request,
-                  const state::Snapshot& snapshot, const state::NodeRef& ref,
-                  const FitOptions& options) {
-  if (CachedFit* const* kept = table.by_position.Find(ref.position, ref.hot->id)) return *kept;
+// (gpu_state_memo.h). A shared fit's assignment names no node. Out of line: in steady state
+// nearly every fit is kept, and the loop in FitsOf stays small.
+[[gnu::noinline]] FitRef ComputeFit(FitTable& table, GpuStateMemo<CachedFit*>& alike,
+                                    const GpuRequest& request, const state::Snapshot& snapshot,
+                                    const state::NodeRef& ref, const FitOptions& options) {
   const state::NodeState& node = *snapshot.NodeAt(ref.position);
   CachedFit* fit = alike.Of(node, {}, [&] {
     NodeFit computed = FitOnNode(request, node, options);
     computed.assignment.node.clear();
-    return &table.fits.emplace_back(CachedFit{std::move(computed), 0, {}});
+    KeptReason* reason = computed.fits ? nullptr : table.Intern(computed.reason);
+    return &table.fits.emplace_back(CachedFit{std::move(computed), reason});
   });
-  table.by_position.Insert(ref.position, ref.hot->id, fit);
-  return fit;
+  table.by_position.Insert(ref.position, ref.hot->id, FitRef(fit));
+  return FitRef(fit);
+}
+
+// The fit of each of a request's nodes, in its order (an unknown FitRef where linkfit does not
+// know the name), with its verdict in the reference: one small loop whose loads (hot record,
+// kept slot, both prefetched) overlap, and that never visits a kept fit. The verbs then read the
+// verdicts in a row.
+std::vector<FitRef> FitsOf(FitTable& table, const GpuRequest& request,
+                           const state::Snapshot& snapshot,
+                           const std::vector<state::NodeRef>& nodes, const FitOptions& options) {
+  std::vector<FitRef> fits(nodes.size());
+  GpuStateMemo<CachedFit*> alike;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    PrefetchKept(table.by_position, nodes, i);
+    const state::NodeRef& ref = nodes[i];
+    if (ref.hot == nullptr) continue;
+    const FitRef* kept = table.by_position.Find(ref.position, ref.hot->id);
+    fits[i] = kept != nullptr ? *kept : ComputeFit(table, alike, request, snapshot, ref, options);
+  }
+  return fits;
 }
 
 }  // namespace
@@ -110,47 +130,56 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
     metrics_.CountFilterNodes(0, 0, args.node_names.size());
     return result;
   }
+  if (request->kind == GpuRequest::Kind::kNone) {  // no GPUs: nothing for linkfit to refuse
+    for (std::size_t i = 0; i < args.node_names.size(); ++i) pass(i);
+    metrics_.CountFilterNodes(args.node_names.size(), 0, 0);
+    return result;
+  }
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   std::uint64_t failed = 0;
   std::uint64_t unresolvable = 0;
   const std::vector<state::NodeRef> nodes =
-      request->kind == GpuRequest::Kind::kNone
-          ? std::vector<state::NodeRef>()
-          : snapshot->FindAll(args.node_names, true, kube::NodeFailure::kUnordered);
+      snapshot->FindAll(args.node_names, true, kube::NodeFailure::kUnordered);
   const VerbCachePool::Lease cache = caches_->Acquire();
   const std::uint64_t call = cache->BeginCall();
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
   fits.by_position.Reserve(snapshot->size());
-  GpuStateMemo<CachedFit*> alike;
-  for (std::size_t i = 0; i < args.node_names.size(); ++i) {
-    if (request->kind == GpuRequest::Kind::kNone) {
-      pass(i);
-      continue;
-    }
-    PrefetchKept(fits.by_position, nodes, i);
-    const state::NodeRef& ref = nodes[i];
-    if (ref.hot == nullptr) {
+  const std::vector<FitRef> found = FitsOf(fits, *request, *snapshot, nodes, options_.fit);
+  // Which names pass, without a branch per name (pass or fail follows no pattern a predictor
+  // could learn): passing indexes fill `order` from the front, failing ones from the back.
+  const std::size_t n = args.node_names.size();
+  std::vector<std::uint32_t> order(n);
+  std::size_t passing = 0;
+  std::size_t failing = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool passes = found[i].fits();
+    order[passing] = static_cast<std::uint32_t>(i);
+    order[failing - 1] = static_cast<std::uint32_t>(i);
+    passing += passes ? 1 : 0;
+    failing -= passes ? 0 : 1;
+  }
+  for (std::size_t k = 0; k < passing; ++k) pass(order[k]);
+  for (std::size_t k = n; k-- > failing;) {  // in request order
+    const std::size_t i = order[k];
+    const FitRef fit = found[i];
+    if (!fit.known()) {
       const std::string* problem = snapshot->Problem(args.node_names[i]);
       result.failed_and_unresolvable_nodes.push_back(
           {args.node_names[i], problem != nullptr ? result.Keep(*problem) : kUnknownNode});
       ++unresolvable;
       continue;
     }
-    CachedFit& cached = *FitFor(fits, alike, *request, *snapshot, ref, options_.fit);
-    if (cached.fit.fits) {
-      pass(i);
-      continue;
+    KeptReason& reason = *fit.get()->reason;
+    if (reason.kept_call != call) {  // each reason is kept once per reply
+      reason.kept = result.Keep(reason.text);
+      reason.kept_call = call;
     }
-    if (cached.kept_call != call) {  // each reason is kept once per reply
-      cached.kept_reason = result.Keep(cached.fit.reason);
-      cached.kept_call = call;
-    }
-    if (cached.fit.unresolvable) {
+    if (fit.unresolvable()) {
       result.failed_and_unresolvable_nodes.push_back(
-          {args.node_names[i], cached.kept_reason, ref.rank});
+          {args.node_names[i], reason.kept, nodes[i].rank});
       ++unresolvable;
     } else {
-      result.failed_nodes.push_back({args.node_names[i], cached.kept_reason, ref.rank});
+      result.failed_nodes.push_back({args.node_names[i], reason.kept, nodes[i].rank});
       ++failed;
     }
   }
@@ -177,18 +206,16 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   const std::string signature = RequestSignature(*request, scoring_only);
   FitTable& fits = cache->Fits(signature);
   fits.by_position.Reserve(snapshot->size());
-  GpuStateMemo<CachedFit*> alike;
+  const std::vector<FitRef> found = FitsOf(fits, *request, *snapshot, nodes, scoring_only);
   std::vector<std::uint32_t> node_positions;  // each candidate's position in the snapshot
   node_positions.reserve(args.node_names.size());
   // What every score depends on is gathered here, while each candidate's fit and hot record are
   // at hand; a candidate's node is looked up only if it has no kept score (below).
   CandidateFigures figures(*request);
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
-    PrefetchKept(fits.by_position, nodes, i);
+    if (!found[i].fits()) continue;
+    const NodeFit& fit = found[i].get()->fit;
     const state::NodeRef& ref = nodes[i];
-    if (ref.hot == nullptr) continue;
-    const NodeFit& fit = FitFor(fits, alike, *request, *snapshot, ref, scoring_only)->fit;
-    if (!fit.fits) continue;
     candidates.emplace_back(nullptr, &fit, ref.hot);
     figures.Add(fit, *ref.hot);
     in_request.push_back(i);

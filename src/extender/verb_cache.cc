@@ -69,6 +69,13 @@ std::string ScoreContext(const std::string& signature, const GpuRequest& request
   return out;
 }
 
+KeptReason* FitTable::Intern(const std::string& text) {
+  if (const auto it = reason_index.find(text); it != reason_index.end()) return it->second;
+  KeptReason* reason = &reasons.emplace_back(KeptReason{text, 0, {}});
+  reason_index.emplace(reason->text, reason);
+  return reason;
+}
+
 std::uint64_t VerbCache::BeginCall() { return ++calls_; }
 
 FitTable& VerbCache::Fits(const std::string& signature) {

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "linkfit/extender/node_fit.h"
@@ -65,18 +66,52 @@ class PositionMap {
   std::size_t size_ = 0;
 };
 
-// A fit kept for one request signature; `kept_reason` is its reason as kept by the FilterResult
-// of call `kept_call` (filter interns each reason once per reply).
+// A failure reason, once per distinct text in a table (many fits fail for the same reason, e.g.
+// "3 free GPUs, 4 requested"), with the copy the FilterResult of call `kept_call` keeps: filter
+// copies each distinct reason once per reply, not once per distinct fit.
+struct KeptReason {
+  std::string text;
+  std::uint64_t kept_call = 0;
+  std::string_view kept;
+};
+
+// A fit kept for one request signature, with its reason interned when it does not fit.
 struct CachedFit {
   NodeFit fit;
-  std::uint64_t kept_call = 0;
-  std::string_view kept_reason;
+  KeptReason* reason = nullptr;  // set when !fit.fits
+};
+
+// A kept fit as the verbs read it first: whether it fits, and whether a failure is
+// unresolvable, ride in the pointer's low bits, so that a passing node costs no visit to its fit
+// (thousands of distinct fits lie far apart; the pass/fail of every name is read in a row).
+class FitRef {
+ public:
+  FitRef() = default;
+  explicit FitRef(CachedFit* fit)
+      : bits_(reinterpret_cast<std::uintptr_t>(fit) | (fit->fit.fits ? kFits : 0) |
+              (fit->fit.unresolvable ? kUnresolvable : 0)) {}
+  CachedFit* get() const { return reinterpret_cast<CachedFit*>(bits_ & ~kFlags); }
+  bool known() const { return bits_ != 0; }  // false: a default FitRef, no fit
+  bool fits() const { return (bits_ & kFits) != 0; }
+  bool unresolvable() const { return (bits_ & kUnresolvable) != 0; }
+
+ private:
+  static constexpr std::uintptr_t kFits = 1;
+  static constexpr std::uintptr_t kUnresolvable = 2;
+  static constexpr std::uintptr_t kFlags = kFits | kUnresolvable;
+  static_assert(alignof(CachedFit) > kFlags);
+  std::uintptr_t bits_ = 0;
 };
 
 // Fits of one request signature.
 struct FitTable {
+  // The table's record of `text` (added the first time).
+  KeptReason* Intern(const std::string& text);
+
   std::deque<CachedFit> fits;  // stable addresses
-  PositionMap<CachedFit*> by_position;
+  PositionMap<FitRef> by_position;
+  std::deque<KeptReason> reasons;                                  // stable addresses
+  std::unordered_map<std::string_view, KeptReason*> reason_index;  // keys view `reasons`
   std::uint64_t last_use = 0;
 };
 
@@ -100,7 +135,7 @@ std::string ScoreContext(const std::string& signature, const GpuRequest& request
 
 class VerbCache {
  public:
-  // Starts a call; the number identifies it (CachedFit::kept_call).
+  // Starts a call; the number identifies it (KeptReason::kept_call).
   std::uint64_t BeginCall();
   // The table for `signature` (created empty); tables grown past their bound are emptied here,
   // at a call's start, never while a call holds pointers into them.

@@ -286,11 +286,11 @@ TEST(GpuStateMemoTest, ComputesOncePerDistinctStateAndExtra) {
 TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
   VerbCache cache;
   cache.BeginCall();
-  cache.Fits("kept").by_position.Insert(0, 1, nullptr);
+  cache.Fits("kept").by_position.Insert(0, 1, FitRef());
   for (int i = 0; i < 40; ++i) {
     cache.BeginCall();
     cache.Fits("kept");  // used every call: never the least recently used
-    cache.Fits("shape-" + std::to_string(i)).by_position.Insert(3, 7, nullptr);
+    cache.Fits("shape-" + std::to_string(i)).by_position.Insert(3, 7, FitRef());
   }
   cache.BeginCall();
   EXPECT_EQ(cache.Fits("kept").by_position.size(), 1u);
@@ -299,7 +299,7 @@ TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
   // A table that holds more fits than its bound is emptied when a call next asks for it.
   FitTable& big = cache.Fits("big");
   for (std::size_t i = 0; i <= VerbCache::kMaxFits; ++i) big.fits.emplace_back();
-  big.by_position.Insert(0, 1, &big.fits.front());
+  big.by_position.Insert(0, 1, FitRef(&big.fits.front()));
   cache.BeginCall();
   EXPECT_EQ(cache.Fits("big").fits.size(), 0u);
   EXPECT_EQ(cache.Fits("big").by_position.Find(0, 1), nullptr);
@@ -309,6 +309,39 @@ TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
   cache.Scores("context", shapes, nullptr);
   shapes.reset();
   EXPECT_FALSE(watch.expired());
+}
+
+// A kept fit's verdict rides in its pointer: what FitRef says is what the fit says, and the fit
+// comes back unchanged.
+TEST(VerbCacheTest, AFitRefCarriesItsFitsVerdict) {
+  std::deque<CachedFit> fits(4);
+  fits[0].fit.fits = true;
+  fits[1].fit.fits = false;
+  fits[2].fit.fits = false;
+  fits[2].fit.unresolvable = true;
+  fits[3].fit.fits = true;
+  fits[3].fit.unresolvable = true;  // not a combination FitOnNode makes; the bits stay apart
+  for (CachedFit& fit : fits) {
+    const FitRef ref(&fit);
+    EXPECT_TRUE(ref.known());
+    EXPECT_EQ(ref.get(), &fit);
+    EXPECT_EQ(ref.fits(), fit.fit.fits);
+    EXPECT_EQ(ref.unresolvable(), fit.fit.unresolvable);
+  }
+  EXPECT_FALSE(FitRef().known());
+  EXPECT_FALSE(FitRef().fits());
+}
+
+// A table keeps one record per distinct reason text, at a stable address.
+TEST(VerbCacheTest, ReasonsAreInternedPerTable) {
+  FitTable table;
+  KeptReason* four = table.Intern("3 free GPUs, 4 requested");
+  KeptReason* eight = table.Intern("3 free GPUs, 8 requested");
+  EXPECT_NE(four, eight);
+  for (int i = 0; i < 1000; ++i) table.Intern("reason " + std::to_string(i));
+  EXPECT_EQ(table.Intern(std::string("3 free GPUs, ") + "4 requested"), four);
+  EXPECT_EQ(four->text, "3 free GPUs, 4 requested");
+  EXPECT_EQ(table.reasons.size(), 1002u);
 }
 
 TEST(VerbCacheTest, APositionKeepsOneValueForTheStateItWasKeptFor) {
