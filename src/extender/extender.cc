@@ -212,8 +212,15 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   // What every score depends on is gathered here, while each candidate's fit and hot record are
   // at hand; a candidate's node is looked up only if it has no kept score (below).
   CandidateFigures figures(*request);
+  // The candidates' indexes first, without a branch per name (as filter partitions its names).
+  std::vector<std::uint32_t> fitting(args.node_names.size());
+  std::size_t fitting_count = 0;
   for (std::size_t i = 0; i < args.node_names.size(); ++i) {
-    if (!found[i].fits()) continue;
+    fitting[fitting_count] = static_cast<std::uint32_t>(i);
+    fitting_count += found[i].fits() ? 1u : 0u;
+  }
+  for (std::size_t k = 0; k < fitting_count; ++k) {
+    const std::size_t i = fitting[k];
     const NodeFit& fit = found[i].get()->fit;
     const state::NodeRef& ref = nodes[i];
     candidates.emplace_back(nullptr, &fit, ref.hot);
