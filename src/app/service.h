@@ -51,6 +51,9 @@ class Service {
   void Stop();
   void Wait();
   extender::Extender& extender() { return *extender_; }
+  // What the listeners call for each request (decode, verb, encode): for measuring the verbs
+  // without HTTP (bench/verbs_bench.cc).
+  WireHandler& handler() { return *handler_; }
   const standalone::ClusterLoadStats& load_stats() const { return stats_; }
   // Cluster mode only (nullptr otherwise).
   cluster::ClusterSource* cluster() { return cluster_.get(); }

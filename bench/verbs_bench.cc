@@ -1,0 +1,140 @@
+// The verbs without HTTP: what `linkfit serve`'s handler spends on one filter or prioritize body
+// (decode, the verb, encode; WireHandler, as the listener calls it) against the parse-only
+// baseline's handler on the same body (bench/load/parse_only_handler.h). The same cluster and
+// bodies as linkfit-load (bench/load/workload.h: 5,000 8-GPU nodes of seven topologies, 60 %
+// partly used; the four pod shapes in rotation; names shuffled; a new pod UID per call), built
+// in-process, so that a change to the verbs can be measured without the network's and the
+// scheduler's noise (linkfit-load stays the end-to-end measure the targets are in).
+//
+//   build/dev/bench/linkfit_verbs_bench [--benchmark_filter=Filter] [--benchmark_repetitions=5]
+//
+// Each case reports CPU time per call; compare linkfit's row with parse-only's at the same size.
+
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/service.h"
+#include "linkfit/app/config.h"
+#include "linkfit/common/log.h"
+#include "load/parse_only_handler.h"
+#include "load/workload.h"
+
+namespace linkfit {
+namespace {
+
+constexpr int kNodes = 5000;
+
+// One linkfit service on a generated cluster, and the bodies at each size, built on first use.
+struct Bench {
+  std::unique_ptr<app::Service> service;
+  load::ParseOnlyHandler parse_only;
+  load::GeneratedCluster cluster;
+  std::string work_dir;
+  std::uint64_t serial = 0;
+
+  Bench() {
+    log::SetLevel(log::Level::kWarning);
+    const std::string repo = LINKFIT_SOURCE_DIR;
+    cluster = load::MakeCluster(repo + "/config/topologies", kNodes, 42);
+    char dir[] = "/tmp/linkfit-verbs-bench-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) Fail("mkdtemp failed");
+    work_dir = dir;
+    const std::string cluster_path = work_dir + "/cluster.yaml";
+    std::ofstream(cluster_path) << cluster.yaml;
+    auto config = app::ParseConfig(
+        "listen: \"127.0.0.1:0\"\nlog_level: warning\nmig_profiles_dir: " + repo +
+        "/config/mig\ncluster_file: " + cluster_path + "\npolicy:\n  score_range: 140\n");
+    if (!config) Fail(config.error().message);
+    auto started = app::Service::Start(*config);
+    if (!started) Fail(started.error().message);
+    service = std::move(*started);
+  }
+  ~Bench() {
+    service.reset();
+    std::filesystem::remove_all(work_dir);
+  }
+
+  [[noreturn]] static void Fail(const std::string& message) {
+    std::cerr << "linkfit_verbs_bench: " << message << "\n";
+    std::exit(1);
+  }
+
+  // The four pod shapes' bodies naming the first `size` shuffled names.
+  std::vector<std::string> Bodies(std::size_t size) {
+    std::vector<std::string> bodies;
+    for (const load::PodShape& shape : load::PodShapes()) {
+      bodies.push_back(
+          load::CacheModeBody(load::PodJson(shape, ++serial), cluster.shuffled_names, size));
+    }
+    return bodies;
+  }
+};
+
+Bench& Shared() {
+  static Bench bench;
+  return bench;
+}
+
+enum class Verb { kFilter, kPrioritize };
+
+template <Verb kVerb, bool kLinkfit>
+void BM_Verb(benchmark::State& state) {
+  Bench& bench = Shared();
+  std::vector<std::string> bodies = bench.Bodies(static_cast<std::size_t>(state.range(0)));
+  std::vector<std::size_t> uid_at;
+  for (const std::string& body : bodies) uid_at.push_back(load::UidOffset(body));
+  server::ExtenderHandler& handler =
+      kLinkfit ? static_cast<server::ExtenderHandler&>(bench.service->handler())
+               : static_cast<server::ExtenderHandler&>(bench.parse_only);
+  std::size_t i = 0;
+  std::size_t reply_bytes = 0;
+  for (auto _ : state) {
+    const std::size_t b = i++ % bodies.size();
+    load::PatchUid(bodies[b], uid_at[b], ++bench.serial);  // a new pod each call
+    const server::HttpReply reply =
+        kVerb == Verb::kFilter ? handler.Filter(bodies[b]) : handler.Prioritize(bodies[b]);
+    if (reply.status != 200) {
+      state.SkipWithError("the handler did not answer 200");
+      break;
+    }
+    reply_bytes += reply.body.size();
+    benchmark::DoNotOptimize(reply);
+  }
+  state.counters["reply_bytes"] =
+      benchmark::Counter(static_cast<double>(reply_bytes), benchmark::Counter::kAvgIterations);
+}
+
+BENCHMARK(BM_Verb<Verb::kFilter, true>)
+    ->Name("Filter/linkfit")
+    ->Arg(1000)
+    ->Arg(5000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Verb<Verb::kFilter, false>)
+    ->Name("Filter/parse-only")
+    ->Arg(1000)
+    ->Arg(5000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Verb<Verb::kPrioritize, true>)
+    ->Name("Prioritize/linkfit")
+    ->Arg(1000)
+    ->Arg(5000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Verb<Verb::kPrioritize, false>)
+    ->Name("Prioritize/parse-only")
+    ->Arg(1000)
+    ->Arg(5000)
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace linkfit
+
+BENCHMARK_MAIN();
