@@ -25,6 +25,7 @@
 #include "app/service.h"
 #include "linkfit/app/config.h"
 #include "linkfit/common/log.h"
+#include "linkfit/common/malloc_settings.h"
 #include "load/parse_only_handler.h"
 #include "load/workload.h"
 
@@ -57,6 +58,7 @@ struct Bench {
     auto started = app::Service::Start(*config);
     if (!started) Fail(started.error().message);
     service = std::move(*started);
+    UseServingMallocSettings();  // as `linkfit serve` does once it is ready
   }
   ~Bench() {
     service.reset();

@@ -63,10 +63,10 @@ void PrefetchKept(const Table& table, const std::vector<state::NodeRef>& nodes, 
                                     const state::NodeRef& ref, const FitOptions& options) {
   const state::NodeState& node = *snapshot.NodeAt(ref.position);
   CachedFit* fit = alike.Of(node, {}, [&] {
-    NodeFit computed = FitOnNode(request, node, options);
+    NodeFit& computed = table.full_fits.emplace_back(FitOnNode(request, node, options));
     computed.assignment.node.clear();
     KeptReason* reason = computed.fits ? nullptr : table.Intern(computed.reason);
-    return &table.fits.emplace_back(CachedFit{std::move(computed), reason});
+    return &table.fits.emplace_back(CachedFit{&computed, computed.quality, reason});
   });
   table.by_position.Insert(ref.position, ref.hot->id, FitRef(fit));
   return FitRef(fit);
@@ -221,10 +221,10 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   }
   for (std::size_t k = 0; k < fitting_count; ++k) {
     const std::size_t i = fitting[k];
-    const NodeFit& fit = found[i].get()->fit;
+    const CachedFit& fit = *found[i].get();
     const state::NodeRef& ref = nodes[i];
-    candidates.emplace_back(nullptr, &fit, ref.hot);
-    figures.Add(fit, *ref.hot);
+    candidates.emplace_back(nullptr, fit.fit, ref.hot);
+    figures.Add(fit.quality, *ref.hot);
     in_request.push_back(i);
     node_positions.push_back(ref.position);
   }

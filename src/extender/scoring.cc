@@ -488,9 +488,9 @@ CandidateFigures::~CandidateFigures() = default;
 CandidateFigures::CandidateFigures(CandidateFigures&&) noexcept = default;
 CandidateFigures& CandidateFigures::operator=(CandidateFigures&&) noexcept = default;
 
-void CandidateFigures::Add(const NodeFit& fit, const state::NodeHot& hot) {
-  best_ring_ = std::max(best_ring_, static_cast<double>(fit.quality.ring_mbps));
-  best_sum_ = std::max(best_sum_, static_cast<double>(fit.quality.sum_mbps));
+void CandidateFigures::Add(const alloc::SetQuality& quality, const state::NodeHot& hot) {
+  best_ring_ = std::max(best_ring_, static_cast<double>(quality.ring_mbps));
+  best_sum_ = std::max(best_sum_, static_cast<double>(quality.sum_mbps));
   supply_->supply.Add(hot);
 }
 
@@ -500,7 +500,7 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
                                  int score_range, const MigProfileWeightsPtr& mig_weights)
     : CandidateScorer(request, candidates, shapes, weights, score_range, mig_weights, [&] {
         CandidateFigures figures(request);
-        for (const Candidate& c : candidates) figures.Add(*c.fit, *c.hot);
+        for (const Candidate& c : candidates) figures.Add(c.fit->quality, *c.hot);
         return figures;
       }()) {}
 

@@ -75,10 +75,14 @@ struct KeptReason {
   std::string_view kept;
 };
 
-// A fit kept for one request signature, with its reason interned when it does not fit.
+// A fit kept for one request signature, as the verbs read it on every call: small and dense,
+// apart from the fit itself (thousands of distinct fits of a few hundred bytes each lie far
+// apart, and prioritize missed on every candidate's to read its quality; these heads stay in
+// cache).
 struct CachedFit {
-  NodeFit fit;
-  KeptReason* reason = nullptr;  // set when !fit.fits
+  const NodeFit* fit = nullptr;  // in FitTable::full_fits
+  alloc::SetQuality quality;     // fit->quality: prioritize's figures read it of every candidate
+  KeptReason* reason = nullptr;  // set when !fit->fits, interned
 };
 
 // A kept fit as the verbs read it first: whether it fits, and whether a failure is
@@ -88,8 +92,8 @@ class FitRef {
  public:
   FitRef() = default;
   explicit FitRef(CachedFit* fit)
-      : bits_(reinterpret_cast<std::uintptr_t>(fit) | (fit->fit.fits ? kFits : 0) |
-              (fit->fit.unresolvable ? kUnresolvable : 0)) {}
+      : bits_(reinterpret_cast<std::uintptr_t>(fit) | (fit->fit->fits ? kFits : 0) |
+              (fit->fit->unresolvable ? kUnresolvable : 0)) {}
   CachedFit* get() const { return reinterpret_cast<CachedFit*>(bits_ & ~kFlags); }
   bool known() const { return bits_ != 0; }  // false: a default FitRef, no fit
   bool fits() const { return (bits_ & kFits) != 0; }
@@ -108,7 +112,8 @@ struct FitTable {
   // The table's record of `text` (added the first time).
   KeptReason* Intern(const std::string& text);
 
-  std::deque<CachedFit> fits;  // stable addresses
+  std::deque<NodeFit> full_fits;  // stable addresses
+  std::deque<CachedFit> fits;     // stable addresses, one per full fit
   PositionMap<FitRef> by_position;
   std::deque<KeptReason> reasons;                                  // stable addresses
   std::unordered_map<std::string_view, KeptReason*> reason_index;  // keys view `reasons`

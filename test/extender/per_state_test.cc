@@ -298,7 +298,9 @@ TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
   EXPECT_EQ(cache.Fits("shape-0").by_position.size(), 0u);  // evicted long ago: created afresh
   // A table that holds more fits than its bound is emptied when a call next asks for it.
   FitTable& big = cache.Fits("big");
-  for (std::size_t i = 0; i <= VerbCache::kMaxFits; ++i) big.fits.emplace_back();
+  for (std::size_t i = 0; i <= VerbCache::kMaxFits; ++i) {
+    big.fits.push_back(CachedFit{&big.full_fits.emplace_back(), {}, nullptr});
+  }
   big.by_position.Insert(0, 1, FitRef(&big.fits.front()));
   cache.BeginCall();
   EXPECT_EQ(cache.Fits("big").fits.size(), 0u);
@@ -314,19 +316,21 @@ TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
 // A kept fit's verdict rides in its pointer: what FitRef says is what the fit says, and the fit
 // comes back unchanged.
 TEST(VerbCacheTest, AFitRefCarriesItsFitsVerdict) {
-  std::deque<CachedFit> fits(4);
-  fits[0].fit.fits = true;
-  fits[1].fit.fits = false;
-  fits[2].fit.fits = false;
-  fits[2].fit.unresolvable = true;
-  fits[3].fit.fits = true;
-  fits[3].fit.unresolvable = true;  // not a combination FitOnNode makes; the bits stay apart
+  std::deque<NodeFit> full(4);
+  full[0].fits = true;
+  full[1].fits = false;
+  full[2].fits = false;
+  full[2].unresolvable = true;
+  full[3].fits = true;
+  full[3].unresolvable = true;  // not a combination FitOnNode makes; the bits stay apart
+  std::deque<CachedFit> fits;
+  for (const NodeFit& fit : full) fits.push_back(CachedFit{&fit, fit.quality, nullptr});
   for (CachedFit& fit : fits) {
     const FitRef ref(&fit);
     EXPECT_TRUE(ref.known());
     EXPECT_EQ(ref.get(), &fit);
-    EXPECT_EQ(ref.fits(), fit.fit.fits);
-    EXPECT_EQ(ref.unresolvable(), fit.fit.unresolvable);
+    EXPECT_EQ(ref.fits(), fit.fit->fits);
+    EXPECT_EQ(ref.unresolvable(), fit.fit->unresolvable);
   }
   EXPECT_FALSE(FitRef().known());
   EXPECT_FALSE(FitRef().fits());

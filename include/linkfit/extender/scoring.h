@@ -173,7 +173,8 @@ class CandidateFigures {
   ~CandidateFigures();
   CandidateFigures(CandidateFigures&&) noexcept;
   CandidateFigures& operator=(CandidateFigures&&) noexcept;
-  void Add(const NodeFit& fit, const state::NodeHot& hot);
+  // A candidate whose fit's quality is `quality` (NodeFit::quality).
+  void Add(const alloc::SetQuality& quality, const state::NodeHot& hot);
 
  private:
   friend class CandidateScorer;
