@@ -88,12 +88,18 @@ Bench& Shared() {
 
 enum class Verb { kFilter, kPrioritize };
 
-template <Verb kVerb, bool kLinkfit>
+// kFresh: every call a CPU request no earlier pod had (linkfit-load --fresh-requests), so no
+// score can be kept: the cold path.
+template <Verb kVerb, bool kLinkfit, bool kFresh = false>
 void BM_Verb(benchmark::State& state) {
   Bench& bench = Shared();
   std::vector<std::string> bodies = bench.Bodies(static_cast<std::size_t>(state.range(0)));
   std::vector<std::size_t> uid_at;
-  for (const std::string& body : bodies) uid_at.push_back(load::UidOffset(body));
+  std::vector<std::size_t> cpu_at;
+  for (const std::string& body : bodies) {
+    uid_at.push_back(load::UidOffset(body));
+    cpu_at.push_back(load::CpuOffset(body));
+  }
   server::ExtenderHandler& handler =
       kLinkfit ? static_cast<server::ExtenderHandler&>(bench.service->handler())
                : static_cast<server::ExtenderHandler&>(bench.parse_only);
@@ -102,6 +108,7 @@ void BM_Verb(benchmark::State& state) {
   for (auto _ : state) {
     const std::size_t b = i++ % bodies.size();
     load::PatchUid(bodies[b], uid_at[b], ++bench.serial);  // a new pod each call
+    if (kFresh) load::PatchCpu(bodies[b], cpu_at[b], bench.serial);
     const server::HttpReply reply =
         kVerb == Verb::kFilter ? handler.Filter(bodies[b]) : handler.Prioritize(bodies[b]);
     if (reply.status != 200) {
@@ -127,6 +134,11 @@ BENCHMARK(BM_Verb<Verb::kFilter, false>)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Verb<Verb::kPrioritize, true>)
     ->Name("Prioritize/linkfit")
+    ->Arg(1000)
+    ->Arg(5000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Verb<Verb::kPrioritize, true, true>)
+    ->Name("Prioritize/linkfit-fresh")
     ->Arg(1000)
     ->Arg(5000)
     ->Unit(benchmark::kMicrosecond);

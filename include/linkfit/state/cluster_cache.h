@@ -86,6 +86,12 @@ class Snapshot {
   const NodeState* NodeAt(std::size_t position) const {
     return (*chunks_)[position / kChunkSize]->nodes[position % kChunkSize].get();
   }
+  // Starts loading what NodeAt(position) reads first (the node's pointer), for a caller that
+  // will visit several nodes by position: with the pointer loaded a few visits ahead, it can
+  // prefetch the node itself (`__builtin_prefetch(NodeAt(position))`) before it needs it.
+  void PrefetchNodeAt(std::size_t position) const {
+    __builtin_prefetch(&(*chunks_)[position / kChunkSize]->nodes[position % kChunkSize]);
+  }
   // Looks up every name of `names`, in order, overlapping the lookups' cache misses (hashes
   // first, each slot prefetched a few names ahead). With `ranks`, each known name's rank among
   // all the snapshot's names in byte order (NameIndex::Ranks, computed once per set of names);
