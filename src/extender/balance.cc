@@ -6,12 +6,6 @@
 
 namespace linkfit::extender {
 
-Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidate>& candidates) {
-  CandidateSupply supply;
-  for (const Candidate& c : candidates) supply.Add(*c.hot);
-  return ScarcityOf(shapes, supply);
-}
-
 Scarcity ScarcityOf(const std::vector<Shape>& shapes, CandidateSupply& supply) {
   double gpu_weight = 0, cpu_weight = 0, memory_weight = 0;
   for (const Shape& shape : shapes) {

@@ -28,8 +28,6 @@ struct Scarcity {
   double memory = 0;
 };
 
-Scarcity ScarcityOf(const std::vector<Shape>& shapes, const std::vector<Candidate>& candidates);
-
 // The median of a multiset of values, as std::nth_element picks it (the element at index size/2
 // in sorted order), counted by distinct value while there are few: candidates' CPU and memory per
 // GPU take one value per machine type, so thousands of candidates cost a hash probe each instead
@@ -80,7 +78,7 @@ class MedianOfFew {
 
 // What ScarcityOf reads of the candidates (their CPU and memory allocatable per GPU), gathered
 // one candidate at a time and in any order, so that a caller's own pass over the candidates can
-// gather it; ScarcityOf(shapes, candidates) is ScarcityOf(shapes, supply) after adding each.
+// gather it (CandidateFigures; the scorer's own pass when its caller gathers nothing).
 // Candidates are counted by what the figures derive from (placement table, CPU and memory
 // allocatable: one entry per machine type), so a candidate costs one probe and no division;
 // past kMaxKinds kinds each candidate's values are kept instead. It also knows the candidates'

@@ -211,7 +211,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   node_positions.reserve(args.node_names.size());
   // What every score depends on is gathered here, while each candidate's fit and hot record are
   // at hand; a candidate's node is looked up only if it has no kept score (below).
-  CandidateFigures figures(*request);
+  CandidateFigures figures;
   // The candidates' indexes first, without a branch per name (as filter partitions its names).
   std::vector<std::uint32_t> fitting(args.node_names.size());
   std::size_t fitting_count = 0;

@@ -482,8 +482,7 @@ struct CandidateFigures::Supply {
   CandidateSupply supply;
 };
 
-CandidateFigures::CandidateFigures(const GpuRequest& request)
-    : whole_(request.kind == GpuRequest::Kind::kWhole), supply_(std::make_unique<Supply>()) {}
+CandidateFigures::CandidateFigures() : supply_(std::make_unique<Supply>()) {}
 CandidateFigures::~CandidateFigures() = default;
 CandidateFigures::CandidateFigures(CandidateFigures&&) noexcept = default;
 CandidateFigures& CandidateFigures::operator=(CandidateFigures&&) noexcept = default;
@@ -499,7 +498,7 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
                                  const std::vector<Shape>& shapes, const ScoreWeights& weights,
                                  int score_range, const MigProfileWeightsPtr& mig_weights)
     : CandidateScorer(request, candidates, shapes, weights, score_range, mig_weights, [&] {
-        CandidateFigures figures(request);
+        CandidateFigures figures;
         for (const Candidate& c : candidates) figures.Add(c.fit->quality, *c.hot);
         return figures;
       }()) {}
@@ -515,7 +514,7 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
   bests.ring = gathered.best_ring_;
   bests.sum = gathered.best_sum_;
   // Look-aheads of idle nodes by placement table: a handful of tables serve every node.
-  if (gathered.whole_) {
+  if (request.kind == GpuRequest::Kind::kWhole) {
     gathered.supply_->supply.ForEachTable([&](const alloc::PlacementTable* table) {
       const auto all = static_cast<topology::GpuMask>((1u << table->gpu_count()) - 1u);
       bests.idle_ahead_max = std::max(bests.idle_ahead_max, LookaheadRing(*table, all));

@@ -169,7 +169,7 @@ struct Candidate {
 // Thread-safety: one thread's.
 class CandidateFigures {
  public:
-  explicit CandidateFigures(const GpuRequest& request);
+  CandidateFigures();
   ~CandidateFigures();
   CandidateFigures(CandidateFigures&&) noexcept;
   CandidateFigures& operator=(CandidateFigures&&) noexcept;
@@ -179,7 +179,6 @@ class CandidateFigures {
  private:
   friend class CandidateScorer;
   struct Supply;  // CPU and memory per GPU (extender/balance.h)
-  bool whole_;    // the look-ahead is for whole-GPU requests only
   double best_ring_ = 0;
   double best_sum_ = 0;
   std::unique_ptr<Supply> supply_;  // also knows the distinct tables, for the idle look-ahead
