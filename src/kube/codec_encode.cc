@@ -32,6 +32,36 @@ constexpr std::array<bool, 256> kSpecial = MakeSpecialTable();
 
 constexpr char kHex[] = "0123456789abcdef";
 
+// The decimal text of 0..999 and its length, four bytes each: a reply's scores (0..score_range)
+// are written as one 4-byte store and an add, with no branch on the number's magnitude (scores
+// of thousands of candidates follow no pattern a branch predictor could learn; to_chars and a
+// branch per digit count cost a misprediction or two per candidate).
+struct SmallDecimal {
+  char digits[3];
+  std::uint8_t length;
+};
+static_assert(sizeof(SmallDecimal) == 4);
+constexpr std::array<SmallDecimal, 1000> MakeSmallDecimals() {
+  std::array<SmallDecimal, 1000> table{};
+  for (int value = 0; value < 1000; ++value) {
+    SmallDecimal& d = table[static_cast<std::size_t>(value)];
+    if (value >= 100) {
+      d = {{static_cast<char>('0' + value / 100), static_cast<char>('0' + value / 10 % 10),
+            static_cast<char>('0' + value % 10)},
+           3};
+    } else if (value >= 10) {
+      d = {{static_cast<char>('0' + value / 10), static_cast<char>('0' + value % 10), 0}, 2};
+    } else {
+      d = {{static_cast<char>('0' + value), 0, 0}, 1};
+    }
+  }
+  return table;
+}
+constexpr std::array<SmallDecimal, 1000> kSmallDecimals = MakeSmallDecimals();
+bool IsSmallDecimal(std::int64_t value) {
+  return static_cast<std::uint64_t>(value) < kSmallDecimals.size();
+}
+
 unsigned char Byte(std::string_view s, std::size_t i) { return static_cast<unsigned char>(s[i]); }
 
 bool InRange(std::string_view s, std::size_t i, unsigned char lo, unsigned char hi) {
@@ -259,9 +289,13 @@ class Output {
     size_ += n;
   }
   void AppendInt(std::int64_t value) {
-    if (value >= 0 && value <= 9) {  // the usual extender score
-      const char digit = static_cast<char>('0' + value);
-      Append(&digit, 1);
+    if (IsSmallDecimal(value)) [[likely]] {  // every score
+      // Four bytes stored, `length` kept: what lies past them is written over next or trimmed
+      // by Take().
+      Reserve(sizeof(SmallDecimal));
+      const SmallDecimal& decimal = kSmallDecimals[static_cast<std::size_t>(value)];
+      std::memcpy(data_ + size_, &decimal, sizeof(SmallDecimal));
+      size_ += decimal.length;
       return;
     }
     char digits[20];
@@ -377,7 +411,9 @@ void AppendInt(std::string& out, std::int64_t value) {
 }
 
 std::size_t DecimalLength(std::int64_t value) {
-  if (value >= 0 && value <= 9) return 1;
+  if (IsSmallDecimal(value)) [[likely]] {
+    return kSmallDecimals[static_cast<std::size_t>(value)].length;
+  }
   char buffer[24];
   return static_cast<std::size_t>(std::to_chars(buffer, buffer + sizeof(buffer), value).ptr -
                                   buffer);
@@ -671,7 +707,8 @@ std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities,
   constexpr std::size_t kScore = sizeof("\",\"Score\":") - 1;
   constexpr std::size_t kNext = sizeof("},{\"Host\":\"") - 1;
   constexpr std::size_t kClose = sizeof("}]") - 1;
-  std::size_t size = kOpen + kClose - kNext;  // exact unless a host needs escapes
+  // Exact unless a host needs escapes, plus the room AppendInt stores past its last digit.
+  std::size_t size = kOpen + kClose - kNext + sizeof(SmallDecimal);
   for (const HostPriority& priority : priorities) {
     size += kNext + priority.host.size() + kScore + DecimalLength(priority.score);
   }

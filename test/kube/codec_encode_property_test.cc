@@ -447,6 +447,11 @@ TEST(EncodePropertyTest, HostPriorityListMatchesReference) {
                                            -10,
                                            99,
                                            100,
+                                           140,
+                                           999,
+                                           1000,
+                                           1001,
+                                           -999,
                                            std::numeric_limits<std::int64_t>::max(),
                                            std::numeric_limits<std::int64_t>::min()};
   for (int round = 0; round < 300; ++round) {
@@ -459,7 +464,9 @@ TEST(EncodePropertyTest, HostPriorityListMatchesReference) {
       const std::int64_t score = random.OneIn(4)
                                      ? edges[random.Below(edges.size())]
                                      : static_cast<std::int64_t>(random.engine()()) - (1LL << 31);
-      priorities.push_back({host, random.OneIn(2) ? score % 11 : score});
+      // Scores of 0..10, of up to three digits (linkfit's score_range is 140), or any.
+      const std::int64_t modulus = random.OneIn(2) ? 11 : 1001;
+      priorities.push_back({host, random.OneIn(3) ? score : score % modulus});
     }
     ASSERT_EQ(EncodeHostPriorityList(priorities), ReferenceHostPriorityList(priorities))
         << "round " << round;
