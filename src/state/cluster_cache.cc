@@ -6,22 +6,22 @@ namespace linkfit::state {
 
 std::vector<NodeRef> Snapshot::FindAll(const std::vector<std::string_view>& names, bool ranks,
                                        std::uint32_t unknown) const {
-  // Two stages ahead: a name's slot sixteen lookups before it is compared, its bytes eight before.
-  constexpr std::size_t kSlotAhead = 16;
-  constexpr std::size_t kNameAhead = 8;
-  std::vector<std::uint64_t> hashes(names.size());
-  for (std::size_t i = 0; i < names.size(); ++i) hashes[i] = NameIndex::Hash(names[i]);
-  const std::vector<std::uint32_t>* all = ranks ? &index_->Ranks() : nullptr;
-  std::vector<NodeRef> found(names.size(), NodeRef{nullptr, 0, unknown});
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (i + kSlotAhead < names.size()) index_->PrefetchSlot(hashes[i + kSlotAhead]);
-    if (i + kNameAhead < names.size()) index_->PrefetchName(hashes[i + kNameAhead]);
-    const std::size_t position = index_->Find(names[i], hashes[i]);
-    if (position == NameIndex::kNotFound) continue;
+  const std::size_t count = names.size();
+  std::vector<NodeRef> found(count);
+  std::vector<std::uint32_t> positions(count);
+  index_->FindAll(names.data(), count, positions.data());
+  const std::uint32_t* all = ranks ? index_->Ranks().data() : nullptr;
+  const std::shared_ptr<NodeChunk>* chunks = chunks_->data();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint32_t position = positions[i];
     NodeRef& ref = found[i];
-    ref.hot = &(*chunks_)[position / kChunkSize]->hot[position % kChunkSize];
-    ref.position = static_cast<std::uint32_t>(position);
-    if (all != nullptr) ref.rank = (*all)[position];
+    if (position == NameIndex::kNoPosition) {
+      ref = NodeRef{nullptr, 0, unknown};
+      continue;
+    }
+    ref.hot = &chunks[position / kChunkSize]->hot[position % kChunkSize];
+    ref.position = position;
+    ref.rank = all != nullptr ? all[position] : unknown;
   }
   return found;
 }

@@ -35,7 +35,7 @@ constexpr std::uint64_t kOdd3 = 0x8EBC6AF09C88C6E3u;
 // most of its cost at 10-60 bytes). From 8 to 32 bytes without a loop: the first and last two
 // words, overlapping, so that names of a cluster whose lengths differ by a digit or two do not
 // mispredict a loop's exit; longer names by whole words, then the last word overlapping.
-bool Equal(const char* a, const char* b, std::size_t size) {
+inline bool Equal(const char* a, const char* b, std::size_t size) {
   if (size >= 16 && size <= 32) {
     return ((Load8(a) ^ Load8(b)) | (Load8(a + 8) ^ Load8(b + 8)) |
             (Load8(a + size - 16) ^ Load8(b + size - 16)) |
@@ -57,13 +57,11 @@ bool Equal(const char* a, const char* b, std::size_t size) {
   return true;
 }
 
-}  // namespace
-
 // Sixteen bytes a step, each pair of words folded in by a 128-bit multiply; the tail is the last
 // sixteen bytes (eight, four) overlapping what came before, never a byte before the name, so there
 // is no byte-by-byte loop and no call (std::hash's MurmurHash2 cost more than the rest of a
 // lookup). Every byte reaches the result. The low bits pick the slot, the high half is the tag.
-std::uint64_t NameIndex::Hash(std::string_view name) {
+inline std::uint64_t HashOf(std::string_view name) {
   const char* p = name.data();
   const std::size_t n = name.size();
   std::uint64_t seed = kSeed ^ (n * kOdd3);
@@ -85,6 +83,9 @@ std::uint64_t NameIndex::Hash(std::string_view name) {
   }
   return Fold(seed ^ kOdd3, n ^ kOdd1);
 }
+}  // namespace
+
+std::uint64_t NameIndex::Hash(std::string_view name) { return HashOf(name); }
 
 NameIndex::NameIndex(const NameIndex& other)
     : slots_(other.slots_), arena_(other.arena_), size_(other.size_) {}
@@ -123,17 +124,54 @@ const std::vector<std::uint32_t>& NameIndex::Ranks() const {
   return ranking_->ranks;
 }
 
-std::size_t NameIndex::Find(std::string_view name, std::uint64_t hash) const {
-  if (slots_.empty()) return kNotFound;
+namespace {
+
+// The probe of one name in slots [0, mask] whose names lie in `arena`: the position + 1 recorded
+// for it, or 0. Inline in both lookups, so the batch keeps the table's pointers in registers.
+template <typename Slot>
+inline std::uint32_t Probe(const Slot* slots, std::size_t mask, const char* arena,
+                           std::string_view name, std::uint64_t hash) {
   const auto tag = static_cast<std::uint32_t>(hash >> 32);
-  const std::size_t mask = slots_.size() - 1;
   for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
-    const Slot& slot = slots_[i];
-    if (slot.position == 0) return kNotFound;
+    const Slot& slot = slots[i];
+    if (slot.position == 0) return 0;
     if (slot.tag == tag && slot.length == name.size() &&
-        Equal(arena_.data() + slot.offset, name.data(), name.size())) {
-      return slot.position - 1;
+        Equal(arena + slot.offset, name.data(), name.size())) {
+      return slot.position;
     }
+  }
+}
+
+}  // namespace
+
+std::size_t NameIndex::Find(std::string_view name) const {
+  if (slots_.empty()) return kNotFound;
+  const std::uint32_t found =
+      Probe(slots_.data(), slots_.size() - 1, arena_.data(), name, HashOf(name));
+  return found == 0 ? kNotFound : found - 1;
+}
+
+void NameIndex::FindAll(const std::string_view* names, std::size_t count,
+                        std::uint32_t* positions) const {
+  if (slots_.empty()) {
+    std::fill(positions, positions + count, kNoPosition);
+    return;
+  }
+  constexpr std::size_t kSlotAhead = 16;
+  constexpr std::size_t kNameAhead = 8;
+  const Slot* const slots = slots_.data();
+  const std::size_t mask = slots_.size() - 1;
+  const char* const arena = arena_.data();
+  std::vector<std::uint64_t> hashes(count);
+  for (std::size_t i = 0; i < count; ++i) hashes[i] = HashOf(names[i]);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i + kSlotAhead < count) __builtin_prefetch(&slots[hashes[i + kSlotAhead] & mask]);
+    if (i + kNameAhead < count) {
+      const Slot& ahead = slots[hashes[i + kNameAhead] & mask];
+      __builtin_prefetch(arena + ahead.offset);  // an empty slot's offset 0 is harmless
+    }
+    // position + 1, or 0 for an unknown name: minus one is the position or kNoPosition
+    positions[i] = Probe(slots, mask, arena, names[i], hashes[i]) - 1;
   }
 }
 

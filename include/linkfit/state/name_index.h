@@ -32,20 +32,13 @@ class NameIndex {
   NameIndex& operator=(const NameIndex& other);
 
   // Returns the position recorded for `name`, or kNotFound.
-  std::size_t Find(std::string_view name) const { return Find(name, Hash(name)); }
-  // The same with the name's hash (Hash) computed by the caller, who may have prefetched the
-  // slot it lands on (PrefetchSlot): a batch of lookups then overlaps its cache misses.
-  std::size_t Find(std::string_view name, std::uint64_t hash) const;
-  void PrefetchSlot(std::uint64_t hash) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]);
-  }
-  // The second step of a batch: reads the slot `hash` lands on (prefetched some lookups ago) and
-  // starts loading the name it points at, which Find compares next.
-  void PrefetchName(std::uint64_t hash) const {
-    if (slots_.empty()) return;
-    const Slot& slot = slots_[hash & (slots_.size() - 1)];
-    if (slot.position != 0) __builtin_prefetch(arena_.data() + slot.offset);
-  }
+  std::size_t Find(std::string_view name) const;
+  // Looks up names[0..count) in order and writes each one's position to positions[i], or
+  // kNoPosition where a name is unknown. One tight loop that overlaps the lookups' cache misses:
+  // every hash first, then each name's slot is loaded sixteen names before it is compared and the
+  // bytes it points at eight before (a request's 1,000-5,000 names land all over the slots).
+  static constexpr std::uint32_t kNoPosition = static_cast<std::uint32_t>(-1);
+  void FindAll(const std::string_view* names, std::size_t count, std::uint32_t* positions) const;
   static std::uint64_t Hash(std::string_view name);
 
   // Records `name` at `position`. REQUIRES: `name` is not in the index.
