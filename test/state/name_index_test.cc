@@ -4,10 +4,12 @@
 #include "linkfit/state/name_index.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -48,6 +50,40 @@ TEST(NameIndexTest, FindsExactlyWhatWasInserted) {
 // The hash reads words, overlapping at the ends: at every length it must read the name's bytes
 // and nothing around them (ASan checks the bounds; differing neighbours check the result), and
 // every byte must count.
+// The batch lookup answers what Find answers for each name, in order, known or not, on an empty
+// index and on batches shorter and longer than its look-ahead.
+TEST(NameIndexTest, FindAllAnswersAsFindDoes) {
+  std::mt19937 rng(11);
+  NameIndex empty;
+  const std::vector<std::string_view> two = {"a", "b"};
+  std::vector<std::uint32_t> positions(two.size(), 7);
+  empty.FindAll(two.data(), two.size(), positions.data());
+  EXPECT_EQ(positions, std::vector<std::uint32_t>(2, NameIndex::kNoPosition));
+
+  NameIndex index;
+  std::vector<std::string> known;
+  for (int i = 0; i < 3000; ++i) {
+    known.push_back("node-" + std::to_string(i) + std::string(rng() % 40, 'x'));
+    index.Insert(known.back(), known.size() - 1);
+  }
+  for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{17},
+                                  std::size_t{5000}}) {
+    std::vector<std::string> asked;
+    for (std::size_t i = 0; i < count; ++i) {
+      asked.push_back(rng() % 3 == 0 ? "unknown-" + std::to_string(rng() % 10000)
+                                     : known[rng() % known.size()]);
+    }
+    const std::vector<std::string_view> views(asked.begin(), asked.end());
+    std::vector<std::uint32_t> found(count, 7);
+    index.FindAll(views.data(), count, found.data());
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t expected = index.Find(asked[i]);
+      EXPECT_EQ(found[i], expected == NameIndex::kNotFound ? NameIndex::kNoPosition : expected)
+          << asked[i];
+    }
+  }
+}
+
 TEST(NameIndexTest, HashReadsEveryByteOfTheNameAndNothingElse) {
   for (std::size_t length = 0; length <= 70; ++length) {
     std::string name(length, 'n');
