@@ -194,10 +194,6 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   const auto request = ParseGpuRequest(args.pod, options_.defaults);
   if (!request) return priorities;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
-  std::vector<Candidate> candidates;
-  std::vector<std::size_t> in_request;  // each candidate's index in the request
-  candidates.reserve(args.node_names.size());
-  in_request.reserve(args.node_names.size());
   const std::vector<state::NodeRef> nodes = snapshot->FindAll(args.node_names, false, 0);
   FitOptions scoring_only = options_.fit;
   scoring_only.explain = false;  // prioritize never shows a reason
@@ -207,11 +203,6 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   FitTable& fits = cache->Fits(signature);
   fits.by_position.Reserve(snapshot->size());
   const std::vector<FitRef> found = FitsOf(fits, *request, *snapshot, nodes, scoring_only);
-  std::vector<std::uint32_t> node_positions;  // each candidate's position in the snapshot
-  node_positions.reserve(args.node_names.size());
-  // What every score depends on is gathered here, while each candidate's fit and hot record are
-  // at hand; a candidate's node is looked up only if it has no kept score (below).
-  CandidateFigures figures;
   // The candidates' indexes first, without a branch per name (as filter partitions its names).
   std::vector<std::uint32_t> fitting(args.node_names.size());
   std::size_t fitting_count = 0;
@@ -219,45 +210,51 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     fitting[fitting_count] = static_cast<std::uint32_t>(i);
     fitting_count += found[i].fits() ? 1u : 0u;
   }
+  // What every score depends on, gathered from each candidate's kept fit head and hot record.
+  CandidateFigures figures;
   for (std::size_t k = 0; k < fitting_count; ++k) {
     const std::size_t i = fitting[k];
-    const CachedFit& fit = *found[i].get();
-    const state::NodeRef& ref = nodes[i];
-    candidates.emplace_back(nullptr, fit.fit, ref.hot);
-    figures.Add(fit.quality, *ref.hot);
-    in_request.push_back(i);
-    node_positions.push_back(ref.position);
+    figures.Add(found[i].get()->quality, *nodes[i].hot);
   }
+  // Only candidates without a kept score are listed for the scorer (it reads its list only when
+  // scoring, so the list may grow after the scorer is made); the others are answered from the
+  // kept score at their position.
+  std::vector<Candidate> unscored;
+  std::vector<std::uint32_t> unscored_index;  // each unscored candidate's index in the request
   const ShapeList shapes = pods_.demand().Shapes();
   const MigProfileWeightsPtr mig_weights = pods_.demand().MigWeights();
-  CandidateScorer scorer(*request, candidates, *shapes, options_.weights, options_.score_range,
+  CandidateScorer scorer(*request, unscored, *shapes, options_.weights, options_.score_range,
                          mig_weights, std::move(figures));
   ScoreTable& scores =
       cache->Scores(ScoreContext(signature, *request, scorer.figures(), shapes, mig_weights),
                     shapes, mig_weights);
   scores.by_position.Reserve(snapshot->size());
-  // Kept scores first; the others after, each node loaded a few ahead: scoring reads the node's
-  // own state, a miss per node that dominated prioritize when no score is kept (a new CPU
-  // request, new shapes).
-  std::vector<std::size_t> unscored;
-  for (std::size_t c = 0; c < candidates.size(); ++c) {
-    if (c + 8 < candidates.size()) scores.by_position.Prefetch(node_positions[c + 8]);
-    const std::int64_t* kept = scores.by_position.Find(node_positions[c], candidates[c].hot->id);
-    if (kept == nullptr) {
-      unscored.push_back(c);
+  for (std::size_t k = 0; k < fitting_count; ++k) {
+    if (k + 8 < fitting_count) scores.by_position.Prefetch(nodes[fitting[k + 8]].position);
+    const std::size_t i = fitting[k];
+    const state::NodeRef& ref = nodes[i];
+    const std::int64_t* kept = scores.by_position.Find(ref.position, ref.hot->id);
+    if (kept != nullptr) {
+      priorities[i].score = *kept;
       continue;
     }
-    priorities[in_request[c]].score = *kept;
+    unscored.emplace_back(nullptr, found[i].get()->fit, ref.hot);
+    unscored_index.push_back(static_cast<std::uint32_t>(i));
   }
-  for (std::size_t k = 0; k < unscored.size(); ++k) {
-    if (k + 16 < unscored.size()) snapshot->PrefetchNodeAt(node_positions[unscored[k + 16]]);
-    if (k + 8 < unscored.size())
-      __builtin_prefetch(snapshot->NodeAt(node_positions[unscored[k + 8]]));
-    const std::size_t c = unscored[k];
-    candidates[c].node = snapshot->NodeAt(node_positions[c]);
+  // Scoring reads the node's own state, a miss per node that dominated prioritize when no score
+  // is kept (a new CPU request, new shapes): each node is loaded a few candidates ahead.
+  for (std::size_t c = 0; c < unscored.size(); ++c) {
+    if (c + 16 < unscored.size()) {
+      snapshot->PrefetchNodeAt(nodes[unscored_index[c + 16]].position);
+    }
+    if (c + 8 < unscored.size()) {
+      __builtin_prefetch(snapshot->NodeAt(nodes[unscored_index[c + 8]].position));
+    }
+    const state::NodeRef& ref = nodes[unscored_index[c]];
+    unscored[c].node = snapshot->NodeAt(ref.position);
     const std::int64_t score = scorer.Score(c);
-    scores.by_position.Insert(node_positions[c], candidates[c].hot->id, score);
-    priorities[in_request[c]].score = score;
+    scores.by_position.Insert(ref.position, ref.hot->id, score);
+    priorities[unscored_index[c]].score = score;
   }
   return priorities;
 }
