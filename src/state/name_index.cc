@@ -157,8 +157,8 @@ void NameIndex::FindAll(const std::string_view* names, std::size_t count,
     std::fill(positions, positions + count, kNoPosition);
     return;
   }
-  constexpr std::size_t kSlotAhead = 16;
-  constexpr std::size_t kNameAhead = 8;
+  constexpr std::size_t kSlotAhead = 48;
+  constexpr std::size_t kNameAhead = 24;
   const Slot* const slots = slots_.data();
   const std::size_t mask = slots_.size() - 1;
   const char* const arena = arena_.data();
