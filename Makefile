@@ -1,6 +1,10 @@
 # The two promised commands: `make demo` and `make test`. Both install missing Debian packages
 # (as root; otherwise they print the apt command), configure with CMake presets, build and run.
 SHELL := /bin/bash
+# ccache: paths relative to the checkout, build directory not hashed, so that clones elsewhere on
+# the machine (CI's) reuse each other's objects.
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
 JOBS ?= 2
 BUILD_DEV := build/dev
 BUILD_RELEASE := build/release
