@@ -35,7 +35,7 @@ constexpr std::uint64_t kOdd3 = 0x8EBC6AF09C88C6E3u;
 // most of its cost at 10-60 bytes). From 8 to 32 bytes without a loop: the first and last two
 // words, overlapping, so that names of a cluster whose lengths differ by a digit or two do not
 // mispredict a loop's exit; longer names by whole words, then the last word overlapping.
-inline bool Equal(const char* a, const char* b, std::size_t size) {
+bool Equal(const char* a, const char* b, std::size_t size) {
   if (size >= 16 && size <= 32) {
     return ((Load8(a) ^ Load8(b)) | (Load8(a + 8) ^ Load8(b + 8)) |
             (Load8(a + size - 16) ^ Load8(b + size - 16)) |
@@ -127,7 +127,7 @@ const std::vector<std::uint32_t>& NameIndex::Ranks() const {
 namespace {
 
 // The probe of one name in slots [0, mask] whose names lie in `arena`: the position + 1 recorded
-// for it, or 0. Inline in both lookups, so the batch keeps the table's pointers in registers.
+// for it, or 0. Shared by both lookups; the batch passes the table's pointers from its locals.
 template <typename Slot>
 inline std::uint32_t Probe(const Slot* slots, std::size_t mask, const char* arena,
                            std::string_view name, std::uint64_t hash) {

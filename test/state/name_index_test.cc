@@ -47,9 +47,6 @@ TEST(NameIndexTest, FindsExactlyWhatWasInserted) {
   EXPECT_EQ(NameIndex().Find("anything"), NameIndex::kNotFound);
 }
 
-// The hash reads words, overlapping at the ends: at every length it must read the name's bytes
-// and nothing around them (ASan checks the bounds; differing neighbours check the result), and
-// every byte must count.
 // The batch lookup answers what Find answers for each name, in order, known or not, on an empty
 // index and on batches shorter and longer than its look-ahead.
 TEST(NameIndexTest, FindAllAnswersAsFindDoes) {
@@ -66,8 +63,8 @@ TEST(NameIndexTest, FindAllAnswersAsFindDoes) {
     known.push_back("node-" + std::to_string(i) + std::string(rng() % 40, 'x'));
     index.Insert(known.back(), known.size() - 1);
   }
-  for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{17},
-                                  std::size_t{5000}}) {
+  for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{17}, std::size_t{30},
+                                  std::size_t{60}, std::size_t{5000}}) {
     std::vector<std::string> asked;
     for (std::size_t i = 0; i < count; ++i) {
       asked.push_back(rng() % 3 == 0 ? "unknown-" + std::to_string(rng() % 10000)
@@ -84,6 +81,9 @@ TEST(NameIndexTest, FindAllAnswersAsFindDoes) {
   }
 }
 
+// The hash reads words, overlapping at the ends: at every length it must read the name's bytes
+// and nothing around them (ASan checks the bounds; differing neighbours check the result), and
+// every byte must count.
 TEST(NameIndexTest, HashReadsEveryByteOfTheNameAndNothingElse) {
   for (std::size_t length = 0; length <= 70; ++length) {
     std::string name(length, 'n');
