@@ -9,6 +9,11 @@
 //   build/dev/bench/linkfit_verbs_bench [--benchmark_filter=Filter] [--benchmark_repetitions=5]
 //
 // Each case reports CPU time per call; compare linkfit's row with parse-only's at the same size.
+//
+// LINKFIT_VERBS_BENCH_ITERATIONS=N runs each case exactly N calls (no warm-up calls, no timing
+// loop): for counting instructions and cache misses per call under a simulator where the box's
+// clock is too noisy to compare two builds (bench/RESULTS.md), e.g. with valgrind's callgrind,
+// `--cache-sim=yes --toggle-collect='linkfit::extender::Extender::Filter*'`.
 
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -110,6 +115,10 @@ void EvictBetweenCalls(std::size_t evict_kib, const std::string& body) {
 // cache, so that what a call keeps across calls comes from memory, the worst case of a server
 // whose core did other work between two requests (end to end, linkfit-load lies between the two).
 void Sizes(benchmark::internal::Benchmark* b) {
+  if (const char* fixed = std::getenv("LINKFIT_VERBS_BENCH_ITERATIONS")) {
+    const long iterations = std::strtol(fixed, nullptr, 10);
+    if (iterations > 0) b->Iterations(iterations);
+  }
   b->ArgNames({"names", "evict_kib"});
   for (const int names : {1000, 5000}) {
     for (const int evict_kib : {0, 16384}) b->Args({names, evict_kib});

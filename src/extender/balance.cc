@@ -41,15 +41,17 @@ void MedianOfFew::AddDistinct(std::size_t slot, double value, std::size_t times)
   all_.insert(all_.end(), times, value);
 }
 
-void CandidateSupply::AddKind(std::size_t slot, const state::NodeHot& hot) {
+void CandidateSupply::AddKind(std::size_t slot, const state::MachineKind& kind, std::size_t times) {
   if (kind_count_ < kMaxKinds) {
-    kinds_[slot] = Kind{hot.table, hot.cpu_allocatable_milli, hot.memory_allocatable_bytes, 1};
+    kinds_[slot] =
+        Kind{kind.table, kind.cpu_allocatable_milli, kind.memory_allocatable_bytes, times};
     ++kind_count_;
     return;
   }
   Fold();
   spilled_ = true;
-  AddValues(hot.table, hot.cpu_allocatable_milli, hot.memory_allocatable_bytes, 1);
+  AddValues(kind.table, kind.cpu_allocatable_milli, kind.memory_allocatable_bytes, times);
+  AddTable(kind.table);
 }
 
 void CandidateSupply::AddValues(const alloc::PlacementTable* table, std::int64_t cpu,

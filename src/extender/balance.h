@@ -86,27 +86,28 @@ class MedianOfFew {
 class CandidateSupply {
  public:
   static constexpr std::size_t kMaxKinds = 32;
-  void Add(const state::NodeHot& hot) {  // inline: called once per candidate
+  // `times` candidates of machine kind `kind`.
+  void Add(const state::MachineKind& kind, std::size_t times = 1) {  // inline: once per candidate
     if (spilled_) {
-      AddValues(hot.table, hot.cpu_allocatable_milli, hot.memory_allocatable_bytes, 1);
-      AddTable(hot.table);
+      AddValues(kind.table, kind.cpu_allocatable_milli, kind.memory_allocatable_bytes, times);
+      AddTable(kind.table);
       return;
     }
-    const auto cpu = static_cast<std::uint64_t>(hot.cpu_allocatable_milli);
-    const auto memory = static_cast<std::uint64_t>(hot.memory_allocatable_bytes);
-    const std::uint64_t key = reinterpret_cast<std::uintptr_t>(hot.table) ^
+    const auto cpu = static_cast<std::uint64_t>(kind.cpu_allocatable_milli);
+    const auto memory = static_cast<std::uint64_t>(kind.memory_allocatable_bytes);
+    const std::uint64_t key = reinterpret_cast<std::uintptr_t>(kind.table) ^
                               cpu * 0xC2B2AE3D27D4EB4Fu ^ memory * 0x165667B19E3779F9u;
     std::size_t i = static_cast<std::size_t>((key * 0x9E3779B97F4A7C15u) >> (64 - kSlotBits));
     for (;; i = (i + 1) % kSlots) {
-      Kind& kind = kinds_[i];
-      if (kind.count == 0) break;
-      if (kind.table == hot.table && kind.cpu == hot.cpu_allocatable_milli &&
-          kind.memory == hot.memory_allocatable_bytes) {
-        ++kind.count;
+      Kind& counted = kinds_[i];
+      if (counted.count == 0) break;
+      if (counted.table == kind.table && counted.cpu == kind.cpu_allocatable_milli &&
+          counted.memory == kind.memory_allocatable_bytes) {
+        counted.count += times;
         return;
       }
     }
-    AddKind(i, hot);
+    AddKind(i, kind, times);
   }
   // Calls f(table) for each distinct placement table among the candidates added (some maybe
   // more than once).
@@ -128,7 +129,7 @@ class CandidateSupply {
   };
   static constexpr int kSlotBits = 7;  // at most a quarter full
   static constexpr std::size_t kSlots = std::size_t{1} << kSlotBits;
-  void AddKind(std::size_t slot, const state::NodeHot& hot);
+  void AddKind(std::size_t slot, const state::MachineKind& kind, std::size_t times);
   void AddValues(const alloc::PlacementTable* table, std::int64_t cpu, std::int64_t memory,
                  std::size_t times);
   void Fold();  // moves the counted kinds into cpu_ and memory_ (their tables into tables_)

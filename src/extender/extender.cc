@@ -42,16 +42,17 @@ std::string DescribeDevices(const state::Assignment& a) {
 }
 
 // Filter and prioritize are bound by memory latency, not computation: what a call reads of a
-// node answered from the kept tables (its name's slot, its hot record, the kept answer) is
-// contiguous by position, and the kept answer's slot is prefetched 32 names ahead (far enough for
-// loads from memory, not just from a nearer cache, to overlap: between two requests the kernel
-// and other work on the core push these tables out; linkfit_verbs_bench's evict_kib cases). Only
-// a node whose state has no kept answer is visited.
+// node answered from the kept tables (its name's slot, its state id, the kept answer) is
+// contiguous by position, and the id and the kept answer's slot are prefetched 32 names ahead
+// (far enough for loads from memory, not just from a nearer cache, to overlap: between two
+// requests the kernel and other work on the core push these tables out; linkfit_verbs_bench's
+// evict_kib cases). Only a node whose state has no kept answer is visited.
 template <typename Table>
-void PrefetchKept(const Table& table, const std::vector<state::NodeRef>& nodes, std::size_t i) {
+void PrefetchKept(const Table& table, const state::Snapshot& snapshot,
+                  const std::vector<state::NodeRef>& nodes, std::size_t i) {
   constexpr std::size_t kAhead = 32;
-  if (i + kAhead < nodes.size() && nodes[i + kAhead].hot != nullptr) {
-    __builtin_prefetch(nodes[i + kAhead].hot);
+  if (i + kAhead < nodes.size() && nodes[i + kAhead].known()) {
+    snapshot.PrefetchIdAt(nodes[i + kAhead].position);
     table.Prefetch(nodes[i + kAhead].position);
   }
 }
@@ -70,12 +71,12 @@ void PrefetchKept(const Table& table, const std::vector<state::NodeRef>& nodes, 
     KeptReason* reason = computed.fits ? nullptr : table.Intern(computed.reason);
     return &table.fits.emplace_back(CachedFit{&computed, computed.quality, reason});
   });
-  table.by_position.Insert(ref.position, ref.hot->id, FitRef(fit));
+  table.by_position.Insert(ref.position, node.id(), FitRef(fit));
   return FitRef(fit);
 }
 
 // The fit of each of a request's nodes, in its order (an unknown FitRef where linkfit does not
-// know the name), with its verdict in the reference: one small loop whose loads (hot record,
+// know the name), with its verdict in the reference: one small loop whose loads (state id,
 // kept slot, both prefetched) overlap, and that never visits a kept fit. The verbs then read the
 // verdicts in a row.
 std::vector<FitRef> FitsOf(FitTable& table, const GpuRequest& request,
@@ -84,10 +85,10 @@ std::vector<FitRef> FitsOf(FitTable& table, const GpuRequest& request,
   std::vector<FitRef> fits(nodes.size());
   GpuStateMemo<CachedFit*> alike;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    PrefetchKept(table.by_position, nodes, i);
+    PrefetchKept(table.by_position, snapshot, nodes, i);
     const state::NodeRef& ref = nodes[i];
-    if (ref.hot == nullptr) continue;
-    const FitRef* kept = table.by_position.Find(ref.position, ref.hot->id);
+    if (!ref.known()) continue;
+    const FitRef* kept = table.by_position.Find(ref.position, snapshot.IdAt(ref.position));
     fits[i] = kept != nullptr ? *kept : ComputeFit(table, alike, request, snapshot, ref, options);
   }
   return fits;
@@ -212,12 +213,12 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     fitting[fitting_count] = static_cast<std::uint32_t>(i);
     fitting_count += found[i].fits() ? 1u : 0u;
   }
-  // What every score depends on, gathered from each candidate's kept fit head and hot record.
-  CandidateFigures figures;
+  // What every score depends on, gathered from each candidate's kept fit head and kind number.
+  CandidateFigures figures(&snapshot->kinds());
   for (std::size_t k = 0; k < fitting_count; ++k) {
     if (k + 16 < fitting_count) __builtin_prefetch(found[fitting[k + 16]].get());
     const std::size_t i = fitting[k];
-    figures.Add(found[i].get()->quality, *nodes[i].hot);
+    figures.Add(found[i].get()->quality, snapshot->KindAt(nodes[i].position));
   }
   // Only candidates without a kept score are listed for the scorer (it reads its list only when
   // scoring, so the list may grow after the scorer is made); the others are answered from the
@@ -236,12 +237,12 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     if (k + 16 < fitting_count) scores.by_position.Prefetch(nodes[fitting[k + 16]].position);
     const std::size_t i = fitting[k];
     const state::NodeRef& ref = nodes[i];
-    const std::int64_t* kept = scores.by_position.Find(ref.position, ref.hot->id);
+    const std::int64_t* kept = scores.by_position.Find(ref.position, snapshot->IdAt(ref.position));
     if (kept != nullptr) {
       priorities[i].score = *kept;
       continue;
     }
-    unscored.emplace_back(nullptr, found[i].get()->fit, ref.hot);
+    unscored.emplace_back(nullptr, found[i].get()->fit, nullptr);
     unscored_index.push_back(static_cast<std::uint32_t>(i));
   }
   // Scoring reads the node's own state, a miss per node that dominated prioritize when no score
@@ -254,9 +255,11 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
       __builtin_prefetch(snapshot->NodeAt(nodes[unscored_index[c + 8]].position));
     }
     const state::NodeRef& ref = nodes[unscored_index[c]];
-    unscored[c].node = snapshot->NodeAt(ref.position);
+    const state::NodeState* node = snapshot->NodeAt(ref.position);
+    unscored[c].node = node;
+    unscored[c].hot = &node->hot();
     const std::int64_t score = scorer.Score(c);
-    scores.by_position.Insert(ref.position, ref.hot->id, score);
+    scores.by_position.Insert(ref.position, node->id(), score);
     priorities[unscored_index[c]].score = score;
   }
   return priorities;

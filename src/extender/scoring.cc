@@ -482,15 +482,24 @@ struct CandidateFigures::Supply {
   CandidateSupply supply;
 };
 
-CandidateFigures::CandidateFigures() : supply_(std::make_unique<Supply>()) {}
+CandidateFigures::CandidateFigures(const state::MachineKinds* kinds)
+    : kinds_(kinds),
+      counts_(kinds != nullptr ? kinds->size() : 0, 0),
+      supply_(std::make_unique<Supply>()) {}
 CandidateFigures::~CandidateFigures() = default;
 CandidateFigures::CandidateFigures(CandidateFigures&&) noexcept = default;
 CandidateFigures& CandidateFigures::operator=(CandidateFigures&&) noexcept = default;
 
-void CandidateFigures::Add(const alloc::SetQuality& quality, const state::NodeHot& hot) {
-  best_ring_ = std::max(best_ring_, static_cast<double>(quality.ring_mbps));
-  best_sum_ = std::max(best_sum_, static_cast<double>(quality.sum_mbps));
-  supply_->supply.Add(hot);
+void CandidateFigures::Add(const alloc::SetQuality& quality, const state::MachineKind& kind) {
+  AddQuality(quality);
+  supply_->supply.Add(kind);
+}
+
+void CandidateFigures::FoldCounts() {
+  for (std::size_t k = 0; k < counts_.size(); ++k) {
+    if (counts_[k] != 0) supply_->supply.Add((*kinds_)[k], counts_[k]);
+    counts_[k] = 0;
+  }
 }
 
 CandidateScorer::CandidateScorer(const GpuRequest& request,
@@ -499,7 +508,7 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
                                  int score_range, const MigProfileWeightsPtr& mig_weights)
     : CandidateScorer(request, candidates, shapes, weights, score_range, mig_weights, [&] {
         CandidateFigures figures;
-        for (const Candidate& c : candidates) figures.Add(c.fit->quality, *c.hot);
+        for (const Candidate& c : candidates) figures.Add(c.fit->quality, c.hot->kind);
         return figures;
       }()) {}
 
@@ -510,6 +519,7 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
                                  CandidateFigures gathered)
     : impl_(
           std::make_unique<Impl>(request, candidates, shapes, weights, score_range, mig_weights)) {
+  gathered.FoldCounts();
   CandidateBests& bests = impl_->bests;
   bests.ring = gathered.best_ring_;
   bests.sum = gathered.best_sum_;

@@ -11,17 +11,10 @@ std::vector<NodeRef> Snapshot::FindAll(const std::vector<std::string_view>& name
   std::vector<std::uint32_t> positions(count);
   index_->FindAll(names.data(), count, positions.data());
   const std::uint32_t* all = ranks ? index_->Ranks().data() : nullptr;
-  const std::shared_ptr<NodeChunk>* chunks = chunks_->data();
   for (std::size_t i = 0; i < count; ++i) {
     const std::uint32_t position = positions[i];
-    NodeRef& ref = found[i];
-    if (position == NameIndex::kNoPosition) {
-      ref = NodeRef{nullptr, 0, unknown};
-      continue;
-    }
-    ref.hot = &chunks[position / kChunkSize]->hot[position % kChunkSize];
-    ref.position = position;
-    ref.rank = all != nullptr ? all[position] : unknown;
+    const bool known = position != NameIndex::kNoPosition;
+    found[i] = NodeRef{position, all != nullptr && known ? all[position] : unknown};
   }
   return found;
 }
@@ -39,7 +32,8 @@ const std::vector<NodeStatePtr>& Snapshot::nodes() const {
 ClusterCache::ClusterCache(MetricsSink* metrics)
     : metrics_(metrics),
       index_(std::make_shared<NameIndex>()),
-      chunks_(std::make_shared<NodeChunks>()) {
+      chunks_(std::make_shared<NodeChunks>()),
+      kinds_(std::make_shared<MachineKinds>()) {
   std::lock_guard<std::mutex> lock(mutex_);
   ChangedLocked();
 }
@@ -68,8 +62,39 @@ void ClusterCache::SetNodeLocked(std::size_t position, NodeStatePtr state) {
     chunk_private_[c] = true;
   }
   NodeChunk& chunk = *(*chunks_)[c];
-  chunk.hot[position % kChunkSize] = state->hot();
+  chunk.ids[position % kChunkSize] = state->id();
+  chunk.kinds[position % kChunkSize] = KindNumberLocked(state->hot().kind);
   chunk.nodes[position % kChunkSize] = std::move(state);
+}
+
+std::size_t ClusterCache::KindHasher::operator()(const MachineKind& kind) const {
+  const auto mix = [](std::uint64_t h, std::uint64_t v) { return (h ^ v) * 0x9E3779B97F4A7C15u; };
+  std::uint64_t h = mix(0, reinterpret_cast<std::uintptr_t>(kind.table));
+  h = mix(h, static_cast<std::uint64_t>(kind.cpu_allocatable_milli));
+  h = mix(h, static_cast<std::uint64_t>(kind.memory_allocatable_bytes));
+  return static_cast<std::size_t>(h ^ (h >> 29));
+}
+
+std::uint32_t ClusterCache::KindNumberLocked(const MachineKind& kind) {
+  const auto [it, added] =
+      kind_numbers_.try_emplace(kind, static_cast<std::uint32_t>(kind_numbers_.size()));
+  if (added) {
+    if (!kinds_private_) {
+      kinds_ = std::make_shared<MachineKinds>(*kinds_);
+      kinds_private_ = true;
+    }
+    kinds_->push_back(kind);
+  }
+  return it->second;
+}
+
+void ClusterCache::RenumberKindsLocked() {
+  kind_numbers_.clear();
+  kinds_ = std::make_shared<MachineKinds>();
+  kinds_private_ = true;
+  for (std::size_t position = 0; position < size_; ++position) {
+    SetNodeLocked(position, NodeAtLocked(position));
+  }
 }
 
 void ClusterCache::AppendNodeLocked(NodeStatePtr state) {
@@ -148,6 +173,8 @@ int ClusterCache::UpsertNode(NodeInfoPtr info) {
       }
     }
     SetNodeLocked(position, state);
+    // A changed allocatable may leave its old kind behind; keep the registry near the nodes.
+    if (kinds_->size() > 2 * size_ + 16) RenumberKindsLocked();
   }
   ReportLocked(name);
   ChangedLocked();
@@ -173,9 +200,12 @@ void ClusterCache::RemoveNode(const std::string& name) {
   }
   index_ = std::make_shared<NameIndex>();
   chunks_ = std::make_shared<NodeChunks>();
+  kinds_ = std::make_shared<MachineKinds>();
+  kind_numbers_.clear();
   chunk_private_.clear();
   index_private_ = true;
   chunks_private_ = true;
+  kinds_private_ = true;
   size_ = 0;
   for (NodeStatePtr& node : kept) {
     index_->Insert(node->name(), size_);
@@ -197,12 +227,13 @@ void ClusterCache::RemoveNode(const std::string& name) {
 SnapshotPtr ClusterCache::Snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (dirty_) {
-    published_ =
-        std::make_shared<const state::Snapshot>(index_, chunks_, size_, ++generation_, problems_);
+    published_ = std::make_shared<const state::Snapshot>(index_, chunks_, kinds_, size_,
+                                                         ++generation_, problems_);
     // From now on the snapshot shares them: the next change copies what it touches.
     dirty_ = false;
     index_private_ = false;
     chunks_private_ = false;
+    kinds_private_ = false;
     chunk_private_.assign(chunk_private_.size(), false);
   }
   return published_;

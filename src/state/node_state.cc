@@ -43,9 +43,9 @@ GpuMask NodeState::ShareAvailable() const {
 
 void NodeState::Summarize() {
   hot_.id = NextStateId();
-  hot_.table = info_->table.get();
-  hot_.cpu_allocatable_milli = info_->cpu_milli;
-  hot_.memory_allocatable_bytes = info_->memory_bytes;
+  hot_.kind.table = info_->table.get();
+  hot_.kind.cpu_allocatable_milli = info_->cpu_milli;
+  hot_.kind.memory_allocatable_bytes = info_->memory_bytes;
   mig_enabled_ = info_->mig_enabled;
   unhealthy_ = info_->unhealthy;
   mig_planner_ = info_->mig;
@@ -63,7 +63,7 @@ void NodeState::Summarize() {
   // FNV-1a over what SameGpuState compares.
   std::uint64_t hash = 1469598103934665603u;
   const auto mix = [&hash](std::uint64_t value) { hash = (hash ^ value) * 1099511628211u; };
-  mix(reinterpret_cast<std::uintptr_t>(hot_.table));
+  mix(reinterpret_cast<std::uintptr_t>(hot_.kind.table));
   mix(reinterpret_cast<std::uintptr_t>(mig_planner_));
   mix(std::uint64_t{mig_enabled_} | std::uint64_t{unhealthy_} << 16 |
       std::uint64_t{whole_used_} << 32 | std::uint64_t{own_layout_} << 48);
@@ -78,12 +78,12 @@ void NodeState::Summarize() {
 }
 
 bool NodeState::SameGpuState(const NodeState& a, const NodeState& b) {
-  if (a.hot_.table != b.hot_.table || a.mig_enabled_ != b.mig_enabled_ ||
+  if (a.hot_.kind.table != b.hot_.kind.table || a.mig_enabled_ != b.mig_enabled_ ||
       a.unhealthy_ != b.unhealthy_ || a.whole_used_ != b.whole_used_ ||
       a.own_layout_ != b.own_layout_ || a.mig_planner_ != b.mig_planner_) {
     return false;
   }
-  const auto gpus = static_cast<std::size_t>(a.hot_.table->gpu_count());
+  const auto gpus = static_cast<std::size_t>(a.hot_.kind.table->gpu_count());
   if (std::memcmp(a.shared_milli_.data(), b.shared_milli_.data(), gpus * sizeof(std::uint16_t)) !=
       0) {
     return false;
@@ -104,13 +104,13 @@ bool NodeState::SameGpuState(const NodeState& a, const NodeState& b) {
 }
 
 std::int64_t NodeState::cpu_free_milli() const {
-  if (hot_.cpu_allocatable_milli <= 0) return kUntracked;
-  return std::max<std::int64_t>(0, hot_.cpu_allocatable_milli - cpu_used_milli_);
+  if (hot_.kind.cpu_allocatable_milli <= 0) return kUntracked;
+  return std::max<std::int64_t>(0, hot_.kind.cpu_allocatable_milli - cpu_used_milli_);
 }
 
 std::int64_t NodeState::memory_free_bytes() const {
-  if (hot_.memory_allocatable_bytes <= 0) return kUntracked;
-  return std::max<std::int64_t>(0, hot_.memory_allocatable_bytes - memory_used_bytes_);
+  if (hot_.kind.memory_allocatable_bytes <= 0) return kUntracked;
+  return std::max<std::int64_t>(0, hot_.kind.memory_allocatable_bytes - memory_used_bytes_);
 }
 
 Result<void> NodeState::AddInPlace(AssignmentPtr record) {

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <deque>
 #include <memory>
-
 #include <random>
+#include <set>
 
 #include "extender/balance.h"
 #include "extender_testing.h"
@@ -260,9 +260,9 @@ TEST(BalanceTest, GatheredSupplyGivesTheScarcityOfEveryCandidatesValues) {
   std::mt19937 rng(5);
   for (int round = 0; round < 300; ++round) {
     const std::size_t kinds = 1 + rng() % (round % 3 == 0 ? 80 : 12);
-    std::vector<state::NodeHot> pool;
+    std::vector<state::MachineKind> pool;
     for (std::size_t k = 0; k < kinds; ++k) {
-      state::NodeHot hot;
+      state::MachineKind hot;
       hot.table = tables[rng() % tables.size()];
       hot.cpu_allocatable_milli =
           rng() % 7 == 0 ? 0 : 1000 * static_cast<std::int64_t>(rng() % 256);
@@ -272,18 +272,27 @@ TEST(BalanceTest, GatheredSupplyGivesTheScarcityOfEveryCandidatesValues) {
     }
     CandidateSupply supply;
     std::vector<double> cpu_values, memory_values;
+    std::set<const alloc::PlacementTable*> added_tables;
     const std::size_t size = 1 + rng() % 400;
     for (std::size_t i = 0; i < size; ++i) {
-      const state::NodeHot& hot = pool[rng() % pool.size()];
-      supply.Add(hot);
+      const state::MachineKind& hot = pool[rng() % pool.size()];
+      const std::size_t times = 1 + rng() % 3;  // as the verbs add kinds counted by number
+      supply.Add(hot, times);
+      added_tables.insert(hot.table);
       const double gpus = hot.table->gpu_count();
-      if (hot.cpu_allocatable_milli > 0) {
-        cpu_values.push_back(static_cast<double>(hot.cpu_allocatable_milli) / gpus);
-      }
-      if (hot.memory_allocatable_bytes > 0) {
-        memory_values.push_back(static_cast<double>(hot.memory_allocatable_bytes) / gpus);
+      for (std::size_t t = 0; t < times; ++t) {
+        if (hot.cpu_allocatable_milli > 0) {
+          cpu_values.push_back(static_cast<double>(hot.cpu_allocatable_milli) / gpus);
+        }
+        if (hot.memory_allocatable_bytes > 0) {
+          memory_values.push_back(static_cast<double>(hot.memory_allocatable_bytes) / gpus);
+        }
       }
     }
+    // Every candidate's table is known for the idle look-ahead, spilled or not.
+    std::set<const alloc::PlacementTable*> seen_tables;
+    supply.ForEachTable([&](const alloc::PlacementTable* table) { seen_tables.insert(table); });
+    EXPECT_EQ(seen_tables, added_tables) << "round " << round;
     // The definition (balance.h): rho = clamp(demand / median supply, 0, 1)^2.
     double gpu_weight = 0, cpu_weight = 0, memory_weight = 0;
     for (const Shape& shape : shapes) {
@@ -302,6 +311,21 @@ TEST(BalanceTest, GatheredSupplyGivesTheScarcityOfEveryCandidatesValues) {
     EXPECT_EQ(got.cpu, rho(cpu_weight / gpu_weight, cpu_values)) << "round " << round;
     EXPECT_EQ(got.memory, rho(memory_weight / gpu_weight, memory_values)) << "round " << round;
   }
+}
+
+// The kind that overflows the counted kinds is the first one kept by value: its table must still
+// be known (it was dropped when no later candidate shared it).
+TEST(BalanceTest, TheKindThatSpillsKeepsItsTable) {
+  const state::NodeState one(MakeNodeInfo("n-1", "dgx1-v100"));
+  const state::NodeState other(MakeNodeInfo("n-2", "dgx2-v100"));
+  CandidateSupply supply;
+  for (std::size_t k = 0; k < CandidateSupply::kMaxKinds; ++k) {
+    supply.Add(state::MachineKind{&one.table(), 1000 * static_cast<std::int64_t>(k + 1), kGiB});
+  }
+  supply.Add(state::MachineKind{&other.table(), 4000, kGiB});
+  std::set<const alloc::PlacementTable*> seen;
+  supply.ForEachTable([&](const alloc::PlacementTable* table) { seen.insert(table); });
+  EXPECT_EQ(seen, (std::set<const alloc::PlacementTable*>{&one.table(), &other.table()}));
 }
 
 TEST(ShapeStatsTest, LearnsCpuAndMemoryOfShapes) {

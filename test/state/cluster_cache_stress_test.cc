@@ -64,9 +64,16 @@ GpuRequest RandomRequest(std::mt19937& rng) {
 
 // Checks every node of a snapshot; returns the first violation, or "".
 std::string CheckSnapshot(const Snapshot& snapshot) {
-  for (const NodeStatePtr& node : snapshot.nodes()) {
-    if (std::string problem = testing::CheckConsistent(*node); !problem.empty()) {
-      return node->name() + ": " + problem;
+  for (std::size_t position = 0; position < snapshot.size(); ++position) {
+    const NodeState& node = *snapshot.NodeAt(position);
+    if (std::string problem = testing::CheckConsistent(node); !problem.empty()) {
+      return node.name() + ": " + problem;
+    }
+    // What the verbs read by position instead of the node must be the node's.
+    if (snapshot.IdAt(position) != node.id()) return node.name() + ": id by position differs";
+    const std::uint32_t kind = snapshot.KindAt(position);
+    if (kind >= snapshot.kinds().size() || !(snapshot.kinds()[kind] == node.hot().kind)) {
+      return node.name() + ": machine kind by position differs";
     }
   }
   return "";

@@ -268,5 +268,72 @@ TEST_F(ClusterCacheTest, RemoveNodeDropsItsPods) {
   EXPECT_TRUE(cache_.Assume("u2", "dgx1", placer.Get()).has_value());
 }
 
+// What the verbs read by position instead of the node: its state id and its machine kind's number.
+std::string CheckByPosition(const Snapshot& snapshot) {
+  for (std::size_t position = 0; position < snapshot.size(); ++position) {
+    const NodeState& node = *snapshot.NodeAt(position);
+    if (snapshot.IdAt(position) != node.id()) return node.name() + ": id differs";
+    const std::uint32_t kind = snapshot.KindAt(position);
+    if (kind >= snapshot.kinds().size() || !(snapshot.kinds()[kind] == node.hot().kind)) {
+      return node.name() + ": kind differs";
+    }
+  }
+  return "";
+}
+
+NodeInfoPtr NodeWithCpu(const std::string& name, const std::string& fixture, std::int64_t cpu) {
+  auto info = std::make_shared<NodeInfo>(*testing::MakeNodeInfo(name, fixture));
+  info->cpu_milli = cpu;
+  return info;
+}
+
+TEST(ClusterCacheKindsTest, NodesOfOneMachineTypeShareAKindNumber) {
+  ClusterCache cache;
+  cache.UpsertNode(NodeWithCpu("a", "dgx-a100", 64000));
+  cache.UpsertNode(NodeWithCpu("b", "dgx-a100", 64000));
+  cache.UpsertNode(NodeWithCpu("c", "dgx-a100", 96000));  // another CPU allocatable
+  cache.UpsertNode(NodeWithCpu("d", "dgx1-v100", 64000));
+  const SnapshotPtr first = cache.Snapshot();
+  EXPECT_EQ(CheckByPosition(*first), "");
+  EXPECT_EQ(first->kinds().size(), 3u);  // a and b, c, d
+  const auto kind_of = [](const Snapshot& s, std::string_view name) {
+    return s.KindAt(s.FindAll({name}, false, 0)[0].position);
+  };
+  EXPECT_EQ(kind_of(*first, "a"), kind_of(*first, "b"));
+  EXPECT_NE(kind_of(*first, "a"), kind_of(*first, "c"));
+  EXPECT_NE(kind_of(*first, "a"), kind_of(*first, "d"));
+
+  // A bind changes the id at the node's position, not its kind; the old snapshot keeps its own.
+  FixedPlacer placer{Mask({0})};
+  ASSERT_TRUE(cache.Assume("u1", "b", placer.Get()).has_value());
+  const SnapshotPtr second = cache.Snapshot();
+  EXPECT_EQ(CheckByPosition(*second), "");
+  EXPECT_EQ(CheckByPosition(*first), "");
+  EXPECT_EQ(kind_of(*second, "b"), kind_of(*first, "b"));
+  EXPECT_NE(second->IdAt(second->FindAll({"b"}, false, 0)[0].position),
+            first->IdAt(first->FindAll({"b"}, false, 0)[0].position));
+}
+
+TEST(ClusterCacheKindsTest, KindsLeftBehindAreDroppedAndRenumbered) {
+  ClusterCache cache;
+  for (int i = 0; i < 4; ++i) cache.UpsertNode(NodeWithCpu("n" + std::to_string(i), "dgx-a100", 1));
+  std::vector<SnapshotPtr> kept;
+  // Node n0's allocatable changes again and again: each value is a new kind, and the ones no
+  // node holds any more are dropped once there are too many; every snapshot stays as it was.
+  for (int change = 2; change < 200; ++change) {
+    cache.UpsertNode(NodeWithCpu("n0", "dgx-a100", change));
+    const SnapshotPtr snapshot = cache.Snapshot();
+    ASSERT_EQ(CheckByPosition(*snapshot), "") << "change " << change;
+    EXPECT_LE(snapshot->kinds().size(), 2u * 4u + 16u + 1u) << "change " << change;
+    if (change % 37 == 0) kept.push_back(snapshot);
+  }
+  for (const SnapshotPtr& snapshot : kept) EXPECT_EQ(CheckByPosition(*snapshot), "");
+  // A removal renumbers from the nodes left.
+  cache.RemoveNode("n2");
+  const SnapshotPtr after = cache.Snapshot();
+  EXPECT_EQ(CheckByPosition(*after), "");
+  EXPECT_EQ(after->kinds().size(), 2u);  // n0's last value, and 1 for n1 and n3
+}
+
 }  // namespace
 }  // namespace linkfit::state

@@ -57,6 +57,7 @@
 // update; Typical() hands out an immutable list rebuilt when the counts have grown by 0.5 %, so
 // a score may see a slightly stale distribution). ScoreNodes is a pure function.
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -152,9 +153,9 @@ struct Candidate {
   // position), so that what scoring reads of every candidate costs no visit to the node.
   Candidate(const state::NodeState* on, const NodeFit* how, const state::NodeHot* on_hot)
       : node(on), fit(how), hot(on_hot) {}
-  // May be left null by a caller that sets it before scoring this candidate (Score reads it;
-  // the figures do not): Extender::Prioritize looks it up only for candidates without a kept
-  // score.
+  // May be left null by a caller that sets it (and `hot`) before scoring this candidate (Score
+  // reads it; figures gathered by the caller do not): Extender::Prioritize looks it up only for
+  // candidates without a kept score.
   const state::NodeState* node = nullptr;
   const NodeFit* fit = nullptr;         // fits == true
   const state::NodeHot* hot = nullptr;  // equal to node->hot(); outlives the scorer
@@ -164,24 +165,42 @@ struct Candidate {
 // the largest idle look-ahead, the CPU and memory per GPU whose median sets the scarcity),
 // gathered one candidate at a time and in any order: a caller that finds its candidates in a
 // pass of its own gathers them there (Extender::Prioritize), and the scorer makes no second pass
-// over every candidate's fit and hot record.
+// over every candidate's fit and node.
+//
+// A candidate is added by its machine kind, or by the kind's number in the list the figures were
+// made with (state::Snapshot::kinds(): 4 bytes a node read, not the kind's 24; the numbers are
+// counted and the kinds they stand for folded in once, when the scorer takes the figures).
 //
 // Thread-safety: one thread's.
 class CandidateFigures {
  public:
-  CandidateFigures();
+  // `kinds` (may be null when no candidate is added by number) must outlive the figures.
+  explicit CandidateFigures(const state::MachineKinds* kinds = nullptr);
   ~CandidateFigures();
   CandidateFigures(CandidateFigures&&) noexcept;
   CandidateFigures& operator=(CandidateFigures&&) noexcept;
-  // A candidate whose fit's quality is `quality` (NodeFit::quality).
-  void Add(const alloc::SetQuality& quality, const state::NodeHot& hot);
+  // A candidate whose fit's quality is `quality` (NodeFit::quality), of machine kind `kind`.
+  void Add(const alloc::SetQuality& quality, const state::MachineKind& kind);
+  // Likewise, of the kind numbered `kind` in `kinds`. Inline: called once per candidate.
+  void Add(const alloc::SetQuality& quality, std::uint32_t kind) {
+    AddQuality(quality);
+    ++counts_[kind];
+  }
 
  private:
   friend class CandidateScorer;
   struct Supply;  // CPU and memory per GPU (extender/balance.h)
+  void AddQuality(const alloc::SetQuality& quality) {
+    best_ring_ = std::max(best_ring_, static_cast<double>(quality.ring_mbps));
+    best_sum_ = std::max(best_sum_, static_cast<double>(quality.sum_mbps));
+  }
+  void FoldCounts();  // the kinds counted by number into supply_
+
   double best_ring_ = 0;
   double best_sum_ = 0;
-  std::unique_ptr<Supply> supply_;  // also knows the distinct tables, for the idle look-ahead
+  const state::MachineKinds* kinds_ = nullptr;
+  std::vector<std::uint32_t> counts_;  // candidates by kind number
+  std::unique_ptr<Supply> supply_;     // also knows the distinct tables, for the idle look-ahead
 };
 
 // Scores candidates one at a time, after a pass over all of them for what every score depends

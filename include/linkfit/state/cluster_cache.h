@@ -47,20 +47,25 @@
 
 namespace linkfit::state {
 
-// Nodes are held in fixed-size chunks that snapshots share (see ClusterCache).
+// Nodes are held in fixed-size chunks that snapshots share (see ClusterCache). Beside each node
+// pointer, what the verbs read of every node by position, in dense arrays of its own (NodeHot):
+// a request touches all of a cluster's positions in random order, so what it costs from memory
+// is the bytes per position.
 inline constexpr std::size_t kChunkSize = 64;
 struct NodeChunk {
   std::array<NodeStatePtr, kChunkSize> nodes;
-  std::array<NodeHot, kChunkSize> hot;  // hot[i] is nodes[i]->hot(): read contiguously
+  std::array<std::uint64_t, kChunkSize> ids{};    // nodes[i]->id()
+  std::array<std::uint32_t, kChunkSize> kinds{};  // the number of nodes[i]'s MachineKind
 };
 using NodeChunks = std::vector<std::shared_ptr<NodeChunk>>;
 
-// One name of a request, looked up: its node's position and hot record (nullptr: linkfit does
-// not know the name) and, when asked for, the name's rank (NameIndex::Ranks).
+// One name of a request, looked up: its node's position (kNoPosition: linkfit does not know the
+// name) and, when asked for, the name's rank (NameIndex::Ranks).
 struct NodeRef {
-  const NodeHot* hot = nullptr;
-  std::uint32_t position = 0;
+  static constexpr std::uint32_t kNoPosition = NameIndex::kNoPosition;
+  std::uint32_t position = kNoPosition;
   std::uint32_t rank = 0;
+  bool known() const { return position != kNoPosition; }
 };
 
 // An immutable view of every node at one moment.
@@ -68,10 +73,11 @@ class Snapshot {
  public:
   using Problems = std::map<std::string, std::string, std::less<>>;
   Snapshot(std::shared_ptr<const NameIndex> index, std::shared_ptr<const NodeChunks> chunks,
-           std::size_t size, std::uint64_t generation,
+           std::shared_ptr<const MachineKinds> kinds, std::size_t size, std::uint64_t generation,
            std::shared_ptr<const Problems> problems = nullptr)
       : index_(std::move(index)),
         chunks_(std::move(chunks)),
+        kinds_(std::move(kinds)),
         size_(size),
         generation_(generation),
         problems_(std::move(problems)) {}
@@ -86,6 +92,19 @@ class Snapshot {
   const NodeState* NodeAt(std::size_t position) const {
     return (*chunks_)[position / kChunkSize]->nodes[position % kChunkSize].get();
   }
+  // The id of the node state at a position (NodeState::id()), from the dense ids.
+  std::uint64_t IdAt(std::size_t position) const {
+    return (*chunks_)[position / kChunkSize]->ids[position % kChunkSize];
+  }
+  void PrefetchIdAt(std::size_t position) const {
+    __builtin_prefetch(&(*chunks_)[position / kChunkSize]->ids[position % kChunkSize]);
+  }
+  // The number of the node's machine kind at a position: kinds()[KindAt(position)] equals
+  // NodeAt(position)->hot().kind.
+  std::uint32_t KindAt(std::size_t position) const {
+    return (*chunks_)[position / kChunkSize]->kinds[position % kChunkSize];
+  }
+  const MachineKinds& kinds() const { return *kinds_; }
   // Starts loading what NodeAt(position) reads first (the node's pointer), for a caller that
   // will visit several nodes by position: with the pointer loaded a few visits ahead, it can
   // prefetch the node itself (`__builtin_prefetch(NodeAt(position))`) before it needs it.
@@ -114,6 +133,7 @@ class Snapshot {
  private:
   std::shared_ptr<const NameIndex> index_;
   std::shared_ptr<const NodeChunks> chunks_;
+  std::shared_ptr<const MachineKinds> kinds_;
   std::size_t size_ = 0;
   std::uint64_t generation_ = 0;
   std::shared_ptr<const Problems> problems_;
@@ -210,6 +230,11 @@ class ClusterCache {
   // published snapshot may still share them.
   void SetNodeLocked(std::size_t position, NodeStatePtr state);
   void AppendNodeLocked(NodeStatePtr state);
+  // The number of `kind`, numbered on first sight. Kinds are never renumbered while nodes hold
+  // them; the registry starts afresh when the cache rebuilds its positions (RemoveNode) or holds
+  // more kinds than twice its nodes (kinds left behind by changed allocatables).
+  std::uint32_t KindNumberLocked(const MachineKind& kind);
+  void RenumberKindsLocked();
   void ReportLocked(const std::string& node_name);
   // Adds the pod to its node; returns the record the node now holds.
   Result<AssignmentPtr> ApplyLocked(AssignmentPtr assignment);
@@ -217,10 +242,15 @@ class ClusterCache {
 
   MetricsSink* metrics_;
   mutable std::mutex mutex_;
-  std::shared_ptr<NameIndex> index_;                           // GUARDED_BY(mutex_)
-  std::shared_ptr<NodeChunks> chunks_;                         // GUARDED_BY(mutex_)
-  std::size_t size_ = 0;                                       // GUARDED_BY(mutex_)
-  std::unordered_map<PodUid, PodEntry, PodUid::Hasher> pods_;  // GUARDED_BY(mutex_)
+  std::shared_ptr<NameIndex> index_;     // GUARDED_BY(mutex_)
+  std::shared_ptr<NodeChunks> chunks_;   // GUARDED_BY(mutex_)
+  std::shared_ptr<MachineKinds> kinds_;  // GUARDED_BY(mutex_)
+  struct KindHasher {
+    std::size_t operator()(const MachineKind& kind) const;
+  };
+  std::unordered_map<MachineKind, std::uint32_t, KindHasher> kind_numbers_;  // GUARDED_BY(mutex_)
+  std::size_t size_ = 0;                                                     // GUARDED_BY(mutex_)
+  std::unordered_map<PodUid, PodEntry, PodUid::Hasher> pods_;                // GUARDED_BY(mutex_)
   std::shared_ptr<const Snapshot::Problems> problems_;  // GUARDED_BY(mutex_); copied on change
   std::size_t assumed_ = 0;                             // GUARDED_BY(mutex_)
   // Per node, by position: free whole GPUs and those in its largest well-connected free set,
@@ -238,6 +268,7 @@ class ClusterCache {
   // before a change. No reference counts are consulted, so no reader's release races a write.
   mutable bool index_private_ = false;       // GUARDED_BY(mutex_)
   mutable bool chunks_private_ = false;      // GUARDED_BY(mutex_)
+  mutable bool kinds_private_ = false;       // GUARDED_BY(mutex_)
   mutable std::vector<bool> chunk_private_;  // GUARDED_BY(mutex_)
   // Lazy publication: Snapshot() builds a new one when something changed since the last.
   mutable bool dirty_ = true;             // GUARDED_BY(mutex_)

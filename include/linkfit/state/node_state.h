@@ -168,16 +168,26 @@ class NodePods {
 class NodeState;
 using NodeStatePtr = std::shared_ptr<const NodeState>;
 
-// What filter and prioritize read of a node whose answer they keep (DESIGN.md §11): the state's
-// id, which validates a kept answer, and the figures prioritize takes from every candidate. A
-// NodeState holds one; the cluster cache also keeps a copy per node by position, contiguously
-// beside the node pointers, so that a node answered from what was kept is never visited: its
-// name's slot, this record and the kept answer are all a call reads of it.
-struct NodeHot {
-  std::uint64_t id = 0;  // NodeState::id(); 0 for none
+// What prioritize's cluster-wide figures read of a candidate (its placement table, CPU and memory
+// allocatable): the same for every node of one machine type, so the cluster cache numbers the
+// distinct kinds and a call counts its candidates by number (Snapshot::KindAt).
+struct MachineKind {
   const alloc::PlacementTable* table = nullptr;
   std::int64_t cpu_allocatable_milli = 0;
   std::int64_t memory_allocatable_bytes = 0;
+  bool operator==(const MachineKind&) const = default;
+};
+// The distinct machine kinds of a cluster, by number (a handful; one per node at most).
+using MachineKinds = std::vector<MachineKind>;
+
+// What filter and prioritize read of a node whose answer they keep (DESIGN.md §11): the state's
+// id, which validates a kept answer, and the node's machine kind. The cluster cache keeps both
+// by position in dense arrays of their own (the id in 8 bytes, the kind as a 4-byte number), so
+// that a node answered from what was kept is never visited: its name's slot, its id (and, for a
+// candidate, its kind's number) and the kept answer are all a call reads of it.
+struct NodeHot {
+  std::uint64_t id = 0;  // NodeState::id(); 0 for none
+  MachineKind kind;
 };
 
 class NodeState {
@@ -188,8 +198,8 @@ class NodeState {
   const NodeInfoPtr& info_ptr() const { return info_; }
   const std::string& name() const { return info_->name; }
   // info().table and its GPU count, read from the state's own record.
-  const alloc::PlacementTable& table() const { return *hot_.table; }
-  int gpu_count() const { return hot_.table->gpu_count(); }
+  const alloc::PlacementTable& table() const { return *hot_.kind.table; }
+  int gpu_count() const { return hot_.kind.table->gpu_count(); }
   const NodeHot& hot() const { return hot_; }
 
   // GPUs free for whole-GPU placement: not held, not shared, not in MIG mode, healthy.
@@ -217,8 +227,8 @@ class NodeState {
   // CPU and memory requested by the pods on this node (never checked against allocatable: the
   // in-tree filters own that, so the sum may exceed it).
   // The node's allocatable CPU and memory (NodeInfo's, kept beside the state); 0 when unknown.
-  std::int64_t cpu_allocatable_milli() const { return hot_.cpu_allocatable_milli; }
-  std::int64_t memory_allocatable_bytes() const { return hot_.memory_allocatable_bytes; }
+  std::int64_t cpu_allocatable_milli() const { return hot_.kind.cpu_allocatable_milli; }
+  std::int64_t memory_allocatable_bytes() const { return hot_.kind.memory_allocatable_bytes; }
   std::int64_t cpu_used_milli() const { return cpu_used_milli_; }
   std::int64_t memory_used_bytes() const { return memory_used_bytes_; }
   // Allocatable minus used, at least 0; kUntracked when the node's allocatable is not known.
