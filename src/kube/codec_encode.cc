@@ -13,6 +13,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "kube/json_escape.h"
 #include "linkfit/kube/codec.h"
 
@@ -191,9 +195,9 @@ std::size_t FindSpecial(std::string_view text, std::size_t start) {
   return special == 0 ? size : i + LowestByte(special);
 }
 
-// Returns whether any byte of `text` is one that kSpecial marks. Reads whole words only, some
-// bytes twice, and needs no position, so it is cheaper than FindSpecial for the usual name.
-bool HasSpecial(std::string_view text) {
+// Returns whether any byte of `text` is one that kSpecial marks, by words (the portable way):
+// whole words only, some bytes twice, and no position, so it is cheaper than FindSpecial.
+bool HasSpecialByWords(std::string_view text) {
   const char* data = text.data();
   const std::size_t size = text.size();
   std::uint64_t special = 0;
@@ -218,6 +222,47 @@ bool HasSpecial(std::string_view text) {
   }
   return special != 0;
 }
+
+#if defined(__SSE2__)
+// The lanes of `v` whose byte kSpecial marks, all ones: bytes < 0x20 and >= 0x80 are exactly
+// those below 0x20 as signed bytes; `"` and `&` those with b | 0x04 == 0x26, `<` and `>` those
+// with b | 0x02 == 0x3E; and `\`. SSE2 is part of x86-64 itself: no dispatch needed.
+inline __m128i SpecialLanes(__m128i v) {
+  const __m128i control_or_high = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+  const __m128i quote_amp =
+      _mm_cmpeq_epi8(_mm_or_si128(v, _mm_set1_epi8(0x04)), _mm_set1_epi8(0x26));
+  const __m128i angle = _mm_cmpeq_epi8(_mm_or_si128(v, _mm_set1_epi8(0x02)), _mm_set1_epi8(0x3E));
+  const __m128i backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+  return _mm_or_si128(_mm_or_si128(control_or_high, quote_amp), _mm_or_si128(angle, backslash));
+}
+
+// HasSpecialByWords sixteen bytes at a time: every node name the decoder reads is looked at
+// here (5,000 per request at the largest), and a name of 16-32 bytes costs two vector checks
+// instead of three or four word checks of a dozen operations each. From 8 to 15 bytes, the first
+// and last eight in one register; below 8, by words.
+bool HasSpecial(std::string_view text) {
+  const char* data = text.data();
+  const std::size_t size = text.size();
+  const auto load = [](const char* at) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+  };
+  if (size >= 16) {
+    __m128i special = SpecialLanes(load(data + size - 16));  // overlaps the last block
+    for (std::size_t i = 0; i + 16 < size; i += 16) {
+      special = _mm_or_si128(special, SpecialLanes(load(data + i)));
+    }
+    return _mm_movemask_epi8(special) != 0;
+  }
+  if (size >= 8) {
+    const __m128i head = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(data));
+    const __m128i tail = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(data + size - 8));
+    return _mm_movemask_epi8(SpecialLanes(_mm_unpacklo_epi64(head, tail))) != 0;
+  }
+  return HasSpecialByWords(text);
+}
+#else
+bool HasSpecial(std::string_view text) { return HasSpecialByWords(text); }
+#endif
 
 // Copies n bytes, sizeof(Word) <= n <= 2 x sizeof(Word), as a head and a tail word that may
 // overlap.

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kube/json_escape.h"
 #include "linkfit/kube/codec.h"
 
 namespace linkfit::kube {
@@ -299,6 +300,32 @@ TEST(EncodePropertyTest, AppendJsonStringEveryBytePair) {
         ASSERT_EQ(out, ReferenceJsonString(text))
             << shape.text << " with bytes " << first << ", " << second << " at " << shape.at;
       }
+    }
+  }
+}
+
+// NeedsJsonEscape (what the decoder asks of every node name, and what decides whether a string is
+// copied as it is) on every byte value at every position of clean strings of 1 to 70 bytes, which
+// covers each path of its scan (below a word, two overlapping words, vector blocks with the
+// overlapping last one); and never a byte outside the view.
+TEST(EncodePropertyTest, NeedsJsonEscapeMarksExactlyTheBytesGoEscapes) {
+  const auto escaped = [](int byte) {
+    return byte < 0x20 || byte >= 0x80 || byte == '"' || byte == '\\' || byte == '<' ||
+           byte == '>' || byte == '&';
+  };
+  EXPECT_FALSE(NeedsJsonEscape(""));
+  for (std::size_t size = 1; size <= 70; ++size) {
+    // Special bytes just outside the view must not count.
+    std::string buffer = "<" + std::string(size, 'a') + "\\";
+    const std::string_view view(buffer.data() + 1, size);
+    ASSERT_FALSE(NeedsJsonEscape(view)) << size << " clean bytes";
+    for (std::size_t at = 0; at < size; ++at) {
+      for (int byte = 0; byte < 256; ++byte) {
+        buffer[1 + at] = static_cast<char>(byte);
+        ASSERT_EQ(NeedsJsonEscape(view), escaped(byte))
+            << "byte " << byte << " at " << at << " of " << size;
+      }
+      buffer[1 + at] = 'a';
     }
   }
 }
