@@ -242,7 +242,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
       priorities[i].score = *kept;
       continue;
     }
-    unscored.emplace_back(nullptr, found[i].get()->fit, nullptr);
+    unscored.emplace_back(nullptr, found[i].get()->fit);
     unscored_index.push_back(static_cast<std::uint32_t>(i));
   }
   // Scoring reads the node's own state, a miss per node that dominated prioritize when no score

@@ -148,17 +148,14 @@ double Fragmentation(const state::NodeState& node, const std::vector<Shape>& sha
 // A node where the pod fits, and how. Nodes alike in their GPUs may share one NodeFit (its
 // assignment then names no node); both outlive the ScoreNodes call.
 struct Candidate {
-  Candidate(const state::NodeState* on, const NodeFit* how) : Candidate(on, how, &on->hot()) {}
-  // With the node's hot record as the caller has it (the cluster cache's copy, contiguous by
-  // position), so that what scoring reads of every candidate costs no visit to the node.
-  Candidate(const state::NodeState* on, const NodeFit* how, const state::NodeHot* on_hot)
-      : node(on), fit(how), hot(on_hot) {}
+  Candidate(const state::NodeState* on, const NodeFit* how)
+      : node(on), fit(how), hot(on != nullptr ? &on->hot() : nullptr) {}
   // May be left null by a caller that sets it (and `hot`) before scoring this candidate (Score
   // reads it; figures gathered by the caller do not): Extender::Prioritize looks it up only for
   // candidates without a kept score.
   const state::NodeState* node = nullptr;
   const NodeFit* fit = nullptr;         // fits == true
-  const state::NodeHot* hot = nullptr;  // equal to node->hot(); outlives the scorer
+  const state::NodeHot* hot = nullptr;  // &node->hot(); outlives the scorer
 };
 
 // What every candidate's score depends on besides the candidate itself (the best ring and sum,

@@ -269,9 +269,10 @@ class NodeState {
   Result<void> AddInPlace(AssignmentPtr assignment);
 
   NodeInfoPtr info_;
-  // The hot record, kept by Summarize(): what filter and prioritize read of every node, in the
-  // first cache lines, so that a node that passes or is scored costs no visit to its NodeInfo.
-  NodeHot hot_;  // id, info_->table, info_->cpu_milli, info_->memory_bytes
+  // The hot record, kept by Summarize(): the state's id and machine kind (info_->table,
+  // cpu_milli, memory_bytes), in the first cache lines, so that scoring a node costs no visit to
+  // its NodeInfo (the cluster cache keeps the id and the kind's number by position as well).
+  NodeHot hot_;
   std::uint64_t gpu_state_hash_ = 0;
   double used_gpu_equivalents_ = 0;
   std::int64_t cpu_used_milli_ = 0;  // assignments and loads together
