@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -64,13 +66,23 @@ Result<void> HttpConnection::Connect(const std::string& host, int port,
   int yes = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
   host_header_ = host + ":" + std::to_string(port);
+  host_ = host;
+  port_ = port;
+  timeout_ = timeout;
+  closed_by_server_ = false;
   buffer_.clear();
   return {};
+}
+
+Result<void> HttpConnection::Reopen() {
+  if (!closed_by_server_) return {};
+  return Connect(host_, port_, timeout_);
 }
 
 Result<void> HttpConnection::Post(std::string_view path, std::string_view body,
                                   HttpResponse* response) {
   if (fd_ < 0) return MakeError("not connected");
+  if (auto reopened = Reopen(); !reopened) return reopened;
   // Header order and values as Go's net/http client writes them.
   head_.clear();
   head_.append("POST ").append(path).append(" HTTP/1.1\r\nHost: ").append(host_header_);
@@ -103,6 +115,7 @@ Result<void> HttpConnection::Post(std::string_view path, std::string_view body,
 
 Result<void> HttpConnection::Get(std::string_view path, HttpResponse* response) {
   if (fd_ < 0) return MakeError("not connected");
+  if (auto reopened = Reopen(); !reopened) return reopened;
   head_.clear();
   head_.append("GET ").append(path).append(" HTTP/1.1\r\nHost: ").append(host_header_);
   head_.append("\r\nUser-Agent: kube-probe/1.29\r\nAccept: */*\r\n\r\n");
@@ -142,6 +155,7 @@ Result<void> HttpConnection::ReadResponse(HttpResponse* response) {
   response->content_encoding.clear();
   std::size_t length = 0;
   bool have_length = false;
+  closed_by_server_ = false;
   std::size_t line_start = head.find("\r\n") + 2;
   while (line_start < head.size()) {
     std::size_t line_end = head.find("\r\n", line_start);
@@ -154,6 +168,11 @@ Result<void> HttpConnection::ReadResponse(HttpResponse* response) {
       have_length = true;
     } else if (HeaderNameIs(line, "content-encoding")) {
       response->content_encoding = std::string(HeaderValue(line, "content-encoding"));
+    } else if (HeaderNameIs(line, "connection")) {
+      std::string value(HeaderValue(line, "connection"));
+      std::transform(value.begin(), value.end(), value.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      closed_by_server_ = value == "close";
     } else if (HeaderNameIs(line, "transfer-encoding")) {
       return MakeError("chunked responses are not supported by the load client");
     }

@@ -34,7 +34,9 @@ class HttpConnection {
   Result<void> Connect(const std::string& host, int port,
                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
-  // Sends one POST and reads the whole response into *response. The connection stays open.
+  // Sends one POST and reads the whole response into *response. The connection stays open,
+  // unless the response said `Connection: close` (a server that ends kept-alive connections
+  // after so many requests): then the next call connects again first, as Go's client does.
   Result<void> Post(std::string_view path, std::string_view body, HttpResponse* response);
 
   // Sends one GET (as a kubelet probe does) and reads the whole response into *response.
@@ -44,8 +46,14 @@ class HttpConnection {
 
  private:
   Result<void> ReadResponse(HttpResponse* response);
+  // Connects again when the last response closed the connection.
+  Result<void> Reopen();
 
   int fd_ = -1;
+  std::string host_;
+  int port_ = 0;
+  std::chrono::milliseconds timeout_{0};
+  bool closed_by_server_ = false;  // the last response said Connection: close
   std::string host_header_;
   std::string head_;    // request head, rebuilt per call (reused capacity)
   std::string buffer_;  // bytes received and not yet consumed
