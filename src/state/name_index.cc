@@ -176,7 +176,7 @@ void NameIndex::FindAll(const std::string_view* names, std::size_t count,
 }
 
 void NameIndex::Insert(std::string_view name, std::size_t position) {
-  if ((size_ + 1) * 2 > slots_.size()) Grow();
+  if ((size_ + 1) * 4 > slots_.size() * 3) Grow();
   const std::uint64_t hash = Hash(name);
   const std::size_t mask = slots_.size() - 1;
   std::size_t i = hash & mask;
