@@ -93,10 +93,7 @@ class CandidateSupply {
       AddTable(kind.table);
       return;
     }
-    const auto cpu = static_cast<std::uint64_t>(kind.cpu_allocatable_milli);
-    const auto memory = static_cast<std::uint64_t>(kind.memory_allocatable_bytes);
-    const std::uint64_t key = reinterpret_cast<std::uintptr_t>(kind.table) ^
-                              cpu * 0xC2B2AE3D27D4EB4Fu ^ memory * 0x165667B19E3779F9u;
+    const std::uint64_t key = state::MachineKindHash(kind);
     std::size_t i = static_cast<std::size_t>((key * 0x9E3779B97F4A7C15u) >> (64 - kSlotBits));
     for (;; i = (i + 1) % kSlots) {
       Kind& counted = kinds_[i];

@@ -257,7 +257,6 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     const state::NodeRef& ref = nodes[unscored_index[c]];
     const state::NodeState* node = snapshot->NodeAt(ref.position);
     unscored[c].node = node;
-    unscored[c].hot = &node->hot();
     const std::int64_t score = scorer.Score(c);
     scores.by_position.Insert(ref.position, node->id(), score);
     priorities[unscored_index[c]].score = score;

@@ -67,14 +67,6 @@ void ClusterCache::SetNodeLocked(std::size_t position, NodeStatePtr state) {
   chunk.nodes[position % kChunkSize] = std::move(state);
 }
 
-std::size_t ClusterCache::KindHasher::operator()(const MachineKind& kind) const {
-  const auto mix = [](std::uint64_t h, std::uint64_t v) { return (h ^ v) * 0x9E3779B97F4A7C15u; };
-  std::uint64_t h = mix(0, reinterpret_cast<std::uintptr_t>(kind.table));
-  h = mix(h, static_cast<std::uint64_t>(kind.cpu_allocatable_milli));
-  h = mix(h, static_cast<std::uint64_t>(kind.memory_allocatable_bytes));
-  return static_cast<std::size_t>(h ^ (h >> 29));
-}
-
 std::uint32_t ClusterCache::KindNumberLocked(const MachineKind& kind) {
   const auto [it, added] =
       kind_numbers_.try_emplace(kind, static_cast<std::uint32_t>(kind_numbers_.size()));

@@ -148,14 +148,12 @@ double Fragmentation(const state::NodeState& node, const std::vector<Shape>& sha
 // A node where the pod fits, and how. Nodes alike in their GPUs may share one NodeFit (its
 // assignment then names no node); both outlive the ScoreNodes call.
 struct Candidate {
-  Candidate(const state::NodeState* on, const NodeFit* how)
-      : node(on), fit(how), hot(on != nullptr ? &on->hot() : nullptr) {}
-  // May be left null by a caller that sets it (and `hot`) before scoring this candidate (Score
-  // reads it; figures gathered by the caller do not): Extender::Prioritize looks it up only for
-  // candidates without a kept score.
+  Candidate(const state::NodeState* on, const NodeFit* how) : node(on), fit(how) {}
+  // May be left null by a caller that sets it before scoring this candidate (Score reads it;
+  // figures gathered by the caller do not): Extender::Prioritize looks it up only for candidates
+  // without a kept score.
   const state::NodeState* node = nullptr;
-  const NodeFit* fit = nullptr;         // fits == true
-  const state::NodeHot* hot = nullptr;  // &node->hot(); outlives the scorer
+  const NodeFit* fit = nullptr;  // fits == true
 };
 
 // What every candidate's score depends on besides the candidate itself (the best ring and sum,

@@ -90,26 +90,26 @@ class Snapshot {
   }
   // The node at a position FindAll returned.
   const NodeState* NodeAt(std::size_t position) const {
-    return (*chunks_)[position / kChunkSize]->nodes[position % kChunkSize].get();
+    return ChunkOf(position).nodes[position % kChunkSize].get();
   }
   // The id of the node state at a position (NodeState::id()), from the dense ids.
   std::uint64_t IdAt(std::size_t position) const {
-    return (*chunks_)[position / kChunkSize]->ids[position % kChunkSize];
+    return ChunkOf(position).ids[position % kChunkSize];
   }
   void PrefetchIdAt(std::size_t position) const {
-    __builtin_prefetch(&(*chunks_)[position / kChunkSize]->ids[position % kChunkSize]);
+    __builtin_prefetch(&ChunkOf(position).ids[position % kChunkSize]);
   }
   // The number of the node's machine kind at a position: kinds()[KindAt(position)] equals
   // NodeAt(position)->hot().kind.
   std::uint32_t KindAt(std::size_t position) const {
-    return (*chunks_)[position / kChunkSize]->kinds[position % kChunkSize];
+    return ChunkOf(position).kinds[position % kChunkSize];
   }
   const MachineKinds& kinds() const { return *kinds_; }
   // Starts loading what NodeAt(position) reads first (the node's pointer), for a caller that
   // will visit several nodes by position: with the pointer loaded a few visits ahead, it can
   // prefetch the node itself (`__builtin_prefetch(NodeAt(position))`) before it needs it.
   void PrefetchNodeAt(std::size_t position) const {
-    __builtin_prefetch(&(*chunks_)[position / kChunkSize]->nodes[position % kChunkSize]);
+    __builtin_prefetch(&ChunkOf(position).nodes[position % kChunkSize]);
   }
   // Looks up every name of `names`, in order, overlapping the lookups' cache misses (hashes
   // first, each slot prefetched a few names ahead). With `ranks`, each known name's rank among
@@ -131,6 +131,10 @@ class Snapshot {
   const std::shared_ptr<const Problems>& problems() const { return problems_; }
 
  private:
+  const NodeChunk& ChunkOf(std::size_t position) const {
+    return *(*chunks_)[position / kChunkSize];
+  }
+
   std::shared_ptr<const NameIndex> index_;
   std::shared_ptr<const NodeChunks> chunks_;
   std::shared_ptr<const MachineKinds> kinds_;
@@ -246,7 +250,7 @@ class ClusterCache {
   std::shared_ptr<NodeChunks> chunks_;   // GUARDED_BY(mutex_)
   std::shared_ptr<MachineKinds> kinds_;  // GUARDED_BY(mutex_)
   struct KindHasher {
-    std::size_t operator()(const MachineKind& kind) const;
+    std::size_t operator()(const MachineKind& kind) const { return MachineKindHash(kind); }
   };
   std::unordered_map<MachineKind, std::uint32_t, KindHasher> kind_numbers_;  // GUARDED_BY(mutex_)
   std::size_t size_ = 0;                                                     // GUARDED_BY(mutex_)

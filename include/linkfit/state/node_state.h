@@ -179,6 +179,12 @@ struct MachineKind {
 };
 // The distinct machine kinds of a cluster, by number (a handful; one per node at most).
 using MachineKinds = std::vector<MachineKind>;
+// A hash of every field of `kind`, for the tables that count or number kinds.
+inline std::uint64_t MachineKindHash(const MachineKind& kind) {
+  return reinterpret_cast<std::uintptr_t>(kind.table) ^
+         static_cast<std::uint64_t>(kind.cpu_allocatable_milli) * 0xC2B2AE3D27D4EB4Fu ^
+         static_cast<std::uint64_t>(kind.memory_allocatable_bytes) * 0x165667B19E3779F9u;
+}
 
 // What filter and prioritize read of a node whose answer they keep (DESIGN.md §11): the state's
 // id, which validates a kept answer, and the node's machine kind. The cluster cache keeps both
