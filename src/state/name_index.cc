@@ -100,49 +100,82 @@ NameIndex& NameIndex::operator=(const NameIndex& other) {
   return *this;
 }
 
+namespace {
+
+// A name's length as a slot and an entry record it: below kLongName in the slot alone; from
+// kLongName on, the slot says kLongName and the entry holds the length after the position.
+constexpr std::uint32_t kLongName = 255;
+constexpr std::size_t kPositionBytes = 4;
+// The arena's first bytes, so that no entry lies at offset 0 (an empty slot's).
+constexpr std::size_t kArenaPad = 4;
+
+// The 32 bits a slot compares first: the hash's top 24 bits and the length (capped).
+std::uint32_t KeyOf(std::uint64_t hash, std::size_t length) {
+  const auto capped = static_cast<std::uint32_t>(std::min<std::size_t>(length, kLongName));
+  return (static_cast<std::uint32_t>(hash >> 32) & 0xFFFFFF00u) | capped;
+}
+
+// The probe of one name in slots [0, mask] whose entries lie in `arena`: the position + 1
+// recorded for it, or 0. Shared by both lookups; the batch passes the table's pointers from its
+// locals. A slot whose key matches is nearly always the name (24 bits of hash and the length
+// agree), so the entry's position and bytes are read together.
+template <typename Slot>
+inline std::uint32_t Probe(const Slot* slots, std::size_t mask, const char* arena,
+                           std::string_view name, std::uint64_t hash) {
+  const std::uint32_t key = KeyOf(hash, name.size());
+  const bool long_name = name.size() >= kLongName;
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& slot = slots[i];
+    if (slot.offset == 0) return 0;
+    if (slot.key != key) continue;
+    const char* entry = arena + slot.offset;
+    const char* bytes = entry + kPositionBytes;
+    if (long_name) {
+      if (Load4(bytes) != name.size()) continue;
+      bytes += sizeof(std::uint32_t);
+    }
+    if (Equal(bytes, name.data(), name.size())) {
+      return static_cast<std::uint32_t>(Load4(entry)) + 1;
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view NameIndex::NameOf(const Slot& slot) const {
+  const char* bytes = arena_.data() + slot.offset + kPositionBytes;
+  std::size_t length = slot.key & 0xFFu;
+  if (length == kLongName) {
+    length = Load4(bytes);
+    bytes += sizeof(std::uint32_t);
+  }
+  return {bytes, length};
+}
+
+std::uint32_t NameIndex::PositionOf(const Slot& slot) const {
+  return static_cast<std::uint32_t>(Load4(arena_.data() + slot.offset));
+}
+
 const std::vector<std::uint32_t>& NameIndex::Ranks() const {
   std::call_once(ranking_->once, [this] {
     std::vector<const Slot*> used;
     used.reserve(size_);
     std::uint32_t positions = 0;
     for (const Slot& slot : slots_) {
-      if (slot.position == 0) continue;
+      if (slot.offset == 0) continue;
       used.push_back(&slot);
-      positions = std::max(positions, slot.position);  // position + 1
+      positions = std::max(positions, PositionOf(slot) + 1);
     }
-    const auto name = [this](const Slot* slot) {
-      return std::string_view(arena_.data() + slot->offset, slot->length);
-    };
     std::sort(used.begin(), used.end(),
-              [&name](const Slot* a, const Slot* b) { return name(a) < name(b); });
+              [this](const Slot* a, const Slot* b) { return NameOf(*a) < NameOf(*b); });
     std::vector<std::uint32_t>& ranks = ranking_->ranks;
     ranks.assign(positions, 0);
     for (std::size_t rank = 0; rank < used.size(); ++rank) {
-      ranks[used[rank]->position - 1] = static_cast<std::uint32_t>(rank);
+      ranks[PositionOf(*used[rank])] = static_cast<std::uint32_t>(rank);
     }
   });
   return ranking_->ranks;
 }
-
-namespace {
-
-// The probe of one name in slots [0, mask] whose names lie in `arena`: the position + 1 recorded
-// for it, or 0. Shared by both lookups; the batch passes the table's pointers from its locals.
-template <typename Slot>
-inline std::uint32_t Probe(const Slot* slots, std::size_t mask, const char* arena,
-                           std::string_view name, std::uint64_t hash) {
-  const auto tag = static_cast<std::uint32_t>(hash >> 32);
-  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
-    const Slot& slot = slots[i];
-    if (slot.position == 0) return 0;
-    if (slot.tag == tag && slot.length == name.size() &&
-        Equal(arena + slot.offset, name.data(), name.size())) {
-      return slot.position;
-    }
-  }
-}
-
-}  // namespace
 
 std::size_t NameIndex::Find(std::string_view name) const {
   if (slots_.empty()) return kNotFound;
@@ -177,13 +210,18 @@ void NameIndex::FindAll(const std::string_view* names, std::size_t count,
 
 void NameIndex::Insert(std::string_view name, std::size_t position) {
   if ((size_ + 1) * 4 > slots_.size() * 3) Grow();
+  if (arena_.empty()) arena_.assign(kArenaPad, '\0');
   const std::uint64_t hash = Hash(name);
   const std::size_t mask = slots_.size() - 1;
   std::size_t i = hash & mask;
-  while (slots_[i].position != 0) i = (i + 1) & mask;
-  slots_[i] =
-      Slot{static_cast<std::uint32_t>(hash >> 32), static_cast<std::uint32_t>(position + 1),
-           static_cast<std::uint32_t>(arena_.size()), static_cast<std::uint32_t>(name.size())};
+  while (slots_[i].offset != 0) i = (i + 1) & mask;
+  slots_[i] = Slot{KeyOf(hash, name.size()), static_cast<std::uint32_t>(arena_.size())};
+  const auto append4 = [this](std::size_t value) {
+    const auto word = static_cast<std::uint32_t>(value);
+    arena_.append(reinterpret_cast<const char*>(&word), sizeof(word));
+  };
+  append4(position);
+  if (name.size() >= kLongName) append4(name.size());
   arena_.append(name);
   ++size_;
 }
@@ -193,10 +231,9 @@ void NameIndex::Grow() {
   slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});
   const std::size_t mask = slots_.size() - 1;
   for (const Slot& slot : old) {
-    if (slot.position == 0) continue;
-    const std::uint64_t hash = Hash(std::string_view(arena_.data() + slot.offset, slot.length));
-    std::size_t i = hash & mask;
-    while (slots_[i].position != 0) i = (i + 1) & mask;
+    if (slot.offset == 0) continue;
+    std::size_t i = Hash(NameOf(slot)) & mask;
+    while (slots_[i].offset != 0) i = (i + 1) & mask;
     slots_[i] = slot;
   }
 }

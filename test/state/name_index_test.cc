@@ -108,6 +108,36 @@ TEST(NameIndexTest, HashReadsEveryByteOfTheNameAndNothingElse) {
   }
 }
 
+// A slot records lengths up to 254; longer names keep their length in the arena. Names on both
+// sides of that edge, sharing every byte but the last or differing only in length, stay apart,
+// are found through growth and by the batch, and rank in byte order.
+TEST(NameIndexTest, NamesLongerThanASlotRecordsStayApart) {
+  std::vector<std::string> names;
+  for (std::size_t length = 250; length <= 262; ++length) {
+    names.push_back(std::string(length, 'n'));
+    names.push_back(std::string(length - 1, 'n') + "m");
+  }
+  names.push_back(std::string(100000, 'x'));  // far beyond any node name: still exact
+  names.push_back(std::string(99999, 'x') + "y");
+  NameIndex index;
+  for (std::size_t i = 0; i < names.size(); ++i) index.Insert(names[i], i);
+  for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(index.Find(names[i]), i) << i;
+  EXPECT_EQ(index.Find(std::string(249, 'n')), NameIndex::kNotFound);
+  EXPECT_EQ(index.Find(std::string(263, 'n')), NameIndex::kNotFound);
+  EXPECT_EQ(index.Find(std::string(255, 'n') + "x"), NameIndex::kNotFound);
+  const std::vector<std::string_view> views(names.begin(), names.end());
+  std::vector<std::uint32_t> found(views.size(), 7);
+  index.FindAll(views.data(), views.size(), found.data());
+  for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(found[i], i);
+  const std::vector<std::uint32_t>& ranks = index.Ranks();
+  ASSERT_EQ(ranks.size(), names.size());
+  for (std::size_t a = 0; a < names.size(); ++a) {
+    for (std::size_t b = 0; b < names.size(); ++b) {
+      EXPECT_EQ(ranks[a] < ranks[b], names[a] < names[b]) << a << " / " << b;
+    }
+  }
+}
+
 TEST(NameIndexTest, RanksFollowByteOrderAndCopiesRankAfresh) {
   const std::vector<std::string> names = {
       "node-10", "node-9", "", "Node-1", "node-1", std::string("node-1\0", 7), "\xC3\xA9", "~"};
