@@ -42,8 +42,8 @@ std::string DescribeDevices(const state::Assignment& a) {
 }
 
 // Filter and prioritize are bound by memory latency, not computation: what a call reads of a
-// node answered from the kept tables (its name's slot, its state id, the kept answer) is
-// contiguous by position, and the id and the kept answer's slot are prefetched 32 names ahead
+// node answered from the kept tables (its name's slot, its state serial, the kept answer) is
+// contiguous by position, and the serial and the kept answer's slot are prefetched 32 names ahead
 // (far enough for loads from memory, not just from a nearer cache, to overlap: between two
 // requests the kernel and other work on the core push these tables out; linkfit_verbs_bench's
 // evict_kib cases). Only a node whose state has no kept answer is visited.
@@ -52,43 +52,42 @@ void PrefetchKept(const Table& table, const state::Snapshot& snapshot,
                   const std::vector<state::NodeRef>& nodes, std::size_t i) {
   constexpr std::size_t kAhead = 32;
   if (i + kAhead < nodes.size() && nodes[i + kAhead].known()) {
-    snapshot.PrefetchIdAt(nodes[i + kAhead].position);
+    snapshot.PrefetchSerialAt(nodes[i + kAhead].position);
     table.Prefetch(nodes[i + kAhead].position);
   }
 }
 
 // A fit depends on nothing but the request and the node's GPU state: kept by node position and
-// state id across calls (verb_cache.h), and within a call shared by nodes alike
+// state serial across calls (verb_cache.h), and within a call shared by nodes alike
 // (gpu_state_memo.h). A shared fit's assignment names no node. Out of line: in steady state
 // nearly every fit is kept, and the loop in FitsOf stays small.
-[[gnu::noinline]] FitRef ComputeFit(FitTable& table, GpuStateMemo<CachedFit*>& alike,
+[[gnu::noinline]] FitRef ComputeFit(FitTable& table, GpuStateMemo<FitRef>& alike,
                                     const GpuRequest& request, const state::Snapshot& snapshot,
                                     const state::NodeRef& ref, const FitOptions& options) {
   const state::NodeState& node = *snapshot.NodeAt(ref.position);
-  CachedFit* fit = alike.Of(node, {}, [&] {
+  const FitRef fit = alike.Of(node, {}, [&] {
     NodeFit& computed = table.full_fits.emplace_back(FitOnNode(request, node, options));
     computed.assignment.node.clear();
-    KeptReason* reason = computed.fits ? nullptr : table.Intern(computed.reason);
-    return &table.fits.emplace_back(CachedFit{&computed, computed.quality, reason});
+    return table.Add(computed, computed.fits ? nullptr : table.Intern(computed.reason));
   });
-  table.by_position.Insert(ref.position, node.id(), FitRef(fit));
-  return FitRef(fit);
+  table.by_position.Insert(ref.position, snapshot.SerialAt(ref.position), fit);
+  return fit;
 }
 
 // The fit of each of a request's nodes, in its order (an unknown FitRef where linkfit does not
-// know the name), with its verdict in the reference: one small loop whose loads (state id,
+// know the name), with its verdict in the reference: one small loop whose loads (state serial,
 // kept slot, both prefetched) overlap, and that never visits a kept fit. The verbs then read the
 // verdicts in a row.
 std::vector<FitRef> FitsOf(FitTable& table, const GpuRequest& request,
                            const state::Snapshot& snapshot,
                            const std::vector<state::NodeRef>& nodes, const FitOptions& options) {
   std::vector<FitRef> fits(nodes.size());
-  GpuStateMemo<CachedFit*> alike;
+  GpuStateMemo<FitRef> alike;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     PrefetchKept(table.by_position, snapshot, nodes, i);
     const state::NodeRef& ref = nodes[i];
     if (!ref.known()) continue;
-    const FitRef* kept = table.by_position.Find(ref.position, snapshot.IdAt(ref.position));
+    const FitRef* kept = table.by_position.Find(ref.position, snapshot.SerialAt(ref.position));
     fits[i] = kept != nullptr ? *kept : ComputeFit(table, alike, request, snapshot, ref, options);
   }
   return fits;
@@ -144,7 +143,7 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const std::vector<state::NodeRef> nodes =
       snapshot->FindAll(args.node_names, true, kube::NodeFailure::kUnordered);
   const VerbCachePool::Lease cache = caches_->Acquire();
-  const std::uint64_t call = cache->BeginCall();
+  const std::uint64_t call = cache->BeginCall(snapshot->serial_epoch());
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
   fits.by_position.Reserve(snapshot->size());
   const std::vector<FitRef> found = FitsOf(fits, *request, *snapshot, nodes, options_.fit);
@@ -172,7 +171,7 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
       ++unresolvable;
       continue;
     }
-    KeptReason& reason = *fit.get()->reason;
+    KeptReason& reason = *fits[fit].reason;
     if (reason.kept_call != call) {  // each reason is kept once per reply
       reason.kept = result.Keep(reason.text);
       reason.kept_call = call;
@@ -201,7 +200,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   FitOptions scoring_only = options_.fit;
   scoring_only.explain = false;  // prioritize never shows a reason
   const VerbCachePool::Lease cache = caches_->Acquire();
-  cache->BeginCall();
+  cache->BeginCall(snapshot->serial_epoch());
   const std::string signature = RequestSignature(*request, scoring_only);
   FitTable& fits = cache->Fits(signature);
   fits.by_position.Reserve(snapshot->size());
@@ -216,9 +215,9 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   // What every score depends on, gathered from each candidate's kept fit head and kind number.
   CandidateFigures figures(&snapshot->kinds());
   for (std::size_t k = 0; k < fitting_count; ++k) {
-    if (k + 16 < fitting_count) __builtin_prefetch(found[fitting[k + 16]].get());
+    if (k + 16 < fitting_count) __builtin_prefetch(&fits[found[fitting[k + 16]]]);
     const std::size_t i = fitting[k];
-    figures.Add(found[i].get()->quality, snapshot->KindAt(nodes[i].position));
+    figures.Add(fits[found[i]].quality, snapshot->KindAt(nodes[i].position));
   }
   // Only candidates without a kept score are listed for the scorer (it reads its list only when
   // scoring, so the list may grow after the scorer is made); the others are answered from the
@@ -237,12 +236,13 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     if (k + 16 < fitting_count) scores.by_position.Prefetch(nodes[fitting[k + 16]].position);
     const std::size_t i = fitting[k];
     const state::NodeRef& ref = nodes[i];
-    const std::int64_t* kept = scores.by_position.Find(ref.position, snapshot->IdAt(ref.position));
+    const std::int32_t* kept =
+        scores.by_position.Find(ref.position, snapshot->SerialAt(ref.position));
     if (kept != nullptr) {
       priorities[i].score = *kept;
       continue;
     }
-    unscored.emplace_back(nullptr, found[i].get()->fit);
+    unscored.emplace_back(nullptr, fits[found[i]].fit);
     unscored_index.push_back(static_cast<std::uint32_t>(i));
   }
   // Scoring reads the node's own state, a miss per node that dominated prioritize when no score
@@ -258,7 +258,8 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     const state::NodeState* node = snapshot->NodeAt(ref.position);
     unscored[c].node = node;
     const std::int64_t score = scorer.Score(c);
-    scores.by_position.Insert(ref.position, node->id(), score);
+    scores.by_position.Insert(ref.position, snapshot->SerialAt(ref.position),
+                              static_cast<std::int32_t>(score));
     priorities[unscored_index[c]].score = score;
   }
   return priorities;

@@ -76,7 +76,20 @@ KeptReason* FitTable::Intern(const std::string& text) {
   return reason;
 }
 
-std::uint64_t VerbCache::BeginCall() { return ++calls_; }
+FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason) {
+  const auto index = static_cast<std::uint32_t>(fits.size());
+  fits.push_back(CachedFit{&fit, fit.quality, reason});
+  return FitRef(index, fit);
+}
+
+std::uint64_t VerbCache::BeginCall(std::uint64_t serial_epoch) {
+  if (serial_epoch != serial_epoch_) {
+    fits_.clear();
+    scores_.clear();
+    serial_epoch_ = serial_epoch;
+  }
+  return ++calls_;
+}
 
 FitTable& VerbCache::Fits(const std::string& signature) {
   auto it = fits_.find(signature);

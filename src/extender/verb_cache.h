@@ -1,11 +1,13 @@
 #pragma once
 
 // What filter and prioritize keep across calls. A node state never changes (a change makes a new
-// state with a new NodeState::id()), so a fit found for a request on a state holds for as long as
-// that state exists, and a score holds for as long as the figures it was scored under (the
+// state, with a new serial at its position), so a fit found for a request on a state holds for as
+// long as that state exists, and a score holds for as long as the figures it was scored under (the
 // request, the learned shapes, the candidates' best ring and scarcity) are the same. kube-scheduler
 // asks about the same few pod shapes over nodes of which only the last bound one changed, so most
-// nodes are answered from here: one read at the node's position, checked against its state id.
+// nodes are answered from here: one 8-byte read at the node's position, checked against the serial
+// of its state (state::NodeChunk); a cache drops everything it keeps when the serials start a new
+// epoch.
 //
 // Tables are keyed by a text that names everything else the answer depends on (RequestSignature,
 // ScoreContext); the shapes and MIG weights a score table was built under are held by it, so
@@ -29,22 +31,28 @@
 
 namespace linkfit::extender {
 
-// Small values kept per node position (state::NodeRef::position), each valid for one node state
-// id: a kept value is found by indexing, never by hashing, and only while the node at that position
-// still has the state it was kept for (ids are never reused, never 0; positions may be reused
-// after a node is removed, which only makes the old value unreachable).
+// Four-byte values kept per node position (state::NodeRef::position), each valid for one state
+// serial (state::Snapshot::SerialAt): a kept value is found by indexing, never by hashing, and
+// only while the node at that position still has the state it was kept for (within an epoch,
+// serials are never reused, never 0; positions may be reused after a node is removed, which only
+// makes the old value unreachable). A slot is eight bytes: a request reads one per name, all over
+// the table, so its size is what a call costs from memory.
 template <typename Value>
 class PositionMap {
+  static_assert(sizeof(Value) == 4);
+
  public:
-  const Value* Find(std::uint32_t position, std::uint64_t id) const {
-    if (position >= slots_.size() || slots_[position].id != id || id == 0) return nullptr;
+  const Value* Find(std::uint32_t position, std::uint32_t serial) const {
+    if (position >= slots_.size() || slots_[position].serial != serial || serial == 0) {
+      return nullptr;
+    }
     return &slots_[position].value;
   }
-  void Insert(std::uint32_t position, std::uint64_t id, Value value) {
+  void Insert(std::uint32_t position, std::uint32_t serial, Value value) {
     if (position >= slots_.size()) slots_.resize(std::size_t{position} + 1);
     Slot& slot = slots_[position];
-    if (slot.id == 0) ++size_;
-    slot = Slot{id, std::move(value)};
+    if (slot.serial == 0) ++size_;
+    slot = Slot{serial, value};
   }
   // Positions in use (at most the cluster's node count).
   std::size_t size() const { return size_; }
@@ -59,7 +67,7 @@ class PositionMap {
 
  private:
   struct Slot {
-    std::uint64_t id = 0;
+    std::uint32_t serial = 0;
     Value value{};
   };
   std::vector<Slot> slots_;
@@ -85,26 +93,27 @@ struct CachedFit {
   KeptReason* reason = nullptr;  // set when !fit->fits, interned
 };
 
-// A kept fit as the verbs read it first: whether it fits, and whether a failure is
-// unresolvable, ride in the pointer's low bits, so that a passing node costs no visit to its fit
-// (thousands of distinct fits lie far apart; the pass/fail of every name is read in a row).
+// A kept fit as the verbs read it first, in four bytes: its index in its table
+// (FitTable::fits), and whether it fits and whether a failure is unresolvable, so that a passing
+// node costs no visit to its fit (the pass/fail of every name is read in a row).
 class FitRef {
  public:
+  // Tables hold far fewer fits than this (VerbCache::kMaxFits, plus one call's new fits).
+  static constexpr std::uint32_t kMaxIndex = (std::uint32_t{1} << 30) - 2;
+
   FitRef() = default;
-  explicit FitRef(CachedFit* fit)
-      : bits_(reinterpret_cast<std::uintptr_t>(fit) | (fit->fit->fits ? kFits : 0) |
-              (fit->fit->unresolvable ? kUnresolvable : 0)) {}
-  CachedFit* get() const { return reinterpret_cast<CachedFit*>(bits_ & ~kFlags); }
-  bool known() const { return bits_ != 0; }  // false: a default FitRef, no fit
+  // REQUIRES: index <= kMaxIndex.
+  FitRef(std::uint32_t index, const NodeFit& fit)
+      : bits_((index + 1) << 2 | (fit.fits ? kFits : 0) | (fit.unresolvable ? kUnresolvable : 0)) {}
+  std::uint32_t index() const { return (bits_ >> 2) - 1; }  // REQUIRES: known()
+  bool known() const { return bits_ != 0; }                 // false: a default FitRef, no fit
   bool fits() const { return (bits_ & kFits) != 0; }
   bool unresolvable() const { return (bits_ & kUnresolvable) != 0; }
 
  private:
-  static constexpr std::uintptr_t kFits = 1;
-  static constexpr std::uintptr_t kUnresolvable = 2;
-  static constexpr std::uintptr_t kFlags = kFits | kUnresolvable;
-  static_assert(alignof(CachedFit) > kFlags);
-  std::uintptr_t bits_ = 0;
+  static constexpr std::uint32_t kFits = 1;
+  static constexpr std::uint32_t kUnresolvable = 2;
+  std::uint32_t bits_ = 0;
 };
 
 // Fits of one request signature.
@@ -112,8 +121,13 @@ struct FitTable {
   // The table's record of `text` (added the first time).
   KeptReason* Intern(const std::string& text);
 
+  // The kept fit `ref` names. REQUIRES: ref.known(), from this table.
+  const CachedFit& operator[](FitRef ref) const { return fits[ref.index()]; }
+  // Keeps `fit`'s head and returns its reference.
+  FitRef Add(const NodeFit& fit, KeptReason* reason);
+
   std::deque<NodeFit> full_fits;  // stable addresses
-  std::deque<CachedFit> fits;     // stable addresses, one per full fit
+  std::vector<CachedFit> fits;    // by FitRef::index, one per full fit
   PositionMap<FitRef> by_position;
   std::deque<KeptReason> reasons;                                  // stable addresses
   std::unordered_map<std::string_view, KeptReason*> reason_index;  // keys view `reasons`
@@ -122,9 +136,9 @@ struct FitTable {
 
 // Scores under one context.
 struct ScoreTable {
-  PositionMap<std::int64_t> by_position;
-  ShapeList shapes;                  // held: its address is part of the context
-  MigProfileWeightsPtr mig_weights;  // likewise
+  PositionMap<std::int32_t> by_position;  // scores lie in 0..score_range (at most 1,000,000)
+  ShapeList shapes;                       // held: its address is part of the context
+  MigProfileWeightsPtr mig_weights;       // likewise
   std::uint64_t last_use = 0;
 };
 
@@ -140,8 +154,10 @@ std::string ScoreContext(const std::string& signature, const GpuRequest& request
 
 class VerbCache {
  public:
-  // Starts a call; the number identifies it (KeptReason::kept_call).
-  std::uint64_t BeginCall();
+  // Starts a call on a snapshot of serial epoch `serial_epoch` (state::Snapshot::serial_epoch):
+  // a new epoch drops every table. The number returned identifies the call
+  // (KeptReason::kept_call).
+  std::uint64_t BeginCall(std::uint64_t serial_epoch);
   // The table for `signature` (created empty); tables grown past their bound are emptied here,
   // at a call's start, never while a call holds pointers into them.
   FitTable& Fits(const std::string& signature);
@@ -149,7 +165,7 @@ class VerbCache {
                      const MigProfileWeightsPtr& mig_weights);
 
   // Bounds: at most kMaxTables tables of each kind (the least recently used goes); a table holds
-  // one slot per node position (16 bytes) and is emptied at a call's start once it holds more than
+  // one slot per node position (8 bytes) and is emptied at a call's start once it holds more than
   // kMaxFits fits (a fit is a few hundred bytes; distinct fits per call are the distinct GPU
   // states, a few thousand at most), so a cache stays within a few tens of MB in the worst case.
   static constexpr std::size_t kMaxTables = 16;
@@ -159,6 +175,7 @@ class VerbCache {
   std::map<std::string, FitTable, std::less<>> fits_;
   std::map<std::string, ScoreTable, std::less<>> scores_;
   std::uint64_t calls_ = 0;
+  std::uint64_t serial_epoch_ = 0;
 };
 
 class VerbCachePool {

@@ -51,18 +51,38 @@ const NodeStatePtr& ClusterCache::NodeAtLocked(std::size_t position) const {
   return (*chunks_)[position / kChunkSize]->nodes[position % kChunkSize];
 }
 
-void ClusterCache::SetNodeLocked(std::size_t position, NodeStatePtr state) {
+NodeChunk& ClusterCache::PrivateChunkLocked(std::size_t chunk) {
   if (!chunks_private_) {
     chunks_ = std::make_shared<NodeChunks>(*chunks_);
     chunks_private_ = true;
   }
-  const std::size_t c = position / kChunkSize;
-  if (!chunk_private_[c]) {
-    (*chunks_)[c] = std::make_shared<NodeChunk>(*(*chunks_)[c]);
-    chunk_private_[c] = true;
+  if (!chunk_private_[chunk]) {
+    (*chunks_)[chunk] = std::make_shared<NodeChunk>(*(*chunks_)[chunk]);
+    chunk_private_[chunk] = true;
   }
-  NodeChunk& chunk = *(*chunks_)[c];
-  chunk.ids[position % kChunkSize] = state->id();
+  return *(*chunks_)[chunk];
+}
+
+std::uint32_t ClusterCache::NextSerialLocked() {
+  if (last_serial_ >= serial_limit_) {
+    ++serial_epoch_;
+    last_serial_ = 0;
+    for (std::size_t position = 0; position < size_; ++position) {
+      PrivateChunkLocked(position / kChunkSize).serials[position % kChunkSize] = ++last_serial_;
+    }
+  }
+  return ++last_serial_;
+}
+
+void ClusterCache::LimitSerialsForTesting(std::uint32_t limit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  serial_limit_ = limit;
+}
+
+void ClusterCache::SetNodeLocked(std::size_t position, NodeStatePtr state) {
+  const std::uint32_t serial = NextSerialLocked();
+  NodeChunk& chunk = PrivateChunkLocked(position / kChunkSize);
+  chunk.serials[position % kChunkSize] = serial;
   chunk.kinds[position % kChunkSize] = KindNumberLocked(state->hot().kind);
   chunk.nodes[position % kChunkSize] = std::move(state);
 }
@@ -220,7 +240,7 @@ SnapshotPtr ClusterCache::Snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (dirty_) {
     published_ = std::make_shared<const state::Snapshot>(index_, chunks_, kinds_, size_,
-                                                         ++generation_, problems_);
+                                                         ++generation_, serial_epoch_, problems_);
     // From now on the snapshot shares them: the next change copies what it touches.
     dirty_ = false;
     index_private_ = false;

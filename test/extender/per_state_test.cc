@@ -70,6 +70,9 @@ class PerStateTest : public ::testing::Test {
 
   void CheckFilter(const kube::PodView& pod);
   void CheckPrioritize(const kube::PodView& pod);
+  // 200 rounds of random binds, releases, new demand and load, each checked (CheckFilter,
+  // CheckPrioritize); returns the number of binds made.
+  int CheckRandomChanges(std::mt19937& rng);
 
   static std::vector<kube::PodView> Pods() {
     std::vector<kube::PodView> pods;
@@ -177,12 +180,7 @@ TEST_F(PerStateTest, PrioritizeScoresEveryNodeAsItsOwnFitDoes) {
   for (const kube::PodView& pod : Pods()) CheckPrioritize(pod);
 }
 
-// Answers kept across calls (by node state id) follow every change: binds and releases change
-// a node's state, new demand changes the shapes, a candidate set without the best node changes
-// the best ring. Every call is checked against answers computed afresh.
-TEST_F(PerStateTest, KeptAnswersFollowEveryChange) {
-  std::mt19937 rng(23);
-  BuildCluster(rng, 80);
+int PerStateTest::CheckRandomChanges(std::mt19937& rng) {
   const std::vector<kube::PodView> pods = Pods();
   std::vector<std::string> bound;
   int binds = 0;
@@ -230,7 +228,28 @@ TEST_F(PerStateTest, KeptAnswersFollowEveryChange) {
     }
     if (::testing::Test::HasFailure()) break;
   }
-  EXPECT_GE(binds, 5);
+  return binds;
+}
+
+// Answers kept across calls (by node position and state serial) follow every change: binds and
+// releases change a node's state, new demand changes the shapes, a candidate set without the best
+// node changes the best ring. Every call is checked against answers computed afresh.
+TEST_F(PerStateTest, KeptAnswersFollowEveryChange) {
+  std::mt19937 rng(23);
+  BuildCluster(rng, 80);
+  EXPECT_GE(CheckRandomChanges(rng), 5);
+}
+
+// The same when the serials run out every few dozen changes: a new serial epoch numbers every
+// position afresh, so a serial seen before at a position may now name another state there, and
+// nothing kept under the old epoch may answer (without the epoch check this test fails).
+TEST_F(PerStateTest, KeptAnswersFollowANewSerialEpoch) {
+  std::mt19937 rng(29);
+  BuildCluster(rng, 40);
+  cache_.LimitSerialsForTesting(60);
+  const std::uint64_t first_epoch = cache_.Snapshot()->serial_epoch();
+  EXPECT_GE(CheckRandomChanges(rng), 5);
+  EXPECT_GE(cache_.Snapshot()->serial_epoch(), first_epoch + 3);
 }
 
 // The same node state scores differently under other candidates' figures: a node whose only
@@ -285,24 +304,24 @@ TEST(GpuStateMemoTest, ComputesOncePerDistinctStateAndExtra) {
 
 TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
   VerbCache cache;
-  cache.BeginCall();
+  cache.BeginCall(1);
   cache.Fits("kept").by_position.Insert(0, 1, FitRef());
   for (int i = 0; i < 40; ++i) {
-    cache.BeginCall();
+    cache.BeginCall(1);
     cache.Fits("kept");  // used every call: never the least recently used
     cache.Fits("shape-" + std::to_string(i)).by_position.Insert(3, 7, FitRef());
   }
-  cache.BeginCall();
+  cache.BeginCall(1);
   EXPECT_EQ(cache.Fits("kept").by_position.size(), 1u);
   EXPECT_EQ(cache.Fits("shape-39").by_position.size(), 1u);
   EXPECT_EQ(cache.Fits("shape-0").by_position.size(), 0u);  // evicted long ago: created afresh
   // A table that holds more fits than its bound is emptied when a call next asks for it.
   FitTable& big = cache.Fits("big");
   for (std::size_t i = 0; i <= VerbCache::kMaxFits; ++i) {
-    big.fits.push_back(CachedFit{&big.full_fits.emplace_back(), {}, nullptr});
+    big.Add(big.full_fits.emplace_back(), nullptr);
   }
-  big.by_position.Insert(0, 1, FitRef(&big.fits.front()));
-  cache.BeginCall();
+  big.by_position.Insert(0, 1, FitRef(0, big.full_fits.front()));
+  cache.BeginCall(1);
   EXPECT_EQ(cache.Fits("big").fits.size(), 0u);
   EXPECT_EQ(cache.Fits("big").by_position.Find(0, 1), nullptr);
   // Score tables hold the shapes they were built under.
@@ -311,26 +330,42 @@ TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
   cache.Scores("context", shapes, nullptr);
   shapes.reset();
   EXPECT_FALSE(watch.expired());
+  // A new serial epoch drops every table (their serials may now name other states).
+  cache.BeginCall(2);
+  EXPECT_EQ(cache.Fits("kept").by_position.size(), 0u);
+  EXPECT_TRUE(watch.expired());
 }
 
-// A kept fit's verdict rides in its pointer: what FitRef says is what the fit says, and the fit
-// comes back unchanged.
+// A kept fit's verdict rides in its reference: what FitRef says is what the fit says, and the
+// table gives the fit back unchanged, up to the largest index.
 TEST(VerbCacheTest, AFitRefCarriesItsFitsVerdict) {
-  std::deque<NodeFit> full(4);
-  full[0].fits = true;
-  full[1].fits = false;
-  full[2].fits = false;
-  full[2].unresolvable = true;
-  full[3].fits = true;
-  full[3].unresolvable = true;  // not a combination FitOnNode makes; the bits stay apart
-  std::deque<CachedFit> fits;
-  for (const NodeFit& fit : full) fits.push_back(CachedFit{&fit, fit.quality, nullptr});
-  for (CachedFit& fit : fits) {
-    const FitRef ref(&fit);
+  FitTable table;
+  for (int i = 0; i < 4; ++i) table.full_fits.emplace_back();
+  table.full_fits[0].fits = true;
+  table.full_fits[1].fits = false;
+  table.full_fits[2].fits = false;
+  table.full_fits[2].unresolvable = true;
+  table.full_fits[3].fits = true;
+  table.full_fits[3].unresolvable = true;  // not a combination FitOnNode makes; bits stay apart
+  table.full_fits[3].quality.ring_mbps = 42;
+  KeptReason reason{"why", 0, {}};
+  for (const NodeFit& fit : table.full_fits) {
+    const FitRef ref = table.Add(fit, &reason);
     EXPECT_TRUE(ref.known());
-    EXPECT_EQ(ref.get(), &fit);
-    EXPECT_EQ(ref.fits(), fit.fit->fits);
-    EXPECT_EQ(ref.unresolvable(), fit.fit->unresolvable);
+    EXPECT_EQ(table[ref].fit, &fit);
+    EXPECT_EQ(table[ref].reason, &reason);
+    EXPECT_EQ(table[ref].quality.ring_mbps, fit.quality.ring_mbps);
+    EXPECT_EQ(ref.fits(), fit.fits);
+    EXPECT_EQ(ref.unresolvable(), fit.unresolvable);
+  }
+  for (const std::uint32_t index : {std::uint32_t{0}, std::uint32_t{12345}, FitRef::kMaxIndex}) {
+    for (const NodeFit& fit : table.full_fits) {
+      const FitRef ref(index, fit);
+      EXPECT_TRUE(ref.known());
+      EXPECT_EQ(ref.index(), index);
+      EXPECT_EQ(ref.fits(), fit.fits);
+      EXPECT_EQ(ref.unresolvable(), fit.unresolvable);
+    }
   }
   EXPECT_FALSE(FitRef().known());
   EXPECT_FALSE(FitRef().fits());

@@ -3,6 +3,11 @@
 
 #include "linkfit/state/cluster_cache.h"
 
+#include <map>
+#include <random>
+#include <set>
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "testing/cluster.h"
@@ -268,11 +273,16 @@ TEST_F(ClusterCacheTest, RemoveNodeDropsItsPods) {
   EXPECT_TRUE(cache_.Assume("u2", "dgx1", placer.Get()).has_value());
 }
 
-// What the verbs read by position instead of the node: its state id and its machine kind's number.
+// What the verbs read by position instead of the node: its state serial (never 0, one per
+// position) and its machine kind's number.
 std::string CheckByPosition(const Snapshot& snapshot) {
+  std::set<std::uint32_t> serials;
   for (std::size_t position = 0; position < snapshot.size(); ++position) {
     const NodeState& node = *snapshot.NodeAt(position);
-    if (snapshot.IdAt(position) != node.id()) return node.name() + ": id differs";
+    if (snapshot.SerialAt(position) == 0) return node.name() + ": serial 0";
+    if (!serials.insert(snapshot.SerialAt(position)).second) {
+      return node.name() + ": serial given twice";
+    }
     const std::uint32_t kind = snapshot.KindAt(position);
     if (kind >= snapshot.kinds().size() || !(snapshot.kinds()[kind] == node.hot().kind)) {
       return node.name() + ": kind differs";
@@ -303,15 +313,63 @@ TEST(ClusterCacheKindsTest, NodesOfOneMachineTypeShareAKindNumber) {
   EXPECT_NE(kind_of(*first, "a"), kind_of(*first, "c"));
   EXPECT_NE(kind_of(*first, "a"), kind_of(*first, "d"));
 
-  // A bind changes the id at the node's position, not its kind; the old snapshot keeps its own.
+  // A bind changes the serial at the node's position, not its kind; the old snapshot keeps its own.
   FixedPlacer placer{Mask({0})};
   ASSERT_TRUE(cache.Assume("u1", "b", placer.Get()).has_value());
   const SnapshotPtr second = cache.Snapshot();
   EXPECT_EQ(CheckByPosition(*second), "");
   EXPECT_EQ(CheckByPosition(*first), "");
   EXPECT_EQ(kind_of(*second, "b"), kind_of(*first, "b"));
-  EXPECT_NE(second->IdAt(second->FindAll({"b"}, false, 0)[0].position),
-            first->IdAt(first->FindAll({"b"}, false, 0)[0].position));
+  EXPECT_NE(second->SerialAt(second->FindAll({"b"}, false, 0)[0].position),
+            first->SerialAt(first->FindAll({"b"}, false, 0)[0].position));
+}
+
+// Within a serial epoch, a (position, serial) pair seen in any snapshot always names the same node
+// state; when the serials run out, a new epoch begins with every position numbered afresh.
+TEST(ClusterCacheSerialsTest, ASerialNamesOneStateWithinItsEpoch) {
+  ClusterCache cache;
+  cache.LimitSerialsForTesting(12);
+  for (int i = 0; i < 5; ++i) cache.UpsertNode(NodeWithCpu("n" + std::to_string(i), "dgx-a100", 1));
+  std::mt19937 rng(3);
+  std::vector<SnapshotPtr> kept;  // every snapshot stays alive: no state's address is reused
+  std::map<std::tuple<std::uint64_t, std::size_t, std::uint32_t>, const NodeState*> named;
+  std::set<std::uint64_t> epochs;
+  FixedPlacer placer{Mask({0})};
+  int pods = 0;
+  for (int change = 0; change < 300; ++change) {
+    const std::string node = "n" + std::to_string(rng() % 5);
+    switch (rng() % 4) {
+      case 0:
+        (void)cache.Assume("u" + std::to_string(++pods), node, placer.Get());
+        break;
+      case 1:
+        cache.Forget("u" + std::to_string(pods));
+        break;
+      case 2:
+        cache.AddLoad(node, 100, 0);
+        break;
+      default:
+        if (rng() % 8 == 0) {
+          cache.RemoveNode(node);
+        } else {
+          cache.UpsertNode(NodeWithCpu(node, "dgx-a100", 1 + static_cast<int>(rng() % 3)));
+        }
+        break;
+    }
+    const SnapshotPtr snapshot = cache.Snapshot();
+    kept.push_back(snapshot);
+    ASSERT_EQ(CheckByPosition(*snapshot), "") << "change " << change;
+    epochs.insert(snapshot->serial_epoch());
+    for (std::size_t position = 0; position < snapshot->size(); ++position) {
+      const auto key =
+          std::make_tuple(snapshot->serial_epoch(), position, snapshot->SerialAt(position));
+      const auto [it, added] = named.try_emplace(key, snapshot->NodeAt(position));
+      ASSERT_EQ(it->second, snapshot->NodeAt(position))
+          << "change " << change << ": position " << position << " serial "
+          << snapshot->SerialAt(position) << " names two states";
+    }
+  }
+  EXPECT_GE(epochs.size(), 10u);
 }
 
 TEST(ClusterCacheKindsTest, KindsLeftBehindAreDroppedAndRenumbered) {

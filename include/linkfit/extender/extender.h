@@ -13,10 +13,10 @@
 //
 // Filter, prioritize, preempt and explain are const: they read one snapshot and the PodSource's
 // demand and change nothing of the cluster's state. Filter and prioritize keep what they learn
-// of node states across calls (fits and scores by node state id, extender/verb_cache.h): a node
-// state never changes, so these hold until the state is replaced. Bind resolves the pod through the
-// PodSource (pod_source.h), which is the memo of earlier requests in standalone mode and the pod
-// watch in cluster mode.
+// of node states across calls (fits and scores by node position and state serial,
+// extender/verb_cache.h): a node state never changes, so these hold until the state is replaced.
+// Bind resolves the pod through the PodSource (pod_source.h), which is the memo of earlier
+// requests in standalone mode and the pod watch in cluster mode.
 //
 // Thread-safety: every method may be called concurrently.
 
