@@ -212,12 +212,17 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     fitting[fitting_count] = static_cast<std::uint32_t>(i);
     fitting_count += found[i].fits() ? 1u : 0u;
   }
-  // What every score depends on, gathered from each candidate's kept fit head and kind number.
+  // What every score depends on: each candidate's kind number, and the quality of each distinct
+  // fit among the candidates (a few hundred heads read once, not one per candidate).
   CandidateFigures figures(&snapshot->kinds());
+  std::vector<std::uint8_t> fit_used(fits.fits.size());
   for (std::size_t k = 0; k < fitting_count; ++k) {
-    if (k + 16 < fitting_count) __builtin_prefetch(&fits[found[fitting[k + 16]]]);
     const std::size_t i = fitting[k];
-    figures.Add(fits[found[i]].quality, snapshot->KindAt(nodes[i].position));
+    figures.AddKind(snapshot->KindAt(nodes[i].position));
+    fit_used[found[i].index()] = 1;
+  }
+  for (std::size_t f = 0; f < fit_used.size(); ++f) {
+    if (fit_used[f] != 0) figures.AddQuality(fits.fits[f].quality);
   }
   // Only candidates without a kept score are listed for the scorer (it reads its list only when
   // scoring, so the list may grow after the scorer is made); the others are answered from the

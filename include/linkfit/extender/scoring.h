@@ -179,16 +179,21 @@ class CandidateFigures {
   // Likewise, of the kind numbered `kind` in `kinds`. Inline: called once per candidate.
   void Add(const alloc::SetQuality& quality, std::uint32_t kind) {
     AddQuality(quality);
-    ++counts_[kind];
+    AddKind(kind);
   }
-
- private:
-  friend class CandidateScorer;
-  struct Supply;  // CPU and memory per GPU (extender/balance.h)
+  // A candidate's two parts apart, for a caller that has many candidates of few distinct fits:
+  // each candidate's kind by number, and each distinct quality among the candidates' fits once
+  // (the figures take the best ring and sum, maxima, so a quality added once or many times
+  // counts the same).
+  void AddKind(std::uint32_t kind) { ++counts_[kind]; }
   void AddQuality(const alloc::SetQuality& quality) {
     best_ring_ = std::max(best_ring_, static_cast<double>(quality.ring_mbps));
     best_sum_ = std::max(best_sum_, static_cast<double>(quality.sum_mbps));
   }
+
+ private:
+  friend class CandidateScorer;
+  struct Supply;      // CPU and memory per GPU (extender/balance.h)
   void FoldCounts();  // the kinds counted by number into supply_
 
   double best_ring_ = 0;
