@@ -42,23 +42,21 @@ std::string DescribeDevices(const state::Assignment& a) {
 }
 
 // Filter and prioritize are bound by memory latency, not computation: what a call reads of a
-// node answered from the kept tables (its name's slot, its state serial, the kept answer) is
-// contiguous by position, and the serial and the kept answer's slot are prefetched 32 names ahead
-// (far enough for loads from memory, not just from a nearer cache, to overlap: between two
-// requests the kernel and other work on the core push these tables out; linkfit_verbs_bench's
-// evict_kib cases). Only a node whose state has no kept answer is visited.
+// node answered from the kept tables (its name's slot and bytes, the kept answer) is contiguous
+// by position, and the kept answer's slot is prefetched 32 names ahead (far enough for loads
+// from memory, not just from a nearer cache, to overlap: between two requests the kernel and
+// other work on the core push these tables out; linkfit_verbs_bench's evict_kib cases). Only a
+// node without a kept answer is visited.
 template <typename Table>
-void PrefetchKept(const Table& table, const state::Snapshot& snapshot,
-                  const std::vector<state::NodeRef>& nodes, std::size_t i) {
+void PrefetchKept(const Table& table, const std::vector<state::NodeRef>& nodes, std::size_t i) {
   constexpr std::size_t kAhead = 32;
   if (i + kAhead < nodes.size() && nodes[i + kAhead].known()) {
-    snapshot.PrefetchSerialAt(nodes[i + kAhead].position);
     table.Prefetch(nodes[i + kAhead].position);
   }
 }
 
-// A fit depends on nothing but the request and the node's GPU state: kept by node position and
-// state serial across calls (verb_cache.h), and within a call shared by nodes alike
+// A fit depends on nothing but the request and the node's GPU state: kept by node position
+// across calls until the node changes (verb_cache.h), and within a call shared by nodes alike
 // (gpu_state_memo.h). A shared fit's assignment names no node. Out of line: in steady state
 // nearly every fit is kept, and the loop in FitsOf stays small.
 [[gnu::noinline]] FitRef ComputeFit(FitTable& table, GpuStateMemo<FitRef>& alike,
@@ -70,13 +68,13 @@ void PrefetchKept(const Table& table, const state::Snapshot& snapshot,
     computed.assignment.node.clear();
     return table.Add(computed, computed.fits ? nullptr : table.Intern(computed.reason));
   });
-  table.by_position.Insert(ref.position, snapshot.SerialAt(ref.position), fit);
+  table.by_position.Insert(ref.position, fit);
   return fit;
 }
 
 // The fit of each of a request's nodes, in its order (an unknown FitRef where linkfit does not
-// know the name), with its verdict in the reference: one small loop whose loads (state serial,
-// kept slot, both prefetched) overlap, and that never visits a kept fit. The verbs then read the
+// know the name), with its verdict in the reference: one small loop whose loads (the kept slots,
+// prefetched) overlap, and that never visits a kept fit. The verbs then read the
 // verdicts in a row.
 std::vector<FitRef> FitsOf(FitTable& table, const GpuRequest& request,
                            const state::Snapshot& snapshot,
@@ -84,11 +82,11 @@ std::vector<FitRef> FitsOf(FitTable& table, const GpuRequest& request,
   std::vector<FitRef> fits(nodes.size());
   GpuStateMemo<FitRef> alike;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    PrefetchKept(table.by_position, snapshot, nodes, i);
+    PrefetchKept(table.by_position, nodes, i);
     const state::NodeRef& ref = nodes[i];
     if (!ref.known()) continue;
-    const FitRef* kept = table.by_position.Find(ref.position, snapshot.SerialAt(ref.position));
-    fits[i] = kept != nullptr ? *kept : ComputeFit(table, alike, request, snapshot, ref, options);
+    const FitRef kept = table.by_position.Find(ref.position);
+    fits[i] = kept.known() ? kept : ComputeFit(table, alike, request, snapshot, ref, options);
   }
   return fits;
 }
@@ -143,7 +141,7 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const std::vector<state::NodeRef> nodes =
       snapshot->FindAll(args.node_names, true, kube::NodeFailure::kUnordered);
   const VerbCachePool::Lease cache = caches_->Acquire();
-  const std::uint64_t call = cache->BeginCall(snapshot->serial_epoch());
+  const std::uint64_t call = cache->BeginCall(*snapshot, cache_);
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
   fits.by_position.Reserve(snapshot->size());
   const std::vector<FitRef> found = FitsOf(fits, *request, *snapshot, nodes, options_.fit);
@@ -200,7 +198,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   FitOptions scoring_only = options_.fit;
   scoring_only.explain = false;  // prioritize never shows a reason
   const VerbCachePool::Lease cache = caches_->Acquire();
-  cache->BeginCall(snapshot->serial_epoch());
+  cache->BeginCall(*snapshot, cache_);
   const std::string signature = RequestSignature(*request, scoring_only);
   FitTable& fits = cache->Fits(signature);
   fits.by_position.Reserve(snapshot->size());
@@ -241,10 +239,9 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     if (k + 16 < fitting_count) scores.by_position.Prefetch(nodes[fitting[k + 16]].position);
     const std::size_t i = fitting[k];
     const state::NodeRef& ref = nodes[i];
-    const std::int32_t* kept =
-        scores.by_position.Find(ref.position, snapshot->SerialAt(ref.position));
-    if (kept != nullptr) {
-      priorities[i].score = *kept;
+    const KeptScore kept = scores.by_position.Find(ref.position);
+    if (kept.known()) {
+      priorities[i].score = kept.score();
       continue;
     }
     unscored.emplace_back(nullptr, fits[found[i]].fit);
@@ -263,8 +260,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     const state::NodeState* node = snapshot->NodeAt(ref.position);
     unscored[c].node = node;
     const std::int64_t score = scorer.Score(c);
-    scores.by_position.Insert(ref.position, snapshot->SerialAt(ref.position),
-                              static_cast<std::int32_t>(score));
+    scores.by_position.Insert(ref.position, KeptScore(score));
     priorities[unscored_index[c]].score = score;
   }
   return priorities;

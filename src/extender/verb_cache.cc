@@ -82,11 +82,30 @@ FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason) {
   return FitRef(index, fit);
 }
 
-std::uint64_t VerbCache::BeginCall(std::uint64_t serial_epoch) {
-  if (serial_epoch != serial_epoch_) {
-    fits_.clear();
-    scores_.clear();
-    serial_epoch_ = serial_epoch;
+std::uint64_t VerbCache::BeginCall(const state::Snapshot& snapshot,
+                                   const state::ClusterCache& cluster) {
+  return BeginCall(snapshot.generation(), [&cluster](std::uint64_t from, std::uint64_t to,
+                                                     std::vector<std::uint32_t>& positions) {
+    return cluster.Changes(from, to, positions);
+  });
+}
+
+std::uint64_t VerbCache::BeginCall(std::uint64_t generation, const ChangesSince& changed) {
+  if (generation != generation_) {
+    changed_.clear();
+    const bool empty = fits_.empty() && scores_.empty();  // nothing to drop
+    if (empty || (generation > generation_ && changed(generation_, generation, changed_))) {
+      for (auto& [signature, table] : fits_) {
+        for (const std::uint32_t position : changed_) table.by_position.Erase(position);
+      }
+      for (auto& [context, table] : scores_) {
+        for (const std::uint32_t position : changed_) table.by_position.Erase(position);
+      }
+    } else {
+      fits_.clear();
+      scores_.clear();
+    }
+    generation_ = generation;
   }
   return ++calls_;
 }

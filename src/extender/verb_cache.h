@@ -1,13 +1,13 @@
 #pragma once
 
-// What filter and prioritize keep across calls. A node state never changes (a change makes a new
-// state, with a new serial at its position), so a fit found for a request on a state holds for as
-// long as that state exists, and a score holds for as long as the figures it was scored under (the
-// request, the learned shapes, the candidates' best ring and scarcity) are the same. kube-scheduler
-// asks about the same few pod shapes over nodes of which only the last bound one changed, so most
-// nodes are answered from here: one 8-byte read at the node's position, checked against the serial
-// of its state (state::NodeChunk); a cache drops everything it keeps when the serials start a new
-// epoch.
+// What filter and prioritize keep across calls. A fit found for a request on a node holds for as
+// long as the node's state does, and a score for as long as the state and the figures it was
+// scored under (the request, the learned shapes, the candidates' best ring and scarcity) do.
+// kube-scheduler asks about the same few pod shapes over nodes of which only the last bound one
+// changed, so most nodes are answered from here: one 4-byte read at the node's position. A cache
+// is brought to each call's snapshot first (VerbCache::BeginCall): what it kept for the
+// positions whose node changed since its last call is dropped (state::ClusterCache::Changes),
+// everything when the cluster cache cannot say which changed.
 //
 // Tables are keyed by a text that names everything else the answer depends on (RequestSignature,
 // ScoreContext); the shapes and MIG weights a score table was built under are held by it, so
@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,31 +29,32 @@
 
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/extender/scoring.h"
+#include "linkfit/state/cluster_cache.h"
 
 namespace linkfit::extender {
 
-// Four-byte values kept per node position (state::NodeRef::position), each valid for one state
-// serial (state::Snapshot::SerialAt): a kept value is found by indexing, never by hashing, and
-// only while the node at that position still has the state it was kept for (within an epoch,
-// serials are never reused, never 0; positions may be reused after a node is removed, which only
-// makes the old value unreachable). A slot is eight bytes: a request reads one per name, all over
-// the table, so its size is what a call costs from memory.
+// Four-byte values kept per node position (state::NodeRef::position), found by indexing, never
+// by hashing; Value() (whose known() is false) is "nothing kept". The owner erases the positions
+// whose node changed. A request reads one slot per name, all over the table, so the slot's size
+// is what a call costs from memory.
 template <typename Value>
 class PositionMap {
   static_assert(sizeof(Value) == 4);
 
  public:
-  const Value* Find(std::uint32_t position, std::uint32_t serial) const {
-    if (position >= slots_.size() || slots_[position].serial != serial || serial == 0) {
-      return nullptr;
-    }
-    return &slots_[position].value;
+  // The value kept at `position`, or Value().
+  Value Find(std::uint32_t position) const {
+    return position < slots_.size() ? slots_[position] : Value();
   }
-  void Insert(std::uint32_t position, std::uint32_t serial, Value value) {
+  void Insert(std::uint32_t position, Value value) {
     if (position >= slots_.size()) slots_.resize(std::size_t{position} + 1);
-    Slot& slot = slots_[position];
-    if (slot.serial == 0) ++size_;
-    slot = Slot{serial, value};
+    if (!slots_[position].known()) ++size_;
+    slots_[position] = value;
+  }
+  void Erase(std::uint32_t position) {
+    if (position >= slots_.size() || !slots_[position].known()) return;
+    slots_[position] = Value();
+    --size_;
   }
   // Positions in use (at most the cluster's node count).
   std::size_t size() const { return size_; }
@@ -66,11 +68,7 @@ class PositionMap {
   }
 
  private:
-  struct Slot {
-    std::uint32_t serial = 0;
-    Value value{};
-  };
-  std::vector<Slot> slots_;
+  std::vector<Value> slots_;
   std::size_t size_ = 0;
 };
 
@@ -134,11 +132,23 @@ struct FitTable {
   std::uint64_t last_use = 0;
 };
 
+// A score kept at a position (0..score_range, at most 1,000,000), or none.
+class KeptScore {
+ public:
+  KeptScore() = default;
+  explicit KeptScore(std::int64_t score) : plus_one_(static_cast<std::uint32_t>(score + 1)) {}
+  bool known() const { return plus_one_ != 0; }
+  std::int64_t score() const { return std::int64_t{plus_one_} - 1; }  // REQUIRES: known()
+
+ private:
+  std::uint32_t plus_one_ = 0;
+};
+
 // Scores under one context.
 struct ScoreTable {
-  PositionMap<std::int32_t> by_position;  // scores lie in 0..score_range (at most 1,000,000)
-  ShapeList shapes;                       // held: its address is part of the context
-  MigProfileWeightsPtr mig_weights;       // likewise
+  PositionMap<KeptScore> by_position;
+  ShapeList shapes;                  // held: its address is part of the context
+  MigProfileWeightsPtr mig_weights;  // likewise
   std::uint64_t last_use = 0;
 };
 
@@ -154,10 +164,16 @@ std::string ScoreContext(const std::string& signature, const GpuRequest& request
 
 class VerbCache {
  public:
-  // Starts a call on a snapshot of serial epoch `serial_epoch` (state::Snapshot::serial_epoch):
-  // a new epoch drops every table. The number returned identifies the call
-  // (KeptReason::kept_call).
-  std::uint64_t BeginCall(std::uint64_t serial_epoch);
+  // Starts a call on `snapshot` of `cluster`: drops what the tables keep for the positions whose
+  // node changed since the snapshot of the cache's last call, or every table when the cluster
+  // cannot say which (or the snapshot is older than that one). The number returned identifies
+  // the call (KeptReason::kept_call).
+  std::uint64_t BeginCall(const state::Snapshot& snapshot, const state::ClusterCache& cluster);
+  // Likewise, for tests of the cache alone: `generation` stands for the snapshot, and
+  // `changed(from, to, positions)` for state::ClusterCache::Changes.
+  using ChangesSince = std::function<bool(std::uint64_t from, std::uint64_t to,
+                                          std::vector<std::uint32_t>& positions)>;
+  std::uint64_t BeginCall(std::uint64_t generation, const ChangesSince& changed);
   // The table for `signature` (created empty); tables grown past their bound are emptied here,
   // at a call's start, never while a call holds pointers into them.
   FitTable& Fits(const std::string& signature);
@@ -175,7 +191,8 @@ class VerbCache {
   std::map<std::string, FitTable, std::less<>> fits_;
   std::map<std::string, ScoreTable, std::less<>> scores_;
   std::uint64_t calls_ = 0;
-  std::uint64_t serial_epoch_ = 0;
+  std::uint64_t generation_ = 0;  // of the last call's snapshot; 0 before the first
+  std::vector<std::uint32_t> changed_;
 };
 
 class VerbCachePool {

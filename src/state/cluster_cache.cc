@@ -1,5 +1,8 @@
 #include "linkfit/state/cluster_cache.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "linkfit/common/log.h"
 
 namespace linkfit::state {
@@ -51,40 +54,43 @@ const NodeStatePtr& ClusterCache::NodeAtLocked(std::size_t position) const {
   return (*chunks_)[position / kChunkSize]->nodes[position % kChunkSize];
 }
 
-NodeChunk& ClusterCache::PrivateChunkLocked(std::size_t chunk) {
+void ClusterCache::SetNodeLocked(std::size_t position, NodeStatePtr state) {
   if (!chunks_private_) {
     chunks_ = std::make_shared<NodeChunks>(*chunks_);
     chunks_private_ = true;
   }
-  if (!chunk_private_[chunk]) {
-    (*chunks_)[chunk] = std::make_shared<NodeChunk>(*(*chunks_)[chunk]);
-    chunk_private_[chunk] = true;
+  const std::size_t c = position / kChunkSize;
+  if (!chunk_private_[c]) {
+    (*chunks_)[c] = std::make_shared<NodeChunk>(*(*chunks_)[c]);
+    chunk_private_[c] = true;
   }
-  return *(*chunks_)[chunk];
-}
-
-std::uint32_t ClusterCache::NextSerialLocked() {
-  if (last_serial_ >= serial_limit_) {
-    ++serial_epoch_;
-    last_serial_ = 0;
-    for (std::size_t position = 0; position < size_; ++position) {
-      PrivateChunkLocked(position / kChunkSize).serials[position % kChunkSize] = ++last_serial_;
-    }
-  }
-  return ++last_serial_;
-}
-
-void ClusterCache::LimitSerialsForTesting(std::uint32_t limit) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  serial_limit_ = limit;
-}
-
-void ClusterCache::SetNodeLocked(std::size_t position, NodeStatePtr state) {
-  const std::uint32_t serial = NextSerialLocked();
-  NodeChunk& chunk = PrivateChunkLocked(position / kChunkSize);
-  chunk.serials[position % kChunkSize] = serial;
+  NodeChunk& chunk = *(*chunks_)[c];
   chunk.kinds[position % kChunkSize] = KindNumberLocked(state->hot().kind);
   chunk.nodes[position % kChunkSize] = std::move(state);
+  // Bounded: past twice the bound the older half goes, and with it the ability to catch up from
+  // before the newest change dropped.
+  if (changes_.size() >= 2 * kMaxChanges) {
+    const auto half = changes_.begin() + static_cast<std::ptrdiff_t>(kMaxChanges);
+    changes_floor_ = std::prev(half)->generation;
+    changes_.erase(changes_.begin(), half);
+  }
+  changes_.push_back(PositionChange{generation_ + 1, static_cast<std::uint32_t>(position)});
+}
+
+void ClusterCache::ForgetChangesLocked() {
+  changes_.clear();
+  changes_floor_ = generation_ + 1;  // even a snapshot of the next generation may miss some
+}
+
+bool ClusterCache::Changes(std::uint64_t from, std::uint64_t to,
+                           std::vector<std::uint32_t>& positions) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (from < changes_floor_) return false;
+  auto it = std::upper_bound(
+      changes_.begin(), changes_.end(), from,
+      [](std::uint64_t generation, const PositionChange& c) { return generation < c.generation; });
+  for (; it != changes_.end() && it->generation <= to; ++it) positions.push_back(it->position);
+  return true;
 }
 
 std::uint32_t ClusterCache::KindNumberLocked(const MachineKind& kind) {
@@ -223,6 +229,7 @@ void ClusterCache::RemoveNode(const std::string& name) {
     index_->Insert(node->name(), size_);
     AppendNodeLocked(std::move(node));
   }
+  ForgetChangesLocked();  // positions renumbered: nothing kept by position still holds
   if (metrics_ != nullptr) {
     metrics_->RemoveNode(name);
     // The nodes after it moved down one position, and so do their counts.
@@ -240,7 +247,7 @@ SnapshotPtr ClusterCache::Snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (dirty_) {
     published_ = std::make_shared<const state::Snapshot>(index_, chunks_, kinds_, size_,
-                                                         ++generation_, serial_epoch_, problems_);
+                                                         ++generation_, problems_);
     // From now on the snapshot shares them: the next change copies what it touches.
     dirty_ = false;
     index_private_ = false;

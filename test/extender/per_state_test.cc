@@ -240,16 +240,45 @@ TEST_F(PerStateTest, KeptAnswersFollowEveryChange) {
   EXPECT_GE(CheckRandomChanges(rng), 5);
 }
 
-// The same when the serials run out every few dozen changes: a new serial epoch numbers every
-// position afresh, so a serial seen before at a position may now name another state there, and
-// nothing kept under the old epoch may answer (without the epoch check this test fails).
-TEST_F(PerStateTest, KeptAnswersFollowANewSerialEpoch) {
+// Between two calls, more changes than the cluster cache keeps (kept answers cannot be brought
+// up to date: every table starts afresh), and a node removed and added back (every position
+// after it moves down one, and the node comes back empty at the end).
+TEST_F(PerStateTest, KeptAnswersFollowManyChangesAndRenumberedPositions) {
   std::mt19937 rng(29);
-  BuildCluster(rng, 40);
-  cache_.LimitSerialsForTesting(60);
-  const std::uint64_t first_epoch = cache_.Snapshot()->serial_epoch();
+  BuildCluster(rng, 60);
+  const std::vector<kube::PodView> pods = Pods();
+  for (const kube::PodView& pod : pods) {
+    CheckFilter(pod);
+    CheckPrioritize(pod);
+  }
+  // A few nodes change first (their CPU and memory use: scores move), then one node so often
+  // that the first changes are no longer kept: only starting afresh answers them right.
+  for (const std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{9}, std::size_t{30}}) {
+    cache_.AddLoad(names_[n], 24000 + 1000 * static_cast<std::int64_t>(n), std::int64_t{96} << 30);
+  }
+  for (std::size_t i = 0; i <= 2 * state::ClusterCache::kMaxChanges; ++i) {
+    cache_.AddLoad(names_[1], 1, 1);
+  }
+  for (const kube::PodView& pod : pods) {
+    CheckFilter(pod);
+    CheckPrioritize(pod);
+  }
+  for (const std::string& name : {names_[3], names_[17]}) {
+    const state::NodeState* node = cache_.Snapshot()->Find(name);
+    ASSERT_NE(node, nullptr);
+    const state::NodeInfoPtr info = node->info_ptr();
+    cache_.RemoveNode(name);
+    for (const kube::PodView& pod : pods) {
+      CheckFilter(pod);
+      CheckPrioritize(pod);
+    }
+    cache_.UpsertNode(info);
+    for (const kube::PodView& pod : pods) {
+      CheckFilter(pod);
+      CheckPrioritize(pod);
+    }
+  }
   EXPECT_GE(CheckRandomChanges(rng), 5);
-  EXPECT_GE(cache_.Snapshot()->serial_epoch(), first_epoch + 3);
 }
 
 // The same node state scores differently under other candidates' figures: a node whose only
@@ -304,14 +333,18 @@ TEST(GpuStateMemoTest, ComputesOncePerDistinctStateAndExtra) {
 
 TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
   VerbCache cache;
-  cache.BeginCall(1);
-  cache.Fits("kept").by_position.Insert(0, 1, FitRef());
+  const auto unchanged = [](std::uint64_t, std::uint64_t, std::vector<std::uint32_t>&) {
+    return true;
+  };
+  const NodeFit passing{};
+  cache.BeginCall(1, unchanged);
+  cache.Fits("kept").by_position.Insert(0, FitRef(0, passing));
   for (int i = 0; i < 40; ++i) {
-    cache.BeginCall(1);
+    cache.BeginCall(1, unchanged);
     cache.Fits("kept");  // used every call: never the least recently used
-    cache.Fits("shape-" + std::to_string(i)).by_position.Insert(3, 7, FitRef());
+    cache.Fits("shape-" + std::to_string(i)).by_position.Insert(3, FitRef(0, passing));
   }
-  cache.BeginCall(1);
+  cache.BeginCall(1, unchanged);
   EXPECT_EQ(cache.Fits("kept").by_position.size(), 1u);
   EXPECT_EQ(cache.Fits("shape-39").by_position.size(), 1u);
   EXPECT_EQ(cache.Fits("shape-0").by_position.size(), 0u);  // evicted long ago: created afresh
@@ -320,20 +353,61 @@ TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
   for (std::size_t i = 0; i <= VerbCache::kMaxFits; ++i) {
     big.Add(big.full_fits.emplace_back(), nullptr);
   }
-  big.by_position.Insert(0, 1, FitRef(0, big.full_fits.front()));
-  cache.BeginCall(1);
+  big.by_position.Insert(0, FitRef(0, big.full_fits.front()));
+  cache.BeginCall(1, unchanged);
   EXPECT_EQ(cache.Fits("big").fits.size(), 0u);
-  EXPECT_EQ(cache.Fits("big").by_position.Find(0, 1), nullptr);
+  EXPECT_FALSE(cache.Fits("big").by_position.Find(0).known());
   // Score tables hold the shapes they were built under.
   auto shapes = std::make_shared<const std::vector<Shape>>();
   std::weak_ptr<const std::vector<Shape>> watch = shapes;
   cache.Scores("context", shapes, nullptr);
   shapes.reset();
   EXPECT_FALSE(watch.expired());
-  // A new serial epoch drops every table (their serials may now name other states).
-  cache.BeginCall(2);
-  EXPECT_EQ(cache.Fits("kept").by_position.size(), 0u);
-  EXPECT_TRUE(watch.expired());
+}
+
+// A call on a newer snapshot drops what the tables keep at the positions that changed since the
+// last call's, and everything when the cluster cannot say which changed or the snapshot is older.
+TEST(VerbCacheTest, ACallDropsWhatChangedSinceTheLastCall) {
+  VerbCache cache;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> asked;
+  bool answer = true;
+  const auto changed = [&](std::uint64_t from, std::uint64_t to,
+                           std::vector<std::uint32_t>& positions) {
+    asked.emplace_back(from, to);
+    positions = {2, 5, 2};
+    return answer;
+  };
+  const NodeFit passing{};
+  cache.BeginCall(4, changed);
+  EXPECT_TRUE(asked.empty());  // nothing kept yet: nothing to ask
+  for (std::uint32_t p = 0; p < 8; ++p) {
+    cache.Fits("a").by_position.Insert(p, FitRef(p, passing));
+    cache.Scores("c", nullptr, nullptr).by_position.Insert(p, KeptScore(p * 10));
+  }
+  cache.BeginCall(4, changed);  // the same snapshot: nothing changed
+  EXPECT_TRUE(asked.empty());
+  cache.BeginCall(7, changed);
+  ASSERT_EQ(asked, (std::vector<std::pair<std::uint64_t, std::uint64_t>>{{4, 7}}));
+  for (std::uint32_t p = 0; p < 8; ++p) {
+    const bool dropped = p == 2 || p == 5;
+    EXPECT_EQ(cache.Fits("a").by_position.Find(p).known(), !dropped) << p;
+    const KeptScore score = cache.Scores("c", nullptr, nullptr).by_position.Find(p);
+    EXPECT_EQ(score.known(), !dropped) << p;
+    if (!dropped) {
+      EXPECT_EQ(score.score(), p * 10);
+    }
+  }
+  EXPECT_EQ(cache.Fits("a").by_position.size(), 6u);
+  answer = false;  // the cluster cannot say: every table goes
+  cache.BeginCall(9, changed);
+  EXPECT_EQ(cache.Fits("a").by_position.size(), 0u);
+  EXPECT_EQ(cache.Scores("c", nullptr, nullptr).by_position.size(), 0u);
+  answer = true;
+  cache.Fits("a").by_position.Insert(1, FitRef(0, passing));
+  asked.clear();
+  cache.BeginCall(8, changed);  // an older snapshot than the last call's: every table goes
+  EXPECT_TRUE(asked.empty());
+  EXPECT_EQ(cache.Fits("a").by_position.size(), 0u);
 }
 
 // A kept fit's verdict rides in its reference: what FitRef says is what the fit says, and the
@@ -383,24 +457,26 @@ TEST(VerbCacheTest, ReasonsAreInternedPerTable) {
   EXPECT_EQ(table.reasons.size(), 1002u);
 }
 
-TEST(VerbCacheTest, APositionKeepsOneValueForTheStateItWasKeptFor) {
-  PositionMap<int> kept;
-  EXPECT_EQ(kept.Find(0, 1), nullptr);  // empty
-  kept.Insert(5, 11, 50);
-  ASSERT_NE(kept.Find(5, 11), nullptr);
-  EXPECT_EQ(*kept.Find(5, 11), 50);
-  EXPECT_EQ(kept.Find(5, 12), nullptr);  // the node at 5 changed state: nothing kept for it
-  EXPECT_EQ(kept.Find(4, 11), nullptr);  // the state moved (a removal renumbered positions)
-  EXPECT_EQ(kept.Find(9, 11), nullptr);  // past the end
-  EXPECT_EQ(kept.Find(2, 0), nullptr);   // an empty slot answers no id
-  kept.Insert(5, 12, 60);                // the new state replaces the old one
-  EXPECT_EQ(kept.Find(5, 11), nullptr);
-  EXPECT_EQ(*kept.Find(5, 12), 60);
+TEST(VerbCacheTest, APositionKeepsOneValue) {
+  PositionMap<KeptScore> kept;
+  EXPECT_FALSE(kept.Find(0).known());  // empty
+  kept.Insert(5, KeptScore(0));        // a score of 0 is kept like any other
+  ASSERT_TRUE(kept.Find(5).known());
+  EXPECT_EQ(kept.Find(5).score(), 0);
+  EXPECT_FALSE(kept.Find(4).known());
+  EXPECT_FALSE(kept.Find(9).known());  // past the end
+  kept.Insert(5, KeptScore(1000000));  // replaces
+  EXPECT_EQ(kept.Find(5).score(), 1000000);
   EXPECT_EQ(kept.size(), 1u);
   kept.Reserve(100);
-  kept.Insert(99, 3, 30);
+  kept.Insert(99, KeptScore(30));
   EXPECT_EQ(kept.size(), 2u);
-  EXPECT_EQ(*kept.Find(5, 12), 60);
+  kept.Erase(5);
+  kept.Erase(5);  // twice: nothing more
+  kept.Erase(1000);
+  EXPECT_FALSE(kept.Find(5).known());
+  EXPECT_EQ(kept.Find(99).score(), 30);
+  EXPECT_EQ(kept.size(), 1u);
 }
 
 TEST(VerbCacheTest, ThePoolLendsACacheToOneCallAtATime) {

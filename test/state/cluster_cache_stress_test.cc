@@ -70,7 +70,6 @@ std::string CheckSnapshot(const Snapshot& snapshot) {
       return node.name() + ": " + problem;
     }
     // What the verbs read by position instead of the node must be the node's.
-    if (snapshot.SerialAt(position) == 0) return node.name() + ": no serial at its position";
     const std::uint32_t kind = snapshot.KindAt(position);
     if (kind >= snapshot.kinds().size() || !(snapshot.kinds()[kind] == node.hot().kind)) {
       return node.name() + ": machine kind by position differs";

@@ -273,16 +273,10 @@ TEST_F(ClusterCacheTest, RemoveNodeDropsItsPods) {
   EXPECT_TRUE(cache_.Assume("u2", "dgx1", placer.Get()).has_value());
 }
 
-// What the verbs read by position instead of the node: its state serial (never 0, one per
-// position) and its machine kind's number.
+// What prioritize reads by position instead of the node: its machine kind's number.
 std::string CheckByPosition(const Snapshot& snapshot) {
-  std::set<std::uint32_t> serials;
   for (std::size_t position = 0; position < snapshot.size(); ++position) {
     const NodeState& node = *snapshot.NodeAt(position);
-    if (snapshot.SerialAt(position) == 0) return node.name() + ": serial 0";
-    if (!serials.insert(snapshot.SerialAt(position)).second) {
-      return node.name() + ": serial given twice";
-    }
     const std::uint32_t kind = snapshot.KindAt(position);
     if (kind >= snapshot.kinds().size() || !(snapshot.kinds()[kind] == node.hot().kind)) {
       return node.name() + ": kind differs";
@@ -313,63 +307,85 @@ TEST(ClusterCacheKindsTest, NodesOfOneMachineTypeShareAKindNumber) {
   EXPECT_NE(kind_of(*first, "a"), kind_of(*first, "c"));
   EXPECT_NE(kind_of(*first, "a"), kind_of(*first, "d"));
 
-  // A bind changes the serial at the node's position, not its kind; the old snapshot keeps its own.
+  // A bind changes the node's state, not its kind; the old snapshot keeps its own.
   FixedPlacer placer{Mask({0})};
   ASSERT_TRUE(cache.Assume("u1", "b", placer.Get()).has_value());
   const SnapshotPtr second = cache.Snapshot();
   EXPECT_EQ(CheckByPosition(*second), "");
   EXPECT_EQ(CheckByPosition(*first), "");
   EXPECT_EQ(kind_of(*second, "b"), kind_of(*first, "b"));
-  EXPECT_NE(second->SerialAt(second->FindAll({"b"}, false, 0)[0].position),
-            first->SerialAt(first->FindAll({"b"}, false, 0)[0].position));
+  EXPECT_NE(second->NodeAt(second->FindAll({"b"}, false, 0)[0].position),
+            first->NodeAt(first->FindAll({"b"}, false, 0)[0].position));
 }
 
-// Within a serial epoch, a (position, serial) pair seen in any snapshot always names the same node
-// state; when the serials run out, a new epoch begins with every position numbered afresh.
-TEST(ClusterCacheSerialsTest, ASerialNamesOneStateWithinItsEpoch) {
+// Changes(from, to) lists every position whose node changed after snapshot `from` up to
+// snapshot `to`: checked against the snapshots themselves (a position not listed holds the very
+// same state in both) over random binds, loads and upserts, and it says it cannot tell once the
+// changes asked about are no longer kept, or after a removal renumbered positions.
+TEST(ClusterCacheChangesTest, ChangesListEveryPositionWhoseNodeChanged) {
   ClusterCache cache;
-  cache.LimitSerialsForTesting(12);
-  for (int i = 0; i < 5; ++i) cache.UpsertNode(NodeWithCpu("n" + std::to_string(i), "dgx-a100", 1));
+  for (int i = 0; i < 20; ++i)
+    cache.UpsertNode(NodeWithCpu("n" + std::to_string(i), "dgx-a100", 1));
   std::mt19937 rng(3);
-  std::vector<SnapshotPtr> kept;  // every snapshot stays alive: no state's address is reused
-  std::map<std::tuple<std::uint64_t, std::size_t, std::uint32_t>, const NodeState*> named;
-  std::set<std::uint64_t> epochs;
+  std::vector<SnapshotPtr> snapshots = {cache.Snapshot()};
   FixedPlacer placer{Mask({0})};
   int pods = 0;
-  for (int change = 0; change < 300; ++change) {
-    const std::string node = "n" + std::to_string(rng() % 5);
-    switch (rng() % 4) {
-      case 0:
-        (void)cache.Assume("u" + std::to_string(++pods), node, placer.Get());
-        break;
-      case 1:
-        cache.Forget("u" + std::to_string(pods));
-        break;
-      case 2:
-        cache.AddLoad(node, 100, 0);
-        break;
-      default:
-        if (rng() % 8 == 0) {
-          cache.RemoveNode(node);
-        } else {
+  for (int step = 0; step < 200; ++step) {
+    const int changes = static_cast<int>(rng() % 4);  // 0: the same snapshot again
+    for (int c = 0; c < changes; ++c) {
+      const std::string node = "n" + std::to_string(rng() % 20);
+      switch (rng() % 3) {
+        case 0:
+          (void)cache.Assume("u" + std::to_string(++pods), node, placer.Get());
+          break;
+        case 1:
+          cache.AddLoad(node, 100, 0);
+          break;
+        default:
           cache.UpsertNode(NodeWithCpu(node, "dgx-a100", 1 + static_cast<int>(rng() % 3)));
-        }
-        break;
+          break;
+      }
     }
-    const SnapshotPtr snapshot = cache.Snapshot();
-    kept.push_back(snapshot);
-    ASSERT_EQ(CheckByPosition(*snapshot), "") << "change " << change;
-    epochs.insert(snapshot->serial_epoch());
-    for (std::size_t position = 0; position < snapshot->size(); ++position) {
-      const auto key =
-          std::make_tuple(snapshot->serial_epoch(), position, snapshot->SerialAt(position));
-      const auto [it, added] = named.try_emplace(key, snapshot->NodeAt(position));
-      ASSERT_EQ(it->second, snapshot->NodeAt(position))
-          << "change " << change << ": position " << position << " serial "
-          << snapshot->SerialAt(position) << " names two states";
+    snapshots.push_back(cache.Snapshot());
+  }
+  for (std::size_t a = 0; a < snapshots.size(); a += 7) {
+    for (std::size_t b = a; b < snapshots.size(); b += 5) {
+      const Snapshot& from = *snapshots[a];
+      const Snapshot& to = *snapshots[b];
+      std::vector<std::uint32_t> positions;
+      ASSERT_TRUE(cache.Changes(from.generation(), to.generation(), positions));
+      const std::set<std::uint32_t> listed(positions.begin(), positions.end());
+      for (std::uint32_t p = 0; p < to.size(); ++p) {
+        if (listed.count(p) == 0) {
+          EXPECT_EQ(from.NodeAt(p), to.NodeAt(p)) << "position " << p << " changed unlisted";
+        }
+      }
     }
   }
-  EXPECT_GE(epochs.size(), 10u);
+  // More changes than the cache keeps: it cannot say for the oldest snapshots, still can for
+  // the newest.
+  const std::uint64_t old_generation = snapshots.back()->generation();
+  for (std::size_t i = 0; i < 2 * ClusterCache::kMaxChanges + 1; ++i) cache.AddLoad("n1", 1, 0);
+  const SnapshotPtr after_many = cache.Snapshot();
+  std::vector<std::uint32_t> positions;
+  EXPECT_FALSE(cache.Changes(old_generation, after_many->generation(), positions));
+  cache.AddLoad("n2", 1, 0);
+  const SnapshotPtr newest = cache.Snapshot();
+  positions.clear();
+  ASSERT_TRUE(cache.Changes(after_many->generation(), newest->generation(), positions));
+  EXPECT_EQ(positions, std::vector<std::uint32_t>{2});
+  // A removal renumbers positions: nothing from before it can be caught up.
+  cache.RemoveNode("n0");
+  const SnapshotPtr removed = cache.Snapshot();
+  EXPECT_FALSE(cache.Changes(newest->generation(), removed->generation(), positions));
+  cache.AddLoad("n5", 1, 0);  // now at position 4
+  const SnapshotPtr later = cache.Snapshot();
+  positions.clear();
+  ASSERT_TRUE(cache.Changes(removed->generation(), later->generation(), positions));
+  EXPECT_EQ(positions, std::vector<std::uint32_t>{4});
+  positions.clear();
+  ASSERT_TRUE(cache.Changes(later->generation(), later->generation(), positions));
+  EXPECT_TRUE(positions.empty());
 }
 
 TEST(ClusterCacheKindsTest, KindsLeftBehindAreDroppedAndRenumbered) {

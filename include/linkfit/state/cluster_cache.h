@@ -31,7 +31,6 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,20 +49,13 @@
 namespace linkfit::state {
 
 // Nodes are held in fixed-size chunks that snapshots share (see ClusterCache). Beside each node
-// pointer, what the verbs read of every node by position, in dense arrays of its own: a request
-// touches all of a cluster's positions in random order, so what it costs from memory is the
-// bytes per position (four for filter, eight for prioritize).
-//
-// A serial names the state at a position for the verbs' kept answers in four bytes where the
-// state's id takes eight: the cache gives one each time it places a state at a position, never
-// 0 and never twice within one serial epoch (Snapshot::serial_epoch). When the 32-bit serials run
-// out the cache starts a new epoch and numbers every position afresh, and whoever keeps answers
-// by (position, serial) drops them on seeing the new epoch (once in four billion changes).
+// pointer, what prioritize reads of every node by position, in a dense array of its own: a
+// request touches all of a cluster's positions in random order, so what it costs from memory is
+// the bytes per position.
 inline constexpr std::size_t kChunkSize = 64;
 struct NodeChunk {
   std::array<NodeStatePtr, kChunkSize> nodes;
-  std::array<std::uint32_t, kChunkSize> serials{};  // of the state nodes[i] points at
-  std::array<std::uint32_t, kChunkSize> kinds{};    // the number of nodes[i]'s MachineKind
+  std::array<std::uint32_t, kChunkSize> kinds{};  // the number of nodes[i]'s MachineKind
 };
 using NodeChunks = std::vector<std::shared_ptr<NodeChunk>>;
 
@@ -82,13 +74,12 @@ class Snapshot {
   using Problems = std::map<std::string, std::string, std::less<>>;
   Snapshot(std::shared_ptr<const NameIndex> index, std::shared_ptr<const NodeChunks> chunks,
            std::shared_ptr<const MachineKinds> kinds, std::size_t size, std::uint64_t generation,
-           std::uint64_t serial_epoch, std::shared_ptr<const Problems> problems = nullptr)
+           std::shared_ptr<const Problems> problems = nullptr)
       : index_(std::move(index)),
         chunks_(std::move(chunks)),
         kinds_(std::move(kinds)),
         size_(size),
         generation_(generation),
-        serial_epoch_(serial_epoch),
         problems_(std::move(problems)) {}
 
   // Returns the node, or nullptr when linkfit does not know it.
@@ -101,15 +92,6 @@ class Snapshot {
   const NodeState* NodeAt(std::size_t position) const {
     return ChunkOf(position).nodes[position % kChunkSize].get();
   }
-  // The serial of the node state at a position (NodeChunk): within one serial_epoch(), equal
-  // serials at a position mean the same state.
-  std::uint32_t SerialAt(std::size_t position) const {
-    return ChunkOf(position).serials[position % kChunkSize];
-  }
-  void PrefetchSerialAt(std::size_t position) const {
-    __builtin_prefetch(&ChunkOf(position).serials[position % kChunkSize]);
-  }
-  std::uint64_t serial_epoch() const { return serial_epoch_; }
   // The number of the node's machine kind at a position: kinds()[KindAt(position)] equals
   // NodeAt(position)->hot().kind.
   std::uint32_t KindAt(std::size_t position) const {
@@ -131,6 +113,7 @@ class Snapshot {
   // Every node in insertion order (built on first use; filter and prioritize never need it).
   const std::vector<NodeStatePtr>& nodes() const;
   std::size_t size() const { return size_; }
+  // Snapshots are numbered from 1 in the order the cache publishes them (ClusterCache::Changes).
   std::uint64_t generation() const { return generation_; }
   // Why linkfit cannot model a node it was told about (a topology annotation that does not
   // parse), or nullptr.
@@ -151,7 +134,6 @@ class Snapshot {
   std::shared_ptr<const MachineKinds> kinds_;
   std::size_t size_ = 0;
   std::uint64_t generation_ = 0;
-  std::uint64_t serial_epoch_ = 0;
   std::shared_ptr<const Problems> problems_;
   mutable std::once_flag nodes_once_;
   mutable std::vector<NodeStatePtr> nodes_;  // written once, under nodes_once_
@@ -229,9 +211,14 @@ class ClusterCache {
   };
   Sizes sizes() const;
 
-  // Tests only: serials run out after `limit` instead of 2^32 - 1 (NodeChunk), so that a test can
-  // reach a new serial epoch.
-  void LimitSerialsForTesting(std::uint32_t limit);
+  // Appends to `positions` every position whose node changed after snapshot generation `from`
+  // up to snapshot generation `to` (a position may come more than once), for a reader that keeps
+  // answers by position across snapshots and must drop those of changed nodes. False, with
+  // `positions` unspecified, when the cache cannot say: it keeps the last kMaxChanges changes,
+  // and a removed node renumbers positions (everything kept by position is then stale).
+  // REQUIRES: from <= to <= the latest published generation.
+  bool Changes(std::uint64_t from, std::uint64_t to, std::vector<std::uint32_t>& positions) const;
+  static constexpr std::size_t kMaxChanges = 4096;
 
  private:
   // A known pod: its phase and the record its node holds (the same shared Assignment, so the
@@ -246,12 +233,11 @@ class ClusterCache {
   void ChangedLocked();
   std::size_t PositionLocked(std::string_view name) const;  // NameIndex::kNotFound if unknown
   const NodeStatePtr& NodeAtLocked(std::size_t position) const;
-  // Replaces the node at `position` (with a new serial), copying the chunk table and the chunk
-  // first when a published snapshot may still share them.
+  // Replaces the node at `position` (recorded in changes_), copying the chunk table and the
+  // chunk first when a published snapshot may still share them.
   void SetNodeLocked(std::size_t position, NodeStatePtr state);
-  NodeChunk& PrivateChunkLocked(std::size_t chunk);
-  // The next serial; when they run out, a new epoch in which every position is numbered afresh.
-  std::uint32_t NextSerialLocked();
+  // Forgets every recorded change: no reader can catch up from before now.
+  void ForgetChangesLocked();
   void AppendNodeLocked(NodeStatePtr state);
   // The number of `kind`, numbered on first sight. Kinds are never renumbered while nodes hold
   // them; the registry starts afresh when the cache rebuilds its positions (RemoveNode) or holds
@@ -273,10 +259,16 @@ class ClusterCache {
   };
   std::unordered_map<MachineKind, std::uint32_t, KindHasher> kind_numbers_;  // GUARDED_BY(mutex_)
   std::size_t size_ = 0;                                                     // GUARDED_BY(mutex_)
-  std::uint32_t last_serial_ = 0;                                            // GUARDED_BY(mutex_)
-  std::uint32_t serial_limit_ = std::numeric_limits<std::uint32_t>::max();   // GUARDED_BY(mutex_)
-  std::uint64_t serial_epoch_ = 1;                                           // GUARDED_BY(mutex_)
-  std::unordered_map<PodUid, PodEntry, PodUid::Hasher> pods_;                // GUARDED_BY(mutex_)
+  // Positions whose node changed, each with the generation of the first snapshot that shows
+  // the change (the next to be published), oldest first; every change of a generation above
+  // changes_floor_ is here.
+  struct PositionChange {
+    std::uint64_t generation = 0;
+    std::uint32_t position = 0;
+  };
+  std::vector<PositionChange> changes_;                        // GUARDED_BY(mutex_)
+  std::uint64_t changes_floor_ = 0;                            // GUARDED_BY(mutex_)
+  std::unordered_map<PodUid, PodEntry, PodUid::Hasher> pods_;  // GUARDED_BY(mutex_)
   std::shared_ptr<const Snapshot::Problems> problems_;  // GUARDED_BY(mutex_); copied on change
   std::size_t assumed_ = 0;                             // GUARDED_BY(mutex_)
   // Per node, by position: free whole GPUs and those in its largest well-connected free set,
