@@ -79,14 +79,16 @@ void PrefetchKept(const Table& table, const std::vector<state::NodeRef>& nodes, 
 std::vector<FitRef> FitsOf(FitTable& table, const GpuRequest& request,
                            const state::Snapshot& snapshot,
                            const std::vector<state::NodeRef>& nodes, const FitOptions& options) {
-  std::vector<FitRef> fits(nodes.size());
+  std::vector<FitRef> fits;
+  fits.reserve(nodes.size());
   GpuStateMemo<FitRef> alike;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     PrefetchKept(table.by_position, nodes, i);
     const state::NodeRef& ref = nodes[i];
-    if (!ref.known()) continue;
-    const FitRef kept = table.by_position.Find(ref.position);
-    fits[i] = kept.known() ? kept : ComputeFit(table, alike, request, snapshot, ref, options);
+    const FitRef kept = ref.known() ? table.by_position.Find(ref.position) : FitRef();
+    fits.push_back(kept.known() || !ref.known()
+                       ? kept
+                       : ComputeFit(table, alike, request, snapshot, ref, options));
   }
   return fits;
 }

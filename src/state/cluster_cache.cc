@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <memory>
 
 #include "linkfit/common/log.h"
 
@@ -10,14 +11,16 @@ namespace linkfit::state {
 std::vector<NodeRef> Snapshot::FindAll(const std::vector<std::string_view>& names, bool ranks,
                                        std::uint32_t unknown) const {
   const std::size_t count = names.size();
-  std::vector<NodeRef> found(count);
-  std::vector<std::uint32_t> positions(count);
-  index_->FindAll(names.data(), count, positions.data());
+  // Neither array is filled before it is written (zeroing 60 KB a call at 5,000 names).
+  const std::unique_ptr<std::uint32_t[]> positions(new std::uint32_t[count]);
+  index_->FindAll(names.data(), count, positions.get());
+  std::vector<NodeRef> found;
+  found.reserve(count);
   const std::uint32_t* all = ranks ? index_->Ranks().data() : nullptr;
   for (std::size_t i = 0; i < count; ++i) {
     const std::uint32_t position = positions[i];
     const bool known = position != NameIndex::kNoPosition;
-    found[i] = NodeRef{position, all != nullptr && known ? all[position] : unknown};
+    found.push_back(NodeRef{position, all != nullptr && known ? all[position] : unknown});
   }
   return found;
 }

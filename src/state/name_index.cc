@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 namespace linkfit::state {
 
@@ -195,7 +196,8 @@ void NameIndex::FindAll(const std::string_view* names, std::size_t count,
   const Slot* const slots = slots_.data();
   const std::size_t mask = slots_.size() - 1;
   const char* const arena = arena_.data();
-  std::vector<std::uint64_t> hashes(count);
+  // Not zeroed first (a request's 5,000 hashes are 40 KB): every one is written before it is read.
+  const std::unique_ptr<std::uint64_t[]> hashes(new std::uint64_t[count]);
   for (std::size_t i = 0; i < count; ++i) hashes[i] = HashOf(names[i]);
   for (std::size_t i = 0; i < count; ++i) {
     if (i + kSlotAhead < count) __builtin_prefetch(&slots[hashes[i + kSlotAhead] & mask]);
