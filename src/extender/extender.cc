@@ -190,9 +190,9 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
 }
 
 std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& args) const {
-  std::vector<kube::HostPriority> priorities;
-  priorities.reserve(args.node_names.size());
-  for (std::string_view name : args.node_names) priorities.push_back({name, 0});
+  // Sized once, then each name stored (a push_back per name re-checks the capacity).
+  std::vector<kube::HostPriority> priorities(args.node_names.size());
+  for (std::size_t i = 0; i < priorities.size(); ++i) priorities[i].host = args.node_names[i];
   const auto request = ParseGpuRequest(args.pod, options_.defaults);
   if (!request) return priorities;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
