@@ -85,10 +85,10 @@ std::vector<FitRef> FitsOf(FitTable& table, const GpuRequest& request,
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     PrefetchKept(table.by_position, nodes, i);
     const state::NodeRef& ref = nodes[i];
-    const FitRef kept = ref.known() ? table.by_position.Find(ref.position) : FitRef();
-    fits.push_back(kept.known() || !ref.known()
-                       ? kept
-                       : ComputeFit(table, alike, request, snapshot, ref, options));
+    FitRef fit = ref.known() ? table.by_position.Find(ref.position) : FitRef();
+    if (ref.known() && !fit.known())
+      fit = ComputeFit(table, alike, request, snapshot, ref, options);
+    fits.push_back(fit);
   }
   return fits;
 }

@@ -508,7 +508,7 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
                                  int score_range, const MigProfileWeightsPtr& mig_weights)
     : CandidateScorer(request, candidates, shapes, weights, score_range, mig_weights, [&] {
         CandidateFigures figures;
-        for (const Candidate& c : candidates) figures.Add(c.fit->quality, c.node->hot().kind);
+        for (const Candidate& c : candidates) figures.Add(c.fit->quality, c.node->machine_kind());
         return figures;
       }()) {}
 

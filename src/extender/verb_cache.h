@@ -181,7 +181,7 @@ class VerbCache {
                      const MigProfileWeightsPtr& mig_weights);
 
   // Bounds: at most kMaxTables tables of each kind (the least recently used goes); a table holds
-  // one slot per node position (8 bytes) and is emptied at a call's start once it holds more than
+  // one slot per node position (4 bytes) and is emptied at a call's start once it holds more than
   // kMaxFits fits (a fit is a few hundred bytes; distinct fits per call are the distinct GPU
   // states, a few thousand at most), so a cache stays within a few tens of MB in the worst case.
   static constexpr std::size_t kMaxTables = 16;

@@ -68,7 +68,7 @@ void ClusterCache::SetNodeLocked(std::size_t position, NodeStatePtr state) {
     chunk_private_[c] = true;
   }
   NodeChunk& chunk = *(*chunks_)[c];
-  chunk.kinds[position % kChunkSize] = KindNumberLocked(state->hot().kind);
+  chunk.kinds[position % kChunkSize] = KindNumberLocked(state->machine_kind());
   chunk.nodes[position % kChunkSize] = std::move(state);
   // Bounded: past twice the bound the older half goes, and with it the ability to catch up from
   // before the newest change dropped.

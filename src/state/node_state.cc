@@ -1,17 +1,11 @@
 #include "linkfit/state/node_state.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 namespace linkfit::state {
 namespace {
 GpuMask Bit(int gpu) { return static_cast<GpuMask>(1u << gpu); }
-
-std::uint64_t NextStateId() {
-  static std::atomic<std::uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
-}
 }  // namespace
 
 std::vector<AssignmentPtr>::const_iterator NodePods::Locate(std::string_view uid) const {
@@ -42,10 +36,9 @@ GpuMask NodeState::ShareAvailable() const {
 }
 
 void NodeState::Summarize() {
-  hot_.id = NextStateId();
-  hot_.kind.table = info_->table.get();
-  hot_.kind.cpu_allocatable_milli = info_->cpu_milli;
-  hot_.kind.memory_allocatable_bytes = info_->memory_bytes;
+  kind_.table = info_->table.get();
+  kind_.cpu_allocatable_milli = info_->cpu_milli;
+  kind_.memory_allocatable_bytes = info_->memory_bytes;
   mig_enabled_ = info_->mig_enabled;
   unhealthy_ = info_->unhealthy;
   mig_planner_ = info_->mig;
@@ -63,7 +56,7 @@ void NodeState::Summarize() {
   // FNV-1a over what SameGpuState compares.
   std::uint64_t hash = 1469598103934665603u;
   const auto mix = [&hash](std::uint64_t value) { hash = (hash ^ value) * 1099511628211u; };
-  mix(reinterpret_cast<std::uintptr_t>(hot_.kind.table));
+  mix(reinterpret_cast<std::uintptr_t>(kind_.table));
   mix(reinterpret_cast<std::uintptr_t>(mig_planner_));
   mix(std::uint64_t{mig_enabled_} | std::uint64_t{unhealthy_} << 16 |
       std::uint64_t{whole_used_} << 32 | std::uint64_t{own_layout_} << 48);
@@ -78,12 +71,12 @@ void NodeState::Summarize() {
 }
 
 bool NodeState::SameGpuState(const NodeState& a, const NodeState& b) {
-  if (a.hot_.kind.table != b.hot_.kind.table || a.mig_enabled_ != b.mig_enabled_ ||
+  if (a.kind_.table != b.kind_.table || a.mig_enabled_ != b.mig_enabled_ ||
       a.unhealthy_ != b.unhealthy_ || a.whole_used_ != b.whole_used_ ||
       a.own_layout_ != b.own_layout_ || a.mig_planner_ != b.mig_planner_) {
     return false;
   }
-  const auto gpus = static_cast<std::size_t>(a.hot_.kind.table->gpu_count());
+  const auto gpus = static_cast<std::size_t>(a.kind_.table->gpu_count());
   if (std::memcmp(a.shared_milli_.data(), b.shared_milli_.data(), gpus * sizeof(std::uint16_t)) !=
       0) {
     return false;
@@ -104,13 +97,13 @@ bool NodeState::SameGpuState(const NodeState& a, const NodeState& b) {
 }
 
 std::int64_t NodeState::cpu_free_milli() const {
-  if (hot_.kind.cpu_allocatable_milli <= 0) return kUntracked;
-  return std::max<std::int64_t>(0, hot_.kind.cpu_allocatable_milli - cpu_used_milli_);
+  if (kind_.cpu_allocatable_milli <= 0) return kUntracked;
+  return std::max<std::int64_t>(0, kind_.cpu_allocatable_milli - cpu_used_milli_);
 }
 
 std::int64_t NodeState::memory_free_bytes() const {
-  if (hot_.kind.memory_allocatable_bytes <= 0) return kUntracked;
-  return std::max<std::int64_t>(0, hot_.kind.memory_allocatable_bytes - memory_used_bytes_);
+  if (kind_.memory_allocatable_bytes <= 0) return kUntracked;
+  return std::max<std::int64_t>(0, kind_.memory_allocatable_bytes - memory_used_bytes_);
 }
 
 Result<void> NodeState::AddInPlace(AssignmentPtr record) {
@@ -247,7 +240,6 @@ NodeStatePtr NodeState::WithLoad(int pods, std::int64_t cpu_milli,
   next->load_memory_bytes_ += memory_bytes;
   next->cpu_used_milli_ += cpu_milli;
   next->memory_used_bytes_ += memory_bytes;
-  next->hot_.id = NextStateId();
   return next;
 }
 

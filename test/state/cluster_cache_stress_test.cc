@@ -71,7 +71,7 @@ std::string CheckSnapshot(const Snapshot& snapshot) {
     }
     // What the verbs read by position instead of the node must be the node's.
     const std::uint32_t kind = snapshot.KindAt(position);
-    if (kind >= snapshot.kinds().size() || !(snapshot.kinds()[kind] == node.hot().kind)) {
+    if (kind >= snapshot.kinds().size() || !(snapshot.kinds()[kind] == node.machine_kind())) {
       return node.name() + ": machine kind by position differs";
     }
   }

@@ -278,7 +278,7 @@ std::string CheckByPosition(const Snapshot& snapshot) {
   for (std::size_t position = 0; position < snapshot.size(); ++position) {
     const NodeState& node = *snapshot.NodeAt(position);
     const std::uint32_t kind = snapshot.KindAt(position);
-    if (kind >= snapshot.kinds().size() || !(snapshot.kinds()[kind] == node.hot().kind)) {
+    if (kind >= snapshot.kinds().size() || !(snapshot.kinds()[kind] == node.machine_kind())) {
       return node.name() + ": kind differs";
     }
   }

@@ -13,8 +13,8 @@
 //
 // Filter, prioritize, preempt and explain are const: they read one snapshot and the PodSource's
 // demand and change nothing of the cluster's state. Filter and prioritize keep what they learn
-// of node states across calls (fits and scores by node position and state serial,
-// extender/verb_cache.h): a node state never changes, so these hold until the state is replaced.
+// of nodes across calls (fits and scores by node position, extender/verb_cache.h), dropped at a
+// call's start for the nodes that changed since the last call (state::ClusterCache::Changes).
 // Bind resolves the pod through the PodSource (pod_source.h), which is the memo of earlier
 // requests in standalone mode and the pod watch in cluster mode.
 //

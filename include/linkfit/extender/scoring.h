@@ -176,15 +176,10 @@ class CandidateFigures {
   CandidateFigures& operator=(CandidateFigures&&) noexcept;
   // A candidate whose fit's quality is `quality` (NodeFit::quality), of machine kind `kind`.
   void Add(const alloc::SetQuality& quality, const state::MachineKind& kind);
-  // Likewise, of the kind numbered `kind` in `kinds`. Inline: called once per candidate.
-  void Add(const alloc::SetQuality& quality, std::uint32_t kind) {
-    AddQuality(quality);
-    AddKind(kind);
-  }
   // A candidate's two parts apart, for a caller that has many candidates of few distinct fits:
-  // each candidate's kind by number, and each distinct quality among the candidates' fits once
-  // (the figures take the best ring and sum, maxima, so a quality added once or many times
-  // counts the same).
+  // each candidate's kind by its number in `kinds` (inline: called once per candidate), and each
+  // distinct quality among the candidates' fits once (the figures take the best ring and sum,
+  // maxima, so a quality added once or many times counts the same).
   void AddKind(std::uint32_t kind) { ++counts_[kind]; }
   void AddQuality(const alloc::SetQuality& quality) {
     best_ring_ = std::max(best_ring_, static_cast<double>(quality.ring_mbps));

@@ -93,7 +93,7 @@ class Snapshot {
     return ChunkOf(position).nodes[position % kChunkSize].get();
   }
   // The number of the node's machine kind at a position: kinds()[KindAt(position)] equals
-  // NodeAt(position)->hot().kind.
+  // NodeAt(position)->machine_kind().
   std::uint32_t KindAt(std::size_t position) const {
     return ChunkOf(position).kinds[position % kChunkSize];
   }

@@ -186,16 +186,6 @@ inline std::uint64_t MachineKindHash(const MachineKind& kind) {
          static_cast<std::uint64_t>(kind.memory_allocatable_bytes) * 0x165667B19E3779F9u;
 }
 
-// What filter and prioritize read of a node whose answer they keep (DESIGN.md §11): the state's
-// id, which validates a kept answer, and the node's machine kind. The cluster cache keeps both
-// by position in dense arrays of their own (the id in 8 bytes, the kind as a 4-byte number), so
-// that a node answered from what was kept is never visited: its name's slot, its id (and, for a
-// candidate, its kind's number) and the kept answer are all a call reads of it.
-struct NodeHot {
-  std::uint64_t id = 0;  // NodeState::id(); 0 for none
-  MachineKind kind;
-};
-
 class NodeState {
  public:
   explicit NodeState(NodeInfoPtr info);
@@ -204,9 +194,11 @@ class NodeState {
   const NodeInfoPtr& info_ptr() const { return info_; }
   const std::string& name() const { return info_->name; }
   // info().table and its GPU count, read from the state's own record.
-  const alloc::PlacementTable& table() const { return *hot_.kind.table; }
-  int gpu_count() const { return hot_.kind.table->gpu_count(); }
-  const NodeHot& hot() const { return hot_; }
+  const alloc::PlacementTable& table() const { return *kind_.table; }
+  int gpu_count() const { return kind_.table->gpu_count(); }
+  // The node's machine kind (the cluster cache numbers kinds by position, so that prioritize
+  // reads 4 bytes of a node answered from what was kept, not the node).
+  const MachineKind& machine_kind() const { return kind_; }
 
   // GPUs free for whole-GPU placement: not held, not shared, not in MIG mode, healthy.
   GpuMask whole_free() const { return whole_free_; }
@@ -225,16 +217,13 @@ class NodeState {
   // gpu_state_hash() is a hash of exactly that, kept with the state (not computed per request);
   // SameGpuState says whether two states are alike in it. CPU and memory are not part of it.
   std::uint64_t gpu_state_hash() const { return gpu_state_hash_; }
-  // Unique to this state: a change (Apply, Remove, WithLoad) makes a state with a new id, never
-  // one seen before in this process, so results about a state may be kept by its id.
-  std::uint64_t id() const { return hot_.id; }
   static bool SameGpuState(const NodeState& a, const NodeState& b);
 
   // CPU and memory requested by the pods on this node (never checked against allocatable: the
   // in-tree filters own that, so the sum may exceed it).
   // The node's allocatable CPU and memory (NodeInfo's, kept beside the state); 0 when unknown.
-  std::int64_t cpu_allocatable_milli() const { return hot_.kind.cpu_allocatable_milli; }
-  std::int64_t memory_allocatable_bytes() const { return hot_.kind.memory_allocatable_bytes; }
+  std::int64_t cpu_allocatable_milli() const { return kind_.cpu_allocatable_milli; }
+  std::int64_t memory_allocatable_bytes() const { return kind_.memory_allocatable_bytes; }
   std::int64_t cpu_used_milli() const { return cpu_used_milli_; }
   std::int64_t memory_used_bytes() const { return memory_used_bytes_; }
   // Allocatable minus used, at least 0; kUntracked when the node's allocatable is not known.
@@ -275,10 +264,9 @@ class NodeState {
   Result<void> AddInPlace(AssignmentPtr assignment);
 
   NodeInfoPtr info_;
-  // The hot record, kept by Summarize(): the state's id and machine kind (info_->table,
-  // cpu_milli, memory_bytes), in the first cache lines, so that scoring a node costs no visit to
-  // its NodeInfo (the cluster cache keeps the id and the kind's number by position as well).
-  NodeHot hot_;
+  // Kept by Summarize(): info_->table, cpu_milli and memory_bytes, in the first cache lines, so
+  // that scoring a node costs no visit to its NodeInfo.
+  MachineKind kind_;
   std::uint64_t gpu_state_hash_ = 0;
   double used_gpu_equivalents_ = 0;
   std::int64_t cpu_used_milli_ = 0;  // assignments and loads together
