@@ -231,9 +231,10 @@ int PerStateTest::CheckRandomChanges(std::mt19937& rng) {
   return binds;
 }
 
-// Answers kept across calls (by node position and state serial) follow every change: binds and
-// releases change a node's state, new demand changes the shapes, a candidate set without the best
-// node changes the best ring. Every call is checked against answers computed afresh.
+// Answers kept across calls (by node position, dropped for the nodes changed since the last call)
+// follow every change: binds and releases change a node's state, new demand changes the shapes, a
+// candidate set without the best node changes the best ring. Every call is checked against answers
+// computed afresh.
 TEST_F(PerStateTest, KeptAnswersFollowEveryChange) {
   std::mt19937 rng(23);
   BuildCluster(rng, 80);
