@@ -140,8 +140,7 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   std::uint64_t failed = 0;
   std::uint64_t unresolvable = 0;
-  const std::vector<state::NodeRef> nodes =
-      snapshot->FindAll(args.node_names, true, kube::NodeFailure::kUnordered);
+  const std::vector<state::NodeRef> nodes = snapshot->FindAll(args.node_names);
   const VerbCachePool::Lease cache = caches_->Acquire();
   const std::uint64_t call = cache->BeginCall(*snapshot, cache_);
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
@@ -161,6 +160,9 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
     failing -= passes ? 0 : 1;
   }
   for (std::size_t k = 0; k < passing; ++k) pass(order[k]);
+  // The reply lists failing nodes in name order (as Go writes a map); each known one carries its
+  // name's rank, read only for the names that fail.
+  const std::uint32_t* ranks = failing < n ? snapshot->Ranks().data() : nullptr;
   for (std::size_t k = n; k-- > failing;) {  // in request order
     const std::size_t i = order[k];
     const FitRef fit = found[i];
@@ -178,10 +180,10 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
     }
     if (fit.unresolvable()) {
       result.failed_and_unresolvable_nodes.push_back(
-          {args.node_names[i], reason.kept, nodes[i].rank});
+          {args.node_names[i], reason.kept, ranks[nodes[i].position]});
       ++unresolvable;
     } else {
-      result.failed_nodes.push_back({args.node_names[i], reason.kept, nodes[i].rank});
+      result.failed_nodes.push_back({args.node_names[i], reason.kept, ranks[nodes[i].position]});
       ++failed;
     }
   }
@@ -196,7 +198,7 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   const auto request = ParseGpuRequest(args.pod, options_.defaults);
   if (!request) return priorities;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
-  const std::vector<state::NodeRef> nodes = snapshot->FindAll(args.node_names, false, 0);
+  const std::vector<state::NodeRef> nodes = snapshot->FindAll(args.node_names);
   FitOptions scoring_only = options_.fit;
   scoring_only.explain = false;  // prioritize never shows a reason
   const VerbCachePool::Lease cache = caches_->Acquire();

@@ -8,20 +8,9 @@
 
 namespace linkfit::state {
 
-std::vector<NodeRef> Snapshot::FindAll(const std::vector<std::string_view>& names, bool ranks,
-                                       std::uint32_t unknown) const {
-  const std::size_t count = names.size();
-  // Neither array is filled before it is written (zeroing 60 KB a call at 5,000 names).
-  const std::unique_ptr<std::uint32_t[]> positions(new std::uint32_t[count]);
-  index_->FindAll(names.data(), count, positions.get());
-  std::vector<NodeRef> found;
-  found.reserve(count);
-  const std::uint32_t* all = ranks ? index_->Ranks().data() : nullptr;
-  for (std::size_t i = 0; i < count; ++i) {
-    const std::uint32_t position = positions[i];
-    const bool known = position != NameIndex::kNoPosition;
-    found.push_back(NodeRef{position, all != nullptr && known ? all[position] : unknown});
-  }
+std::vector<NodeRef> Snapshot::FindAll(const std::vector<std::string_view>& names) const {
+  std::vector<NodeRef> found(names.size());
+  index_->FindAll(names.data(), names.size(), found.data());
   return found;
 }
 

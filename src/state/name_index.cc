@@ -185,10 +185,9 @@ std::size_t NameIndex::Find(std::string_view name) const {
   return found == 0 ? kNotFound : found - 1;
 }
 
-void NameIndex::FindAll(const std::string_view* names, std::size_t count,
-                        std::uint32_t* positions) const {
+void NameIndex::FindAll(const std::string_view* names, std::size_t count, Found* found) const {
   if (slots_.empty()) {
-    std::fill(positions, positions + count, kNoPosition);
+    std::fill(found, found + count, Found{});
     return;
   }
   constexpr std::size_t kSlotAhead = 48;
@@ -206,7 +205,7 @@ void NameIndex::FindAll(const std::string_view* names, std::size_t count,
       __builtin_prefetch(arena + ahead.offset);  // an empty slot's offset 0 is harmless
     }
     // position + 1, or 0 for an unknown name: minus one is the position or kNoPosition
-    positions[i] = Probe(slots, mask, arena, names[i], hashes[i]) - 1;
+    found[i].position = Probe(slots, mask, arena, names[i], hashes[i]) - 1;
   }
 }
 

@@ -301,7 +301,7 @@ TEST(ClusterCacheKindsTest, NodesOfOneMachineTypeShareAKindNumber) {
   EXPECT_EQ(CheckByPosition(*first), "");
   EXPECT_EQ(first->kinds().size(), 3u);  // a and b, c, d
   const auto kind_of = [](const Snapshot& s, std::string_view name) {
-    return s.KindAt(s.FindAll({name}, false, 0)[0].position);
+    return s.KindAt(s.FindAll({name})[0].position);
   };
   EXPECT_EQ(kind_of(*first, "a"), kind_of(*first, "b"));
   EXPECT_NE(kind_of(*first, "a"), kind_of(*first, "c"));
@@ -314,8 +314,8 @@ TEST(ClusterCacheKindsTest, NodesOfOneMachineTypeShareAKindNumber) {
   EXPECT_EQ(CheckByPosition(*second), "");
   EXPECT_EQ(CheckByPosition(*first), "");
   EXPECT_EQ(kind_of(*second, "b"), kind_of(*first, "b"));
-  EXPECT_NE(second->NodeAt(second->FindAll({"b"}, false, 0)[0].position),
-            first->NodeAt(first->FindAll({"b"}, false, 0)[0].position));
+  EXPECT_NE(second->NodeAt(second->FindAll({"b"})[0].position),
+            first->NodeAt(first->FindAll({"b"})[0].position));
 }
 
 // Changes(from, to) lists every position whose node changed after snapshot `from` up to

@@ -53,9 +53,9 @@ TEST(NameIndexTest, FindAllAnswersAsFindDoes) {
   std::mt19937 rng(11);
   NameIndex empty;
   const std::vector<std::string_view> two = {"a", "b"};
-  std::vector<std::uint32_t> positions(two.size(), 7);
+  std::vector<NameIndex::Found> positions(two.size(), NameIndex::Found{7});
   empty.FindAll(two.data(), two.size(), positions.data());
-  EXPECT_EQ(positions, std::vector<std::uint32_t>(2, NameIndex::kNoPosition));
+  for (const NameIndex::Found& found : positions) EXPECT_FALSE(found.known());
 
   NameIndex index;
   std::vector<std::string> known;
@@ -71,11 +71,12 @@ TEST(NameIndexTest, FindAllAnswersAsFindDoes) {
                                      : known[rng() % known.size()]);
     }
     const std::vector<std::string_view> views(asked.begin(), asked.end());
-    std::vector<std::uint32_t> found(count, 7);
+    std::vector<NameIndex::Found> found(count, NameIndex::Found{7});
     index.FindAll(views.data(), count, found.data());
     for (std::size_t i = 0; i < count; ++i) {
       const std::size_t expected = index.Find(asked[i]);
-      EXPECT_EQ(found[i], expected == NameIndex::kNotFound ? NameIndex::kNoPosition : expected)
+      EXPECT_EQ(found[i].position,
+                expected == NameIndex::kNotFound ? NameIndex::kNoPosition : expected)
           << asked[i];
     }
   }
@@ -126,9 +127,9 @@ TEST(NameIndexTest, NamesLongerThanASlotRecordsStayApart) {
   EXPECT_EQ(index.Find(std::string(263, 'n')), NameIndex::kNotFound);
   EXPECT_EQ(index.Find(std::string(255, 'n') + "x"), NameIndex::kNotFound);
   const std::vector<std::string_view> views(names.begin(), names.end());
-  std::vector<std::uint32_t> found(views.size(), 7);
+  std::vector<NameIndex::Found> found(views.size(), NameIndex::Found{7});
   index.FindAll(views.data(), views.size(), found.data());
-  for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(found[i], i);
+  for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(found[i].position, i);
   const std::vector<std::uint32_t>& ranks = index.Ranks();
   ASSERT_EQ(ranks.size(), names.size());
   for (std::size_t a = 0; a < names.size(); ++a) {

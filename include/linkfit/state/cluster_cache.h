@@ -59,14 +59,9 @@ struct NodeChunk {
 };
 using NodeChunks = std::vector<std::shared_ptr<NodeChunk>>;
 
-// One name of a request, looked up: its node's position (kNoPosition: linkfit does not know the
-// name) and, when asked for, the name's rank (NameIndex::Ranks).
-struct NodeRef {
-  static constexpr std::uint32_t kNoPosition = NameIndex::kNoPosition;
-  std::uint32_t position = kNoPosition;
-  std::uint32_t rank = 0;
-  bool known() const { return position != kNoPosition; }
-};
+// One name of a request, looked up: its node's position (NameIndex::kNoPosition where linkfit
+// does not know the name).
+using NodeRef = NameIndex::Found;
 
 // An immutable view of every node at one moment.
 class Snapshot {
@@ -105,11 +100,11 @@ class Snapshot {
     __builtin_prefetch(&ChunkOf(position).nodes[position % kChunkSize]);
   }
   // Looks up every name of `names`, in order, overlapping the lookups' cache misses (hashes
-  // first, each slot prefetched a few names ahead). With `ranks`, each known name's rank among
-  // all the snapshot's names in byte order (NameIndex::Ranks, computed once per set of names);
-  // an unknown name's rank is `unknown`.
-  std::vector<NodeRef> FindAll(const std::vector<std::string_view>& names, bool ranks,
-                               std::uint32_t unknown) const;
+  // first, each slot prefetched a few names ahead).
+  std::vector<NodeRef> FindAll(const std::vector<std::string_view>& names) const;
+  // For each position, its name's rank among all the snapshot's names in byte order
+  // (NameIndex::Ranks: computed once per set of names, then kept).
+  const std::vector<std::uint32_t>& Ranks() const { return index_->Ranks(); }
   // Every node in insertion order (built on first use; filter and prioritize never need it).
   const std::vector<NodeStatePtr>& nodes() const;
   std::size_t size() const { return size_; }

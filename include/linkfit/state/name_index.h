@@ -38,14 +38,18 @@ class NameIndex {
 
   // Returns the position recorded for `name`, or kNotFound.
   std::size_t Find(std::string_view name) const;
-  // Looks up names[0..count) in order and writes each one's position to positions[i], or
+  // Looks up names[0..count) in order and writes each one's position to found[i], or
   // kNoPosition where a name is unknown. One tight loop that overlaps the lookups' cache misses:
   // every hash first, then each name's slot is loaded 48 names before it is compared and the
   // bytes it points at 24 before (a request's 1,000-5,000 names land all over the slots, and when
   // other work between requests has pushed the table out of cache, each load comes from memory:
   // only many loads in flight at once hide that).
   static constexpr std::uint32_t kNoPosition = static_cast<std::uint32_t>(-1);
-  void FindAll(const std::string_view* names, std::size_t count, std::uint32_t* positions) const;
+  struct Found {
+    std::uint32_t position = kNoPosition;
+    bool known() const { return position != kNoPosition; }
+  };
+  void FindAll(const std::string_view* names, std::size_t count, Found* found) const;
   static std::uint64_t Hash(std::string_view name);
 
   // Records `name` at `position`. REQUIRES: `name` is not in the index.
