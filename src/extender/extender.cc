@@ -57,16 +57,18 @@ void PrefetchKept(const Table& table, const std::vector<state::NodeRef>& nodes, 
 
 // A fit depends on nothing but the request and the node's GPU state: kept by node position
 // across calls until the node changes (verb_cache.h), and within a call shared by nodes alike
-// (gpu_state_memo.h). A shared fit's assignment names no node. Out of line: in steady state
-// nearly every fit is kept, and the loop in FitsOf stays small.
+// (gpu_state_memo.h) and of the same machine kind (the fit records the kind, which prioritize
+// counts by fit instead of reading every candidate's). A shared fit's assignment names no node.
+// Out of line: in steady state nearly every fit is kept, and the loop in FitsOf stays small.
 [[gnu::noinline]] FitRef ComputeFit(FitTable& table, GpuStateMemo<FitRef>& alike,
                                     const GpuRequest& request, const state::Snapshot& snapshot,
                                     const state::NodeRef& ref, const FitOptions& options) {
   const state::NodeState& node = *snapshot.NodeAt(ref.position);
-  const FitRef fit = alike.Of(node, {}, [&] {
+  const std::uint32_t kind = snapshot.KindAt(ref.position);
+  const FitRef fit = alike.Of(node, {kind, 0, nullptr}, [&] {
     NodeFit& computed = table.full_fits.emplace_back(FitOnNode(request, node, options));
     computed.assignment.node.clear();
-    return table.Add(computed, computed.fits ? nullptr : table.Intern(computed.reason));
+    return table.Add(computed, computed.fits ? nullptr : table.Intern(computed.reason), kind);
   });
   table.by_position.Insert(ref.position, fit);
   return fit;
@@ -214,17 +216,17 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
     fitting[fitting_count] = static_cast<std::uint32_t>(i);
     fitting_count += found[i].fits() ? 1u : 0u;
   }
-  // What every score depends on: each candidate's kind number, and the quality of each distinct
-  // fit among the candidates (a few hundred heads read once, not one per candidate).
+  // What every score depends on: the candidates' kinds and the quality of each distinct fit
+  // among them. A fit is shared only by nodes of one kind, so the candidates are counted by fit
+  // (a small table, in cache) and each distinct fit's head (a few hundred) read once, rather than
+  // every candidate's kind number by its position.
   CandidateFigures figures(&snapshot->kinds());
-  std::vector<std::uint8_t> fit_used(fits.fits.size());
-  for (std::size_t k = 0; k < fitting_count; ++k) {
-    const std::size_t i = fitting[k];
-    figures.AddKind(snapshot->KindAt(nodes[i].position));
-    fit_used[found[i].index()] = 1;
-  }
-  for (std::size_t f = 0; f < fit_used.size(); ++f) {
-    if (fit_used[f] != 0) figures.AddQuality(fits.fits[f].quality);
+  std::vector<std::uint32_t> by_fit(fits.fits.size());
+  for (std::size_t k = 0; k < fitting_count; ++k) ++by_fit[found[fitting[k]].index()];
+  for (std::size_t f = 0; f < by_fit.size(); ++f) {
+    if (by_fit[f] == 0) continue;
+    figures.AddKind(fits.fits[f].kind, by_fit[f]);
+    figures.AddQuality(fits.fits[f].quality);
   }
   // Only candidates without a kept score are listed for the scorer (it reads its list only when
   // scoring, so the list may grow after the scorer is made); the others are answered from the

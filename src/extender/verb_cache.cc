@@ -76,9 +76,9 @@ KeptReason* FitTable::Intern(const std::string& text) {
   return reason;
 }
 
-FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason) {
+FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason, std::uint32_t kind) {
   const auto index = static_cast<std::uint32_t>(fits.size());
-  fits.push_back(CachedFit{&fit, fit.quality, reason});
+  fits.push_back(CachedFit{&fit, fit.quality, reason, kind});
   return FitRef(index, fit);
 }
 

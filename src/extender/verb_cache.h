@@ -89,6 +89,9 @@ struct CachedFit {
   const NodeFit* fit = nullptr;  // in FitTable::full_fits
   alloc::SetQuality quality;     // fit->quality: prioritize's figures read it of every candidate
   KeptReason* reason = nullptr;  // set when !fit->fits, interned
+  // The machine kind number (Snapshot::KindAt) of the nodes this fit was computed for: a fit is
+  // shared only by nodes of one kind, so that prioritize counts its candidates' kinds by fit.
+  std::uint32_t kind = 0;
 };
 
 // A kept fit as the verbs read it first, in four bytes: its index in its table
@@ -121,8 +124,9 @@ struct FitTable {
 
   // The kept fit `ref` names. REQUIRES: ref.known(), from this table.
   const CachedFit& operator[](FitRef ref) const { return fits[ref.index()]; }
-  // Keeps `fit`'s head and returns its reference.
-  FitRef Add(const NodeFit& fit, KeptReason* reason);
+  // Keeps `fit`'s head, computed for nodes of machine kind number `kind`, and returns its
+  // reference.
+  FitRef Add(const NodeFit& fit, KeptReason* reason, std::uint32_t kind);
 
   std::deque<NodeFit> full_fits;  // stable addresses
   std::vector<CachedFit> fits;    // by FitRef::index, one per full fit

@@ -282,6 +282,32 @@ TEST_F(PerStateTest, KeptAnswersFollowManyChangesAndRenumberedPositions) {
   EXPECT_GE(CheckRandomChanges(rng), 5);
 }
 
+// Kept fits record their nodes' machine kind numbers, which prioritize counts by fit. A node
+// whose allocatable CPU keeps changing leaves kinds behind until the cluster cache renumbers every
+// kind (each node placed again): kept answers must follow, at every step and after the renumbering.
+TEST_F(PerStateTest, KeptFitsFollowRenumberedKinds) {
+  std::mt19937 rng(31);
+  BuildCluster(rng, 40);
+  const std::vector<kube::PodView> pods = Pods();
+  for (const kube::PodView& pod : pods) CheckPrioritize(pod);
+  const std::size_t kinds_before = cache_.Snapshot()->kinds().size();
+  bool renumbered = false;
+  for (int step = 0; step < 120; ++step) {
+    const state::NodeState* node = cache_.Snapshot()->Find(names_[5]);
+    ASSERT_NE(node, nullptr);
+    auto info = std::make_shared<state::NodeInfo>(node->info());
+    info->cpu_milli = 1000 * (200 + step);  // a kind no other node has
+    cache_.UpsertNode(info);
+    const std::size_t kinds = cache_.Snapshot()->kinds().size();
+    renumbered = renumbered || kinds < kinds_before + static_cast<std::size_t>(step) + 1;
+    if (step % 10 == 0 || kinds <= kinds_before + 1) {
+      for (const kube::PodView& pod : pods) CheckPrioritize(pod);
+    }
+  }
+  EXPECT_TRUE(renumbered);
+  for (const kube::PodView& pod : pods) CheckPrioritize(pod);
+}
+
 // The same node state scores differently under other candidates' figures: a node whose only
 // free pair is a PCIe pair is not the best ring beside an idle node, and is alone.
 TEST_F(PerStateTest, KeptScoresFollowTheCandidatesBestRing) {
@@ -352,7 +378,7 @@ TEST(VerbCacheTest, TablesAreBoundedAndTheLeastRecentlyUsedGoesFirst) {
   // A table that holds more fits than its bound is emptied when a call next asks for it.
   FitTable& big = cache.Fits("big");
   for (std::size_t i = 0; i <= VerbCache::kMaxFits; ++i) {
-    big.Add(big.full_fits.emplace_back(), nullptr);
+    big.Add(big.full_fits.emplace_back(), nullptr, 0);
   }
   big.by_position.Insert(0, FitRef(0, big.full_fits.front()));
   cache.BeginCall(1, unchanged);
@@ -425,10 +451,11 @@ TEST(VerbCacheTest, AFitRefCarriesItsFitsVerdict) {
   table.full_fits[3].quality.ring_mbps = 42;
   KeptReason reason{"why", 0, {}};
   for (const NodeFit& fit : table.full_fits) {
-    const FitRef ref = table.Add(fit, &reason);
+    const FitRef ref = table.Add(fit, &reason, 7);
     EXPECT_TRUE(ref.known());
     EXPECT_EQ(table[ref].fit, &fit);
     EXPECT_EQ(table[ref].reason, &reason);
+    EXPECT_EQ(table[ref].kind, 7u);
     EXPECT_EQ(table[ref].quality.ring_mbps, fit.quality.ring_mbps);
     EXPECT_EQ(ref.fits(), fit.fits);
     EXPECT_EQ(ref.unresolvable(), fit.unresolvable);

@@ -177,10 +177,10 @@ class CandidateFigures {
   // A candidate whose fit's quality is `quality` (NodeFit::quality), of machine kind `kind`.
   void Add(const alloc::SetQuality& quality, const state::MachineKind& kind);
   // A candidate's two parts apart, for a caller that has many candidates of few distinct fits:
-  // each candidate's kind by its number in `kinds` (inline: called once per candidate), and each
-  // distinct quality among the candidates' fits once (the figures take the best ring and sum,
-  // maxima, so a quality added once or many times counts the same).
-  void AddKind(std::uint32_t kind) { ++counts_[kind]; }
+  // `count` candidates of the kind numbered `kind` in `kinds`, and each distinct quality among
+  // the candidates' fits once (the figures take the best ring and sum, maxima, so a quality added
+  // once or many times counts the same).
+  void AddKind(std::uint32_t kind, std::uint32_t count = 1) { counts_[kind] += count; }
   void AddQuality(const alloc::SetQuality& quality) {
     best_ring_ = std::max(best_ring_, static_cast<double>(quality.ring_mbps));
     best_sum_ = std::max(best_sum_, static_cast<double>(quality.sum_mbps));
