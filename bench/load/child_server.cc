@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -161,6 +162,30 @@ double ChildServer::CpuSeconds() const {
   const auto stime = ParseInt(fields[12]);
   if (!utime || !stime) return -1;
   return static_cast<double>(*utime + *stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+long long ChildServer::ContextSwitches() const {
+  std::error_code error;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid_) + "/task";
+  long long total = 0;
+  bool read_any = false;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    std::ifstream status(task.path() / "status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (!StartsWith(line, "voluntary_ctxt_switches:") &&
+          !StartsWith(line, "nonvoluntary_ctxt_switches:")) {
+        continue;
+      }
+      const std::vector<std::string_view> fields = SplitWhitespace(line);
+      if (fields.size() < 2) continue;
+      if (const auto count = ParseInt(fields[1])) {
+        total += *count;
+        read_any = true;
+      }
+    }
+  }
+  return error || !read_any ? -1 : total;
 }
 
 void ChildServer::Stop() {

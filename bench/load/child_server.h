@@ -46,6 +46,9 @@ class ChildServer {
   long long RssBytes() const;
   // utime + stime so far, in seconds; -1 if unreadable.
   double CpuSeconds() const;
+  // Context switches so far, voluntary and not, summed over the process's threads now running;
+  // -1 if unreadable.
+  long long ContextSwitches() const;
 
   // SIGTERM, then waits (SIGKILL after a few seconds).
   void Stop();

@@ -180,8 +180,10 @@ std::string CpuModel() {
 // Latency samples of one case, in seconds.
 struct Samples {
   std::vector<double> seconds;
-  double wall = 0;        // sum of the measured loops' wall time
-  double server_cpu = 0;  // the server's utime + stime over the measured loops
+  double wall = 0;                // sum of the measured loops' wall time
+  double server_cpu = 0;          // the server's utime + stime over the measured loops
+  long long server_switches = 0;  // the server's context switches over the measured loops
+  bool switches_known = true;
   int errors = 0;
 
   double Percentile(double p) const {
@@ -254,6 +256,7 @@ class Driver {
     HttpResponse response;
     const auto start = Clock::now();
     const double cpu_start = samples != nullptr ? server_.CpuSeconds() : 0;
+    const long long switches_start = samples != nullptr ? server_.ContextSwitches() : 0;
     for (int i = 0; i < count; ++i) {
       Body& body = bodies[static_cast<std::size_t>(i) % bodies.size()];
       PatchUid(body.text, body.uid_offset, ++*serial);
@@ -269,6 +272,12 @@ class Driver {
     if (samples != nullptr) {
       samples->wall += std::chrono::duration<double>(Clock::now() - start).count();
       samples->server_cpu += server_.CpuSeconds() - cpu_start;
+      const long long switches_end = server_.ContextSwitches();
+      if (switches_start < 0 || switches_end < switches_start) {
+        samples->switches_known = false;
+      } else {
+        samples->server_switches += switches_end - switches_start;
+      }
     }
   }
 
@@ -693,10 +702,13 @@ int Run(const Options& o) {
   out << "### filter / prioritize, nodeCacheCapable, one request in flight (ms)\n\n";
   out << "Latency is wall time at the client; server CPU/req is the server process's utime + "
          "stime over the measured requests divided by their number (robust against other work "
-         "sharing the server's CPU).\n\n";
+         "sharing the server's CPU); switches/req, the server's context switches (all its "
+         "threads, voluntary or not) over the same requests: where a system call, a wake-up or a "
+         "switch is dear (a virtual machine), runs whose servers switch more per request are "
+         "slower for it.\n\n";
   out << "| verb | names | server | p50 | p90 | p99 | max | req/s | n | p50 ratio | server CPU/req "
-         "| CPU ratio |\n";
-  out << "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+         "| CPU ratio | switches/req |\n";
+  out << "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const CaseResult& c : cases) {
     for (const Samples* s : {&c.linkfit, &c.parse_only}) {
       const bool is_linkfit = s == &c.linkfit;
@@ -713,6 +725,12 @@ int Run(const Options& o) {
           << (is_linkfit
                   ? Fixed(c.linkfit.server_cpu / std::max(1e-9, c.parse_only.server_cpu), 2) + "x"
                   : "")
+          << " | "
+          << (s->switches_known
+                  ? Fixed(static_cast<double>(s->server_switches) /
+                              static_cast<double>(std::max<std::size_t>(1, s->seconds.size())),
+                          1)
+                  : "-")
           << " |\n";
     }
   }
