@@ -10,7 +10,9 @@
 //     seen by a small filter call, then released through POST /standalone/release;
 //   - filter in non-cache mode with full ~20 KB Node objects, checked byte for byte against the
 //     cache-mode answer;
-//   - server memory (VmRSS) and start-up CPU (utime + stime when "listening" is printed).
+//   - server memory (VmRSS) and start-up CPU (utime + stime when "listening" is printed);
+//   - per request, each server's CPU (utime + stime) and context switches (all its threads, from
+//     /proc/PID/task/*/status) over the measured requests.
 //
 // With --hostile N it measures only the hostile-clients figure instead (DESIGN.md §11): filter
 // at the first --sizes on the scheduler's keep-alive connection, and /healthz on a new
