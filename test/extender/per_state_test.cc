@@ -172,6 +172,29 @@ TEST_F(PerStateTest, FilterAnswersEveryNodeAsItsOwnFitDoes) {
   for (const kube::PodView& pod : Pods()) CheckFilter(pod);
 }
 
+// Filter's failed nodes carry their names' ranks (the reply's map is written in name order by
+// them, without reading the names): for every pair, ranks compare as the names do.
+TEST_F(PerStateTest, FailedNodesCarryTheirNamesRanks) {
+  std::mt19937 rng(13);
+  BuildCluster(rng, 120);
+  std::shuffle(names_.begin(), names_.end(), rng);
+  std::size_t checked = 0;
+  for (const kube::PodView& pod : Pods()) {
+    const kube::FilterResult result = extender_.Filter(testing::NamesArgs(pod, names_));
+    std::vector<const kube::NodeFailure*> failures;
+    for (const kube::NodeFailure& f : result.failed_nodes) failures.push_back(&f);
+    for (const kube::NodeFailure& f : result.failed_and_unresolvable_nodes) failures.push_back(&f);
+    for (const kube::NodeFailure* a : failures) {
+      ASSERT_NE(a->order, kube::NodeFailure::kUnordered) << pod.uid << " " << a->node;
+      for (const kube::NodeFailure* b : failures) {
+        EXPECT_EQ(a->order < b->order, a->node < b->node) << a->node << " / " << b->node;
+      }
+    }
+    checked += failures.size();
+  }
+  EXPECT_GT(checked, 100u);
+}
+
 TEST_F(PerStateTest, PrioritizeScoresEveryNodeAsItsOwnFitDoes) {
   std::mt19937 rng(11);
   BuildCluster(rng, 150);

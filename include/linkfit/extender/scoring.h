@@ -180,7 +180,7 @@ class CandidateFigures {
   // `count` candidates of the kind numbered `kind` in `kinds`, and each distinct quality among
   // the candidates' fits once (the figures take the best ring and sum, maxima, so a quality added
   // once or many times counts the same).
-  void AddKind(std::uint32_t kind, std::uint32_t count = 1) { counts_[kind] += count; }
+  void AddKind(std::uint32_t kind, std::uint32_t count) { counts_[kind] += count; }
   void AddQuality(const alloc::SetQuality& quality) {
     best_ring_ = std::max(best_ring_, static_cast<double>(quality.ring_mbps));
     best_sum_ = std::max(best_sum_, static_cast<double>(quality.sum_mbps));
