@@ -1,14 +1,17 @@
 // The Boost.Asio/Beast implementation of Server: an event-driven front end in which a connection
 // costs a socket, a small state object and its read buffer, never a thread.
 //
-//   I/O threads (ServerOptions::io_threads) run one io_context: accept, TLS handshakes, reading
-//   and parsing requests, writing replies, and /healthz and /readyz, which are answered inline.
+//   An accept thread takes new connections and gives each to one of the I/O loops
+//   (ServerOptions::io_threads), preferring one that is not running a verb. An I/O loop is one
+//   thread with an io_context that only it runs: a connection lives on one loop for its whole
+//   life, and its TLS handshake, reading and parsing, /healthz and /readyz, and writing the
+//   reply all happen on that thread, so a request never waits for another thread to wake up
+//   (on a virtual machine each wake-up, context switch and system call costs microseconds).
 //   Handler threads (ServerOptions::threads) run everything else that calls the ExtenderHandler
-//   or renders metrics, so a verb in progress never delays another connection's I/O. Filter and
-//   prioritize may run on an I/O thread instead while another I/O thread stays free (see
-//   Handle).
+//   or renders metrics. Filter and prioritize may run on their loop's thread instead while
+//   another loop stays free (see Handle).
 //
-// Each connection is a small state machine, driven on its own strand:
+// Each connection is a small state machine, driven on its loop's thread:
 //
 //   Idle ----first byte----> Reading ----complete----> Handling ----> Writing --+--> Idle
 //    |  (idle timeout)        | (request deadline)     (pool thread)   (write     |
@@ -50,7 +53,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -91,6 +93,10 @@ constexpr std::uint32_t kHeaderLimit = 64 * 1024;
 constexpr std::chrono::seconds kLingerTime{1};
 // The most a body read reserves ahead (Beast reads at most 64 KiB at a time).
 constexpr std::uint64_t kReadChunk = 64 * 1024;
+// The largest filter or prioritize body run on a loop's thread: 1 MiB is ~15,000 node names
+// (a few milliseconds of work); bodies with full Node objects are larger and go to a handler
+// thread.
+constexpr std::size_t kInlineBodyBytes = std::size_t{1} << 20;
 
 // The extender protocol's error shape (spec/extender-protocol.md): {"Error":"..."}.
 HttpReply JsonError(int status, std::string_view message) {
@@ -121,6 +127,26 @@ struct Outgoing {
 
 class HttpServer;
 
+// One I/O thread and the io_context that only it runs (concurrency hint 1: Asio's handler queue
+// then needs no cross-thread wake-ups for work the thread posts itself). The work guard keeps
+// the loop running while it has no connection; Stop releases it.
+class IoLoop {
+ public:
+  IoLoop() : context_(1), guard_(asio::make_work_guard(context_)) {}
+
+  asio::io_context& context() { return context_; }
+  void Release() { guard_.reset(); }
+
+  // Live connections on this loop, and whether it is running a filter or prioritize inline
+  // (the accept thread gives new connections to loops that are not).
+  std::atomic<int> connections{0};
+  std::atomic<bool> in_verb{false};
+
+ private:
+  asio::io_context context_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+};
+
 // What the server needs of a connection whatever its stream type.
 class ConnectionBase : public std::enable_shared_from_this<ConnectionBase> {
  public:
@@ -138,9 +164,13 @@ class HttpServer final : public Server {
         handler_(handler),
         metrics_(metrics),
         tls_(std::move(tls)),
-        io_(std::max(1, options.io_threads)),
-        acceptor_(asio::make_strand(io_)),
-        accept_retry_(acceptor_.get_executor()) {}
+        accept_io_(1),
+        acceptor_(accept_io_),
+        accept_retry_(accept_io_) {
+    for (int i = 0; i < std::max(1, options.io_threads); ++i) {
+      loops_.push_back(std::make_unique<IoLoop>());
+    }
+  }
 
   ~HttpServer() override {
     Stop();
@@ -161,18 +191,22 @@ class HttpServer final : public Server {
   bool Track(const std::shared_ptr<ConnectionBase>& connection);
   void Untrack(const ConnectionBase* connection);
 
-  // Routes a complete request. Answers /healthz, /readyz and every transport error at once;
-  // anything that calls the handler or renders metrics runs on a handler thread, and `done`
-  // is called there with the reply (it must hop back to the connection's strand itself).
-  // `deadline` is the request's: a request still queued when it passes is not handled.
+  // Routes a complete request that arrived on `loop`. Answers /healthz, /readyz and every
+  // transport error at once; anything that calls the handler or renders metrics runs on a
+  // handler thread (or inline, see the definition), and `done` is called there with the reply
+  // (it must hop back to the loop's thread itself). `deadline` is the request's: a request still
+  // queued when it passes is not handled.
   template <typename Done>
-  void Handle(http::request<http::string_body>& request, Clock::time_point deadline, Done done);
+  void Handle(IoLoop& loop, http::request<http::string_body>& request, Clock::time_point deadline,
+              Done done);
 
   void CountTooLarge(std::string_view target);
 
  private:
   void Accept();
-  void OnAccept(beast::error_code error, tcp::socket socket);
+  void OnAcceptable(beast::error_code error);
+  void Open(IoLoop& loop, tcp::socket socket);
+  IoLoop& PickLoop();
   HttpReply Run(const RouteMatch& match, const std::string& body);
   HttpReply CallVerb(Verb verb, std::string_view body);
   template <typename Call>
@@ -183,13 +217,16 @@ class HttpServer final : public Server {
   PrometheusMetrics& metrics_;
   const std::unique_ptr<asio::ssl::context> tls_;  // null without TLS
 
-  // Before io_: connections still queued in io_ when it is destroyed untrack themselves.
+  // Before the loops: connections still queued in a loop when it is destroyed untrack
+  // themselves.
   std::mutex connections_mutex_;
   std::unordered_map<const ConnectionBase*, std::weak_ptr<ConnectionBase>>
       connections_;  // GUARDED_BY(connections_mutex_)
 
-  asio::io_context io_;
-  tcp::acceptor acceptor_;  // used on its own strand only
+  std::vector<std::unique_ptr<IoLoop>> loops_;
+  std::size_t next_loop_ = 0;  // round robin among equally good loops; accept thread only
+  asio::io_context accept_io_;
+  tcp::acceptor acceptor_;  // accept thread only
   asio::steady_timer accept_retry_;
   std::unique_ptr<asio::thread_pool> handlers_;  // created by Start
 
@@ -199,18 +236,24 @@ class HttpServer final : public Server {
   std::atomic<int> inline_verbs_{0};  // verbs running on I/O threads now
 
   std::mutex wait_mutex_;
-  std::vector<std::thread> io_threads_;  // GUARDED_BY(wait_mutex_) after Start
+  std::vector<std::thread> threads_;  // the accept thread and the loops'; GUARDED_BY(wait_mutex_)
 };
 
 // One HTTP/1.1 connection over `Stream` (beast::tcp_stream or beast::ssl_stream of one). Every
-// member is used on the connection's strand only, except while a request is being handled:
-// then the handler thread reads the request, and nothing on the strand touches it until the
+// member is used on its loop's thread only, except while a request is being handled by a
+// handler thread: then that thread reads the request, and the loop does not touch it until the
 // reply is posted back.
 template <typename Stream>
 class Connection final : public ConnectionBase {
  public:
-  Connection(HttpServer& server, Stream stream) : server_(server), stream_(std::move(stream)) {}
-  ~Connection() override { server_.Untrack(this); }
+  Connection(HttpServer& server, IoLoop& loop, Stream stream)
+      : server_(server), loop_(loop), stream_(std::move(stream)) {
+    loop_.connections.fetch_add(1);
+  }
+  ~Connection() override {
+    loop_.connections.fetch_sub(1);
+    server_.Untrack(this);
+  }
 
   void Begin() {
     asio::dispatch(stream_.get_executor(), [self = Self()] { self->Open(); });
@@ -346,10 +389,12 @@ class Connection final : public ConnectionBase {
   void OnRequest() {
     state_ = State::kHandling;
     ++requests_;
-    server_.Handle(parser_->get(), deadline_, [self = Self()](Outgoing outgoing) {
-      asio::post(self->stream_.get_executor(), [self, outgoing = std::move(outgoing)]() mutable {
-        self->Send(std::move(outgoing));
-      });
+    // On the loop's thread (an answer given at once, or a verb run inline) the reply is sent
+    // at once; from a handler thread it is posted to the loop.
+    server_.Handle(loop_, parser_->get(), deadline_, [self = Self()](Outgoing outgoing) {
+      asio::dispatch(
+          self->stream_.get_executor(),
+          [self, outgoing = std::move(outgoing)]() mutable { self->Send(std::move(outgoing)); });
     });
   }
 
@@ -418,6 +463,7 @@ class Connection final : public ConnectionBase {
   }
 
   HttpServer& server_;
+  IoLoop& loop_;
   Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -449,8 +495,8 @@ void HttpServer::CountTooLarge(std::string_view target) {
 }
 
 template <typename Done>
-void HttpServer::Handle(http::request<http::string_body>& request, Clock::time_point deadline,
-                        Done done) {
+void HttpServer::Handle(IoLoop& loop, http::request<http::string_body>& request,
+                        Clock::time_point deadline, Done done) {
   const std::string path = PathOf(View(request.target()));
   const RouteMatch match = MatchRoute(path, options_.url_prefix);
   const http::verb method = request.method();
@@ -489,21 +535,26 @@ void HttpServer::Handle(http::request<http::string_body>& request, Clock::time_p
     return done(Outgoing{JsonError(400, "empty request body; expected JSON")});
   }
   // Filter and prioritize are short and CPU-bound (no I/O, no locks held for long): one runs on
-  // this I/O thread when that leaves another I/O thread free for every other connection and the
-  // probes, which saves two thread hand-offs on the scheduler's critical path.
+  // its loop's thread when that leaves another loop free for new connections and the probes,
+  // which saves two thread hand-offs on the scheduler's critical path. Its loop's other
+  // connections wait for it (a few milliseconds at most: a body over kInlineBodyBytes, such as a
+  // filter with full Node objects, goes to a handler thread).
   if (match.route == Route::kVerb &&
-      (match.verb == Verb::kFilter || match.verb == Verb::kPrioritize)) {
-    if (inline_verbs_.fetch_add(1) < options_.io_threads - 1) {
+      (match.verb == Verb::kFilter || match.verb == Verb::kPrioritize) &&
+      request.body().size() <= kInlineBodyBytes) {
+    if (inline_verbs_.fetch_add(1) < static_cast<int>(loops_.size()) - 1) {
+      loop.in_verb.store(true);
       Outgoing outgoing{Run(match, request.body())};
+      loop.in_verb.store(false);
       inline_verbs_.fetch_sub(1);
       return done(std::move(outgoing));
     }
     inline_verbs_.fetch_sub(1);
   }
-  // The rest runs on a handler thread. The work guard keeps the I/O threads running until the
-  // reply is posted back, even when Stop has closed everything else.
+  // The rest runs on a handler thread. The work guard keeps the loop running until the reply
+  // is posted back, even when Stop has closed everything else.
   asio::post(*handlers_, [this, match, path, deadline, &request, done = std::move(done),
-                          work = asio::make_work_guard(io_)]() mutable {
+                          work = asio::make_work_guard(loop.context())]() mutable {
     if (Clock::now() > deadline) {
       // The client's deadline passed while the request waited for a handler thread; whatever
       // it decides now would arrive after the client gave up.
@@ -591,36 +642,74 @@ HttpReply HttpServer::CallHandler(std::string_view what, Call&& call) {
 }
 
 void HttpServer::Accept() {
-  acceptor_.async_accept(
-      asio::make_strand(io_),
-      [this](beast::error_code error, tcp::socket socket) { OnAccept(error, std::move(socket)); });
+  acceptor_.async_wait(tcp::acceptor::wait_read,
+                       [this](beast::error_code error) { OnAcceptable(error); });
 }
 
-void HttpServer::OnAccept(beast::error_code error, tcp::socket socket) {
+// Accepts what is pending (the listening socket is non-blocking), each connection straight onto
+// the loop chosen for it, then waits again.
+void HttpServer::OnAcceptable(beast::error_code error) {
   if (stopping_ || !acceptor_.is_open()) return;
-  if (error) {
-    // Out of file descriptors or memory: wait a little rather than spin, then go on.
-    if (error != asio::error::operation_aborted) {
-      log::Warning("accept on port " + std::to_string(port_.load()) + ": " + error.message());
+  for (int accepted = 0; !error && accepted < 64; ++accepted) {
+    IoLoop& loop = PickLoop();
+    tcp::socket socket(loop.context());
+    acceptor_.accept(socket, error);
+    if (error == asio::error::would_block || error == asio::error::try_again) {
+      error = {};
+      break;
     }
+    if (error == asio::error::connection_aborted) {  // reset before it was accepted
+      error = {};
+      continue;
+    }
+    if (!error) Open(loop, std::move(socket));
+  }
+  if (error && error != asio::error::operation_aborted) {
+    // Out of file descriptors or memory: wait a little rather than spin, then go on.
+    log::Warning("accept on port " + std::to_string(port_.load()) + ": " + error.message());
     accept_retry_.expires_after(std::chrono::milliseconds(50));
     accept_retry_.async_wait([this](beast::error_code) {
       if (!stopping_) Accept();
     });
     return;
   }
+  if (!error) Accept();
+}
+
+// The loop with the fewest connections among those not running a verb (all of them when every
+// one is), the next in turn among equals.
+IoLoop& HttpServer::PickLoop() {
+  const std::size_t n = loops_.size();
+  IoLoop* best = nullptr;
+  bool best_busy = true;
+  int best_count = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    IoLoop& loop = *loops_[(next_loop_ + i) % n];
+    const bool busy = loop.in_verb.load();
+    const int count = loop.connections.load();
+    if (best == nullptr || (best_busy && !busy) || (busy == best_busy && count < best_count)) {
+      best = &loop;
+      best_busy = busy;
+      best_count = count;
+    }
+  }
+  next_loop_ = (next_loop_ + 1) % n;
+  return *best;
+}
+
+void HttpServer::Open(IoLoop& loop, tcp::socket socket) {
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   if (tls_) {
     using TlsStream = beast::ssl_stream<beast::tcp_stream>;
-    std::make_shared<Connection<TlsStream>>(*this,
+    std::make_shared<Connection<TlsStream>>(*this, loop,
                                             TlsStream(beast::tcp_stream(std::move(socket)), *tls_))
         ->Begin();
   } else {
-    std::make_shared<Connection<beast::tcp_stream>>(*this, beast::tcp_stream(std::move(socket)))
+    std::make_shared<Connection<beast::tcp_stream>>(*this, loop,
+                                                    beast::tcp_stream(std::move(socket)))
         ->Begin();
   }
-  Accept();
 }
 
 Result<void> HttpServer::Start() {
@@ -628,7 +717,7 @@ Result<void> HttpServer::Start() {
   if (started_.exchange(true)) return MakeError("server already started");
   const std::string address = options_.host + ":" + std::to_string(options_.port);
   beast::error_code error;
-  tcp::resolver resolver(io_);
+  tcp::resolver resolver(accept_io_);
   const auto endpoints =
       resolver.resolve(options_.host, std::to_string(options_.port),
                        tcp::resolver::passive | tcp::resolver::numeric_service, error);
@@ -653,18 +742,21 @@ Result<void> HttpServer::Start() {
   std::lock_guard<std::mutex> lock(wait_mutex_);
   try {
     handlers_ = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(options_.threads));
+    acceptor_.non_blocking(true);
     Accept();
-    for (int i = 0; i < std::max(1, options_.io_threads); ++i) {
-      io_threads_.emplace_back([this] {
-        for (;;) {
-          try {
-            io_.run();
-            return;
-          } catch (const std::exception& e) {
-            log::Error(std::string("server I/O thread: ") + e.what());
-          }
+    const auto run = [](asio::io_context& context) {
+      for (;;) {
+        try {
+          context.run();
+          return;
+        } catch (const std::exception& e) {
+          log::Error(std::string("server I/O thread: ") + e.what());
         }
-      });
+      }
+    };
+    threads_.emplace_back([this, run] { run(accept_io_); });
+    for (const auto& loop : loops_) {
+      threads_.emplace_back([run, &loop = *loop] { run(loop.context()); });
     }
   } catch (const std::exception& e) {
     return MakeError(std::string("cannot start the server threads: ") + e.what());
@@ -683,17 +775,19 @@ void HttpServer::Stop() {
       if (auto connection = weak.lock()) live.push_back(std::move(connection));
     }
   }
-  asio::post(acceptor_.get_executor(), [this] {
+  asio::post(accept_io_, [this] {
     beast::error_code ignored;
     acceptor_.close(ignored);
     accept_retry_.cancel();
   });
   for (const auto& connection : live) connection->Shutdown();
+  // Each loop runs until its last connection has closed.
+  for (const auto& loop : loops_) loop->Release();
 }
 
 void HttpServer::Wait() {
   std::lock_guard<std::mutex> lock(wait_mutex_);
-  for (std::thread& thread : io_threads_) {
+  for (std::thread& thread : threads_) {
     if (thread.joinable()) thread.join();
   }
   if (handlers_) handlers_->join();

@@ -263,6 +263,42 @@ TEST_F(HostileTest, HealthzAnswersWhileEveryHandlerThreadIsBusy) {
   EXPECT_LT(took, std::chrono::seconds(1));
 }
 
+// A filter runs on its connection's I/O loop (io_threads is 2): while it runs, every new
+// connection goes to the other loop, even one with more connections, so probes that open a
+// connection each (as the kubelet's do) are answered at once even when the verb never finishes.
+TEST_F(HostileTest, NewConnectionsAvoidTheLoopRunningAVerb) {
+  ServerOptions options = Options(milliseconds(20000));
+  options.io_threads = 2;
+  StartServer(options);
+  handler_.Block();
+  std::thread client_thread([this] {
+    httplib::Client client = Client();
+    auto reply = client.Post("/scheduler/filter", "{}", "application/json");
+    EXPECT_TRUE(reply && reply->status == 200);
+  });
+  ASSERT_TRUE(handler_.WaitForCalls(1));
+  // Idle connections make the free loop the busier one by count.
+  std::vector<RawSocket> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.emplace_back(server_->port());
+    ASSERT_TRUE(idle.back().ok());
+  }
+  auto slowest = Clock::duration::zero();
+  for (int i = 0; i < 8; ++i) {
+    httplib::Client probe("127.0.0.1", server_->port());
+    probe.set_keep_alive(false);
+    probe.set_read_timeout(2, 0);
+    const auto start = Clock::now();
+    auto healthz = probe.Get("/healthz");
+    slowest = std::max(slowest, Clock::now() - start);
+    ASSERT_TRUE(healthz) << "probe " << i << " was not answered";
+    EXPECT_EQ(healthz->status, 200);
+  }
+  handler_.Unblock();
+  client_thread.join();
+  EXPECT_LT(slowest, std::chrono::seconds(1));
+}
+
 TEST_F(HostileTest, SlowlorisIsClosedAtTheRequestDeadline) {
   StartServer(Options(milliseconds(300)));
   RawSocket slow(server_->port());

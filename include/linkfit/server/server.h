@@ -23,14 +23,18 @@
 // module therefore must not report ObserveRequest itself.
 //
 // Design (event-driven, Boost.Asio/Beast): a connection costs a socket, a small state object and
-// a read buffer while a request arrives; it never holds a thread. A few I/O threads
-// (ServerOptions::io_threads) accept, run TLS handshakes, read and parse requests, write replies
-// and answer /healthz and /readyz themselves; the handler threads (ServerOptions::threads) run
-// every other call into the ExtenderHandler and /metrics, so a verb in progress delays neither
-// other connections nor the health checks. The exception saves the scheduler's critical path two
-// thread hand-offs: a filter or prioritize (short, CPU-bound) runs on the I/O thread that read
-// it while that leaves at least one I/O thread free (io_threads - 1 of them at a time). Hundreds of
-// idle or slow connections therefore cost file descriptors and a little memory, not service.
+// a read buffer while a request arrives; it never holds a thread. An accept thread hands each new
+// connection to one of a few I/O loops (ServerOptions::io_threads), each a thread with an event
+// loop of its own, preferring a loop that is not running a verb; the connection stays on that
+// loop, which runs its TLS handshake, reads and parses its requests, writes its replies and
+// answers /healthz and /readyz itself, so a request's work never waits for another thread to
+// wake. The handler threads (ServerOptions::threads) run every other call into the
+// ExtenderHandler and /metrics, so a verb in progress delays neither other connections nor the
+// health checks. The exception saves the scheduler's critical path two thread hand-offs: a
+// filter or prioritize (short, CPU-bound) with a body of up to 1 MiB runs on its connection's
+// loop while that leaves at least one loop free (io_threads - 1 of them at a time); the other
+// connections of that loop wait for it (a few milliseconds), new ones go to a free loop. Hundreds
+// of idle or slow connections therefore cost file descriptors and a little memory, not service.
 // Deadlines, all enforced by the server:
 //   - a request (its header and its body) must arrive within read_timeout of its first byte; the
 //     deadline is a total, so a client that trickles bytes cannot extend it, and a request that
@@ -48,8 +52,9 @@
 // Wait from main and Stop from a signal-handling thread). Stop closes the listening socket and
 // every connection that is idle or still receiving a request; requests being handled finish and
 // their replies are written (then those connections close), so Wait returns promptly. Stop and
-// Wait are idempotent. The destructor stops and waits. The handler is called from the handler
-// threads concurrently, and ExtenderHandler::Ready from the I/O threads.
+// Wait are idempotent. The destructor stops and waits. The handler is called concurrently from
+// the handler threads and (filter and prioritize) the I/O threads, and ExtenderHandler::Ready
+// from the I/O threads.
 
 #include <chrono>
 #include <cstddef>
@@ -102,8 +107,8 @@ struct ServerOptions {
   // Handler threads: the most handler calls (verbs, /inspect, /explain, /metrics) that run at
   // once; further complete requests queue for one. Connections do not hold them.
   int threads = 16;
-  // I/O threads: sockets, TLS, HTTP parsing, /healthz and /readyz. Two keep the health checks
-  // answered while the other parses a large body.
+  // I/O threads (one event loop each): sockets, TLS, HTTP parsing, /healthz and /readyz. Two
+  // keep the health checks answered while one runs a verb or parses a large body.
   int io_threads = 2;
   // Go's http.Transport closes idle connections after 90 s; the server keeps them at least as
   // long, and for effectively unlimited requests, so that kube-scheduler's connection is reused.
