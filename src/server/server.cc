@@ -239,7 +239,7 @@ class HttpServer final : public Server {
   std::vector<std::thread> threads_;  // the accept thread and the loops'; GUARDED_BY(wait_mutex_)
 };
 
-// One HTTP/1.1 connection over `Stream` (beast::tcp_stream or beast::ssl_stream of one). Every
+// One HTTP/1.1 connection over `Stream` (a TCP socket or beast::ssl_stream of one). Every
 // member is used on its loop's thread only, except while a request is being handled by a
 // handler thread: then that thread reads the request, and the loop does not touch it until the
 // reply is posted back.
@@ -247,7 +247,7 @@ template <typename Stream>
 class Connection final : public ConnectionBase {
  public:
   Connection(HttpServer& server, IoLoop& loop, Stream stream)
-      : server_(server), loop_(loop), stream_(std::move(stream)) {
+      : server_(server), loop_(loop), stream_(std::move(stream)), timer_(loop.context()) {
     loop_.connections.fetch_add(1);
   }
   ~Connection() override {
@@ -274,19 +274,43 @@ class Connection final : public ConnectionBase {
   std::shared_ptr<Connection> Self() {
     return std::static_pointer_cast<Connection>(shared_from_this());
   }
-  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+  tcp::socket& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  // Deadlines. The connection has one deadline at a time (`expiry_`; none while a handler runs)
+  // and one timer, re-armed only when a deadline comes earlier than the armed one. A request
+  // moves the deadline later (the next request's read deadline is later than the last one's),
+  // so a busy connection sets no timer, which would cost a system call; when the timer fires
+  // before the deadline it waits again for the rest.
+  void ExpireAt(Clock::time_point when) {
+    expiry_ = when;
+    if (when < armed_) Arm(when);
+  }
+  void ExpireNever() { expiry_ = Clock::time_point::max(); }
+
+  void Arm(Clock::time_point when) {
+    armed_ = when;
+    timer_.expires_at(when);  // cancels the wait in progress, if any
+    timer_.async_wait([self = Self(), generation = ++timer_generation_](beast::error_code) {
+      // A wait replaced by a later Arm (cancelled, or already completed and queued) is stale.
+      if (generation != self->timer_generation_) return;
+      self->armed_ = Clock::time_point::max();
+      if (!self->Lowest().is_open()) return;
+      if (Clock::now() >= self->expiry_) return self->CloseNow();
+      if (self->expiry_ != Clock::time_point::max()) self->Arm(self->expiry_);
+    });
+  }
 
   void Open() {
     if (!server_.Track(shared_from_this())) {
       CloseNow();
       return;
     }
-    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
       WaitForRequest();
     } else {
       // The handshake counts against the first request's deadline.
       state_ = State::kReading;
-      Lowest().expires_after(server_.options().read_timeout);
+      ExpireAt(Clock::now() + server_.options().read_timeout);
       stream_.async_handshake(asio::ssl::stream_base::server,
                               [self = Self()](beast::error_code error) {
                                 if (error) return self->CloseNow();
@@ -306,7 +330,7 @@ class Connection final : public ConnectionBase {
     const Clock::duration idle = requests_ == 0
                                      ? Clock::duration(server_.options().read_timeout)
                                      : Clock::duration(server_.options().keep_alive_timeout);
-    Lowest().expires_after(idle);
+    ExpireAt(Clock::now() + idle);
     stream_.async_read_some(buffer_.prepare(4096),
                             [self = Self()](beast::error_code error, std::size_t bytes) {
                               if (error) return self->CloseNow();
@@ -320,7 +344,7 @@ class Connection final : public ConnectionBase {
   void ReadRequest() {
     state_ = State::kReading;
     deadline_ = Clock::now() + server_.options().read_timeout;
-    Lowest().expires_at(deadline_);
+    ExpireAt(deadline_);
     parser_.emplace();
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(static_cast<std::uint64_t>(server_.options().max_body_bytes));
@@ -388,6 +412,7 @@ class Connection final : public ConnectionBase {
 
   void OnRequest() {
     state_ = State::kHandling;
+    ExpireNever();  // the handler's time is not the client's to limit; the reply's is
     ++requests_;
     // On the loop's thread (an answer given at once, or a verb run inline) the reply is sent
     // at once; from a handler thread it is posted to the loop.
@@ -426,7 +451,7 @@ class Connection final : public ConnectionBase {
     if (head) response_.body().clear();  // Content-Length stays that of the GET reply
     if (!keep_alive_) parser_.reset();   // a request still arriving is abandoned
 
-    Lowest().expires_after(options.write_timeout);
+    ExpireAt(Clock::now() + options.write_timeout);
     http::async_write(stream_, response_, [self = Self()](beast::error_code error, std::size_t) {
       self->response_ = {};
       if (error) return self->CloseNow();
@@ -442,8 +467,8 @@ class Connection final : public ConnectionBase {
   void Linger() {
     state_ = State::kClosed;
     beast::error_code ignored;
-    Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
-    Lowest().expires_after(kLingerTime);
+    Lowest().shutdown(tcp::socket::shutdown_send, ignored);
+    ExpireAt(Clock::now() + kLingerTime);
     DiscardUntilClosed();
   }
 
@@ -458,8 +483,11 @@ class Connection final : public ConnectionBase {
   void CloseNow() {
     state_ = State::kClosed;
     beast::error_code ignored;
-    Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
-    Lowest().close();
+    Lowest().shutdown(tcp::socket::shutdown_both, ignored);
+    Lowest().close(ignored);
+    // The timer's wait holds a reference: release it now rather than at the deadline.
+    ++timer_generation_;
+    timer_.cancel();
   }
 
   HttpServer& server_;
@@ -471,7 +499,11 @@ class Connection final : public ConnectionBase {
   http::response<http::string_body> response_;
   std::array<char, 4096> discard_{};
   State state_ = State::kIdle;
-  Clock::time_point deadline_{};
+  Clock::time_point deadline_{};  // the request's
+  asio::steady_timer timer_;
+  Clock::time_point expiry_ = Clock::time_point::max();  // the connection's deadline now
+  Clock::time_point armed_ = Clock::time_point::max();   // when the timer fires
+  std::uint64_t timer_generation_ = 0;
   std::size_t requests_ = 0;
   bool keep_alive_ = true;
   bool stop_requested_ = false;
@@ -701,14 +733,11 @@ void HttpServer::Open(IoLoop& loop, tcp::socket socket) {
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   if (tls_) {
-    using TlsStream = beast::ssl_stream<beast::tcp_stream>;
-    std::make_shared<Connection<TlsStream>>(*this, loop,
-                                            TlsStream(beast::tcp_stream(std::move(socket)), *tls_))
+    using TlsStream = beast::ssl_stream<tcp::socket>;
+    std::make_shared<Connection<TlsStream>>(*this, loop, TlsStream(std::move(socket), *tls_))
         ->Begin();
   } else {
-    std::make_shared<Connection<beast::tcp_stream>>(*this, loop,
-                                                    beast::tcp_stream(std::move(socket)))
-        ->Begin();
+    std::make_shared<Connection<tcp::socket>>(*this, loop, std::move(socket))->Begin();
   }
 }
 

@@ -321,6 +321,33 @@ TEST_F(HostileTest, SlowlorisIsClosedAtTheRequestDeadline) {
   EXPECT_EQ(handler_.calls(), 0);
 }
 
+// The same on a kept-alive connection whose first request was served: the next request's deadline
+// is earlier than the keep-alive one it replaces, and still holds.
+TEST_F(HostileTest, ASlowRequestAfterAServedOneIsClosedAtItsDeadline) {
+  StartServer(Options(milliseconds(300)));
+  RawSocket client(server_->port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string received;
+  // Past the first request's deadline: the connection now waits on its keep-alive timeout.
+  EXPECT_FALSE(client.ClosedWithin(milliseconds(500), &received));
+  EXPECT_EQ(received.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << received;
+  received.clear();
+  const std::string header = "POST /scheduler/filter HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+  const auto start = Clock::now();
+  bool closed = false;
+  for (std::size_t byte = 0; !closed && Clock::now() - start < std::chrono::seconds(5); ++byte) {
+    client.Send(std::string_view(byte < header.size() ? &header[byte] : "a", 1));
+    closed = client.ClosedWithin(milliseconds(50), &received);
+  }
+  const auto took = Clock::now() - start;
+  EXPECT_TRUE(closed);
+  EXPECT_GE(took, milliseconds(250));
+  EXPECT_LT(took, std::chrono::seconds(3));
+  EXPECT_EQ(received, "");
+  EXPECT_EQ(handler_.calls(), 0);
+}
+
 TEST_F(HostileTest, ABodyThatNeverCompletesIsNotHandled) {
   StartServer(Options(milliseconds(300)));
   RawSocket partial(server_->port());
