@@ -146,22 +146,42 @@ long long ChildServer::RssBytes() const {
   return -1;
 }
 
-double ChildServer::CpuSeconds() const {
-  std::ifstream stat_file("/proc/" + std::to_string(pid_) + "/stat");
+namespace {
+
+// Fields 3 onwards of /proc/PID/stat (those after the command name, which may contain spaces
+// and ends at the last ')'): fields[0] is field 3 (state). Empty if unreadable.
+std::vector<std::string> StatFields(int pid) {
+  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
   std::stringstream text;
   text << stat_file.rdbuf();
   const std::string stat = text.str();
-  // Fields after the command name (which may contain spaces) start after the last ')'.
   const std::size_t close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  const std::vector<std::string_view> fields =
-      SplitWhitespace(std::string_view(stat).substr(close + 1));
-  // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+  if (close == std::string::npos) return {};
+  std::vector<std::string> fields;
+  for (std::string_view field : SplitWhitespace(std::string_view(stat).substr(close + 1))) {
+    fields.emplace_back(field);
+  }
+  return fields;
+}
+
+}  // namespace
+
+double ChildServer::CpuSeconds() const {
+  const std::vector<std::string> fields = StatFields(pid_);
+  // utime and stime are fields 14 and 15.
   if (fields.size() < 13) return -1;
   const auto utime = ParseInt(fields[11]);
   const auto stime = ParseInt(fields[12]);
   if (!utime || !stime) return -1;
   return static_cast<double>(*utime + *stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+long long ChildServer::MinorFaults() const {
+  const std::vector<std::string> fields = StatFields(pid_);
+  // minflt is field 10.
+  if (fields.size() < 8) return -1;
+  const auto faults = ParseInt(fields[7]);
+  return faults ? *faults : -1;
 }
 
 long long ChildServer::ContextSwitches() const {

@@ -49,6 +49,9 @@ class ChildServer {
   // Context switches so far, voluntary and not, summed over the process's threads now running;
   // -1 if unreadable.
   long long ContextSwitches() const;
+  // Minor page faults so far (the whole process; a page the allocator handed back to the kernel
+  // and touches again faults once more); -1 if unreadable.
+  long long MinorFaults() const;
 
   // SIGTERM, then waits (SIGKILL after a few seconds).
   void Stop();

@@ -186,6 +186,8 @@ struct Samples {
   double server_cpu = 0;          // the server's utime + stime over the measured loops
   long long server_switches = 0;  // the server's context switches over the measured loops
   bool switches_known = true;
+  long long server_faults = 0;  // the server's minor page faults over the measured loops
+  bool faults_known = true;
   int errors = 0;
 
   double Percentile(double p) const {
@@ -259,6 +261,7 @@ class Driver {
     const auto start = Clock::now();
     const double cpu_start = samples != nullptr ? server_.CpuSeconds() : 0;
     const long long switches_start = samples != nullptr ? server_.ContextSwitches() : 0;
+    const long long faults_start = samples != nullptr ? server_.MinorFaults() : 0;
     for (int i = 0; i < count; ++i) {
       Body& body = bodies[static_cast<std::size_t>(i) % bodies.size()];
       PatchUid(body.text, body.uid_offset, ++*serial);
@@ -279,6 +282,12 @@ class Driver {
         samples->switches_known = false;
       } else {
         samples->server_switches += switches_end - switches_start;
+      }
+      const long long faults_end = server_.MinorFaults();
+      if (faults_start < 0 || faults_end < faults_start) {
+        samples->faults_known = false;
+      } else {
+        samples->server_faults += faults_end - faults_start;
       }
     }
   }
@@ -707,10 +716,11 @@ int Run(const Options& o) {
          "sharing the server's CPU); switches/req, the server's context switches (all its "
          "threads, voluntary or not) over the same requests: where a system call, a wake-up or a "
          "switch is dear (a virtual machine), runs whose servers switch more per request are "
-         "slower for it.\n\n";
+         "slower for it; faults/req, its minor page faults (memory the allocator gave back to the "
+         "kernel and takes again costs a fault a page).\n\n";
   out << "| verb | names | server | p50 | p90 | p99 | max | req/s | n | p50 ratio | server CPU/req "
-         "| CPU ratio | switches/req |\n";
-  out << "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+         "| CPU ratio | switches/req | faults/req |\n";
+  out << "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const CaseResult& c : cases) {
     for (const Samples* s : {&c.linkfit, &c.parse_only}) {
       const bool is_linkfit = s == &c.linkfit;
@@ -730,6 +740,12 @@ int Run(const Options& o) {
           << " | "
           << (s->switches_known
                   ? Fixed(static_cast<double>(s->server_switches) /
+                              static_cast<double>(std::max<std::size_t>(1, s->seconds.size())),
+                          1)
+                  : "-")
+          << " | "
+          << (s->faults_known
+                  ? Fixed(static_cast<double>(s->server_faults) /
                               static_cast<double>(std::max<std::size_t>(1, s->seconds.size())),
                           1)
                   : "-")
