@@ -36,7 +36,7 @@ constexpr std::uint64_t kOdd3 = 0x8EBC6AF09C88C6E3u;
 // most of its cost at 10-60 bytes). From 8 to 32 bytes without a loop: the first and last two
 // words, overlapping, so that names of a cluster whose lengths differ by a digit or two do not
 // mispredict a loop's exit; longer names by whole words, then the last word overlapping.
-bool Equal(const char* a, const char* b, std::size_t size) {
+[[gnu::always_inline]] inline bool Equal(const char* a, const char* b, std::size_t size) {
   if (size >= 16 && size <= 32) {
     return ((Load8(a) ^ Load8(b)) | (Load8(a + 8) ^ Load8(b + 8)) |
             (Load8(a + size - 16) ^ Load8(b + size - 16)) |
@@ -62,7 +62,7 @@ bool Equal(const char* a, const char* b, std::size_t size) {
 // sixteen bytes (eight, four) overlapping what came before, never a byte before the name, so there
 // is no byte-by-byte loop and no call (std::hash's MurmurHash2 cost more than the rest of a
 // lookup). Every byte reaches the result. The low bits pick the slot, the high half is the tag.
-inline std::uint64_t HashOf(std::string_view name) {
+[[gnu::always_inline]] inline std::uint64_t HashOf(std::string_view name) {
   const char* p = name.data();
   const std::size_t n = name.size();
   std::uint64_t seed = kSeed ^ (n * kOdd3);
@@ -121,8 +121,9 @@ std::uint32_t KeyOf(std::uint64_t hash, std::size_t length) {
 // locals. A slot whose key matches is nearly always the name (24 bits of hash and the length
 // agree), so the entry's position and bytes are read together.
 template <typename Slot>
-inline std::uint32_t Probe(const Slot* slots, std::size_t mask, const char* arena,
-                           std::string_view name, std::uint64_t hash) {
+[[gnu::always_inline]] inline std::uint32_t Probe(const Slot* slots, std::size_t mask,
+                                                  const char* arena, std::string_view name,
+                                                  std::uint64_t hash) {
   const std::uint32_t key = KeyOf(hash, name.size());
   const bool long_name = name.size() >= kLongName;
   for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
