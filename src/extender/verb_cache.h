@@ -58,10 +58,10 @@ class PositionMap {
   }
   // Positions in use (at most the cluster's node count).
   std::size_t size() const { return size_; }
-  // Starts loading `position`'s slot (a lookup a few nodes ahead overlaps its miss).
-  void Prefetch(std::uint32_t position) const {
-    if (position < slots_.size()) __builtin_prefetch(&slots_[position]);
-  }
+  // Every slot by position, [0, positions()), for loops that read many (Value() where nothing is
+  // kept).
+  const Value* data() const { return slots_.data(); }
+  std::size_t positions() const { return slots_.size(); }
   // Room for positions [0, `positions`), so that a call inserts without growing step by step.
   void Reserve(std::size_t positions) {
     if (slots_.size() < positions) slots_.resize(positions);

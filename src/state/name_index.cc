@@ -4,6 +4,10 @@
 #include <cstring>
 #include <memory>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace linkfit::state {
 
 namespace {
@@ -33,14 +37,24 @@ constexpr std::uint64_t kOdd2 = 0xE7037ED1A0B428DBu;
 constexpr std::uint64_t kOdd3 = 0x8EBC6AF09C88C6E3u;
 
 // Byte equality of two names of `size` bytes by words (memcmp is a call through the PLT, and
-// most of its cost at 10-60 bytes). From 8 to 32 bytes without a loop: the first and last two
-// words, overlapping, so that names of a cluster whose lengths differ by a digit or two do not
-// mispredict a loop's exit; longer names by whole words, then the last word overlapping.
+// most of its cost at 10-60 bytes). From 8 to 32 bytes without a loop: the first and last 16
+// bytes (SSE2, part of x86-64; two words each elsewhere), overlapping, so that names of a cluster
+// whose lengths differ by a digit or two do not mispredict a loop's exit; longer names by whole
+// words, then the last word overlapping.
 [[gnu::always_inline]] inline bool Equal(const char* a, const char* b, std::size_t size) {
   if (size >= 16 && size <= 32) {
+#if defined(__SSE2__)
+    const auto load = [](const char* p) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    };
+    const __m128i same = _mm_and_si128(_mm_cmpeq_epi8(load(a), load(b)),
+                                       _mm_cmpeq_epi8(load(a + size - 16), load(b + size - 16)));
+    return _mm_movemask_epi8(same) == 0xFFFF;
+#else
     return ((Load8(a) ^ Load8(b)) | (Load8(a + 8) ^ Load8(b + 8)) |
             (Load8(a + size - 16) ^ Load8(b + size - 16)) |
             (Load8(a + size - 8) ^ Load8(b + size - 8))) == 0;
+#endif
   }
   if (size >= 8 && size < 16) {
     return ((Load8(a) ^ Load8(b)) | (Load8(a + size - 8) ^ Load8(b + size - 8))) == 0;
@@ -67,8 +81,12 @@ constexpr std::uint64_t kOdd3 = 0x8EBC6AF09C88C6E3u;
   const std::size_t n = name.size();
   std::uint64_t seed = kSeed ^ (n * kOdd3);
   if (n > 16) {
-    for (std::size_t i = 0; i + 16 < n; i += 16) {
-      seed = Fold(Load8(p + i) ^ kOdd1, Load8(p + i + 8) ^ seed);
+    if (n <= 32) {  // most node names: the loop below, once, without its control
+      seed = Fold(Load8(p) ^ kOdd1, Load8(p + 8) ^ seed);
+    } else {
+      for (std::size_t i = 0; i + 16 < n; i += 16) {
+        seed = Fold(Load8(p + i) ^ kOdd1, Load8(p + i + 8) ^ seed);
+      }
     }
     seed = Fold(Load8(p + n - 16) ^ kOdd2, Load8(p + n - 8) ^ seed);
   } else if (n >= 8) {
