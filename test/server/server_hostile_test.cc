@@ -299,6 +299,35 @@ TEST_F(HostileTest, NewConnectionsAvoidTheLoopRunningAVerb) {
   EXPECT_LT(slowest, std::chrono::seconds(1));
 }
 
+// A filter whose body is over 1 MiB (full Node objects) runs on a handler thread, not on its
+// connection's loop: with three loops (two verbs may run inline) and one handler thread, held by
+// the large filter, a small filter still runs inline and a bind (always a handler thread's)
+// waits. Were the large one inline too, the bind would find the handler thread free.
+TEST_F(HostileTest, AFilterWithALargeBodyRunsOnAHandlerThread) {
+  ServerOptions options = Options(milliseconds(20000));
+  options.threads = 1;
+  options.io_threads = 3;
+  StartServer(options);
+  handler_.Block();
+  std::vector<std::thread> clients;
+  const auto post = [this](std::string path, std::string body) {
+    httplib::Client client = Client();
+    auto reply = client.Post(path, body, "application/json");
+    EXPECT_TRUE(reply && reply->status == 200) << path;
+  };
+  clients.emplace_back(post, "/scheduler/filter",
+                       "\"" + std::string(std::size_t{1} << 20, 'n') + "\"");
+  ASSERT_TRUE(handler_.WaitForCalls(1));
+  clients.emplace_back(post, "/scheduler/filter", "{}");
+  ASSERT_TRUE(handler_.WaitForCalls(2));  // inline
+  clients.emplace_back(post, "/scheduler/bind", "{}");
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(handler_.calls(), 2) << "the bind found the handler thread free";
+  handler_.Unblock();
+  for (std::thread& client : clients) client.join();
+  EXPECT_EQ(handler_.calls(), 3);
+}
+
 TEST_F(HostileTest, SlowlorisIsClosedAtTheRequestDeadline) {
   StartServer(Options(milliseconds(300)));
   RawSocket slow(server_->port());
