@@ -189,8 +189,9 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
 
 std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& args) const {
   // Sized once, then each name stored (a push_back per name re-checks the capacity).
-  std::vector<kube::HostPriority> priorities(args.node_names.size());
-  for (std::size_t i = 0; i < priorities.size(); ++i) priorities[i].host = args.node_names[i];
+  const std::size_t n = args.node_names.size();
+  std::vector<kube::HostPriority> priorities(n);
+  for (std::size_t i = 0; i < n; ++i) priorities[i].host = args.node_names[i];
   const auto request = ParseGpuRequest(args.pod, options_.defaults);
   if (!request) return priorities;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
@@ -204,9 +205,9 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   fits.by_position.Reserve(snapshot->size());
   const std::vector<FitRef> found = FitsOf(fits, *request, *snapshot, nodes, scoring_only);
   // The candidates' indexes first, without a branch per name (as filter partitions its names).
-  std::vector<std::uint32_t> fitting(args.node_names.size());
+  std::vector<std::uint32_t> fitting(n);
   std::size_t fitting_count = 0;
-  for (std::size_t i = 0; i < args.node_names.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     fitting[fitting_count] = static_cast<std::uint32_t>(i);
     fitting_count += found[i].fits() ? 1u : 0u;
   }
