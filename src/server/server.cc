@@ -14,9 +14,11 @@
 // Each connection is a small state machine, driven on its loop's thread:
 //
 //   Idle ----first byte----> Reading ----complete----> Handling ----> Writing --+--> Idle
-//    |  (idle timeout)        | (request deadline)     (pool thread)   (write     |
-//    v                        v                                       timeout)   v
+//    |  (idle timeout)        | (request deadline)   (handler thread,  (write     |
+//    v                        v                       or inline)       timeout)   v
 //  closed                  closed, nothing served                             closed
+//
+// A connection's deadlines share one timer (see ExpireAt).
 //
 // The request deadline (read_timeout) starts with the request's first byte and is a total for
 // the header and the body: a client cannot extend it by trickling bytes. The idle timeout is
