@@ -24,492 +24,31 @@
 // the header and the body: a client cannot extend it by trickling bytes. The idle timeout is
 // read_timeout before the first request (a client that connects and says nothing is not a
 // scheduler) and keep_alive_timeout between requests.
-
 #include "linkfit/server/server.h"
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <chrono>
-#include <cstddef>
-#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <type_traits>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
-// GCC's -Wnull-dereference fires inside Asio's scheduler once it is inlined here (a false
-// positive in a system header that the optimiser reports at the inlining site).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
-#pragma GCC diagnostic pop
 #include <openssl/err.h>
-#include <openssl/ssl.h>
 
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/server/prometheus_metrics.h"
+#include "server/connection.h"
+#include "server/http_server.h"
 #include "server/routes.h"
 #include "server/tls.h"
 
 namespace linkfit::server {
-namespace {
-
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = boost::beast::http;
-using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
-using routes::EscapeJson;
-using routes::MatchRoute;
-using routes::PathOf;
-using routes::Route;
-using routes::RouteMatch;
-using routes::Serves;
-using tls::ConfigureTls;
-
-constexpr std::string_view kJson = "application/json";
-constexpr std::string_view kText = "text/plain; charset=utf-8";
-constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
-// Request line and headers; kube-scheduler's are a few hundred bytes.
-constexpr std::uint32_t kHeaderLimit = 64 * 1024;
-// How long a connection that is being closed after an error reply keeps discarding what the
-// client still sends, so that the reply is read before the kernel answers with a reset.
-constexpr std::chrono::seconds kLingerTime{1};
-// The most a body read reserves ahead (Beast reads at most 64 KiB at a time).
-constexpr std::uint64_t kReadChunk = 64 * 1024;
-// The largest filter or prioritize body run on a loop's thread: 1 MiB is ~15,000 node names
-// (a few milliseconds of work); bodies with full Node objects are larger and go to a handler
-// thread.
-constexpr std::size_t kInlineBodyBytes = std::size_t{1} << 20;
-
-// The extender protocol's error shape (spec/extender-protocol.md): {"Error":"..."}.
-HttpReply JsonError(int status, std::string_view message) {
-  return HttpReply{status, "{\"Error\":\"" + EscapeJson(message) + "\"}", std::string(kJson)};
-}
-
-HttpReply Text(int status, std::string body) {
-  return HttpReply{status, std::move(body), std::string(kText)};
-}
-
-std::string_view OutcomeOf(int status) {
-  if (status >= 200 && status < 300) return "ok";
-  if (status >= 400 && status < 500) return "bad_request";
-  return "error";
-}
-
-std::string_view View(beast::string_view text) { return {text.data(), text.size()}; }
-
-// A reply on its way out: the handler's reply plus what only the transport decides.
-struct Outgoing {
-  explicit Outgoing(HttpReply r, std::string a = {}, bool c = false)
-      : reply(std::move(r)), allow(std::move(a)), close(c) {}
-
-  HttpReply reply;
-  std::string allow;   // the Allow header of a 405
-  bool close = false;  // close the connection after this reply
-};
-
-class HttpServer;
-
-// One I/O thread and the io_context that only it runs (concurrency hint 1: Asio's handler queue
-// then needs no cross-thread wake-ups for work the thread posts itself). The work guard keeps
-// the loop running while it has no connection; Stop releases it.
-class IoLoop {
- public:
-  IoLoop() : context_(1), guard_(asio::make_work_guard(context_)) {}
-
-  asio::io_context& context() { return context_; }
-  void Release() { guard_.reset(); }
-
-  // Live connections on this loop, and whether it is running a filter or prioritize inline
-  // (the accept thread gives new connections to loops that are not).
-  std::atomic<int> connections{0};
-  std::atomic<bool> in_verb{false};
-
- private:
-  asio::io_context context_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_;
-};
-
-// What the server needs of a connection whatever its stream type.
-class ConnectionBase : public std::enable_shared_from_this<ConnectionBase> {
- public:
-  virtual ~ConnectionBase() = default;
-  // Closes the connection if it is idle or still receiving a request; one being handled or
-  // written closes after its reply. Safe from any thread.
-  virtual void Shutdown() = 0;
-};
-
-class HttpServer final : public Server {
- public:
-  HttpServer(const ServerOptions& options, ExtenderHandler& handler, PrometheusMetrics& metrics,
-             std::unique_ptr<asio::ssl::context> tls)
-      : options_(options),
-        handler_(handler),
-        metrics_(metrics),
-        tls_(std::move(tls)),
-        accept_io_(1),
-        acceptor_(accept_io_),
-        accept_retry_(accept_io_) {
-    for (int i = 0; i < std::max(1, options.io_threads); ++i) {
-      loops_.push_back(std::make_unique<IoLoop>());
-    }
-  }
-
-  ~HttpServer() override {
-    Stop();
-    Wait();
-  }
-
-  Result<void> Start() override;
-  int port() const override { return port_.load(); }
-  void Stop() override;
-  void Wait() override;
-
-  // --- for connections ---------------------------------------------------------------------
-
-  const ServerOptions& options() const { return options_; }
-  bool stopping() const { return stopping_.load(); }
-
-  // Registers a new connection. Returns false when the server is stopping (close it then).
-  bool Track(const std::shared_ptr<ConnectionBase>& connection);
-  void Untrack(const ConnectionBase* connection);
-
-  // Routes a complete request that arrived on `loop`. Answers /healthz, /readyz and every
-  // transport error at once; anything that calls the handler or renders metrics runs on a
-  // handler thread (or inline, see the definition), and `done` is called there with the reply
-  // (it must hop back to the loop's thread itself). `deadline` is the request's: a request still
-  // queued when it passes is not handled.
-  template <typename Done>
-  void Handle(IoLoop& loop, http::request<http::string_body>& request, Clock::time_point deadline,
-              Done done);
-
-  void CountTooLarge(std::string_view target);
-
- private:
-  void Accept();
-  void OnAcceptable(beast::error_code error);
-  void Open(IoLoop& loop, tcp::socket socket);
-  IoLoop& PickLoop();
-  HttpReply Run(const RouteMatch& match, const std::string& body);
-  HttpReply CallVerb(Verb verb, std::string_view body);
-  template <typename Call>
-  HttpReply CallHandler(std::string_view what, Call&& call);
-
-  const ServerOptions options_;
-  ExtenderHandler& handler_;
-  PrometheusMetrics& metrics_;
-  const std::unique_ptr<asio::ssl::context> tls_;  // null without TLS
-
-  // Before the loops: connections still queued in a loop when it is destroyed untrack
-  // themselves.
-  std::mutex connections_mutex_;
-  std::unordered_map<const ConnectionBase*, std::weak_ptr<ConnectionBase>>
-      connections_;  // GUARDED_BY(connections_mutex_)
-
-  std::vector<std::unique_ptr<IoLoop>> loops_;
-  std::size_t next_loop_ = 0;  // round robin among equally good loops; accept thread only
-  asio::io_context accept_io_;
-  tcp::acceptor acceptor_;  // accept thread only
-  asio::steady_timer accept_retry_;
-  std::unique_ptr<asio::thread_pool> handlers_;  // created by Start
-
-  std::atomic<bool> started_{false};
-  std::atomic<bool> stopping_{false};
-  std::atomic<int> port_{0};
-  std::atomic<int> inline_verbs_{0};  // verbs running on I/O threads now
-
-  std::mutex wait_mutex_;
-  std::vector<std::thread> threads_;  // the accept thread and the loops'; GUARDED_BY(wait_mutex_)
-};
-
-// One HTTP/1.1 connection over `Stream` (a TCP socket or beast::ssl_stream of one). Every
-// member is used on its loop's thread only, except while a request is being handled by a
-// handler thread: then that thread reads the request, and the loop does not touch it until the
-// reply is posted back.
-template <typename Stream>
-class Connection final : public ConnectionBase {
- public:
-  Connection(HttpServer& server, IoLoop& loop, Stream stream)
-      : server_(server), loop_(loop), stream_(std::move(stream)), timer_(loop.context()) {
-    loop_.connections.fetch_add(1);
-  }
-  ~Connection() override {
-    loop_.connections.fetch_sub(1);
-    server_.Untrack(this);
-  }
-
-  void Begin() {
-    asio::dispatch(stream_.get_executor(), [self = Self()] { self->Open(); });
-  }
-
-  void Shutdown() override {
-    asio::post(stream_.get_executor(), [self = Self()] {
-      self->stop_requested_ = true;
-      // Idle, receiving, or lingering after a final reply: close now. A request being handled
-      // or written closes after its reply.
-      if (self->state_ != State::kHandling && self->state_ != State::kWriting) self->CloseNow();
-    });
-  }
-
- private:
-  enum class State { kIdle, kReading, kHandling, kWriting, kClosed };
-
-  std::shared_ptr<Connection> Self() {
-    return std::static_pointer_cast<Connection>(shared_from_this());
-  }
-  tcp::socket& Lowest() { return beast::get_lowest_layer(stream_); }
-
-  // Deadlines. The connection has one deadline at a time (`expiry_`; none while a handler runs)
-  // and one timer, re-armed only when a deadline comes earlier than the armed one. A request
-  // moves the deadline later (the next request's read deadline is later than the last one's),
-  // so a busy connection sets no timer, which would cost a system call; when the timer fires
-  // before the deadline it waits again for the rest.
-  void ExpireAt(Clock::time_point when) {
-    expiry_ = when;
-    if (when < armed_) Arm(when);
-  }
-  void ExpireNever() { expiry_ = Clock::time_point::max(); }
-
-  void Arm(Clock::time_point when) {
-    armed_ = when;
-    timer_.expires_at(when);  // cancels the wait in progress, if any
-    timer_.async_wait([self = Self(), generation = ++timer_generation_](beast::error_code) {
-      // A wait replaced by a later Arm (cancelled, or already completed and queued) is stale.
-      if (generation != self->timer_generation_) return;
-      self->armed_ = Clock::time_point::max();
-      if (!self->Lowest().is_open()) return;
-      if (Clock::now() >= self->expiry_) return self->CloseNow();
-      if (self->expiry_ != Clock::time_point::max()) self->Arm(self->expiry_);
-    });
-  }
-
-  void Open() {
-    if (!server_.Track(shared_from_this())) {
-      CloseNow();
-      return;
-    }
-    if constexpr (std::is_same_v<Stream, tcp::socket>) {
-      WaitForRequest();
-    } else {
-      // The handshake counts against the first request's deadline.
-      state_ = State::kReading;
-      ExpireAt(Clock::now() + server_.options().read_timeout);
-      stream_.async_handshake(asio::ssl::stream_base::server,
-                              [self = Self()](beast::error_code error) {
-                                if (error) return self->CloseNow();
-                                self->WaitForRequest();
-                              });
-    }
-  }
-
-  // Idle: waits for the first byte of the next request (unless a pipelined one is buffered).
-  void WaitForRequest() {
-    state_ = State::kIdle;
-    if (stop_requested_) return CloseNow();
-    if (buffer_.size() > 0) return ReadRequest();
-    // An idle connection keeps a socket, this object and a 4 KiB read buffer; what a large
-    // request grew is released.
-    buffer_.shrink_to_fit();
-    const Clock::duration idle = requests_ == 0
-                                     ? Clock::duration(server_.options().read_timeout)
-                                     : Clock::duration(server_.options().keep_alive_timeout);
-    ExpireAt(Clock::now() + idle);
-    stream_.async_read_some(buffer_.prepare(4096),
-                            [self = Self()](beast::error_code error, std::size_t bytes) {
-                              if (error) return self->CloseNow();
-                              self->buffer_.commit(bytes);
-                              self->ReadRequest();
-                            });
-  }
-
-  // Reading: the whole request (header, then body) must arrive within read_timeout of its
-  // first byte.
-  void ReadRequest() {
-    state_ = State::kReading;
-    deadline_ = Clock::now() + server_.options().read_timeout;
-    ExpireAt(deadline_);
-    parser_.emplace();
-    parser_->header_limit(kHeaderLimit);
-    parser_->body_limit(static_cast<std::uint64_t>(server_.options().max_body_bytes));
-    http::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = Self()](beast::error_code error, std::size_t) { self->OnHeader(error); });
-  }
-
-  void OnHeader(beast::error_code error) {
-    if (error) return OnReadError(error);
-    if (parser_->is_done()) return OnRequest();
-    // Room for the body up front (up to one 64 KiB read), so that it arrives in a few large
-    // reads rather than many small ones that grow the buffer step by step.
-    if (const auto length = parser_->content_length()) {
-      buffer_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*length, kReadChunk)));
-    }
-    const auto& request = parser_->get();
-    if (beast::iequals(request[http::field::expect], "100-continue") && !parser_->is_done()) {
-      // curl and other clients wait for this before sending a large body.
-      continue_ = std::make_unique<http::response<http::empty_body>>(http::status::continue_,
-                                                                     request.version());
-      http::async_write(stream_, *continue_, [self = Self()](beast::error_code e, std::size_t) {
-        self->continue_.reset();
-        if (e) return self->CloseNow();
-        self->ReadBody();
-      });
-      return;
-    }
-    ReadBody();
-  }
-
-  void ReadBody() {
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = Self()](beast::error_code error, std::size_t) {
-                       if (error) return self->OnReadError(error);
-                       self->OnRequest();
-                     });
-  }
-
-  void OnReadError(beast::error_code error) {
-    // A timeout, a reset or a client that closed between requests: nothing to answer, and a
-    // request that did not arrive in time is never handed to the handler.
-    if (error == beast::error::timeout || error == http::error::end_of_stream ||
-        error == asio::error::eof || error == asio::error::operation_aborted ||
-        error == asio::error::connection_reset || stop_requested_) {
-      return CloseNow();
-    }
-    if (error == http::error::body_limit) {
-      server_.CountTooLarge(View(parser_->get().target()));
-      return Send(Outgoing{JsonError(413, "request body exceeds the limit of " +
-                                              std::to_string(server_.options().max_body_bytes) +
-                                              " bytes (limits.max_body_bytes)"),
-                           {},
-                           true});
-    }
-    if (error == http::error::header_limit) {
-      return Send(Outgoing{JsonError(431, "request header fields too large"), {}, true});
-    }
-    if (error.category() == beast::error_code(http::error::bad_target).category() ||
-        error == http::error::partial_message) {
-      return Send(Outgoing{JsonError(400, "malformed HTTP request: " + error.message()), {}, true});
-    }
-    CloseNow();
-  }
-
-  void OnRequest() {
-    state_ = State::kHandling;
-    ExpireNever();  // the handler's time is not the client's to limit; the reply's is
-    ++requests_;
-    // On the loop's thread (an answer given at once, or a verb run inline) the reply is sent
-    // at once; from a handler thread it is posted to the loop.
-    server_.Handle(loop_, parser_->get(), deadline_, [self = Self()](Outgoing outgoing) {
-      asio::dispatch(
-          self->stream_.get_executor(),
-          [self, outgoing = std::move(outgoing)]() mutable { self->Send(std::move(outgoing)); });
-    });
-  }
-
-  // Writing: the reply must be taken within write_timeout.
-  void Send(Outgoing outgoing) {
-    if (state_ == State::kClosed) return;
-    state_ = State::kWriting;
-    const bool have_request = parser_.has_value() && parser_->is_header_done();
-    const unsigned version = have_request ? parser_->get().version() : 11;
-    const bool head = have_request && parser_->get().method() == http::verb::head;
-    const ServerOptions& options = server_.options();
-    keep_alive_ = have_request && !outgoing.close && !stop_requested_ && !server_.stopping() &&
-                  parser_->get().keep_alive() && requests_ < options.keep_alive_max_requests;
-
-    response_ = {};
-    response_.version(version);
-    response_.result(static_cast<unsigned>(outgoing.reply.status));
-    if (!outgoing.reply.content_type.empty()) {
-      response_.set(http::field::content_type, outgoing.reply.content_type);
-    }
-    if (!outgoing.allow.empty()) response_.set(http::field::allow, outgoing.allow);
-    response_.keep_alive(keep_alive_);
-    if (keep_alive_) {
-      response_.set("Keep-Alive", "timeout=" + std::to_string(options.keep_alive_timeout.count()) +
-                                      ", max=" + std::to_string(options.keep_alive_max_requests));
-    }
-    response_.body() = std::move(outgoing.reply.body);
-    response_.prepare_payload();
-    if (head) response_.body().clear();  // Content-Length stays that of the GET reply
-    if (!keep_alive_) parser_.reset();   // a request still arriving is abandoned
-
-    ExpireAt(Clock::now() + options.write_timeout);
-    http::async_write(stream_, response_, [self = Self()](beast::error_code error, std::size_t) {
-      self->response_ = {};
-      if (error) return self->CloseNow();
-      if (!self->keep_alive_) return self->Linger();
-      self->parser_.reset();
-      self->WaitForRequest();
-    });
-  }
-
-  // Closes after an error reply without resetting the connection: stops sending and discards
-  // what the client still sends (the rest of a refused body) for a short while, so that the
-  // client reads the reply rather than a reset.
-  void Linger() {
-    state_ = State::kClosed;
-    beast::error_code ignored;
-    Lowest().shutdown(tcp::socket::shutdown_send, ignored);
-    ExpireAt(Clock::now() + kLingerTime);
-    DiscardUntilClosed();
-  }
-
-  void DiscardUntilClosed() {
-    Lowest().async_read_some(asio::buffer(discard_),
-                             [self = Self()](beast::error_code error, std::size_t) {
-                               if (error) return self->CloseNow();
-                               self->DiscardUntilClosed();
-                             });
-  }
-
-  void CloseNow() {
-    state_ = State::kClosed;
-    beast::error_code ignored;
-    Lowest().shutdown(tcp::socket::shutdown_both, ignored);
-    Lowest().close(ignored);
-    // The timer's wait holds a reference: release it now rather than at the deadline.
-    ++timer_generation_;
-    timer_.cancel();
-  }
-
-  HttpServer& server_;
-  IoLoop& loop_;
-  Stream stream_;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  std::unique_ptr<http::response<http::empty_body>> continue_;
-  http::response<http::string_body> response_;
-  std::array<char, 4096> discard_{};
-  State state_ = State::kIdle;
-  Clock::time_point deadline_{};  // the request's
-  asio::steady_timer timer_;
-  Clock::time_point expiry_ = Clock::time_point::max();  // the connection's deadline now
-  Clock::time_point armed_ = Clock::time_point::max();   // when the timer fires
-  std::uint64_t timer_generation_ = 0;
-  std::size_t requests_ = 0;
-  bool keep_alive_ = true;
-  bool stop_requested_ = false;
-};
+namespace asio_server {
 
 bool HttpServer::Track(const std::shared_ptr<ConnectionBase>& connection) {
   std::lock_guard<std::mutex> lock(connections_mutex_);
@@ -824,6 +363,10 @@ void HttpServer::Wait() {
   if (handlers_) handlers_->join();
 }
 
+}  // namespace asio_server
+
+namespace {
+
 Result<void> ValidateOptions(const ServerOptions& options) {
   if (options.port < 0 || options.port > 65535) {
     return MakeError("port " + std::to_string(options.port) + " is out of range 0..65535");
@@ -862,14 +405,15 @@ Result<ServerPtr> NewServer(const ServerOptions& options, ExtenderHandler& handl
                             PrometheusMetrics& metrics) {
   if (auto valid = ValidateOptions(options); !valid) return tl::unexpected(valid.error());
   try {
-    std::unique_ptr<asio::ssl::context> tls;
+    std::unique_ptr<boost::asio::ssl::context> tls;
     if (options.tls.enabled()) {
       ERR_clear_error();
-      tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+      tls = std::make_unique<boost::asio::ssl::context>(boost::asio::ssl::context::tls_server);
       std::string error;
-      if (!ConfigureTls(*tls->native_handle(), options.tls, error)) return MakeError(error);
+      if (!tls::ConfigureTls(*tls->native_handle(), options.tls, error)) return MakeError(error);
     }
-    return ServerPtr(std::make_unique<HttpServer>(options, handler, metrics, std::move(tls)));
+    return ServerPtr(
+        std::make_unique<asio_server::HttpServer>(options, handler, metrics, std::move(tls)));
   } catch (const std::exception& e) {
     return MakeError(std::string("cannot create the HTTP server: ") + e.what());
   }

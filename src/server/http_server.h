@@ -1,0 +1,222 @@
+#pragma once
+
+// The pieces of the Asio/Beast server (server.cc) that its connections (connection.h) share:
+// the transport's constants and error replies, an I/O loop, and the HttpServer class. Private
+// to the server module: nothing here appears in include/linkfit/server/.
+//
+// Thread-safety: as server.h and server.cc say; IoLoop's counters are atomics read by the accept
+// thread.
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+// GCC's -Wnull-dereference fires inside Asio's scheduler once it is inlined here (a false
+// positive in a system header that the optimiser reports at the inlining site).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#pragma GCC diagnostic pop
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "linkfit/common/strings.h"
+#include "linkfit/server/server.h"
+#include "server/routes.h"
+#include "server/tls.h"
+
+namespace linkfit::server::asio_server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using routes::EscapeJson;
+using routes::MatchRoute;
+using routes::PathOf;
+using routes::Route;
+using routes::RouteMatch;
+using routes::Serves;
+using tls::ConfigureTls;
+
+inline constexpr std::string_view kJson = "application/json";
+inline constexpr std::string_view kText = "text/plain; charset=utf-8";
+inline constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
+// Request line and headers; kube-scheduler's are a few hundred bytes.
+inline constexpr std::uint32_t kHeaderLimit = 64 * 1024;
+// How long a connection that is being closed after an error reply keeps discarding what the
+// client still sends, so that the reply is read before the kernel answers with a reset.
+inline constexpr std::chrono::seconds kLingerTime{1};
+// The most a body read reserves ahead (Beast reads at most 64 KiB at a time).
+inline constexpr std::uint64_t kReadChunk = 64 * 1024;
+// The largest filter or prioritize body run on a loop's thread: 1 MiB is ~15,000 node names
+// (a few milliseconds of work); bodies with full Node objects are larger and go to a handler
+// thread.
+inline constexpr std::size_t kInlineBodyBytes = std::size_t{1} << 20;
+
+// The extender protocol's error shape (spec/extender-protocol.md): {"Error":"..."}.
+inline HttpReply JsonError(int status, std::string_view message) {
+  return HttpReply{status, "{\"Error\":\"" + EscapeJson(message) + "\"}", std::string(kJson)};
+}
+
+inline HttpReply Text(int status, std::string body) {
+  return HttpReply{status, std::move(body), std::string(kText)};
+}
+
+inline std::string_view OutcomeOf(int status) {
+  if (status >= 200 && status < 300) return "ok";
+  if (status >= 400 && status < 500) return "bad_request";
+  return "error";
+}
+
+inline std::string_view View(beast::string_view text) { return {text.data(), text.size()}; }
+
+// A reply on its way out: the handler's reply plus what only the transport decides.
+struct Outgoing {
+  explicit Outgoing(HttpReply r, std::string a = {}, bool c = false)
+      : reply(std::move(r)), allow(std::move(a)), close(c) {}
+
+  HttpReply reply;
+  std::string allow;   // the Allow header of a 405
+  bool close = false;  // close the connection after this reply
+};
+
+class HttpServer;
+
+// One I/O thread and the io_context that only it runs (concurrency hint 1: Asio's handler queue
+// then needs no cross-thread wake-ups for work the thread posts itself). The work guard keeps
+// the loop running while it has no connection; Stop releases it.
+class IoLoop {
+ public:
+  IoLoop() : context_(1), guard_(asio::make_work_guard(context_)) {}
+
+  asio::io_context& context() { return context_; }
+  void Release() { guard_.reset(); }
+
+  // Live connections on this loop, and whether it is running a filter or prioritize inline
+  // (the accept thread gives new connections to loops that are not).
+  std::atomic<int> connections{0};
+  std::atomic<bool> in_verb{false};
+
+ private:
+  asio::io_context context_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+};
+
+// What the server needs of a connection whatever its stream type.
+class ConnectionBase : public std::enable_shared_from_this<ConnectionBase> {
+ public:
+  virtual ~ConnectionBase() = default;
+  // Closes the connection if it is idle or still receiving a request; one being handled or
+  // written closes after its reply. Safe from any thread.
+  virtual void Shutdown() = 0;
+};
+
+class HttpServer final : public Server {
+ public:
+  HttpServer(const ServerOptions& options, ExtenderHandler& handler, PrometheusMetrics& metrics,
+             std::unique_ptr<asio::ssl::context> tls)
+      : options_(options),
+        handler_(handler),
+        metrics_(metrics),
+        tls_(std::move(tls)),
+        accept_io_(1),
+        acceptor_(accept_io_),
+        accept_retry_(accept_io_) {
+    for (int i = 0; i < std::max(1, options.io_threads); ++i) {
+      loops_.push_back(std::make_unique<IoLoop>());
+    }
+  }
+
+  ~HttpServer() override {
+    Stop();
+    Wait();
+  }
+
+  Result<void> Start() override;
+  int port() const override { return port_.load(); }
+  void Stop() override;
+  void Wait() override;
+
+  // --- for connections ---------------------------------------------------------------------
+
+  const ServerOptions& options() const { return options_; }
+  bool stopping() const { return stopping_.load(); }
+
+  // Registers a new connection. Returns false when the server is stopping (close it then).
+  bool Track(const std::shared_ptr<ConnectionBase>& connection);
+  void Untrack(const ConnectionBase* connection);
+
+  // Routes a complete request that arrived on `loop`. Answers /healthz, /readyz and every
+  // transport error at once; anything that calls the handler or renders metrics runs on a
+  // handler thread (or inline, see the definition), and `done` is called there with the reply
+  // (it must hop back to the loop's thread itself). `deadline` is the request's: a request still
+  // queued when it passes is not handled.
+  template <typename Done>
+  void Handle(IoLoop& loop, http::request<http::string_body>& request, Clock::time_point deadline,
+              Done done);
+
+  void CountTooLarge(std::string_view target);
+
+ private:
+  void Accept();
+  void OnAcceptable(beast::error_code error);
+  void Open(IoLoop& loop, tcp::socket socket);
+  IoLoop& PickLoop();
+  HttpReply Run(const RouteMatch& match, const std::string& body);
+  HttpReply CallVerb(Verb verb, std::string_view body);
+  template <typename Call>
+  HttpReply CallHandler(std::string_view what, Call&& call);
+
+  const ServerOptions options_;
+  ExtenderHandler& handler_;
+  PrometheusMetrics& metrics_;
+  const std::unique_ptr<asio::ssl::context> tls_;  // null without TLS
+
+  // Before the loops: connections still queued in a loop when it is destroyed untrack
+  // themselves.
+  std::mutex connections_mutex_;
+  std::unordered_map<const ConnectionBase*, std::weak_ptr<ConnectionBase>>
+      connections_;  // GUARDED_BY(connections_mutex_)
+
+  std::vector<std::unique_ptr<IoLoop>> loops_;
+  std::size_t next_loop_ = 0;  // round robin among equally good loops; accept thread only
+  asio::io_context accept_io_;
+  tcp::acceptor acceptor_;  // accept thread only
+  asio::steady_timer accept_retry_;
+  std::unique_ptr<asio::thread_pool> handlers_;  // created by Start
+
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> port_{0};
+  std::atomic<int> inline_verbs_{0};  // verbs running on I/O threads now
+
+  std::mutex wait_mutex_;
+  std::vector<std::thread> threads_;  // the accept thread and the loops'; GUARDED_BY(wait_mutex_)
+};
+
+}  // namespace linkfit::server::asio_server
