@@ -179,15 +179,28 @@ std::string CpuModel() {
   return "unknown CPU";
 }
 
+// A count the server process keeps (context switches, page faults) over the measured loops;
+// unknown once a reading failed or went backwards (a thread that exited took its count along).
+struct ServerCount {
+  long long total = 0;
+  bool known = true;
+
+  void Add(long long start, long long end) {
+    if (start < 0 || end < start) {
+      known = false;
+    } else {
+      total += end - start;
+    }
+  }
+};
+
 // Latency samples of one case, in seconds.
 struct Samples {
   std::vector<double> seconds;
-  double wall = 0;                // sum of the measured loops' wall time
-  double server_cpu = 0;          // the server's utime + stime over the measured loops
-  long long server_switches = 0;  // the server's context switches over the measured loops
-  bool switches_known = true;
-  long long server_faults = 0;  // the server's minor page faults over the measured loops
-  bool faults_known = true;
+  double wall = 0;        // sum of the measured loops' wall time
+  double server_cpu = 0;  // the server's utime + stime over the measured loops
+  ServerCount switches;   // the server's context switches
+  ServerCount faults;     // the server's minor page faults
   int errors = 0;
 
   double Percentile(double p) const {
@@ -213,6 +226,14 @@ std::string Fixed(double value, int digits) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.*f", digits, value);
   return text;
+}
+
+// A server count per request, one decimal; "-" when unknown.
+std::string PerRequest(const ServerCount& count, std::size_t requests) {
+  if (!count.known) return "-";
+  return Fixed(
+      static_cast<double>(count.total) / static_cast<double>(std::max<std::size_t>(1, requests)),
+      1);
 }
 
 // Errors end the run at once, children included (std::exit skips the destructors that would
@@ -277,18 +298,8 @@ class Driver {
     if (samples != nullptr) {
       samples->wall += std::chrono::duration<double>(Clock::now() - start).count();
       samples->server_cpu += server_.CpuSeconds() - cpu_start;
-      const long long switches_end = server_.ContextSwitches();
-      if (switches_start < 0 || switches_end < switches_start) {
-        samples->switches_known = false;
-      } else {
-        samples->server_switches += switches_end - switches_start;
-      }
-      const long long faults_end = server_.MinorFaults();
-      if (faults_start < 0 || faults_end < faults_start) {
-        samples->faults_known = false;
-      } else {
-        samples->server_faults += faults_end - faults_start;
-      }
+      samples->switches.Add(switches_start, server_.ContextSwitches());
+      samples->faults.Add(faults_start, server_.MinorFaults());
     }
   }
 
@@ -737,19 +748,8 @@ int Run(const Options& o) {
           << (is_linkfit
                   ? Fixed(c.linkfit.server_cpu / std::max(1e-9, c.parse_only.server_cpu), 2) + "x"
                   : "")
-          << " | "
-          << (s->switches_known
-                  ? Fixed(static_cast<double>(s->server_switches) /
-                              static_cast<double>(std::max<std::size_t>(1, s->seconds.size())),
-                          1)
-                  : "-")
-          << " | "
-          << (s->faults_known
-                  ? Fixed(static_cast<double>(s->server_faults) /
-                              static_cast<double>(std::max<std::size_t>(1, s->seconds.size())),
-                          1)
-                  : "-")
-          << " |\n";
+          << " | " << PerRequest(s->switches, s->seconds.size()) << " | "
+          << PerRequest(s->faults, s->seconds.size()) << " |\n";
     }
   }
   out << "\n### bind (own work; standalone, no state file), " << bind_samples.seconds.size()
