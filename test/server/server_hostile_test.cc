@@ -173,6 +173,16 @@ class HostileTest : public ::testing::Test {
     return client;
   }
 
+  // POSTs `body` to `path` on a connection of its own from a new thread, expecting 200 (the
+  // caller joins it, typically after holding the handler to keep the request in flight).
+  std::thread PostInBackground(std::string path, std::string body) const {
+    return std::thread([this, path = std::move(path), body = std::move(body)] {
+      httplib::Client client = Client();
+      auto reply = client.Post(path, body, "application/json");
+      EXPECT_TRUE(reply && reply->status == 200) << path;
+    });
+  }
+
   SlowHandler handler_;
   PrometheusMetrics metrics_;
   ServerPtr server_;
@@ -241,13 +251,7 @@ TEST_F(HostileTest, HealthzAnswersWhileEveryHandlerThreadIsBusy) {
   StartServer(options);
   handler_.Block();
   std::vector<std::thread> clients;
-  for (int i = 0; i < 2; ++i) {
-    clients.emplace_back([this] {
-      httplib::Client client = Client();
-      auto reply = client.Post("/scheduler/filter", "{}", "application/json");
-      EXPECT_TRUE(reply && reply->status == 200);
-    });
-  }
+  for (int i = 0; i < 2; ++i) clients.push_back(PostInBackground("/scheduler/filter", "{}"));
   ASSERT_TRUE(handler_.WaitForCalls(2));
   httplib::Client health = Client();
   const auto start = Clock::now();
@@ -271,11 +275,7 @@ TEST_F(HostileTest, NewConnectionsAvoidTheLoopRunningAVerb) {
   options.io_threads = 2;
   StartServer(options);
   handler_.Block();
-  std::thread client_thread([this] {
-    httplib::Client client = Client();
-    auto reply = client.Post("/scheduler/filter", "{}", "application/json");
-    EXPECT_TRUE(reply && reply->status == 200);
-  });
+  std::thread client_thread = PostInBackground("/scheduler/filter", "{}");
   ASSERT_TRUE(handler_.WaitForCalls(1));
   // Idle connections make the free loop the busier one by count.
   std::vector<RawSocket> idle;
@@ -310,17 +310,12 @@ TEST_F(HostileTest, AFilterWithALargeBodyRunsOnAHandlerThread) {
   StartServer(options);
   handler_.Block();
   std::vector<std::thread> clients;
-  const auto post = [this](std::string path, std::string body) {
-    httplib::Client client = Client();
-    auto reply = client.Post(path, body, "application/json");
-    EXPECT_TRUE(reply && reply->status == 200) << path;
-  };
-  clients.emplace_back(post, "/scheduler/filter",
-                       "\"" + std::string(std::size_t{1} << 20, 'n') + "\"");
+  clients.push_back(
+      PostInBackground("/scheduler/filter", "\"" + std::string(std::size_t{1} << 20, 'n') + "\""));
   ASSERT_TRUE(handler_.WaitForCalls(1));
-  clients.emplace_back(post, "/scheduler/filter", "{}");
+  clients.push_back(PostInBackground("/scheduler/filter", "{}"));
   ASSERT_TRUE(handler_.WaitForCalls(2));  // inline
-  clients.emplace_back(post, "/scheduler/bind", "{}");
+  clients.push_back(PostInBackground("/scheduler/bind", "{}"));
   std::this_thread::sleep_for(milliseconds(300));
   EXPECT_EQ(handler_.calls(), 2) << "the bind found the handler thread free";
   handler_.Unblock();
@@ -411,11 +406,7 @@ TEST_F(HostileTest, ARequestQueuedPastItsDeadlineIsNotHandled) {
   StartServer(options);
   handler_.Block();
   // Binds always run on the handler threads (filter and prioritize may run on an I/O thread).
-  std::thread first([this] {
-    httplib::Client client = Client();
-    auto reply = client.Post("/scheduler/bind", "{\"first\":1}", "application/json");
-    EXPECT_TRUE(reply && reply->status == 200);
-  });
+  std::thread first = PostInBackground("/scheduler/bind", "{\"first\":1}");
   ASSERT_TRUE(handler_.WaitForCalls(1));
   // The only handler thread is busy: this one arrives in time but waits in the queue.
   httplib::Client client = Client();
