@@ -109,13 +109,14 @@ class HttpServer;
 
 // One I/O thread and the io_context that only it runs (concurrency hint 1: Asio's handler queue
 // then needs no cross-thread wake-ups for work the thread posts itself). The work guard keeps
-// the loop running while it has no connection; Stop releases it.
+// the loop running while it has no connection; Stop has the accept thread release it once no
+// more connections can be handed to the loop.
 class IoLoop {
  public:
   IoLoop() : context_(1), guard_(asio::make_work_guard(context_)) {}
 
   asio::io_context& context() { return context_; }
-  void Release() { guard_.reset(); }
+  void Release() { guard_.reset(); }  // accept thread only
 
   // Live connections on this loop, and whether it is running a filter or prioritize inline
   // (the accept thread gives new connections to loops that are not).

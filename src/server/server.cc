@@ -345,14 +345,16 @@ void HttpServer::Stop() {
       if (auto connection = weak.lock()) live.push_back(std::move(connection));
     }
   }
+  // On the accept thread, after any accept in progress: every connection accepted so far has its
+  // first step queued on its loop (which closes it, the server stopping), so only now may a loop
+  // stop for want of work. Each loop then runs until its last connection has closed.
   asio::post(accept_io_, [this] {
     beast::error_code ignored;
     acceptor_.close(ignored);
     accept_retry_.cancel();
+    for (const auto& loop : loops_) loop->Release();
   });
   for (const auto& connection : live) connection->Shutdown();
-  // Each loop runs until its last connection has closed.
-  for (const auto& loop : loops_) loop->Release();
 }
 
 void HttpServer::Wait() {
