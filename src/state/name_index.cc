@@ -24,11 +24,21 @@ std::uint64_t Load4(const char* bytes) {
   return word;
 }
 
-// The 128-bit product of a and b, folded to 64 bits (wyhash's mixing step).
-std::uint64_t Fold(std::uint64_t a, std::uint64_t b) {
+// The 128-bit product of a and b, folded to 64 bits (wyhash's mixing step). On x86-64 by one
+// `mul`: in FindAll's loop GCC 12 stored each unsigned __int128 product to the stack and loaded
+// it back (a store-forwarding round trip in every step of the hash's chain), which made the
+// hashes cost a third more.
+[[gnu::always_inline]] inline std::uint64_t Fold(std::uint64_t a, std::uint64_t b) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  std::uint64_t low;
+  std::uint64_t high;
+  asm("mulq %3" : "=a"(low), "=d"(high) : "a"(a), "rm"(b) : "cc");
+  return low ^ high;
+#else
   __extension__ using Wide = unsigned __int128;  // GCC and Clang on 64-bit targets
   const Wide product = static_cast<Wide>(a) * b;
   return static_cast<std::uint64_t>(product) ^ static_cast<std::uint64_t>(product >> 64);
+#endif
 }
 
 constexpr std::uint64_t kSeed = 0x243F6A8885A308D3u;

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -80,6 +81,26 @@ TEST(NameIndexTest, FindAllAnswersAsFindDoes) {
           << asked[i];
     }
   }
+}
+
+// The hash is one function on every build: the values below were written by the portable
+// 128-bit product (unsigned __int128), which the x86-64 build replaces by a `mul` of its own, so
+// that a wrong register or operand there shows here, not as a slower table.
+TEST(NameIndexTest, HashIsTheSameFunctionOnEveryBuild) {
+  const std::pair<std::string_view, std::uint64_t> known[] = {
+      {"", 0x9EAB94DE7CB9C8ACull},
+      {"a", 0x2C869DCA7441F53Cull},
+      {"abc", 0xCDA1A10D96B252ABull},
+      {"node", 0x6E5FEE4F871B24E0ull},
+      {"node-7", 0x1314562DD2F2E29Aull},
+      {"gpu-node-12", 0x3A5339841D65886Bull},
+      {"0123456789abcdef", 0x5E1BAAB33C6E35D6ull},
+      {"0123456789abcdef0", 0xAD8C94F87A13A8B6ull},
+      {"dgx-a100-pool-7f3c2-n0", 0xB56D86DE29AFA4CAull},
+      {"dgx-h100-pool-1b9e4-n4999", 0xAB4A37A463598B47ull},
+      {"ip-10-0-12-34.us-west-2.compute.internal", 0x302AF3EC63000BFAull},
+  };
+  for (const auto& [name, hash] : known) EXPECT_EQ(NameIndex::Hash(name), hash) << name;
 }
 
 // The hash reads words, overlapping at the ends: at every length it must read the name's bytes
