@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,9 +67,16 @@ Result<ChildServer> ChildServer::Start(const ChildServerOptions& options) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return MakeError(std::string("pipe: ") + strerror(errno));
   const auto launched = std::chrono::steady_clock::now();
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return MakeError(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    // The server goes when this process does, however it ends: the signal handlers stop the
+    // children on SIGINT and SIGTERM, but a crash or a SIGKILL of the load client would leave
+    // them running (holding its output pipe open). Kept across the exec (taskset, then the
+    // server: neither is set-user-ID). A parent already gone before the prctl: exit now.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     ::execvp(args[0], args.data());
     std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
