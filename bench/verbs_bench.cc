@@ -9,6 +9,7 @@
 //   build/dev/bench/linkfit_verbs_bench [--benchmark_filter=Filter] [--benchmark_repetitions=5]
 //
 // Each case reports CPU time per call; compare linkfit's row with parse-only's at the same size.
+// `Lookups` times the name lookups alone (what linkfit's verbs do first, per name).
 //
 // LINKFIT_VERBS_BENCH_ITERATIONS=N runs each case exactly N calls (no warm-up calls, no timing
 // loop): for counting instructions and cache misses per call under a simulator where the box's
@@ -31,6 +32,8 @@
 #include "linkfit/app/config.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/malloc_settings.h"
+#include "linkfit/kube/codec.h"
+#include "linkfit/state/name_index.h"
 #include "load/parse_only_handler.h"
 #include "load/workload.h"
 
@@ -165,6 +168,35 @@ void BM_Verb(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(reply_bytes), benchmark::Counter::kAvgIterations);
 }
 
+// The name lookups alone (state::NameIndex::FindAll, which both verbs start with): the request's
+// names, as the decoder gives them (views into the body), against an index of the cluster's.
+void BM_NameLookups(benchmark::State& state) {
+  Bench& bench = Shared();
+  const std::string body = bench.Bodies(static_cast<std::size_t>(state.range(0)))[0];
+  const auto args = kube::DecodeExtenderArgs(body);
+  if (!args) {
+    state.SkipWithError("the body does not decode");
+    return;
+  }
+  state::NameIndex index;
+  for (std::size_t i = 0; i < bench.cluster.names.size(); ++i) {
+    index.Insert(bench.cluster.names[i], i);
+  }
+  std::vector<state::NameIndex::Found> found(args->node_names.size());
+  const auto evict_kib = static_cast<std::size_t>(state.range(1));
+  for (auto _ : state) {
+    if (evict_kib > 0) {
+      state.PauseTiming();
+      EvictBetweenCalls(evict_kib, body);
+      state.ResumeTiming();
+    }
+    index.FindAll(args->node_names.data(), args->node_names.size(), found.data());
+    benchmark::DoNotOptimize(found.data());
+    benchmark::ClobberMemory();
+  }
+}
+
+BENCHMARK(BM_NameLookups)->Name("Lookups")->Apply(Sizes)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Verb<Verb::kFilter, true>)
     ->Name("Filter/linkfit")
     ->Apply(Sizes)
