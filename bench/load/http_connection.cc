@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 
 #include "linkfit/common/strings.h"
@@ -132,15 +133,26 @@ Result<void> HttpConnection::Get(std::string_view path, HttpResponse* response) 
 }
 
 Result<void> HttpConnection::ReadResponse(HttpResponse* response) {
+  // Spinning, the deadline is checked every so many empty polls (a poll is a system call of a
+  // few hundred nanoseconds; the clock is read far less often than that).
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
   const auto fill = [&]() -> Result<void> {
     char chunk[1 << 16];
-    for (;;) {
-      const ssize_t got = ::read(fd_, chunk, sizeof(chunk));
+    for (std::uint64_t polls = 1;; ++polls) {
+      const ssize_t got = wait_ == Wait::kSpin ? ::recv(fd_, chunk, sizeof(chunk), MSG_DONTWAIT)
+                                               : ::read(fd_, chunk, sizeof(chunk));
       if (got > 0) {
         buffer_.append(chunk, static_cast<std::size_t>(got));
         return {};
       }
       if (got == 0) return MakeError("server closed the connection");
+      if (wait_ == Wait::kSpin && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (timeout_.count() > 0 && polls % 1024 == 0 &&
+            std::chrono::steady_clock::now() > deadline) {
+          return MakeError("read: no reply within " + std::to_string(timeout_.count()) + " ms");
+        }
+        continue;
+      }
       if (errno != EINTR) return MakeError(std::string("read: ") + std::strerror(errno));
     }
   };

@@ -42,6 +42,15 @@ class HttpConnection {
   // Sends one GET (as a kubelet probe does) and reads the whole response into *response.
   Result<void> Get(std::string_view path, HttpResponse* response);
 
+  // How a response is waited for. kBlock: in read(), so the client's CPU idles while the server
+  // works. kSpin: by polling the socket without blocking until bytes arrive, so the client's CPU
+  // never idles. In a virtual machine a CPU that idled (halted) for longer than the hypervisor
+  // polls for it is woken by the host scheduler, about 0.1 ms here (bench/RESULTS.md): a cost of
+  // the client's, which a blocking client adds to every reply that takes longer than that and to
+  // none that is quicker. The timeout given to Connect holds in both.
+  enum class Wait { kBlock, kSpin };
+  void set_wait(Wait wait) { wait_ = wait; }
+
   void Close();
 
  private:
@@ -54,6 +63,7 @@ class HttpConnection {
   int port_ = 0;
   std::chrono::milliseconds timeout_{0};
   bool closed_by_server_ = false;  // the last response said Connection: close
+  Wait wait_ = Wait::kBlock;
   std::string host_header_;
   std::string head_;    // request head, rebuilt per call (reused capacity)
   std::string buffer_;  // bytes received and not yet consumed

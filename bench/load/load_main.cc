@@ -78,6 +78,11 @@ struct Options {
   int hostile = 0;         // --hostile N: only the hostile-clients measurement, with N of them
   int hostile_seconds = 10;
   bool fresh_requests = false;  // every pod a CPU request no earlier pod had: nothing is reused
+  // How the scheduler's connection waits for a reply (HttpConnection::Wait): blocking by default,
+  // as wrk and Go's netpoller do; spinning, no reply's latency includes the client's own wake-up
+  // (in a VM ~0.1 ms, paid only by replies slower than the hypervisor's halt polling:
+  // bench/RESULTS.md).
+  HttpConnection::Wait client_wait = HttpConnection::Wait::kBlock;
 };
 
 const char* kUsage =
@@ -90,7 +95,9 @@ const char* kUsage =
     "                    [--hostile N [--hostile-seconds S]] (only filter and /healthz latency\n"
     "                    without and with N idle and slowloris connections, S seconds each)\n"
     "                    [--fresh-requests] (every pod a CPU request no earlier pod had, so\n"
-    "                    nothing linkfit keeps across calls applies: the cold path)\n";
+    "                    nothing linkfit keeps across calls applies: the cold path)\n"
+    "                    [--client-wait block|spin] (how the client waits for each reply:\n"
+    "                    in read(), the default, or polling its socket; --hostile blocks)\n";
 
 std::optional<Options> ParseOptions(int argc, char** argv) {
   Options o;
@@ -116,6 +123,9 @@ std::optional<Options> ParseOptions(int argc, char** argv) {
       o.write_only = value;
     } else if (arg == "--repo") {
       o.repo = value;
+    } else if (arg == "--client-wait") {
+      if (value != "spin" && value != "block") return std::nullopt;
+      o.client_wait = value == "spin" ? HttpConnection::Wait::kSpin : HttpConnection::Wait::kBlock;
     } else if (arg == "--sizes") {
       o.sizes.clear();
       for (std::string_view field : Split(value, ',')) {
@@ -258,9 +268,11 @@ struct Body {
 
 class Driver {
  public:
-  Driver(std::string name, ChildServer server)
+  Driver(std::string name, ChildServer server,
+         HttpConnection::Wait wait = HttpConnection::Wait::kBlock)
       : name_(std::move(name)), server_(std::move(server)) {
     if (auto ok = connection_.Connect(server_.host(), server_.port()); !ok) Die(ok.error().message);
+    connection_.set_wait(wait);
   }
 
   const std::string& name() const { return name_; }
@@ -537,13 +549,13 @@ int Run(const Options& o) {
     startup_cpu.push_back(trial.startup_cpu_s());
     startup_wall.push_back(trial.startup_wall_s());
   }
-  Driver linkfit("linkfit", start_linkfit(config));
+  Driver linkfit("linkfit", start_linkfit(config), o.client_wait);
   startup_cpu.push_back(linkfit.server().startup_cpu_s());
   startup_wall.push_back(linkfit.server().startup_wall_s());
   const long long ready_rss = linkfit.server().RssBytes();
   auto parse_child = ChildServer::Start({{parse_only_path}, o.server_cpu});
   if (!parse_child) Die(parse_child.error().message);
-  Driver parse_only("parse-only", std::move(*parse_child));
+  Driver parse_only("parse-only", std::move(*parse_child), o.client_wait);
   const long long parse_only_rss = parse_only.server().RssBytes();
 
   // Bodies: every pod shape at every size.
@@ -720,6 +732,13 @@ int Run(const Options& o) {
   out << "\n";
   out << "- replies Content-Encoding: " << (reply_encoding.empty() ? "identity" : reply_encoding)
       << " (the client sends Accept-Encoding: gzip as Go does)\n";
+  out << "- the client waits for each reply "
+      << (o.client_wait == HttpConnection::Wait::kSpin
+              ? "by polling its socket (--client-wait spin: its CPU never idles, so no latency "
+                "includes its own wake-up)"
+              : "in read() (--client-wait block: a reply slower than the hypervisor's halt "
+                "polling also pays the client CPU's wake-up)")
+      << "\n";
   out << "- whole run: " << Fixed(total_s, 1) << " s wall\n\n";
   out << "### filter / prioritize, nodeCacheCapable, one request in flight (ms)\n\n";
   out << "Latency is wall time at the client; server CPU/req is the server process's utime + "
