@@ -219,9 +219,10 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   }
   CandidateFigures figures(&snapshot->kinds());
   for (std::size_t f = 0; f < table_fits; ++f) {
-    if (by_fit[f] == 0) continue;  // the heads of fits no candidate has are not read
-    figures.AddKind(fits.fits[f].kind, by_fit[f]);
-    figures.AddQuality(fits.fits[f].quality);
+    if (by_fit[f] == 0) continue;  // the terms of fits no candidate has are not read
+    const FitTerms& terms = fits.terms[f];
+    figures.AddKind(terms.kind, by_fit[f]);
+    figures.AddQuality({terms.ring_mbps, terms.sum_mbps, 0});  // the figures read these two
   }
   const ShapeList shapes = pods_.demand().Shapes();
   const MigProfileWeightsPtr mig_weights = pods_.demand().MigWeights();

@@ -78,7 +78,8 @@ KeptReason* FitTable::Intern(const std::string& text) {
 
 FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason, std::uint32_t kind) {
   const auto index = static_cast<std::uint32_t>(fits.size());
-  fits.push_back(CachedFit{&fit, fit.quality, reason, kind});
+  fits.push_back(CachedFit{&fit, reason});
+  terms.push_back(FitTerms{kind, fit.quality.ring_mbps, fit.quality.sum_mbps});
   return FitRef(index, fit);
 }
 

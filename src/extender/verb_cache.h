@@ -81,17 +81,23 @@ struct KeptReason {
   std::string_view kept;
 };
 
-// A fit kept for one request signature, as the verbs read it on every call: small and dense,
-// apart from the fit itself (thousands of distinct fits of a few hundred bytes each lie far
-// apart, and prioritize missed on every candidate's to read its quality; these heads stay in
-// cache).
+// A fit kept for one request signature, as the verbs read it: small and dense, apart from the
+// fit itself (thousands of distinct fits of a few hundred bytes each lie far apart).
 struct CachedFit {
   const NodeFit* fit = nullptr;  // in FitTable::full_fits
-  alloc::SetQuality quality;     // fit->quality: prioritize's figures read it of every candidate
   KeptReason* reason = nullptr;  // set when !fit->fits, interned
-  // The machine kind number (Snapshot::KindAt) of the nodes this fit was computed for: a fit is
-  // shared only by nodes of one kind, so that prioritize counts its candidates' kinds by fit.
+};
+
+// What prioritize's figures read of every distinct fit its candidates have (a few hundred of a
+// table's thousand or more, in index order): the machine kind number (Snapshot::KindAt) of the
+// nodes the fit was computed for (a fit is shared only by nodes of one kind, so that prioritize
+// counts its candidates' kinds by fit) and the fit's ring and sum bandwidths. Twelve bytes, apart
+// from the rest of the fit's head, so that five share a line: with the caches cold, reading these
+// within 32-byte heads cost ~400 more memory reads a call at 5,000 names.
+struct FitTerms {
   std::uint32_t kind = 0;
+  std::uint32_t ring_mbps = 0;  // NodeFit::quality
+  std::uint32_t sum_mbps = 0;
 };
 
 // A kept fit as the verbs read it first, in four bytes: its index in its table
@@ -130,6 +136,7 @@ struct FitTable {
 
   std::deque<NodeFit> full_fits;  // stable addresses
   std::vector<CachedFit> fits;    // by FitRef::index, one per full fit
+  std::vector<FitTerms> terms;    // likewise
   PositionMap<FitRef> by_position;
   std::deque<KeptReason> reasons;                                  // stable addresses
   std::unordered_map<std::string_view, KeptReason*> reason_index;  // keys view `reasons`

@@ -472,14 +472,16 @@ TEST(VerbCacheTest, AFitRefCarriesItsFitsVerdict) {
   table.full_fits[3].fits = true;
   table.full_fits[3].unresolvable = true;  // not a combination FitOnNode makes; bits stay apart
   table.full_fits[3].quality.ring_mbps = 42;
+  table.full_fits[3].quality.sum_mbps = 84;
   KeptReason reason{"why", 0, {}};
   for (const NodeFit& fit : table.full_fits) {
     const FitRef ref = table.Add(fit, &reason, 7);
     EXPECT_TRUE(ref.known());
     EXPECT_EQ(table[ref].fit, &fit);
     EXPECT_EQ(table[ref].reason, &reason);
-    EXPECT_EQ(table[ref].kind, 7u);
-    EXPECT_EQ(table[ref].quality.ring_mbps, fit.quality.ring_mbps);
+    EXPECT_EQ(table.terms[ref.index()].kind, 7u);
+    EXPECT_EQ(table.terms[ref.index()].ring_mbps, fit.quality.ring_mbps);
+    EXPECT_EQ(table.terms[ref.index()].sum_mbps, fit.quality.sum_mbps);
     EXPECT_EQ(ref.fits(), fit.fits);
     EXPECT_EQ(ref.unresolvable(), fit.unresolvable);
   }
