@@ -14,6 +14,12 @@
 //   - per request, each server's CPU (utime + stime) and context switches (all its threads, from
 //     /proc/PID/task/*/status) over the measured requests.
 //
+// The client waits for each reply in read() (--client-wait block, as wrk and Go's netpoller do),
+// or polls its socket (--client-wait spin) so that no latency includes its own CPU's wake-up: in
+// a virtual machine that wake-up is a step of ~0.1 ms paid only by replies slower than ~0.2 ms,
+// which a ratio of a slower server to a quicker one then counts against the slower one
+// (bench/RESULTS.md, 27 Nov 2026).
+//
 // With --hostile N it measures only the hostile-clients figure instead (DESIGN.md §11): filter
 // at the first --sizes on the scheduler's keep-alive connection, and /healthz on a new
 // connection every 100 ms (as a kubelet probes), for --hostile-seconds without and then with N
