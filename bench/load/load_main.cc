@@ -15,10 +15,12 @@
 //     /proc/PID/task/*/status) over the measured requests.
 //
 // The client waits for each reply in read() (--client-wait block, as wrk and Go's netpoller do),
-// or polls its socket (--client-wait spin) so that no latency includes its own CPU's wake-up: in
-// a virtual machine that wake-up is a step of ~0.1 ms paid only by replies slower than ~0.2 ms,
-// which a ratio of a slower server to a quicker one then counts against the slower one
-// (bench/RESULTS.md, 27 Nov 2026).
+// or polls its socket (--client-wait spin) so that no latency includes its own CPU's wake-up. In
+// a virtual machine that wake-up is a step (~60 µs here, for waits over ~0.14 ms), which a
+// blocking ratio of a slower server to a quicker one counts against the slower one when only its
+// replies are past the step. Just before the latency rounds a probe (wake_probe.h) measures the
+// step on the machine at hand, and the report shows it beside the ratios (bench/RESULTS.md,
+// 27 Nov 2026).
 //
 // With --hostile N it measures only the hostile-clients figure instead (DESIGN.md §11): filter
 // at the first --sizes on the scheduler's keep-alive connection, and /healthz on a new
@@ -57,6 +59,7 @@
 #include "hostile.h"
 #include "http_connection.h"
 #include "linkfit/common/strings.h"
+#include "wake_probe.h"
 #include "workload.h"
 
 namespace linkfit::load {
@@ -89,6 +92,9 @@ struct Options {
   // (in a VM ~0.1 ms, paid only by replies slower than the hypervisor's halt polling:
   // bench/RESULTS.md).
   HttpConnection::Wait client_wait = HttpConnection::Wait::kBlock;
+  // Round trips per delay and wait mode of the client's wake-up probe (wake_probe.h), run just
+  // before the latency rounds; 0 skips it.
+  int wake_samples = 200;
 };
 
 const char* kUsage =
@@ -103,7 +109,9 @@ const char* kUsage =
     "                    [--fresh-requests] (every pod a CPU request no earlier pod had, so\n"
     "                    nothing linkfit keeps across calls applies: the cold path)\n"
     "                    [--client-wait block|spin] (how the client waits for each reply:\n"
-    "                    in read(), the default, or polling its socket; --hostile blocks)\n";
+    "                    in read(), the default, or polling its socket; --hostile blocks)\n"
+    "                    [--wake-samples N] (round trips per delay of the probe of the\n"
+    "                    client's wake-up cost; 200, 0: no probe)\n";
 
 std::optional<Options> ParseOptions(int argc, char** argv) {
   Options o;
@@ -153,7 +161,8 @@ std::optional<Options> ParseOptions(int argc, char** argv) {
                !(arg == "--client-cpu" && need_number(&o.client_cpu)) &&
                !(arg == "--score-range" && need_number(&o.score_range)) &&
                !(arg == "--hostile" && need_number(&o.hostile)) &&
-               !(arg == "--hostile-seconds" && need_number(&o.hostile_seconds))) {
+               !(arg == "--hostile-seconds" && need_number(&o.hostile_seconds)) &&
+               !(arg == "--wake-samples" && need_number(&o.wake_samples))) {
       return std::nullopt;
     }
   }
@@ -586,6 +595,15 @@ int Run(const Options& o) {
                                   o.score_range, &ignored)};
   }
 
+  // What the client's own waiting costs on this machine, just before the latency rounds (the
+  // servers idle meanwhile), so that the report can say which latencies straddle its step.
+  std::vector<WakeCost> wake_costs;
+  if (o.wake_samples > 0) {
+    auto probed = ProbeWakeCost(o.server_cpu, o.client_cpu, o.wake_samples, DefaultWakeDelays());
+    if (!probed) Die(probed.error().message);
+    wake_costs = std::move(*probed);
+  }
+
   // Latency: per round, every case on both servers; warm-up in the first round only.
   std::vector<CaseResult> cases;
   for (const std::size_t size : o.sizes) {
@@ -777,14 +795,20 @@ int Run(const Options& o) {
           << PerRequest(s->faults, s->seconds.size()) << " |\n";
     }
   }
+  if (!wake_costs.empty()) out << WakeReport(wake_costs, o.wake_samples);
   out << "\n### bind (own work; standalone, no state file), " << bind_samples.seconds.size()
       << " binds on the " << o.nodes << "-node server (ms)\n\n";
-  out << "| call | p50 | p90 | p99 | max | per s |\n|---|---:|---:|---:|---:|---:|\n";
   const auto row = [&](const char* what, const Samples& s) {
+    if (s.seconds.empty()) return;  // --binds 0
     out << "| " << what << " | " << Ms(s.Percentile(0.5)) << " | " << Ms(s.Percentile(0.9)) << " | "
         << Ms(s.Percentile(0.99)) << " | " << Ms(s.Max()) << " | " << Fixed(s.PerSecond(), 0)
         << " |\n";
   };
+  if (bind_samples.seconds.empty()) {
+    out << "Not measured (--binds 0).\n";
+  } else {
+    out << "| call | p50 | p90 | p99 | max | per s |\n|---|---:|---:|---:|---:|---:|\n";
+  }
   row("linkfit bind", bind_samples);
   row("parse-only bind", bind_parse_only);
   row("linkfit release (POST /standalone/release)", release_samples);
@@ -792,6 +816,10 @@ int Run(const Options& o) {
     out << "\n### filter, non-cache mode: " << o.non_cache_nodes << " full Node objects ("
         << Fixed(static_cast<double>(non_cache_bytes) / 1e6, 1) << " MB body), "
         << non_cache_passing << " pass; reply checked byte for byte (ms)\n\n";
+  }
+  if (o.non_cache_nodes > 0 && o.non_cache_requests <= 0) {
+    out << "Checked once and not timed (--non-cache-requests 0).\n";
+  } else if (o.non_cache_nodes > 0) {
     out << "| server | p50 | max | n |\n|---|---:|---:|---:|\n";
     out << "| linkfit | " << Ms(non_cache.Percentile(0.5)) << " | " << Ms(non_cache.Max()) << " | "
         << non_cache.seconds.size() << " |\n";
