@@ -18,6 +18,7 @@
 #endif
 
 #include "kube/json_escape.h"
+#include "linkfit/common/strings.h"
 #include "linkfit/kube/codec.h"
 
 namespace linkfit::kube {
@@ -305,8 +306,8 @@ void CopyBytes(char* to, const char* from, std::size_t n) {
 
 // Where EncodeFilterResult and EncodeHostPriorityList write their reply: a string sized ahead
 // (growing geometrically when that was too little), so that each piece is a bounds check and a
-// copy rather than a call into std::string::append. Take() trims it to what was written. The
-// room ahead is zero-filled once (std::string has no uninitialised resize before C++23).
+// copy rather than a call into std::string::append. Take() trims it to what was written, so the
+// room ahead is never read and never zero-filled (GrowUninitialized).
 class Output {
  public:
   // Continues `start` with room for `room` more bytes.
@@ -362,7 +363,7 @@ class Output {
   // Out of line, so that Reserve stays small enough to be inlined everywhere.
   [[gnu::noinline]] void Grow(std::size_t n) { Resize(std::max(2 * capacity_, size_ + n)); }
   void Resize(std::size_t capacity) {
-    buffer_.resize(capacity);
+    GrowUninitialized(buffer_, capacity);
     data_ = buffer_.data();
     capacity_ = capacity;
   }

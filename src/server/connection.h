@@ -262,7 +262,7 @@ class Connection final : public ConnectionBase {
   IoLoop& loop_;
   Stream stream_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request_parser<RequestBody>> parser_;
   std::unique_ptr<http::response<http::empty_body>> continue_;
   http::response<http::string_body> response_;
   std::array<char, 4096> discard_{};

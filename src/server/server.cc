@@ -68,8 +68,7 @@ void HttpServer::CountTooLarge(std::string_view target) {
 }
 
 template <typename Done>
-void HttpServer::Handle(IoLoop& loop, http::request<http::string_body>& request,
-                        Clock::time_point deadline, Done done) {
+void HttpServer::Handle(IoLoop& loop, Request& request, Clock::time_point deadline, Done done) {
   const std::string path = PathOf(View(request.target()));
   const RouteMatch match = MatchRoute(path, options_.url_prefix);
   const http::verb method = request.method();

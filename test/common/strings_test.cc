@@ -20,5 +20,28 @@ TEST(Strings, SplitKeepsEmptyFieldsAndTrimDropsBlanks) {
   EXPECT_EQ(Trim(" \tGPU-1 \n"), "GPU-1");
 }
 
+
+// Exactly the size asked for, the bytes before it kept, however the string's storage grows (GCC
+// 12's resize_and_overwrite hands its operation the capacity allocated rather than the size
+// asked for; a grow that kept that would leave unwritten bytes in a request body).
+TEST(Strings, GrowUninitializedKeepsTheSizeAskedForAndTheBytesBefore) {
+  std::string text = "{\"chunked\":";
+  std::size_t expected = text.size();
+  for (const std::size_t more : {5u, 1u, 17u, 100u, 3u, 4096u}) {
+    const std::size_t before = text.size();
+    GrowUninitialized(text, before + more);
+    ASSERT_EQ(text.size(), before + more);
+    for (std::size_t i = before; i < text.size(); ++i) text[i] = static_cast<char>('a' + i % 26);
+    expected += more;
+  }
+  EXPECT_EQ(text.size(), expected);
+  EXPECT_EQ(text.substr(0, 11), "{\"chunked\":");
+  for (std::size_t i = 11; i < text.size(); ++i) {
+    ASSERT_EQ(text[i], static_cast<char>('a' + i % 26)) << "byte " << i;
+  }
+  GrowUninitialized(text, 4);  // shrinking keeps the first bytes, as resize does
+  EXPECT_EQ(text, "{\"ch");
+}
+
 }  // namespace
 }  // namespace linkfit

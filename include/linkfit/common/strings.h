@@ -34,6 +34,22 @@ std::string JoinInts(const std::vector<int>& values, std::string_view separator 
 // "a,b,c" (or with another separator); "" for none.
 std::string JoinStrings(const std::vector<std::string>& values, std::string_view separator = ",");
 
+// Makes `text` `size` bytes long without writing the bytes it gains, for a buffer about to be
+// written over: resize() zero-fills them first, a memset of the whole reply or request body
+// (~230 KB and ~100 KB for 5,000 names) per call on the extender's hot path. By C++23's
+// resize_and_overwrite; where the library lacks it, by resize(). REQUIRES: every gained byte is
+// written before it is read (a reader that trims to what was written reads none).
+inline void GrowUninitialized(std::string& text, std::size_t size) {
+#if defined(__cpp_lib_string_resize_and_overwrite)
+  // The size kept is `size`, not the operation's second argument: GCC 12's library passes the
+  // capacity it allocated there (larger when the string grows geometrically), so returning it
+  // would keep bytes never written (test ServerTest.ChunkedBodiesAreReadAndLimited saw them).
+  text.resize_and_overwrite(size, [size](char*, std::size_t) { return size; });
+#else
+  text.resize(size);
+#endif
+}
+
 // Quotes a string for an error message, shortening it to `max_length` characters.
 std::string QuoteForMessage(std::string_view text, std::size_t max_length = 60);
 
