@@ -45,9 +45,10 @@ class HttpConnection {
   // How a response is waited for. kBlock: in read(), so the client's CPU idles while the server
   // works. kSpin: by polling the socket without blocking until bytes arrive, so the client's CPU
   // never idles. In a virtual machine a CPU that idled (halted) for longer than the hypervisor
-  // polls for it is woken by the host scheduler, about 0.1 ms here (bench/RESULTS.md): a cost of
-  // the client's, which a blocking client adds to every reply that takes longer than that and to
-  // none that is quicker. The timeout given to Connect holds in both.
+  // polls for it is woken by the host scheduler, ~60 µs more for waits past ~145 µs on this
+  // project's VM (wake_probe.h measures it): a cost of the client's, which a blocking client adds
+  // to every reply that keeps it waiting longer than that and to none that is quicker. The
+  // timeout given to Connect holds in both.
   enum class Wait { kBlock, kSpin };
   void set_wait(Wait wait) { wait_ = wait; }
 

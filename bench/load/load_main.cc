@@ -89,8 +89,8 @@ struct Options {
   bool fresh_requests = false;  // every pod a CPU request no earlier pod had: nothing is reused
   // How the scheduler's connection waits for a reply (HttpConnection::Wait): blocking by default,
   // as wrk and Go's netpoller do; spinning, no reply's latency includes the client's own wake-up
-  // (in a VM ~0.1 ms, paid only by replies slower than the hypervisor's halt polling:
-  // bench/RESULTS.md).
+  // (in this project's VM ~60 µs, paid only by waits longer than the hypervisor polls for, ~145
+  // µs: wake_probe.h, bench/RESULTS.md).
   HttpConnection::Wait client_wait = HttpConnection::Wait::kBlock;
   // Round trips per delay and wait mode of the client's wake-up probe (wake_probe.h), run just
   // before the latency rounds; 0 skips it.
