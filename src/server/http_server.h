@@ -187,7 +187,8 @@ class HttpServer final : public Server {
         tls_(std::move(tls)),
         accept_io_(1),
         acceptor_(accept_io_),
-        accept_retry_(accept_io_) {
+        accept_retry_(accept_io_),
+        accept_guard_(accept_io_.get_executor()) {
     for (int i = 0; i < std::max(1, options.io_threads); ++i) {
       loops_.push_back(std::make_unique<IoLoop>());
     }
@@ -248,7 +249,12 @@ class HttpServer final : public Server {
   asio::io_context accept_io_;
   tcp::acceptor acceptor_;  // accept thread only
   asio::steady_timer accept_retry_;
-  std::unique_ptr<asio::thread_pool> handlers_;  // created by Start
+  // Keeps the accept thread running until Stop's last step has run on it. Without it, an accept
+  // that completes between Stop marking the server stopping and that step being queued waits for
+  // nothing more, the accept thread ends, the step never runs, and no loop is ever released
+  // (Wait then hung: HostileTest.StopLetsARequestInFlightFinish, ~1 run in 15 under ASan).
+  asio::executor_work_guard<asio::io_context::executor_type> accept_guard_;  // accept thread only
+  std::unique_ptr<asio::thread_pool> handlers_;                              // created by Start
 
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};

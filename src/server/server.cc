@@ -352,6 +352,7 @@ void HttpServer::Stop() {
     acceptor_.close(ignored);
     accept_retry_.cancel();
     for (const auto& loop : loops_) loop->Release();
+    accept_guard_.reset();  // the accept thread ends once nothing else is queued on it
   });
   for (const auto& connection : live) connection->Shutdown();
 }

@@ -17,7 +17,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -446,6 +449,29 @@ TEST_F(HostileTest, StopLetsARequestInFlightFinish) {
   server_->Wait();
   EXPECT_EQ(status, 200);
   EXPECT_EQ(connection, "close");
+}
+
+// A connection that arrives just as the server stops: Wait returns every time. It hung when the
+// accept completed between Stop marking the server stopping and Stop's last step reaching the
+// accept thread, which then had nothing left to run and ended without releasing the loops.
+TEST_F(HostileTest, StopRacingAnAcceptAlwaysLetsWaitReturn) {
+  for (int round = 0; round < 300; ++round) {
+    StartServer(Options(milliseconds(2000)));
+    RawSocket arriving(server_->port());
+    ASSERT_TRUE(arriving.ok());
+    // 0-99 µs between the connection and Stop, so that some round meets the accept thread
+    // waking for it (tens of microseconds after the connect) wherever that falls.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(round % 100);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    server_->Stop();
+    auto waited = std::async(std::launch::async, [this] { server_->Wait(); });
+    if (waited.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      std::fprintf(stderr, "round %d: Wait had not returned 10 s after Stop\n", round);
+      std::abort();  // the server's threads cannot be joined: end here rather than hang
+    }
+    server_.reset();
+  }
 }
 
 TEST_F(HostileTest, ExpectContinueGetsAnInterimReply) {
