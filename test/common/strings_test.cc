@@ -20,7 +20,6 @@ TEST(Strings, SplitKeepsEmptyFieldsAndTrimDropsBlanks) {
   EXPECT_EQ(Trim(" \tGPU-1 \n"), "GPU-1");
 }
 
-
 // Exactly the size asked for, the bytes before it kept, however the string's storage grows (GCC
 // 12's resize_and_overwrite hands its operation the capacity allocated rather than the size
 // asked for; a grow that kept that would leave unwritten bytes in a request body).
