@@ -151,7 +151,8 @@ server::HttpReply WireHandler::Prioritize(std::string_view body) {
   if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/false);
   // Prioritize answers for exactly the request's names, in its order.
   return server::HttpReply{
-      200, kube::EncodeHostPriorityList(extender_.Prioritize(*args), args->node_names_escape_free)};
+      200, kube::EncodeHostScores(args->node_names, extender_.PrioritizeScores(*args),
+                                  args->node_names_escape_free)};
 }
 
 server::HttpReply WireHandler::Bind(std::string_view body) {

@@ -1,6 +1,7 @@
 #include "linkfit/extender/extender.h"
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -60,33 +61,18 @@ std::string DescribeDevices(const state::Assignment& a) {
   return fit;
 }
 
-// The fit of each of a request's nodes, in its order (an unknown FitRef where linkfit does not
-// know the name), with its verdict in the reference, so that the verbs then read the verdicts in
-// a row. First every kept fit, in one loop without a branch or a call whose loads all overlap (the
-// table is 4 bytes a node, and no name depends on another); then, in the request's order, the
-// fits not kept yet (none in steady state).
-std::vector<FitRef> FitsOf(FitTable& table, const GpuRequest& request,
-                           const state::Snapshot& snapshot,
-                           const std::vector<state::NodeRef>& nodes, const FitOptions& options) {
-  const std::size_t n = nodes.size();
-  std::vector<FitRef> fits(n);
-  const FitRef* const kept = table.by_position.data();
-  const std::size_t positions = table.by_position.positions();
-  std::size_t missing = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t position = nodes[i].position;  // kNoPosition where the name is unknown
-    const FitRef fit = position < positions ? kept[position] : FitRef();
-    fits[i] = fit;
-    missing += (nodes[i].known() && !fit.known()) ? 1u : 0u;
-  }
-  if (missing == 0) return fits;
+// Computes the fit of every node of `positions` (a request's names, looked up: kNoPosition where
+// linkfit does not know one) that `table` keeps none for yet, in the request's order: none in
+// steady state; the first call for a request, or the nodes that changed since the last call.
+void ComputeMissingFits(FitTable& table, const GpuRequest& request, const state::Snapshot& snapshot,
+                        const std::uint32_t* positions, std::size_t n, const FitOptions& options) {
   GpuStateMemo<FitRef> alike;
   for (std::size_t i = 0; i < n; ++i) {
-    if (nodes[i].known() && !fits[i].known()) {
-      fits[i] = ComputeFit(table, alike, request, snapshot, nodes[i], options);
-    }
+    const std::uint32_t position = positions[i];
+    if (position == state::NameIndex::kNoPosition) continue;
+    if (table.by_position.Find(position).known()) continue;
+    ComputeFit(table, alike, request, snapshot, state::NodeRef{position}, options);
   }
-  return fits;
 }
 
 }  // namespace
@@ -109,7 +95,6 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   // Room for every name either way: growing step by step copied each list about twice.
   if (result.list == kube::NodeListKind::kNames) {
     result.node_names.reserve(args.node_names.size());
-    result.failed_nodes.reserve(args.node_names.size());
   }
   const auto request = ParseGpuRequest(args.pod, options_.defaults);
   const auto pass = [&](std::size_t i) {
@@ -136,37 +121,66 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   std::uint64_t failed = 0;
   std::uint64_t unresolvable = 0;
-  const std::vector<state::NodeRef> nodes = snapshot->FindAll(args.node_names);
+  const std::size_t n = args.node_names.size();
+  const std::unique_ptr<std::uint32_t[]> positions(new std::uint32_t[n]);  // all written
+  std::uint32_t* const at = positions.get();
+  snapshot->ForEachPosition(args.node_names,
+                            [at](std::size_t i, std::uint32_t position) { at[i] = position; });
   const VerbCachePool::Lease cache = caches_->Acquire();
   const std::uint64_t call = cache->BeginCall(*snapshot, cache_);
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
   fits.by_position.Reserve(snapshot->size());
-  const std::vector<FitRef> found = FitsOf(fits, *request, *snapshot, nodes, options_.fit);
-  // Which names pass, without a branch per name (pass or fail follows no pattern a predictor
-  // could learn): passing indexes fill `order` from the front, failing ones from the back.
-  const std::size_t n = args.node_names.size();
-  std::vector<std::uint32_t> order(n);
+  // Which names pass, each by its kept fit (4 bytes a node by position, the loads overlapping),
+  // without a branch per name (pass or fail follows no pattern a predictor could learn): passing
+  // indexes fill `order` from the front, failing ones from the back.
+  const std::unique_ptr<std::uint32_t[]> order(new std::uint32_t[n]);  // all written
   std::size_t passing = 0;
   std::size_t failing = n;
-  for (std::size_t i = 0; i < n; ++i) {
-    const bool passes = found[i].fits();
-    order[passing] = static_cast<std::uint32_t>(i);
-    order[failing - 1] = static_cast<std::uint32_t>(i);
-    passing += passes ? 1 : 0;
-    failing -= passes ? 0 : 1;
+  std::size_t never = 0;  // failing names that go to FailedAndUnresolvableNodes
+  const auto sort_out = [&]() {
+    const FitRef* const kept = fits.by_position.data();
+    const std::size_t kept_positions = fits.by_position.positions();
+    std::size_t missing = 0;
+    passing = 0;
+    failing = n;
+    never = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t position = at[i];
+      const FitRef fit = position < kept_positions ? kept[position] : FitRef();
+      missing += (position != state::NameIndex::kNoPosition && !fit.known()) ? 1u : 0u;
+      const bool passes = fit.fits();
+      order[passing] = static_cast<std::uint32_t>(i);
+      order[failing - 1] = static_cast<std::uint32_t>(i);
+      passing += passes ? 1 : 0;
+      failing -= passes ? 0 : 1;
+      never += (!fit.known() || fit.unresolvable()) ? 1u : 0u;  // an unresolvable fit never fits
+    }
+    return missing;
+  };
+  if (sort_out() > 0) {  // fits not kept yet: computed, then the names sorted out again
+    ComputeMissingFits(fits, *request, *snapshot, at, n, options_.fit);
+    sort_out();
   }
   for (std::size_t k = 0; k < passing; ++k) pass(order[k]);
   // The reply lists failing nodes in name order (as Go writes a map); each known one carries its
   // name's rank, read only for the names that fail.
   const std::uint32_t* ranks = failing < n ? snapshot->Ranks().data() : nullptr;
+  const FitRef* const kept = fits.by_position.data();
+  const std::size_t kept_positions = fits.by_position.positions();
+  // Both lists sized once and written by index (a push_back per failure was a call each).
+  const std::size_t fails_now = n - failing - never;
+  std::vector<kube::NodeFailure>& now = result.failed_nodes;
+  std::vector<kube::NodeFailure>& ever = result.failed_and_unresolvable_nodes;
+  now.resize(fails_now);
+  ever.resize(never);
   for (std::size_t k = n; k-- > failing;) {  // in request order
     const std::size_t i = order[k];
-    const FitRef fit = found[i];
+    const std::uint32_t position = at[i];
+    const FitRef fit = position < kept_positions ? kept[position] : FitRef();
     if (!fit.known()) {
       const std::string* problem = snapshot->Problem(args.node_names[i]);
-      result.failed_and_unresolvable_nodes.push_back(
-          {args.node_names[i], problem != nullptr ? result.Keep(*problem) : kUnknownNode});
-      ++unresolvable;
+      ever[unresolvable++] = {args.node_names[i],
+                              problem != nullptr ? result.Keep(*problem) : kUnknownNode};
       continue;
     }
     KeptReason& reason = *fits[fit].reason;
@@ -175,12 +189,9 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
       reason.kept_call = call;
     }
     if (fit.unresolvable()) {
-      result.failed_and_unresolvable_nodes.push_back(
-          {args.node_names[i], reason.kept, ranks[nodes[i].position]});
-      ++unresolvable;
+      ever[unresolvable++] = {args.node_names[i], reason.kept, ranks[position]};
     } else {
-      result.failed_nodes.push_back({args.node_names[i], reason.kept, ranks[nodes[i].position]});
-      ++failed;
+      now[failed++] = {args.node_names[i], reason.kept, ranks[position]};
     }
   }
   metrics_.CountFilterNodes(args.node_names.size() - failed - unresolvable, failed, unresolvable);
@@ -188,16 +199,20 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
 }
 
 std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& args) const {
-  // Sized once, then every name written once (a push_back per name is a call at -O2).
-  const std::size_t n = args.node_names.size();
-  std::vector<kube::HostPriority> priorities(n);
-  const auto request = ParseGpuRequest(args.pod, options_.defaults);
-  if (!request) {
-    for (std::size_t i = 0; i < n; ++i) priorities[i].host = args.node_names[i];
-    return priorities;
+  const std::vector<std::uint32_t> scores = PrioritizeScores(args);
+  std::vector<kube::HostPriority> priorities(scores.size());
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    priorities[i] = {args.node_names[i], scores[i]};
   }
+  return priorities;
+}
+
+std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& args) const {
+  const std::size_t n = args.node_names.size();
+  std::vector<std::uint32_t> scores(n);  // 0 for every name that is no candidate
+  const auto request = ParseGpuRequest(args.pod, options_.defaults);
+  if (!request) return scores;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
-  const std::vector<state::NodeRef> nodes = snapshot->FindAll(args.node_names);
   FitOptions scoring_only = options_.fit;
   scoring_only.explain = false;  // prioritize never shows a reason
   const VerbCachePool::Lease cache = caches_->Acquire();
@@ -205,71 +220,104 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
   const std::string signature = RequestSignature(*request, scoring_only);
   FitTable& fits = cache->Fits(signature);
   fits.by_position.Reserve(snapshot->size());
-  const std::vector<FitRef> found = FitsOf(fits, *request, *snapshot, nodes, scoring_only);
-  // What every score depends on: the candidates' kinds and the quality of each distinct fit
-  // among them. A fit is shared only by nodes of one kind, so the candidates are counted by fit
-  // (a small table, in cache; the names that are no candidate in one more counter, so that the
-  // count takes no branch) and each distinct fit's head (a few hundred) read once, rather than
-  // every candidate's kind number by its position.
-  const std::size_t table_fits = fits.fits.size();
-  std::vector<std::uint32_t> by_fit(table_fits + 1);
+  // In steady state one loop answers every name: its position, its kept fit, the candidates
+  // counted by fit (what the scores' figures are made of) and its kept score, read from the table
+  // of the last call's figures on the guess that they did not change (checked below). Everything
+  // is 4 bytes a node by position, loaded while the next names' lookups are in flight.
+  ScoreTable* const guess = cache->FindScores(fits.last_context);
+  const FitRef* kept_fits = fits.by_position.data();
+  std::size_t fit_positions = fits.by_position.positions();
+  const KeptScore no_score;
+  const KeptScore* const guessed_scores = guess != nullptr ? guess->by_position.data() : &no_score;
+  const std::size_t guessed_positions = guess != nullptr ? guess->by_position.positions() : 0;
+  // by_fit[0]: the names that are no candidate; by_fit[f + 1]: the candidates with fit f (a
+  // small table, in cache; a count without a branch).
+  std::vector<std::uint32_t> by_fit(fits.fits.size() + 1);
+  const std::unique_ptr<std::uint32_t[]> positions(new std::uint32_t[n]);  // all written
+  std::uint32_t* const answer = scores.data();
+  std::uint32_t* const count = by_fit.data();
+  std::uint32_t* const at = positions.get();
+  std::size_t missing = 0;   // known names without a kept fit
+  std::size_t unscored = 0;  // candidates without a guessed score
+  // The lookups first, then the reads by position: in one loop, each name's fit and score
+  // loads waited for its lookup, and fewer were in flight at once (measured slower).
+  snapshot->ForEachPosition(args.node_names,
+                            [at](std::size_t i, std::uint32_t position) { at[i] = position; });
   for (std::size_t i = 0; i < n; ++i) {
-    const FitRef fit = found[i];
-    ++by_fit[fit.fits() ? fit.index() : table_fits];
+    const std::uint32_t position = at[i];
+    const FitRef fit = position < fit_positions ? kept_fits[position] : FitRef();
+    missing += (position != state::NameIndex::kNoPosition && !fit.known()) ? 1u : 0u;
+    const bool candidate = fit.fits();
+    ++count[candidate ? fit.index() + 1 : 0];
+    // A name that is no candidate reads the first slot (in cache) rather than its own.
+    const std::uint32_t slot = candidate ? position : 0;
+    const KeptScore score = slot < guessed_positions ? guessed_scores[slot] : KeptScore();
+    answer[i] = candidate && score.known() ? static_cast<std::uint32_t>(score.score()) : 0;
+    unscored += (candidate && !score.known()) ? 1u : 0u;
   }
+  if (missing > 0) {
+    // Fits not kept yet; then the candidates are counted again.
+    ComputeMissingFits(fits, *request, *snapshot, at, n, scoring_only);
+    kept_fits = fits.by_position.data();
+    fit_positions = fits.by_position.positions();
+    by_fit.assign(fits.fits.size() + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const FitRef fit = at[i] < fit_positions ? kept_fits[at[i]] : FitRef();
+      ++by_fit[fit.fits() ? fit.index() + 1 : 0];
+    }
+  }
+  // What every score depends on: the candidates' kinds and the quality of each distinct fit
+  // among them. A fit is shared only by nodes of one kind, so each distinct fit's head (a few
+  // hundred) is read once, rather than every candidate's kind number by its position.
   CandidateFigures figures(&snapshot->kinds());
-  for (std::size_t f = 0; f < table_fits; ++f) {
-    if (by_fit[f] == 0) continue;  // the terms of fits no candidate has are not read
+  for (std::size_t f = 0; f < fits.fits.size(); ++f) {
+    if (by_fit[f + 1] == 0) continue;  // the terms of fits no candidate has are not read
     const FitTerms& terms = fits.terms[f];
-    figures.AddKind(terms.kind, by_fit[f]);
+    figures.AddKind(terms.kind, by_fit[f + 1]);
     figures.AddQuality({terms.ring_mbps, terms.sum_mbps, 0});  // the figures read these two
   }
   const ShapeList shapes = pods_.demand().Shapes();
   const MigProfileWeightsPtr mig_weights = pods_.demand().MigWeights();
-  std::vector<Candidate> unscored;
-  CandidateScorer scorer(*request, unscored, *shapes, options_.weights, options_.score_range,
+  std::vector<Candidate> to_score;
+  CandidateScorer scorer(*request, to_score, *shapes, options_.weights, options_.score_range,
                          mig_weights, std::move(figures));
-  ScoreTable& scores =
-      cache->Scores(ScoreContext(signature, *request, scorer.figures(), shapes, mig_weights),
-                    shapes, mig_weights);
-  scores.by_position.Reserve(snapshot->size());
-  // Every name's answer in one pass, in the request's order: a candidate's kept score (4 bytes a
-  // node by position: the loads overlap without a prefetch, which measured no faster even with
-  // the caches flushed between calls), 0 for the rest. A candidate without a kept score (none in
-  // steady state) is listed for the scorer (it reads its list only when scoring, so the list may
-  // grow after the scorer is made) and answered after the pass.
-  const KeptScore* const kept = scores.by_position.data();
-  const std::size_t positions = scores.by_position.positions();
-  std::vector<std::uint32_t> unscored_index;  // each unscored candidate's index in the request
+  std::string context = ScoreContext(signature, *request, scorer.figures(), shapes, mig_weights);
+  ScoreTable* table = guess;
+  if (guess == nullptr || context != fits.last_context) {
+    table = &cache->Scores(context, shapes, mig_weights);  // may drop `guess`'s table
+    fits.last_context = std::move(context);
+  }
+  table->by_position.Reserve(snapshot->size());
+  if (table == guess && missing == 0 && unscored == 0) return scores;
+  // Some candidate has no score in the table of this call's figures (none in steady state):
+  // every name is answered again from that table, and the candidates without a kept score are
+  // listed for the scorer (it reads its list only when scoring, so the list may grow after the
+  // scorer is made).
+  const KeptScore* const kept_scores = table->by_position.data();
+  const std::size_t score_positions = table->by_position.positions();
+  std::vector<std::uint32_t> to_score_index;  // each one's index in the request
   for (std::size_t i = 0; i < n; ++i) {
-    // A name that is no candidate reads the first slot (in cache) rather than its own, so that
-    // only the candidates' slots are loaded; its answer is 0 either way.
-    const bool candidate = found[i].fits();
-    const std::uint32_t position = candidate ? nodes[i].position : 0;  // a candidate is known
-    const KeptScore score = position < positions ? kept[position] : KeptScore();
-    priorities[i] = {args.node_names[i], candidate && score.known() ? score.score() : 0};
-    if (candidate & !score.known()) [[unlikely]] {
-      unscored.emplace_back(nullptr, fits[found[i]].fit);
-      unscored_index.push_back(static_cast<std::uint32_t>(i));
+    const FitRef fit = at[i] < fit_positions ? kept_fits[at[i]] : FitRef();
+    const KeptScore score =
+        fit.fits() && at[i] < score_positions ? kept_scores[at[i]] : KeptScore();
+    answer[i] = score.known() ? static_cast<std::uint32_t>(score.score()) : 0;
+    if (fit.fits() && !score.known()) {
+      to_score.emplace_back(nullptr, fits[fit].fit);
+      to_score_index.push_back(static_cast<std::uint32_t>(i));
     }
   }
   // Scoring reads the node's own state, a miss per node that dominated prioritize when no score
   // is kept (a new CPU request, new shapes): each node is loaded a few candidates ahead.
-  for (std::size_t c = 0; c < unscored.size(); ++c) {
-    if (c + 16 < unscored.size()) {
-      snapshot->PrefetchNodeAt(nodes[unscored_index[c + 16]].position);
-    }
-    if (c + 8 < unscored.size()) {
-      __builtin_prefetch(snapshot->NodeAt(nodes[unscored_index[c + 8]].position));
-    }
-    const state::NodeRef& ref = nodes[unscored_index[c]];
-    const state::NodeState* node = snapshot->NodeAt(ref.position);
-    unscored[c].node = node;
+  for (std::size_t c = 0; c < to_score.size(); ++c) {
+    if (c + 16 < to_score.size()) snapshot->PrefetchNodeAt(at[to_score_index[c + 16]]);
+    if (c + 8 < to_score.size()) __builtin_prefetch(snapshot->NodeAt(at[to_score_index[c + 8]]));
+    const std::uint32_t position = at[to_score_index[c]];
+    to_score[c].node = snapshot->NodeAt(position);
     const std::int64_t score = scorer.Score(c);
-    scores.by_position.Insert(ref.position, KeptScore(score));
-    priorities[unscored_index[c]].score = score;
+    table->by_position.Insert(position, KeptScore(score));
+    answer[to_score_index[c]] = static_cast<std::uint32_t>(score);
   }
-  return priorities;
+  return scores;
 }
 
 std::string Extender::Bind(const kube::BindingArgs& args) {

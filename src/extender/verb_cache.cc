@@ -136,6 +136,13 @@ ScoreTable& VerbCache::Scores(const std::string& context, const ShapeList& shape
   return it->second;
 }
 
+ScoreTable* VerbCache::FindScores(std::string_view context) {
+  const auto it = scores_.find(context);
+  if (it == scores_.end()) return nullptr;
+  it->second.last_use = calls_;
+  return &it->second;
+}
+
 VerbCachePool::Lease VerbCachePool::Acquire() {
   std::unique_ptr<VerbCache> cache;
   {

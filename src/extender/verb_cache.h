@@ -138,6 +138,9 @@ struct FitTable {
   std::vector<CachedFit> fits;    // by FitRef::index, one per full fit
   std::vector<FitTerms> terms;    // likewise
   PositionMap<FitRef> by_position;
+  // The score context of the last prioritize that used this table (ScoreContext): its scores
+  // are read while the candidates are counted, on the guess that the figures did not change.
+  std::string last_context;
   std::deque<KeptReason> reasons;                                  // stable addresses
   std::unordered_map<std::string_view, KeptReason*> reason_index;  // keys view `reasons`
   std::uint64_t last_use = 0;
@@ -190,6 +193,9 @@ class VerbCache {
   FitTable& Fits(const std::string& signature);
   ScoreTable& Scores(const std::string& context, const ShapeList& shapes,
                      const MigProfileWeightsPtr& mig_weights);
+  // The table for `context`, or nullptr; never creates one. The pointer holds until the next
+  // Scores() for another context (which may drop the least recently used table).
+  ScoreTable* FindScores(std::string_view context);
 
   // Bounds: at most kMaxTables tables of each kind (the least recently used goes); a table holds
   // one slot per node position (4 bytes) and is emptied at a call's start once it holds more than

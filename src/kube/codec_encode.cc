@@ -744,33 +744,53 @@ std::string EncodeFilterError(std::string_view message) {
   return EncodeFilterResult(result);
 }
 
-std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities,
-                                   bool hosts_escape_free) {
-  if (priorities.empty()) return "[]";
-  // [{"Host":"a","Score":1},{"Host":"b","Score":2}]: the bytes between a host and its score,
-  // and between a score and the next host, are one piece each.
+namespace {
+
+// [{"Host":"a","Score":1},{"Host":"b","Score":2}] for `count` hosts, host(i) and score(i) giving
+// each: the bytes between a host and its score, and between a score and the next host, are one
+// piece each.
+template <typename HostOf, typename ScoreOf>
+std::string EncodeHostScoreList(std::size_t count, const HostOf& host, const ScoreOf& score,
+                                bool hosts_escape_free) {
+  if (count == 0) return "[]";
   constexpr std::size_t kOpen = sizeof("[{\"Host\":\"") - 1;
   constexpr std::size_t kScore = sizeof("\",\"Score\":") - 1;
   constexpr std::size_t kNext = sizeof("},{\"Host\":\"") - 1;
   constexpr std::size_t kClose = sizeof("}]") - 1;
   // Exact unless a host needs escapes, plus the room AppendInt stores past its last digit.
   std::size_t size = kOpen + kClose - kNext + sizeof(SmallDecimal);
-  for (const HostPriority& priority : priorities) {
-    size += kNext + priority.host.size() + kScore + DecimalLength(priority.score);
+  for (std::size_t i = 0; i < count; ++i) {
+    size += kNext + host(i).size() + kScore + DecimalLength(score(i));
   }
   Output out(std::string(), size);
-  for (std::size_t i = 0; i < priorities.size(); ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
     if (i == 0) {
       out.Literal("[{\"Host\":\"");
     } else {
       out.Literal("},{\"Host\":\"");
     }
-    AppendName(out, priorities[i].host, hosts_escape_free);
+    AppendName(out, host(i), hosts_escape_free);
     out.Literal("\",\"Score\":");
-    out.AppendInt(priorities[i].score);
+    out.AppendInt(score(i));
   }
   out.Literal("}]");
   return std::move(out).Take();
+}
+
+}  // namespace
+
+std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities,
+                                   bool hosts_escape_free) {
+  return EncodeHostScoreList(
+      priorities.size(), [&](std::size_t i) { return priorities[i].host; },
+      [&](std::size_t i) { return priorities[i].score; }, hosts_escape_free);
+}
+
+std::string EncodeHostScores(const std::vector<std::string_view>& hosts,
+                             const std::vector<std::uint32_t>& scores, bool hosts_escape_free) {
+  return EncodeHostScoreList(
+      hosts.size(), [&](std::size_t i) { return hosts[i]; },
+      [&](std::size_t i) { return std::int64_t{scores[i]}; }, hosts_escape_free);
 }
 
 std::string EncodeBindingResult(std::string_view error) { return EncodeErrorBody(error); }

@@ -358,6 +358,55 @@ TEST_F(PerStateTest, KeptScoresFollowTheCandidatesBestRing) {
   EXPECT_GT(alone[0].score, beside[1].score);  // alone, its pair is the best ring on offer
 }
 
+// Prioritize reads each candidate's score from the table of the last call's figures while it
+// counts the candidates, and checks the guess afterwards. Where filter (without reasons: the same
+// fit table) has kept fits that no prioritize has scored, a call whose figures equal the last
+// call's finds fits for every name and no score for some: those are scored, and nothing else
+// changes. Then a call whose figures differ (another kind among the candidates) answers from the
+// other table.
+TEST_F(PerStateTest, GuessedScoresAreCheckedAndCompleted) {
+  for (const std::string name : {"x", "y", "z", "v"}) {
+    auto info = std::make_shared<state::NodeInfo>(
+        *linkfit::testing::MakeNodeInfo(name, name == "v" ? "dgx1-v100" : "dgx-a100"));
+    info->cpu_milli = 64000;
+    info->memory_bytes = std::int64_t{512} << 30;
+    cache_.UpsertNode(info);
+  }
+  ExtenderOptions options = FineScores();
+  options.fit.explain = false;
+  Extender terse(cache_, options, binder_, memo_, metrics_);
+  const kube::PodView pod = testing::GpuPod("pair", 2);
+  const kube::FilterResult passed = terse.Filter(testing::NamesArgs(pod, {"x", "y", "z", "v"}));
+  ASSERT_EQ(passed.node_names.size(), 4u);
+  const auto alone = [&](const std::string& name) {
+    return terse.Prioritize(testing::NamesArgs(pod, {name}))[0].score;
+  };
+  const std::int64_t x = alone("x");
+  EXPECT_GT(x, 0);
+  EXPECT_EQ(alone("y"), x);  // the same figures, a fit kept by filter, no score yet
+  EXPECT_EQ(alone("z"), x);
+  EXPECT_EQ(alone("x"), x);  // now from the table
+  // Beside a V100 the figures change (kinds, best ring): every score as a fresh extender's.
+  const std::vector<std::string> mixed = {"v", "y", "nowhere", "x"};
+  const auto kept = terse.Prioritize(testing::NamesArgs(pod, mixed));
+  state::ClusterCache fresh_cache;
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  for (const char* name : {"x", "y", "z", "v"}) {
+    const state::NodeState* node = snapshot->Find(name);
+    ASSERT_NE(node, nullptr);
+    fresh_cache.UpsertNode(node->info_ptr());
+  }
+  Extender fresh(fresh_cache, options, binder_, memo_, metrics_);
+  const auto want = fresh.Prioritize(testing::NamesArgs(pod, mixed));
+  ASSERT_EQ(kept.size(), want.size());
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    EXPECT_EQ(kept[i].host, mixed[i]);
+    EXPECT_EQ(kept[i].score, want[i].score) << mixed[i];
+  }
+  EXPECT_EQ(kept[2].score, 0);  // unknown
+  EXPECT_EQ(alone("y"), x);     // and back: the first table again
+}
+
 TEST(GpuStateMemoTest, ComputesOncePerDistinctStateAndExtra) {
   auto a =
       std::make_shared<const state::NodeState>(linkfit::testing::MakeNodeInfo("a", "dgx1-v100"));

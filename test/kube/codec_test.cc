@@ -403,6 +403,21 @@ TEST(EncodeHostPriorityListTest, BareArray) {
             R"({"Host":"n","Score":-9223372036854775807}])");
 }
 
+// The scores beside the request's own names: the same bytes as the list of pairs.
+TEST(EncodeHostPriorityListTest, ScoresBesideNamesWriteTheSameArray) {
+  EXPECT_EQ(EncodeHostScores({}, {}), "[]");
+  const std::vector<std::string_view> hosts = {"node-a", "quote\"d", "n", "x\ny"};
+  const std::vector<std::uint32_t> scores = {8, 0, 1000000, 4294967295u};
+  std::vector<HostPriority> pairs;
+  for (std::size_t i = 0; i < hosts.size(); ++i) pairs.push_back({hosts[i], scores[i]});
+  EXPECT_EQ(EncodeHostScores(hosts, scores), EncodeHostPriorityList(pairs));
+  EXPECT_EQ(EncodeHostScores(hosts, scores),
+            R"([{"Host":"node-a","Score":8},{"Host":"quote\"d","Score":0},)"
+            R"({"Host":"n","Score":1000000},{"Host":"x\ny","Score":4294967295}])");
+  EXPECT_EQ(EncodeHostScores({"a", "b"}, {1, 2}, /*hosts_escape_free=*/true),
+            R"([{"Host":"a","Score":1},{"Host":"b","Score":2}])");
+}
+
 // ---------------------------------------------------------------------------------------------
 // bind
 

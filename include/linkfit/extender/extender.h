@@ -20,6 +20,7 @@
 //
 // Thread-safety: every method may be called concurrently.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,9 @@ class Extender {
 
   kube::FilterResult Filter(const kube::ExtenderArgs& args) const;
   std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) const;
+  // Prioritize's scores alone: scores[i] is args.node_names[i]'s (what the wire writes beside the
+  // request's own names, kube::EncodeHostScores).
+  std::vector<std::uint32_t> PrioritizeScores(const kube::ExtenderArgs& args) const;
   // Returns "" on success, else the error for ExtenderBindingResult.Error.
   std::string Bind(const kube::BindingArgs& args);
   std::vector<kube::NodeVictims> Preempt(const kube::PreemptionArgs& args) const;

@@ -138,6 +138,10 @@ struct HostPriority {
 // ExtenderArgs::node_names_escape_free was true (written without a look for escapes).
 std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities,
                                    bool hosts_escape_free = false);
+// The same array for hosts[i] scored scores[i]. REQUIRES: scores.size() == hosts.size().
+std::string EncodeHostScores(const std::vector<std::string_view>& hosts,
+                             const std::vector<std::uint32_t>& scores,
+                             bool hosts_escape_free = false);
 
 // ---------------------------------------------------------------------------------------------
 // bind

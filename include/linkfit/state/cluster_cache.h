@@ -38,6 +38,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "linkfit/common/metrics.h"
@@ -102,6 +103,12 @@ class Snapshot {
   // Looks up every name of `names`, in order, overlapping the lookups' cache misses (hashes
   // first, each slot prefetched a few names ahead).
   std::vector<NodeRef> FindAll(const std::vector<std::string_view>& names) const;
+  // Calls visit(i, position) for each of `names` in order (NameIndex::ForEachPosition: the
+  // lookups and what the caller does with each position in one loop).
+  template <typename Visit>
+  void ForEachPosition(const std::vector<std::string_view>& names, Visit&& visit) const {
+    index_->ForEachPosition(names.data(), names.size(), std::forward<Visit>(visit));
+  }
   // For each position, its name's rank among all the snapshot's names in byte order
   // (NameIndex::Ranks: computed once per set of names, then kept).
   const std::vector<std::uint32_t>& Ranks() const { return index_->Ranks(); }
