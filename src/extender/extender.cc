@@ -124,8 +124,12 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const std::size_t n = args.node_names.size();
   const std::unique_ptr<std::uint32_t[]> positions(new std::uint32_t[n]);  // all written
   std::uint32_t* const at = positions.get();
+  std::size_t unknown_names = 0;
   snapshot->ForEachPosition(args.node_names,
-                            [at](std::size_t i, std::uint32_t position) { at[i] = position; });
+                            [at, &unknown_names](std::size_t i, std::uint32_t position) {
+                              at[i] = position;
+                              unknown_names += position == state::NameIndex::kNoPosition ? 1u : 0u;
+                            });
   const VerbCachePool::Lease cache = caches_->Acquire();
   const std::uint64_t call = cache->BeginCall(*snapshot, cache_);
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
@@ -140,22 +144,21 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const auto sort_out = [&]() {
     const FitRef* const kept = fits.by_position.data();
     const std::size_t kept_positions = fits.by_position.positions();
-    std::size_t missing = 0;
+    std::size_t unknown = 0;  // names without a kept fit, known to linkfit or not
     passing = 0;
-    failing = n;
     never = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint32_t position = at[i];
       const FitRef fit = position < kept_positions ? kept[position] : FitRef();
-      missing += (position != state::NameIndex::kNoPosition && !fit.known()) ? 1u : 0u;
-      const bool passes = fit.fits();
+      const std::size_t passes = fit.fits() ? 1 : 0;
       order[passing] = static_cast<std::uint32_t>(i);
-      order[failing - 1] = static_cast<std::uint32_t>(i);
-      passing += passes ? 1 : 0;
-      failing -= passes ? 0 : 1;
-      never += (!fit.known() || fit.unresolvable()) ? 1u : 0u;  // an unresolvable fit never fits
+      order[n - 1 - (i - passing)] = static_cast<std::uint32_t>(i);  // i - passing fail before it
+      passing += passes;
+      unknown += fit.unknown();
+      never += fit.never();
     }
-    return missing;
+    failing = passing;
+    return unknown - unknown_names;  // the known names whose fit is not kept yet
   };
   if (sort_out() > 0) {  // fits not kept yet: computed, then the names sorted out again
     ComputeMissingFits(fits, *request, *snapshot, at, n, options_.fit);
@@ -241,12 +244,16 @@ std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& 
   std::size_t unscored = 0;  // candidates without a guessed score
   // The lookups first, then the reads by position: in one loop, each name's fit and score
   // loads waited for its lookup, and fewer were in flight at once (measured slower).
+  std::size_t unknown_names = 0;
   snapshot->ForEachPosition(args.node_names,
-                            [at](std::size_t i, std::uint32_t position) { at[i] = position; });
+                            [at, &unknown_names](std::size_t i, std::uint32_t position) {
+                              at[i] = position;
+                              unknown_names += position == state::NameIndex::kNoPosition ? 1u : 0u;
+                            });
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t position = at[i];
     const FitRef fit = position < fit_positions ? kept_fits[position] : FitRef();
-    missing += (position != state::NameIndex::kNoPosition && !fit.known()) ? 1u : 0u;
+    missing += fit.unknown();  // the unknown names are taken off below
     const bool candidate = fit.fits();
     ++count[candidate ? fit.index() + 1 : 0];
     // A name that is no candidate reads the first slot (in cache) rather than its own.
@@ -255,6 +262,7 @@ std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& 
     answer[i] = candidate && score.known() ? static_cast<std::uint32_t>(score.score()) : 0;
     unscored += (candidate && !score.known()) ? 1u : 0u;
   }
+  missing -= unknown_names;
   if (missing > 0) {
     // Fits not kept yet; then the candidates are counted again.
     ComputeMissingFits(fits, *request, *snapshot, at, n, scoring_only);

@@ -116,6 +116,10 @@ class FitRef {
   bool known() const { return bits_ != 0; }                 // false: a default FitRef, no fit
   bool fits() const { return (bits_ & kFits) != 0; }
   bool unresolvable() const { return (bits_ & kUnresolvable) != 0; }
+  // 1 for a default FitRef (no fit), else 0: counted without a branch.
+  std::uint32_t unknown() const { return bits_ == 0 ? 1u : 0u; }
+  // 1 where a filter lists the node as unresolvable (no fit known, or an unresolvable one).
+  std::uint32_t never() const { return (bits_ == 0 ? 1u : 0u) | (bits_ >> 1 & 1u); }
 
  private:
   static constexpr std::uint32_t kFits = 1;

@@ -111,18 +111,26 @@ void NameIndex::ForEachPosition(const std::string_view* names, std::size_t count
     hashes[i] = name_probe::HashOf(names[i]);
     __builtin_prefetch(&slots[hashes[i] & mask]);
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    if (i + kSlotAhead < count) {
-      const std::uint64_t ahead = name_probe::HashOf(names[i + kSlotAhead]);
-      hashes[(i + kSlotAhead) % kRing] = ahead;
-      __builtin_prefetch(&slots[ahead & mask]);
-    }
-    if (i + kNameAhead < count) {
-      const Slot& ahead = slots[hashes[(i + kNameAhead) % kRing] & mask];
-      __builtin_prefetch(arena + ahead.offset);  // an empty slot's offset 0 is harmless
-    }
-    // position + 1, or 0 for an unknown name: minus one is the position or kNoPosition
+  // position + 1, or 0 for an unknown name: minus one is the position or kNoPosition
+  const auto answer = [&](std::size_t i) __attribute__((always_inline)) {
     visit(i, name_probe::Probe(slots, mask, arena, names[i], hashes[i % kRing]) - 1);
+  };
+  const auto load_bytes = [&](std::size_t i) __attribute__((always_inline)) {
+    const Slot& ahead = slots[hashes[i % kRing] & mask];
+    __builtin_prefetch(arena + ahead.offset);  // an empty slot's offset 0 is harmless
+  };
+  // Every name but the last kSlotAhead without a test of how far ahead there are names.
+  std::size_t i = 0;
+  for (; i + kSlotAhead < count; ++i) {
+    const std::uint64_t ahead = name_probe::HashOf(names[i + kSlotAhead]);
+    hashes[(i + kSlotAhead) % kRing] = ahead;
+    __builtin_prefetch(&slots[ahead & mask]);
+    load_bytes(i + kNameAhead);
+    answer(i);
+  }
+  for (; i < count; ++i) {
+    if (i + kNameAhead < count) load_bytes(i + kNameAhead);
+    answer(i);
   }
 }
 
