@@ -1,5 +1,8 @@
 #include "app/wire_handler.h"
 
+#include <cstdint>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "linkfit/kube/codec.h"
@@ -143,10 +146,9 @@ server::HttpReply WireHandler::Prioritize(std::string_view body) {
   auto args = kube::DecodeExtenderArgs(body);
   if (!args) return BadRequest(args.error().message);
   if (!NotReadyReason().empty()) {
-    std::vector<kube::HostPriority> zeros;
-    for (std::string_view name : args->node_names) zeros.push_back({name, 0});
-    return server::HttpReply{200,
-                             kube::EncodeHostPriorityList(zeros, args->node_names_escape_free)};
+    const std::vector<std::uint32_t> zeros(args->node_names.size());
+    return server::HttpReply{
+        200, kube::EncodeHostScores(args->node_names, zeros, args->node_names_escape_free)};
   }
   if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/false);
   // Prioritize answers for exactly the request's names, in its order.

@@ -61,6 +61,19 @@ std::string DescribeDevices(const state::Assignment& a) {
   return fit;
 }
 
+// Writes each name's position to at[i] (kNoPosition where linkfit does not know it) and returns
+// how many names are unknown. Both verbs read their tables by position in a loop of their own
+// afterwards: in the lookups' loop each of those loads would wait for its name's lookup.
+std::size_t LookUp(const state::Snapshot& snapshot, const std::vector<std::string_view>& names,
+                   std::uint32_t* at) {
+  std::size_t unknown = 0;
+  snapshot.ForEachPosition(names, [at, &unknown](std::size_t i, std::uint32_t position) {
+    at[i] = position;
+    unknown += position == state::NameIndex::kNoPosition ? 1u : 0u;
+  });
+  return unknown;
+}
+
 // Computes the fit of every node of `positions` (a request's names, looked up: kNoPosition where
 // linkfit does not know one) that `table` keeps none for yet, in the request's order: none in
 // steady state; the first call for a request, or the nodes that changed since the last call.
@@ -124,12 +137,7 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const std::size_t n = args.node_names.size();
   const std::unique_ptr<std::uint32_t[]> positions(new std::uint32_t[n]);  // all written
   std::uint32_t* const at = positions.get();
-  std::size_t unknown_names = 0;
-  snapshot->ForEachPosition(args.node_names,
-                            [at, &unknown_names](std::size_t i, std::uint32_t position) {
-                              at[i] = position;
-                              unknown_names += position == state::NameIndex::kNoPosition ? 1u : 0u;
-                            });
+  const std::size_t unknown_names = LookUp(*snapshot, args.node_names, at);
   const VerbCachePool::Lease cache = caches_->Acquire();
   const std::uint64_t call = cache->BeginCall(*snapshot, cache_);
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
@@ -223,10 +231,10 @@ std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& 
   const std::string signature = RequestSignature(*request, scoring_only);
   FitTable& fits = cache->Fits(signature);
   fits.by_position.Reserve(snapshot->size());
-  // In steady state one loop answers every name: its position, its kept fit, the candidates
-  // counted by fit (what the scores' figures are made of) and its kept score, read from the table
-  // of the last call's figures on the guess that they did not change (checked below). Everything
-  // is 4 bytes a node by position, loaded while the next names' lookups are in flight.
+  // In steady state, after the lookups, one loop answers every name: its kept fit, the
+  // candidates counted by fit (what the scores' figures are made of) and its kept score, read
+  // from the table of the last call's figures on the guess that they did not change (checked
+  // below). Everything is 4 bytes a node by position, the loads overlapping.
   ScoreTable* const guess = cache->FindScores(fits.last_context);
   const FitRef* kept_fits = fits.by_position.data();
   std::size_t fit_positions = fits.by_position.positions();
@@ -242,14 +250,7 @@ std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& 
   std::uint32_t* const at = positions.get();
   std::size_t missing = 0;   // known names without a kept fit
   std::size_t unscored = 0;  // candidates without a guessed score
-  // The lookups first, then the reads by position: in one loop, each name's fit and score
-  // loads waited for its lookup, and fewer were in flight at once (measured slower).
-  std::size_t unknown_names = 0;
-  snapshot->ForEachPosition(args.node_names,
-                            [at, &unknown_names](std::size_t i, std::uint32_t position) {
-                              at[i] = position;
-                              unknown_names += position == state::NameIndex::kNoPosition ? 1u : 0u;
-                            });
+  const std::size_t unknown_names = LookUp(*snapshot, args.node_names, at);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t position = at[i];
     const FitRef fit = position < fit_positions ? kept_fits[position] : FitRef();

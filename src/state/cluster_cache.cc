@@ -8,12 +8,6 @@
 
 namespace linkfit::state {
 
-std::vector<NodeRef> Snapshot::FindAll(const std::vector<std::string_view>& names) const {
-  std::vector<NodeRef> found(names.size());
-  index_->FindAll(names.data(), names.size(), found.data());
-  return found;
-}
-
 const std::vector<NodeStatePtr>& Snapshot::nodes() const {
   std::call_once(nodes_once_, [this] {
     nodes_.reserve(size_);

@@ -1,5 +1,6 @@
 // WireHandler's standalone release: the HTTP status for each Extender outcome, including a
-// release that arrives while the pod's bind is still being recorded (409, nothing freed).
+// release that arrives while the pod's bind is still being recorded (409, nothing freed); and
+// prioritize before the state is loaded.
 
 #include "app/wire_handler.h"
 
@@ -70,6 +71,28 @@ TEST(WireHandlerReleaseTest, ReleaseDuringTheBindIsAConflictAndFreesNothing) {
   EXPECT_EQ(handler.Release(kRelease).status, 200);
   EXPECT_EQ(WholeUsed(cache), 0);
   EXPECT_EQ(handler.Release(kRelease).status, 404);
+}
+
+// Until its state is loaded the handler answers prioritize with every requested name at score
+// 0, in the request's order (kube-scheduler then decides on its own scores), and afterwards with
+// linkfit's.
+TEST(WireHandlerPrioritizeTest, NotReadyScoresEveryNameZero) {
+  state::ClusterCache cache;
+  cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
+  ReleasingBinder binder;
+  NullMetrics metrics;
+  extender::PodMemo memo({});
+  extender::Extender extender(cache, {}, binder, memo, metrics);
+  WireHandler handler(extender, &memo);
+  const std::string body = std::string(R"({"Pod":)") + kPod + R"(,"NodeNames":["h100","x\"y"]})";
+  const server::HttpReply waiting = handler.Prioritize(body);
+  EXPECT_EQ(waiting.status, 200);
+  EXPECT_EQ(waiting.body, R"([{"Host":"h100","Score":0},{"Host":"x\"y","Score":0}])");
+  handler.SetReady(true);
+  const server::HttpReply ready = handler.Prioritize(body);
+  EXPECT_EQ(ready.status, 200);
+  EXPECT_EQ(ready.body.find(R"([{"Host":"h100","Score":0})"), std::string::npos) << ready.body;
+  EXPECT_NE(ready.body.find(R"({"Host":"x\"y","Score":0}])"), std::string::npos) << ready.body;
 }
 
 }  // namespace

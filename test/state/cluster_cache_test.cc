@@ -300,8 +300,13 @@ TEST(ClusterCacheKindsTest, NodesOfOneMachineTypeShareAKindNumber) {
   const SnapshotPtr first = cache.Snapshot();
   EXPECT_EQ(CheckByPosition(*first), "");
   EXPECT_EQ(first->kinds().size(), 3u);  // a and b, c, d
-  const auto kind_of = [](const Snapshot& s, std::string_view name) {
-    return s.KindAt(s.FindAll({name})[0].position);
+  const auto position_of = [](const Snapshot& s, std::string_view name) {
+    std::uint32_t found = NameIndex::kNoPosition;
+    s.ForEachPosition({name}, [&found](std::size_t, std::uint32_t position) { found = position; });
+    return found;
+  };
+  const auto kind_of = [&position_of](const Snapshot& s, std::string_view name) {
+    return s.KindAt(position_of(s, name));
   };
   EXPECT_EQ(kind_of(*first, "a"), kind_of(*first, "b"));
   EXPECT_NE(kind_of(*first, "a"), kind_of(*first, "c"));
@@ -314,8 +319,7 @@ TEST(ClusterCacheKindsTest, NodesOfOneMachineTypeShareAKindNumber) {
   EXPECT_EQ(CheckByPosition(*second), "");
   EXPECT_EQ(CheckByPosition(*first), "");
   EXPECT_EQ(kind_of(*second, "b"), kind_of(*first, "b"));
-  EXPECT_NE(second->NodeAt(second->FindAll({"b"})[0].position),
-            first->NodeAt(first->FindAll({"b"})[0].position));
+  EXPECT_NE(second->NodeAt(position_of(*second, "b")), first->NodeAt(position_of(*first, "b")));
 }
 
 // Changes(from, to) lists every position whose node changed after snapshot `from` up to

@@ -84,7 +84,7 @@ class Snapshot {
     if (position == NameIndex::kNotFound) return nullptr;
     return NodeAt(position);
   }
-  // The node at a position FindAll returned.
+  // The node at a position a lookup returned.
   const NodeState* NodeAt(std::size_t position) const {
     return ChunkOf(position).nodes[position % kChunkSize].get();
   }
@@ -100,11 +100,8 @@ class Snapshot {
   void PrefetchNodeAt(std::size_t position) const {
     __builtin_prefetch(&ChunkOf(position).nodes[position % kChunkSize]);
   }
-  // Looks up every name of `names`, in order, overlapping the lookups' cache misses (hashes
-  // first, each slot prefetched a few names ahead).
-  std::vector<NodeRef> FindAll(const std::vector<std::string_view>& names) const;
   // Calls visit(i, position) for each of `names` in order (NameIndex::ForEachPosition: the
-  // lookups and what the caller does with each position in one loop).
+  // lookups, overlapping their cache misses, with the caller's work per name in their loop).
   template <typename Visit>
   void ForEachPosition(const std::vector<std::string_view>& names, Visit&& visit) const {
     index_->ForEachPosition(names.data(), names.size(), std::forward<Visit>(visit));
