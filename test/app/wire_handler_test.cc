@@ -45,14 +45,20 @@ topology::GpuMask WholeUsed(state::ClusterCache& cache) {
   return node->whole_used();
 }
 
-TEST(WireHandlerReleaseTest, ReleaseDuringTheBindIsAConflictAndFreesNothing) {
+// A handler over one idle DGX H100 ("h100"), not ready yet.
+class WireHandlerTest : public ::testing::Test {
+ protected:
+  WireHandlerTest() { cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100")); }
+
   state::ClusterCache cache;
-  cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
   ReleasingBinder binder;
   NullMetrics metrics;
-  extender::PodMemo memo({});
-  extender::Extender extender(cache, {}, binder, memo, metrics);
-  WireHandler handler(extender, &memo);
+  extender::PodMemo memo{{}};
+  extender::Extender extender{cache, {}, binder, memo, metrics};
+  WireHandler handler{extender, &memo};
+};
+
+TEST_F(WireHandlerTest, ReleaseDuringTheBindIsAConflictAndFreesNothing) {
   handler.SetReady(true);
   binder.handler = &handler;
 
@@ -76,14 +82,7 @@ TEST(WireHandlerReleaseTest, ReleaseDuringTheBindIsAConflictAndFreesNothing) {
 // Until its state is loaded the handler answers prioritize with every requested name at score
 // 0, in the request's order (kube-scheduler then decides on its own scores), and afterwards with
 // linkfit's.
-TEST(WireHandlerPrioritizeTest, NotReadyScoresEveryNameZero) {
-  state::ClusterCache cache;
-  cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
-  ReleasingBinder binder;
-  NullMetrics metrics;
-  extender::PodMemo memo({});
-  extender::Extender extender(cache, {}, binder, memo, metrics);
-  WireHandler handler(extender, &memo);
+TEST_F(WireHandlerTest, PrioritizeBeforeReadyScoresEveryNameZero) {
   const std::string body = std::string(R"({"Pod":)") + kPod + R"(,"NodeNames":["h100","x\"y"]})";
   const server::HttpReply waiting = handler.Prioritize(body);
   EXPECT_EQ(waiting.status, 200);
