@@ -2,64 +2,90 @@
 
 #include <algorithm>
 #include <memory>
+#include <random>
 
 #include "linkfit/state/name_probe.h"
 
 namespace linkfit::state {
 
-using name_probe::HashOf;
-using name_probe::kArenaPad;
-using name_probe::KeyOf;
-using name_probe::kLongName;
-using name_probe::kPositionBytes;
 using name_probe::Load4;
-using name_probe::Probe;
 
-std::uint64_t NameIndex::Hash(std::string_view name) { return HashOf(name); }
+namespace {
+
+constexpr std::size_t kArenaPad = 4;  // so that no entry lies at offset 0 (entries_'s "none")
+
+// One draw per process: every index (and every copy made to add names) starts from it.
+std::uint64_t ProcessSeed() {
+  static const std::uint64_t seed = [] {
+    std::random_device device;
+    return (std::uint64_t{device()} << 32) ^ device() ^ name_probe::kSeed;
+  }();
+  return seed;
+}
+
+// The next seed after a collision (splitmix64's step: every seed leads to a different one).
+std::uint64_t NextSeed(std::uint64_t seed) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15u;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+NameIndex::NameIndex() : seed_(ProcessSeed()) {}
+
+NameIndex::NameIndex(std::uint64_t seed, int fingerprint_bits)
+    : seed_(seed),
+      hash_mask_(fingerprint_bits >= 64 ? ~std::uint64_t{0}
+                                        : (std::uint64_t{1} << std::max(fingerprint_bits, 1)) - 1) {
+}
+
+std::uint64_t NameIndex::Hash(std::string_view name) {
+  return name_probe::HashOf(name, name_probe::kSeed);
+}
 
 NameIndex::NameIndex(const NameIndex& other)
-    : slots_(other.slots_), arena_(other.arena_), size_(other.size_) {}
+    : seed_(other.seed_),
+      hash_mask_(other.hash_mask_),
+      slots_(other.slots_),
+      entries_(other.entries_),
+      arena_(other.arena_),
+      size_(other.size_),
+      reseeds_(other.reseeds_) {}
 
 NameIndex& NameIndex::operator=(const NameIndex& other) {
   if (this != &other) {
+    seed_ = other.seed_;
+    hash_mask_ = other.hash_mask_;
     slots_ = other.slots_;
+    entries_ = other.entries_;
     arena_ = other.arena_;
     size_ = other.size_;
+    reseeds_ = other.reseeds_;
     ranking_ = std::make_unique<Ranking>();
   }
   return *this;
 }
 
-std::string_view NameIndex::NameOf(const Slot& slot) const {
-  const char* bytes = arena_.data() + slot.offset + kPositionBytes;
-  std::size_t length = slot.key & 0xFFu;
-  if (length == kLongName) {
-    length = Load4(bytes);
-    bytes += sizeof(std::uint32_t);
-  }
-  return {bytes, length};
-}
-
-std::uint32_t NameIndex::PositionOf(const Slot& slot) const {
-  return static_cast<std::uint32_t>(Load4(arena_.data() + slot.offset));
+std::string_view NameIndex::NameAt(std::uint32_t position) const {
+  const char* entry = arena_.data() + entries_[position];
+  return {entry + sizeof(std::uint32_t), static_cast<std::size_t>(Load4(entry))};
 }
 
 const std::vector<std::uint32_t>& NameIndex::Ranks() const {
   std::call_once(ranking_->once, [this] {
-    std::vector<const Slot*> used;
+    std::vector<std::uint32_t> used;
     used.reserve(size_);
-    std::uint32_t positions = 0;
-    for (const Slot& slot : slots_) {
-      if (slot.offset == 0) continue;
-      used.push_back(&slot);
-      positions = std::max(positions, PositionOf(slot) + 1);
+    for (std::size_t position = 0; position < entries_.size(); ++position) {
+      if (entries_[position] != 0) used.push_back(static_cast<std::uint32_t>(position));
     }
     std::sort(used.begin(), used.end(),
-              [this](const Slot* a, const Slot* b) { return NameOf(*a) < NameOf(*b); });
+              [this](std::uint32_t a, std::uint32_t b) { return NameAt(a) < NameAt(b); });
     std::vector<std::uint32_t>& ranks = ranking_->ranks;
-    ranks.assign(positions, 0);
+    ranks.assign(entries_.size(), 0);
     for (std::size_t rank = 0; rank < used.size(); ++rank) {
-      ranks[PositionOf(*used[rank])] = static_cast<std::uint32_t>(rank);
+      ranks[used[rank]] = static_cast<std::uint32_t>(rank);
     }
   });
   return ranking_->ranks;
@@ -67,9 +93,16 @@ const std::vector<std::uint32_t>& NameIndex::Ranks() const {
 
 std::size_t NameIndex::Find(std::string_view name) const {
   if (slots_.empty()) return kNotFound;
-  const std::uint32_t found =
-      Probe(slots_.data(), slots_.size() - 1, arena_.data(), name, HashOf(name));
-  return found == 0 ? kNotFound : found - 1;
+  const std::uint64_t hash = HashOf(name);
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& slot = slots_[i];
+    if (slot.position_plus_one == 0) return kNotFound;
+    if (slot.hash == hash && slot.length == name.size() &&
+        NameAt(slot.position_plus_one - 1) == name) {
+      return slot.position_plus_one - 1;
+    }
+  }
 }
 
 void NameIndex::FindAll(const std::string_view* names, std::size_t count, Found* found) const {
@@ -77,22 +110,45 @@ void NameIndex::FindAll(const std::string_view* names, std::size_t count, Found*
                   [found](std::size_t i, std::uint32_t position) { found[i].position = position; });
 }
 
+bool NameIndex::Place(std::uint32_t position) {
+  const std::string_view name = NameAt(position);
+  const std::uint64_t hash = HashOf(name);
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = hash & mask;
+  for (; slots_[i].position_plus_one != 0; i = (i + 1) & mask) {
+    Slot& slot = slots_[i];
+    if (slot.hash != hash || slot.length != name.size()) continue;
+    if (NameAt(slot.position_plus_one - 1) != name) return false;
+    slot.position_plus_one = position + 1;  // the same name again (against Insert's contract)
+    return true;
+  }
+  slots_[i] = Slot{hash, static_cast<std::uint32_t>(name.size()), position + 1};
+  return true;
+}
+
+void NameIndex::Reseed() {
+  bool placed = false;
+  while (!placed) {
+    seed_ = NextSeed(seed_);
+    ++reseeds_;
+    std::fill(slots_.begin(), slots_.end(), Slot{});
+    placed = true;
+    for (std::size_t position = 0; placed && position < entries_.size(); ++position) {
+      if (entries_[position] != 0) placed = Place(static_cast<std::uint32_t>(position));
+    }
+  }
+}
+
 void NameIndex::Insert(std::string_view name, std::size_t position) {
   if ((size_ + 1) * 4 > slots_.size() * 3) Grow();
   if (arena_.empty()) arena_.assign(kArenaPad, '\0');
-  const std::uint64_t hash = Hash(name);
-  const std::size_t mask = slots_.size() - 1;
-  std::size_t i = hash & mask;
-  while (slots_[i].offset != 0) i = (i + 1) & mask;
-  slots_[i] = Slot{KeyOf(hash, name.size()), static_cast<std::uint32_t>(arena_.size())};
-  const auto append4 = [this](std::size_t value) {
-    const auto word = static_cast<std::uint32_t>(value);
-    arena_.append(reinterpret_cast<const char*>(&word), sizeof(word));
-  };
-  append4(position);
-  if (name.size() >= kLongName) append4(name.size());
+  if (entries_.size() <= position) entries_.resize(position + 1, 0);
+  entries_[position] = static_cast<std::uint32_t>(arena_.size());
+  const auto length = static_cast<std::uint32_t>(name.size());
+  arena_.append(reinterpret_cast<const char*>(&length), sizeof(length));
   arena_.append(name);
   ++size_;
+  if (!Place(static_cast<std::uint32_t>(position))) Reseed();
 }
 
 void NameIndex::Grow() {
@@ -100,9 +156,9 @@ void NameIndex::Grow() {
   slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});
   const std::size_t mask = slots_.size() - 1;
   for (const Slot& slot : old) {
-    if (slot.offset == 0) continue;
-    std::size_t i = Hash(NameOf(slot)) & mask;
-    while (slots_[i].offset != 0) i = (i + 1) & mask;
+    if (slot.position_plus_one == 0) continue;
+    std::size_t i = slot.hash & mask;
+    while (slots_[i].position_plus_one != 0) i = (i + 1) & mask;
     slots_[i] = slot;
   }
 }

@@ -1,5 +1,6 @@
 // NameIndex: every name inserted is found at its position, nothing else is, through growth;
-// names that differ only in their last byte, in a NUL byte, or in length all stay apart.
+// names that differ only in their last byte, in a NUL byte, or in length all stay apart; known
+// names whose fingerprints collide are separated by a new seed.
 
 #include "linkfit/state/name_index.h"
 
@@ -130,10 +131,10 @@ TEST(NameIndexTest, HashReadsEveryByteOfTheNameAndNothingElse) {
   }
 }
 
-// A slot records lengths up to 254; longer names keep their length in the arena. Names on both
-// sides of that edge, sharing every byte but the last or differing only in length, stay apart,
-// are found through growth and by the batch, and rank in byte order.
-TEST(NameIndexTest, NamesLongerThanASlotRecordsStayApart) {
+// Long names (around 255 bytes, where a byte-sized length would end, and far beyond), sharing
+// every byte but the last or differing only in length, stay apart, are found through growth and
+// by the batch, and rank in byte order.
+TEST(NameIndexTest, LongNamesStayApart) {
   std::vector<std::string> names;
   for (std::size_t length = 250; length <= 262; ++length) {
     names.push_back(std::string(length, 'n'));
@@ -158,6 +159,61 @@ TEST(NameIndexTest, NamesLongerThanASlotRecordsStayApart) {
       EXPECT_EQ(ranks[a] < ranks[b], names[a] < names[b]) << a << " / " << b;
     }
   }
+}
+
+// With fingerprints cut to 12 bits, 150 names collide under most seeds: Insert must notice (the
+// bytes differ), pick seeds until none collide, and leave every name found as itself by Find and
+// by the batch, through growth and in a copy.
+TEST(NameIndexTest, KnownNamesWhoseFingerprintsCollideGetANewSeed) {
+  NameIndex index(/*seed=*/1, /*fingerprint_bits=*/12);
+  std::vector<std::string> names;
+  for (int i = 0; i < 150; ++i) {
+    names.push_back("gpu-node-" + std::to_string(1000 + i));  // one length: collisions count
+    index.Insert(names.back(), names.size() - 1);
+  }
+  EXPECT_GT(index.reseeds(), 0u);
+  const NameIndex copy(index);
+  for (const NameIndex* each : {static_cast<const NameIndex*>(&index), &copy}) {
+    const std::vector<std::string_view> views(names.begin(), names.end());
+    std::vector<NameIndex::Found> found(views.size());
+    each->FindAll(views.data(), views.size(), found.data());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      EXPECT_EQ(each->Find(names[i]), i) << names[i];
+      EXPECT_EQ(found[i].position, i) << names[i];
+    }
+  }
+  // Inserting a name again (against the contract) does not hang in reseeds: the later wins.
+  NameIndex again(/*seed=*/1, /*fingerprint_bits=*/12);
+  again.Insert("twice", 0);
+  again.Insert("twice", 1);
+  EXPECT_EQ(again.Find("twice"), 1u);
+}
+
+// The batch matches a name by length and fingerprint alone; Find compares bytes. With 12-bit
+// fingerprints an unknown name that shares a known one's is easy to find, and shows the
+// difference that 64-bit fingerprints make negligible (name_index.h): the batch answers the
+// known name's position, Find answers that the name is unknown.
+TEST(NameIndexTest, TheBatchMatchesByFingerprintFindByBytes) {
+  NameIndex index(/*seed=*/7, /*fingerprint_bits=*/12);
+  index.Insert("gpu-node-1", 0);
+  std::string twin;
+  for (int i = 0; twin.empty() && i < 100000; ++i) {
+    std::string candidate = "cpu-000000";  // ten bytes, as gpu-node-1
+    for (int digits = i, at = 9; digits > 0; digits /= 10, --at) {
+      candidate[static_cast<std::size_t>(at)] = static_cast<char>('0' + digits % 10);
+    }
+    NameIndex pair(/*seed=*/7, /*fingerprint_bits=*/12);
+    pair.Insert("gpu-node-1", 0);
+    pair.Insert(candidate, 1);
+    if (pair.reseeds() > 0) twin = candidate;  // it collided with gpu-node-1 under seed 7
+  }
+  ASSERT_FALSE(twin.empty());
+  EXPECT_EQ(index.Find(twin), NameIndex::kNotFound);
+  const std::string_view asked[] = {twin, "gpu-node-1"};
+  NameIndex::Found found[2];
+  index.FindAll(asked, 2, found);
+  EXPECT_EQ(found[0].position, 0u);
+  EXPECT_EQ(found[1].position, 0u);
 }
 
 TEST(NameIndexTest, RanksFollowByteOrderAndCopiesRankAfresh) {
