@@ -93,7 +93,7 @@ class NameIndex {
     std::uint32_t length = 0;             // of the name
     std::uint32_t position_plus_one = 0;  // 0: an empty slot
   };
-  std::uint64_t HashOf(std::string_view name) const {
+  [[gnu::always_inline]] std::uint64_t HashOf(std::string_view name) const {
     return name_probe::HashOf(name, seed_) & hash_mask_;
   }
   std::string_view NameAt(std::uint32_t position) const;
