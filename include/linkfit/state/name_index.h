@@ -15,9 +15,11 @@
 // linkfit does not model, or has not seen yet) is taken for a known one only if its 64-bit hash
 // under this index's random seed equals a known name's of the same length: at 5,000 names about
 // once in 3.7e15 unknown names, and not something a chosen name can aim at, as the seed is
-// drawn at start-up. Even then nothing is committed: bind finds its node by Find, which is exact,
-// and fails. The comparison of bytes this saves was a second, dependent cache miss a name (the
-// name's entry) and 30 % of a lookup's instructions (bench/RESULTS.md, 27 Nov 2026).
+// drawn at start-up (the hash's one seed-independent weakness, an 8-byte word equal to one of its
+// odd constants, needs bytes outside the letters, digits, '-' and '.' a node name may hold). Even
+// then nothing is committed: bind finds its node by Find, which is exact, and fails. The comparison
+// of bytes this saves was a second, dependent cache miss a name (the name's entry) and 30 % of a
+// lookup's instructions (bench/RESULTS.md, 27 Nov 2026).
 //
 // Names are only ever added: the cache rebuilds the index when it removes a node.
 //
