@@ -93,16 +93,11 @@ const std::vector<std::uint32_t>& NameIndex::Ranks() const {
 
 std::size_t NameIndex::Find(std::string_view name) const {
   if (slots_.empty()) return kNotFound;
-  const std::uint64_t hash = HashOf(name);
-  const std::size_t mask = slots_.size() - 1;
-  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
-    const Slot& slot = slots_[i];
-    if (slot.position_plus_one == 0) return kNotFound;
-    if (slot.hash == hash && slot.length == name.size() &&
-        NameAt(slot.position_plus_one - 1) == name) {
-      return slot.position_plus_one - 1;
-    }
-  }
+  // The batch's probe, then the bytes: no two known names share a fingerprint and length
+  // (Insert), so the one slot the probe finds is the only one that could hold `name`.
+  const std::uint32_t found =
+      name_probe::Probe(slots_.data(), slots_.size() - 1, HashOf(name), name.size());
+  return found != 0 && NameAt(found - 1) == name ? found - 1 : kNotFound;
 }
 
 void NameIndex::FindAll(const std::string_view* names, std::size_t count, Found* found) const {
