@@ -90,8 +90,10 @@ struct Options {
   // How the scheduler's connection waits for a reply (HttpConnection::Wait): blocking by default,
   // as wrk and Go's netpoller do; spinning, no reply's latency includes the client's own wake-up
   // (in this project's VM ~60 µs, paid only by waits longer than the hypervisor polls for, ~145
-  // µs: wake_probe.h, bench/RESULTS.md).
-  HttpConnection::Wait client_wait = HttpConnection::Wait::kBlock;
+  // µs: wake_probe.h, bench/RESULTS.md). With --client-wait both, each latency case is measured
+  // both ways, alternately, and reported in a table each (block first): the same servers in the
+  // same minutes, so that the step's share of a blocking ratio shows beside it.
+  std::vector<HttpConnection::Wait> client_waits = {HttpConnection::Wait::kBlock};
   // Round trips per delay and wait mode of the client's wake-up probe (wake_probe.h), run just
   // before the latency rounds; 0 skips it.
   int wake_samples = 200;
@@ -108,8 +110,9 @@ const char* kUsage =
     "                    without and with N idle and slowloris connections, S seconds each)\n"
     "                    [--fresh-requests] (every pod a CPU request no earlier pod had, so\n"
     "                    nothing linkfit keeps across calls applies: the cold path)\n"
-    "                    [--client-wait block|spin] (how the client waits for each reply:\n"
-    "                    in read(), the default, or polling its socket; --hostile blocks)\n"
+    "                    [--client-wait block|spin|both] (how the client waits for each\n"
+    "                    reply: in read(), the default, or polling its socket, or each case\n"
+    "                    both ways, alternately; --hostile blocks)\n"
     "                    [--wake-samples N] (round trips per delay of the probe of the\n"
     "                    client's wake-up cost; 200, 0: no probe)\n";
 
@@ -138,8 +141,15 @@ std::optional<Options> ParseOptions(int argc, char** argv) {
     } else if (arg == "--repo") {
       o.repo = value;
     } else if (arg == "--client-wait") {
-      if (value != "spin" && value != "block") return std::nullopt;
-      o.client_wait = value == "spin" ? HttpConnection::Wait::kSpin : HttpConnection::Wait::kBlock;
+      if (value == "block") {
+        o.client_waits = {HttpConnection::Wait::kBlock};
+      } else if (value == "spin") {
+        o.client_waits = {HttpConnection::Wait::kSpin};
+      } else if (value == "both") {
+        o.client_waits = {HttpConnection::Wait::kBlock, HttpConnection::Wait::kSpin};
+      } else {
+        return std::nullopt;
+      }
     } else if (arg == "--sizes") {
       o.sizes.clear();
       for (std::string_view field : Split(value, ',')) {
@@ -292,6 +302,7 @@ class Driver {
 
   const std::string& name() const { return name_; }
   ChildServer& server() { return server_; }
+  void set_wait(HttpConnection::Wait wait) { connection_.set_wait(wait); }
 
   // Sends one request; returns its latency in seconds, or a negative value on failure.
   double Send(std::string_view path, std::string_view body, HttpResponse* response) {
@@ -481,6 +492,7 @@ int RunHostile(const Options& o, Driver& linkfit, std::vector<Body>& bodies, std
 struct CaseResult {
   std::string verb;
   std::size_t size = 0;
+  HttpConnection::Wait wait = HttpConnection::Wait::kBlock;
   Samples linkfit;
   Samples parse_only;
 };
@@ -564,13 +576,13 @@ int Run(const Options& o) {
     startup_cpu.push_back(trial.startup_cpu_s());
     startup_wall.push_back(trial.startup_wall_s());
   }
-  Driver linkfit("linkfit", start_linkfit(config), o.client_wait);
+  Driver linkfit("linkfit", start_linkfit(config), o.client_waits.front());
   startup_cpu.push_back(linkfit.server().startup_cpu_s());
   startup_wall.push_back(linkfit.server().startup_wall_s());
   const long long ready_rss = linkfit.server().RssBytes();
   auto parse_child = ChildServer::Start({{parse_only_path}, o.server_cpu});
   if (!parse_child) Die(parse_child.error().message);
-  Driver parse_only("parse-only", std::move(*parse_child), o.client_wait);
+  Driver parse_only("parse-only", std::move(*parse_child), o.client_waits.front());
   const long long parse_only_rss = parse_only.server().RssBytes();
 
   // Bodies: every pod shape at every size.
@@ -607,7 +619,11 @@ int Run(const Options& o) {
   // Latency: per round, every case on both servers; warm-up in the first round only.
   std::vector<CaseResult> cases;
   for (const std::size_t size : o.sizes) {
-    for (const char* verb : {"filter", "prioritize"}) cases.push_back({verb, size, {}, {}});
+    for (const char* verb : {"filter", "prioritize"}) {
+      for (const HttpConnection::Wait wait : o.client_waits) {
+        cases.push_back({verb, size, wait, {}, {}});
+      }
+    }
   }
   for (int round = 0; round < o.rounds; ++round) {
     for (CaseResult& c : cases) {
@@ -618,11 +634,13 @@ int Run(const Options& o) {
       const int warmup = round == 0 ? static_cast<int>(o.warmup * scale) + 10 : 10;
       for (Driver* driver : {&linkfit, &parse_only}) {
         Samples& samples = driver == &linkfit ? c.linkfit : c.parse_only;
+        driver->set_wait(c.wait);
         driver->Run(path, bodies[c.size], warmup, &serial, nullptr);
         driver->Run(path, bodies[c.size], measured, &serial, &samples);
       }
     }
   }
+  for (Driver* driver : {&linkfit, &parse_only}) driver->set_wait(o.client_waits.front());
 
   // Bind: a small filter so that linkfit knows the pod, then the timed bind, then a release.
   Samples bind_samples;
@@ -756,43 +774,66 @@ int Run(const Options& o) {
   out << "\n";
   out << "- replies Content-Encoding: " << (reply_encoding.empty() ? "identity" : reply_encoding)
       << " (the client sends Accept-Encoding: gzip as Go does)\n";
-  out << "- the client waits for each reply "
-      << (o.client_wait == HttpConnection::Wait::kSpin
-              ? "by polling its socket (--client-wait spin: its CPU never idles, so no latency "
-                "includes its own wake-up)"
-              : "in read() (--client-wait block: a reply slower than the hypervisor's halt "
-                "polling also pays the client CPU's wake-up)")
-      << "\n";
+  const auto waiting = [](HttpConnection::Wait wait) {
+    return wait == HttpConnection::Wait::kSpin
+               ? "by polling its socket (--client-wait spin: its CPU never idles, so no latency "
+                 "includes its own wake-up)"
+               : "in read() (--client-wait block: a reply slower than the hypervisor's halt "
+                 "polling also pays the client CPU's wake-up)";
+  };
+  if (o.client_waits.size() == 1) {
+    out << "- the client waits for each reply " << waiting(o.client_waits.front()) << "\n";
+  } else {
+    out << "- --client-wait both: each case measured twice per round, alternately: the client "
+           "waiting for each reply "
+        << waiting(HttpConnection::Wait::kBlock) << ", and " << waiting(HttpConnection::Wait::kSpin)
+        << "; a table each\n";
+  }
   out << "- whole run: " << Fixed(total_s, 1) << " s wall\n\n";
-  out << "### filter / prioritize, nodeCacheCapable, one request in flight (ms)\n\n";
-  out << "Latency is wall time at the client; server CPU/req is the server process's utime + "
-         "stime over the measured requests divided by their number (robust against other work "
-         "sharing the server's CPU); switches/req, the server's context switches (all its "
-         "threads, voluntary or not) over the same requests: where a system call, a wake-up or a "
-         "switch is dear (a virtual machine), runs whose servers switch more per request are "
-         "slower for it; faults/req, its minor page faults (memory the allocator gave back to the "
-         "kernel and takes again costs a fault a page).\n\n";
-  out << "| verb | names | server | p50 | p90 | p99 | max | req/s | n | p50 ratio | server CPU/req "
-         "| CPU ratio | switches/req | faults/req |\n";
-  out << "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (const CaseResult& c : cases) {
-    for (const Samples* s : {&c.linkfit, &c.parse_only}) {
-      const bool is_linkfit = s == &c.linkfit;
-      out << "| " << c.verb << " | " << c.size << " | " << (is_linkfit ? "linkfit" : "parse-only")
-          << " | " << Ms(s->Percentile(0.5)) << " | " << Ms(s->Percentile(0.9)) << " | "
-          << Ms(s->Percentile(0.99)) << " | " << Ms(s->Max()) << " | " << Fixed(s->PerSecond(), 0)
-          << " | " << s->seconds.size()
-          << (s->errors ? " (" + std::to_string(s->errors) + " errors)" : "") << " | "
-          << (is_linkfit ? Fixed(c.linkfit.Percentile(0.5) / c.parse_only.Percentile(0.5), 2) + "x"
-                         : "")
-          << " | "
-          << Ms(s->server_cpu / static_cast<double>(std::max<std::size_t>(1, s->seconds.size())))
-          << " | "
-          << (is_linkfit
-                  ? Fixed(c.linkfit.server_cpu / std::max(1e-9, c.parse_only.server_cpu), 2) + "x"
-                  : "")
-          << " | " << PerRequest(s->switches, s->seconds.size()) << " | "
-          << PerRequest(s->faults, s->seconds.size()) << " |\n";
+  for (const HttpConnection::Wait wait : o.client_waits) {
+    if (wait != o.client_waits.front()) out << "\n";
+    out << "### filter / prioritize, nodeCacheCapable, one request in flight (ms)"
+        << (o.client_waits.size() == 1            ? ""
+            : wait == HttpConnection::Wait::kSpin ? ", the client polling"
+                                                  : ", the client waiting in read()")
+        << "\n\n";
+    if (wait != o.client_waits.front()) {
+      out << "As above.\n\n";
+    } else {
+      out << "Latency is wall time at the client; server CPU/req is the server process's utime + "
+             "stime over the measured requests divided by their number (robust against other work "
+             "sharing the server's CPU); switches/req, the server's context switches (all its "
+             "threads, voluntary or not) over the same requests: where a system call, a wake-up "
+             "or a switch is dear (a virtual machine), runs whose servers switch more per request "
+             "are slower for it; faults/req, its minor page faults (memory the allocator gave "
+             "back to the kernel and takes again costs a fault a page).\n\n";
+    }
+    out << "| verb | names | server | p50 | p90 | p99 | max | req/s | n | p50 ratio "
+           "| server CPU/req | CPU ratio | switches/req | faults/req |\n";
+    out << "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const CaseResult& c : cases) {
+      if (c.wait != wait) continue;
+      for (const Samples* s : {&c.linkfit, &c.parse_only}) {
+        const bool is_linkfit = s == &c.linkfit;
+        out << "| " << c.verb << " | " << c.size << " | " << (is_linkfit ? "linkfit" : "parse-only")
+            << " | " << Ms(s->Percentile(0.5)) << " | " << Ms(s->Percentile(0.9)) << " | "
+            << Ms(s->Percentile(0.99)) << " | " << Ms(s->Max()) << " | " << Fixed(s->PerSecond(), 0)
+            << " | " << s->seconds.size()
+            << (s->errors ? " (" + std::to_string(s->errors) + " errors)" : "") << " | "
+            << (is_linkfit
+                    ? Fixed(c.linkfit.Percentile(0.5) / c.parse_only.Percentile(0.5), 2) + "x"
+                    : "")
+            << " | "
+            << Ms(s->server_cpu / static_cast<double>(std::max<std::size_t>(1, s->seconds.size())))
+            << " | "
+            << (!is_linkfit ? ""
+                // CPU time comes in 10 ms ticks: a short run may see none for a server.
+                : c.parse_only.server_cpu > 0
+                    ? Fixed(c.linkfit.server_cpu / c.parse_only.server_cpu, 2) + "x"
+                    : "- (no tick)")
+            << " | " << PerRequest(s->switches, s->seconds.size()) << " | "
+            << PerRequest(s->faults, s->seconds.size()) << " |\n";
+      }
     }
   }
   if (!wake_costs.empty()) out << WakeReport(wake_costs, o.wake_samples);
