@@ -20,7 +20,7 @@
 // blocking ratio of a slower server to a quicker one counts against the slower one when only its
 // replies are past the step. Just before the latency rounds a probe (wake_probe.h) measures the
 // step on the machine at hand, and the report shows it beside the ratios (bench/RESULTS.md,
-// 27 Nov 2026).
+// 27 Nov 2026). --client-wait both measures every case both ways, alternately, in one run.
 //
 // With --hostile N it measures only the hostile-clients figure instead (DESIGN.md §11): filter
 // at the first --sizes on the scheduler's keep-alive connection, and /healthz on a new
