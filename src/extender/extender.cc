@@ -1,5 +1,6 @@
 #include "linkfit/extender/extender.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -277,16 +278,34 @@ std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& 
   }
   // What every score depends on: the candidates' kinds and the quality of each distinct fit
   // among them. A fit is shared only by nodes of one kind, so each distinct fit's head (a few
-  // hundred) is read once, rather than every candidate's kind number by its position.
-  CandidateFigures figures(&snapshot->kinds());
+  // hundred) is read once, rather than every candidate's kind number by its position. The best
+  // ring and sum are maxima (of integers: the figures' doubles hold them exactly).
+  ScoreInputs inputs{request->cpu_milli,
+                     request->memory_bytes,
+                     {},
+                     std::vector<std::uint32_t>(snapshot->kinds().size()),
+                     snapshot->shared_kinds(),
+                     pods_.demand().Shapes(),
+                     pods_.demand().MigWeights()};
   for (std::size_t f = 0; f < fits.fits.size(); ++f) {
     if (by_fit[f + 1] == 0) continue;  // the terms of fits no candidate has are not read
     const FitTerms& terms = fits.terms[f];
-    figures.AddKind(terms.kind, by_fit[f + 1]);
-    figures.AddQuality({terms.ring_mbps, terms.sum_mbps, 0});  // the figures read these two
+    inputs.candidates_by_kind[terms.kind] += by_fit[f + 1];
+    inputs.best.ring_mbps = std::max(inputs.best.ring_mbps, terms.ring_mbps);
+    inputs.best.sum_mbps = std::max(inputs.best.sum_mbps, terms.sum_mbps);
   }
-  const ShapeList shapes = pods_.demand().Shapes();
-  const MigProfileWeightsPtr mig_weights = pods_.demand().MigWeights();
+  // Steady state: the last call's context, and every candidate's score guessed right.
+  if (guess != nullptr && missing == 0 && unscored == 0 && inputs == fits.last_inputs) {
+    return scores;
+  }
+  CandidateFigures figures(&snapshot->kinds());
+  for (std::size_t kind = 0; kind < inputs.candidates_by_kind.size(); ++kind) {
+    if (inputs.candidates_by_kind[kind] == 0) continue;
+    figures.AddKind(static_cast<std::uint32_t>(kind), inputs.candidates_by_kind[kind]);
+  }
+  figures.AddQuality(inputs.best);  // the figures read the ring and sum
+  const ShapeList& shapes = inputs.shapes;
+  const MigProfileWeightsPtr& mig_weights = inputs.mig_weights;
   std::vector<Candidate> to_score;
   CandidateScorer scorer(*request, to_score, *shapes, options_.weights, options_.score_range,
                          mig_weights, std::move(figures));
@@ -296,6 +315,7 @@ std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& 
     table = &cache->Scores(context, shapes, mig_weights);  // may drop `guess`'s table
     fits.last_context = std::move(context);
   }
+  fits.last_inputs = inputs;  // (a copy: the scorer reads the shapes `inputs` holds)
   table->by_position.Reserve(snapshot->size());
   if (table == guess && missing == 0 && unscored == 0) return scores;
   // Some candidate has no score in the table of this call's figures (none in steady state):

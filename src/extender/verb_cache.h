@@ -127,6 +127,23 @@ class FitRef {
   std::uint32_t bits_ = 0;
 };
 
+// What a prioritize call's score context (ScoreContext) is derived from, besides the request
+// signature of its FitTable: the pod's CPU and memory, and the candidates as counted, before a
+// CandidateScorer derives the figures from them (which takes a few microseconds: the supply by
+// kind folded, the idle look-ahead of each placement table, the scarcity). Equal inputs give an
+// equal context, so a call whose inputs equal the last call's reads the last call's scores
+// without building a scorer. Holds what it names by address, so that no address is reused.
+struct ScoreInputs {
+  std::int64_t cpu_milli = 0;
+  std::int64_t memory_bytes = 0;
+  alloc::SetQuality best;                         // the candidates' best ring and sum
+  std::vector<std::uint32_t> candidates_by_kind;  // by kind number in `kinds`
+  std::shared_ptr<const state::MachineKinds> kinds;
+  ShapeList shapes;
+  MigProfileWeightsPtr mig_weights;
+  friend bool operator==(const ScoreInputs&, const ScoreInputs&) = default;
+};
+
 // Fits of one request signature.
 struct FitTable {
   // The table's record of `text` (added the first time).
@@ -145,6 +162,7 @@ struct FitTable {
   // The score context of the last prioritize that used this table (ScoreContext): its scores
   // are read while the candidates are counted, on the guess that the figures did not change.
   std::string last_context;
+  ScoreInputs last_inputs;  // what last_context was derived from (none: never equal to a call's)
   std::deque<KeptReason> reasons;                                  // stable addresses
   std::unordered_map<std::string_view, KeptReason*> reason_index;  // keys view `reasons`
   std::uint64_t last_use = 0;

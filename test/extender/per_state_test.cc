@@ -358,6 +358,33 @@ TEST_F(PerStateTest, KeptScoresFollowTheCandidatesBestRing) {
   EXPECT_GT(alone[0].score, beside[1].score);  // alone, its pair is the best ring on offer
 }
 
+// A call whose score inputs (the pod's CPU and memory, the candidates counted by machine kind,
+// their best ring and sum, the demand's shapes) equal the last call's answers from the last call's
+// scores without deriving the figures again (ScoreInputs); any other call derives them. Calls that
+// repeat, alternate, and change one input at a time are each checked against scores computed
+// afresh.
+TEST_F(PerStateTest, ScoresAreReusedOnlyForEqualInputs) {
+  std::mt19937 rng(11);
+  BuildCluster(rng, 60);
+  const kube::PodView pod = testing::GpuPod("p", 2);
+  kube::PodView hungry = testing::GpuPod("h", 2);
+  hungry.requests["cpu"] = 24000;  // the same fits under another CPU request: another context
+  const std::vector<std::string> all = names_;
+  // Other counts by kind (and perhaps another best ring): half the names.
+  const std::vector<std::string> half(all.begin(), all.begin() + static_cast<long>(all.size() / 2));
+  for (int round = 0; round < 3; ++round) {
+    for (const std::vector<std::string>* names : {&all, &all, &half, &all}) {
+      sample_ = *names;
+      CheckPrioritize(pod);
+      CheckPrioritize(pod);  // equal inputs
+      CheckPrioritize(hungry);
+      CheckPrioritize(pod);  // back to the first inputs, after another call's
+    }
+    // New demand: other shapes, the same candidates.
+    memo_.Observe(testing::GpuPod("demand-" + std::to_string(round), 1 + 3 * round), true);
+  }
+}
+
 // Prioritize reads each candidate's score from the table of the last call's figures while it
 // counts the candidates, and checks the guess afterwards. Where filter (without reasons: the same
 // fit table) has kept fits that no prioritize has scored, a call whose figures equal the last

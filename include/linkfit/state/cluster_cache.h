@@ -94,6 +94,9 @@ class Snapshot {
     return ChunkOf(position).kinds[position % kChunkSize];
   }
   const MachineKinds& kinds() const { return *kinds_; }
+  // The same table, held: snapshots share it until a node of a new kind comes (copied then), so
+  // that a caller may tell by its address whether two snapshots number the kinds alike.
+  const std::shared_ptr<const MachineKinds>& shared_kinds() const { return kinds_; }
   // Starts loading what NodeAt(position) reads first (the node's pointer), for a caller that
   // will visit several nodes by position: with the pointer loaded a few visits ahead, it can
   // prefetch the node itself (`__builtin_prefetch(NodeAt(position))`) before it needs it.
