@@ -1,9 +1,10 @@
-// linkfit-parse-only: the load client's baseline. The same HTTP server module (cpp-httplib,
-// TCP_NODELAY, keep-alive, metrics per verb) and the same wire codec as `linkfit serve`, with a
-// handler that only decodes each request and answers a minimal valid reply: filter passes every
-// other node and fails the rest with one reason (as the hot-path issue's do-nothing server does:
-// half the names pass; names in cache mode, the Node objects echoed otherwise), prioritize scores
-// every node 0, bind succeeds. linkfit's latency over this one is what its own decisions cost.
+// linkfit-parse-only: the load client's baseline. The same HTTP server module (event-driven,
+// Asio/Beast; TCP_NODELAY, keep-alive, metrics per verb) and the same wire codec as `linkfit
+// serve`, with a handler that only decodes each request and answers a minimal valid reply: filter
+// passes every other node and fails the rest with one reason (as the hot-path issue's do-nothing
+// server does: half the names pass; names in cache mode, the Node objects echoed otherwise),
+// prioritize scores every node 0, bind succeeds. linkfit's latency over this one is what its own
+// decisions cost.
 //
 //   linkfit-parse-only [--listen 127.0.0.1:0]
 //
