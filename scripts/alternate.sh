@@ -2,7 +2,8 @@
 # Runs two or more Google Benchmark binaries (before and after a change) in alternation, pinned to
 # one CPU, and prints each case's min and median time per binary. On a box whose speed drifts
 # within minutes (bench/RESULTS.md), only binaries timed in the same minutes compare: each round
-# runs every binary once, `--benchmark_repetitions` times, so that a slow minute hits all alike.
+# runs every case on every binary in turn, `--benchmark_repetitions` times, so that a slow minute
+# hits all alike.
 #
 #   scripts/alternate.sh FILTER ROUNDS BINARY... (run from anywhere; builds nothing)
 #   scripts/alternate.sh 'Prioritize/linkfit/names:5000' 8 OLD_BINARY build/dev/bench/linkfit_verbs_bench
@@ -34,7 +35,8 @@ cpu=${ALTERNATE_CPU:-0}
 repetitions=${ALTERNATE_REPETITIONS:-3}
 read -r -a extra <<< "${ALTERNATE_ARGS:-}"
 rows=$(mktemp)
-trap 'rm -f "$rows"' EXIT
+csv=$(mktemp)
+trap 'rm -f "$rows" "$csv"' EXIT
 # One case a run (the CSV reporter stops when two cases have different user counters), each
 # case matched exactly: its name with the regular expression's special characters escaped.
 mapfile -t cases < <("$1" --benchmark_list_tests --benchmark_filter="$filter" 2>/dev/null)
@@ -48,10 +50,14 @@ for ((round = 0; round < rounds; ++round)); do
     index=0
     for binary in "$@"; do
       # CSV: name,iterations,real_time,cpu_time,time_unit,...; the repetitions' own rows only.
-      taskset -c "$cpu" "$binary" --benchmark_filter="$exact" \
-        --benchmark_repetitions="$repetitions" --benchmark_format=csv "${extra[@]}" 2>/dev/null |
-        awk -F, -v b="$index" 'NR > 1 && $1 !~ /_(mean|median|stddev|cv)"?$/ {
-          gsub(/"/, "", $1); print $1 "," b "," $3 "," $5 }' >> "$rows"
+      if ! taskset -c "$cpu" "$binary" --benchmark_filter="$exact" \
+        --benchmark_repetitions="$repetitions" --benchmark_format=csv "${extra[@]}" \
+        > "$csv" 2>/dev/null; then
+        echo "scripts/alternate.sh: $binary failed on '$name'" >&2
+        exit 1
+      fi
+      awk -F, -v b="$index" 'NR > 1 && $1 !~ /_(mean|median|stddev|cv)"?$/ {
+        gsub(/"/, "", $1); print $1 "," b "," $3 "," $5 }' "$csv" >> "$rows"
       index=$((index + 1))
     done
   done
@@ -61,7 +67,7 @@ if [[ ! -s $rows ]]; then
   exit 1
 fi
 # Sorted by case, binary, time: each group's first row is its min, its middle row its median.
-sort -t, -k1,1 -k2,2n -k3,3g "$rows" | awk -F, -v binaries=$# '
+sort -t, -k1,1 -k2,2n -k3,3g "$rows" | awk -F, '
   function flush() {
     if (n == 0) return
     line[group_case] = line[group_case] sprintf("  %9.2f / %9.2f", t[1], t[int((n + 1) / 2)])
