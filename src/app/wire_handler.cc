@@ -1,6 +1,7 @@
 #include "app/wire_handler.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -132,29 +133,46 @@ std::string WireHandler::NotReadyReason() const {
   return ready_.load() ? "" : "linkfit is still loading its state";
 }
 
+// Filter and prioritize read the request's names as sent (kube::NameCheck::kByCaller): the
+// extender looks at the bytes of none it knows, and a request of 5,000 names is not looked at
+// twice. Should a name hold an escape (kube-scheduler's never do), the extender says so, and the
+// request is decoded again with every name decoded.
 server::HttpReply WireHandler::Filter(std::string_view body) {
-  auto args = kube::DecodeExtenderArgs(body);
+  auto args = kube::DecodeExtenderArgs(body, kube::NameCheck::kByCaller);
   if (!args) return BadRequest(args.error().message);
   if (const std::string reason = NotReadyReason(); !reason.empty()) {
     return server::HttpReply{200, kube::EncodeFilterError(reason)};
   }
   if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/true);
-  return server::HttpReply{200, kube::EncodeFilterResult(extender_.Filter(*args))};
+  std::optional<kube::FilterResult> result = extender_.FilterNamesAsSent(*args);
+  if (!result) {
+    args = kube::DecodeExtenderArgs(body, kube::NameCheck::kAtDecode);
+    if (!args) return BadRequest(args.error().message);
+    result = extender_.FilterNamesAsSent(*args);  // always an answer now
+  }
+  return server::HttpReply{200, kube::EncodeFilterResult(*result)};
 }
 
 server::HttpReply WireHandler::Prioritize(std::string_view body) {
-  auto args = kube::DecodeExtenderArgs(body);
+  auto args = kube::DecodeExtenderArgs(body, kube::NameCheck::kByCaller);
   if (!args) return BadRequest(args.error().message);
-  if (!NotReadyReason().empty()) {
+  if (!NotReadyReason().empty()) {  // every name written back, each looked at
+    args = kube::DecodeExtenderArgs(body, kube::NameCheck::kAtDecode);
+    if (!args) return BadRequest(args.error().message);
     const std::vector<std::uint32_t> zeros(args->node_names.size());
     return server::HttpReply{
         200, kube::EncodeHostScores(args->node_names, zeros, args->node_names_escape_free)};
   }
   if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/false);
+  std::optional<extender::Extender::Scores> scores = extender_.PrioritizeNamesAsSent(*args);
+  if (!scores) {
+    args = kube::DecodeExtenderArgs(body, kube::NameCheck::kAtDecode);
+    if (!args) return BadRequest(args.error().message);
+    scores = extender_.PrioritizeNamesAsSent(*args);  // always an answer now
+  }
   // Prioritize answers for exactly the request's names, in its order.
   return server::HttpReply{
-      200, kube::EncodeHostScores(args->node_names, extender_.PrioritizeScores(*args),
-                                  args->node_names_escape_free)};
+      200, kube::EncodeHostScores(args->node_names, scores->scores, scores->names_escape_free)};
 }
 
 server::HttpReply WireHandler::Bind(std::string_view body) {

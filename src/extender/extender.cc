@@ -89,6 +89,33 @@ void ComputeMissingFits(FitTable& table, const GpuRequest& request, const state:
   }
 }
 
+// Whether a reply may write every name of `args` as it is (kube::FilterResult::names_escape_free),
+// or nullopt when a name read as sent (kube::NameCheck::kByCaller) holds an escape and the request
+// must be decoded with kAtDecode. A name linkfit knows (at[i], a position) is one of its own: its
+// bytes are a known name's, written as they are while the snapshot says every name is. The
+// others (every name, without `at`) are looked at here: none in the usual request.
+std::optional<bool> NamesWrittenAsIs(const kube::ExtenderArgs& args,
+                                     const state::Snapshot* snapshot, const std::uint32_t* at,
+                                     std::size_t unknown_names) {
+  if (!args.node_names_as_sent) return args.node_names_escape_free;
+  if (at != nullptr && !snapshot->names_written_as_is()) return std::nullopt;
+  if (at != nullptr && unknown_names == 0) return true;
+  bool as_is = true;
+  for (std::size_t i = 0; i < args.node_names.size(); ++i) {
+    if (at != nullptr && at[i] != state::NameIndex::kNoPosition) continue;
+    switch (kube::CheckNameAsSent(args.node_names[i])) {
+      case kube::NameAsSent::kWrittenAsIs:
+        break;
+      case kube::NameAsSent::kNeedsEscape:
+        as_is = false;
+        break;
+      case kube::NameAsSent::kNeedsDecoding:
+        return std::nullopt;
+    }
+  }
+  return as_is;
+}
+
 }  // namespace
 
 Extender::Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& binder,
@@ -103,6 +130,16 @@ Extender::Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& 
 Extender::~Extender() = default;
 
 kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
+  std::optional<kube::FilterResult> result = FilterNamesAsSent(args);
+  if (result) return std::move(*result);
+  kube::FilterResult refused;
+  refused.list = kube::NodeListKind::kNone;
+  refused.error = "a node name holds a JSON escape that was not decoded";
+  return refused;
+}
+
+std::optional<kube::FilterResult> Extender::FilterNamesAsSent(
+    const kube::ExtenderArgs& args) const {
   kube::FilterResult result;
   result.list = kube::ReplyListFor(args);
   result.names_escape_free = args.node_names_escape_free;  // every name written is one of these
@@ -118,6 +155,11 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
       result.node_names.push_back(args.node_names[i]);
     }
   };
+  if (!request || request->kind == GpuRequest::Kind::kNone) {  // every name is written back
+    const std::optional<bool> as_is = NamesWrittenAsIs(args, nullptr, nullptr, 0);
+    if (!as_is) return std::nullopt;
+    result.names_escape_free = *as_is;
+  }
   if (!request) {
     // A bad hint is never ignored: nothing passes, every node says why.
     const std::string_view reason = result.Keep(request.error().message);
@@ -139,6 +181,9 @@ kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
   const std::unique_ptr<std::uint32_t[]> positions(new std::uint32_t[n]);  // all written
   std::uint32_t* const at = positions.get();
   const std::size_t unknown_names = LookUp(*snapshot, args.node_names, at);
+  const std::optional<bool> as_is = NamesWrittenAsIs(args, snapshot.get(), at, unknown_names);
+  if (!as_is) return std::nullopt;
+  result.names_escape_free = *as_is;
   const VerbCachePool::Lease cache = caches_->Acquire();
   const std::uint64_t call = cache->BeginCall(*snapshot, cache_);
   FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
@@ -220,10 +265,23 @@ std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& a
 }
 
 std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& args) const {
+  std::optional<Scores> scores = PrioritizeNamesAsSent(args);
+  if (scores) return std::move(scores->scores);
+  return std::vector<std::uint32_t>(args.node_names.size());
+}
+
+std::optional<Extender::Scores> Extender::PrioritizeNamesAsSent(
+    const kube::ExtenderArgs& args) const {
   const std::size_t n = args.node_names.size();
-  std::vector<std::uint32_t> scores(n);  // 0 for every name that is no candidate
+  std::optional<Scores> reply(Scores{std::vector<std::uint32_t>(n), false});
+  std::vector<std::uint32_t>& scores = reply->scores;  // 0 for every name that is no candidate
   const auto request = ParseGpuRequest(args.pod, options_.defaults);
-  if (!request) return scores;
+  if (!request) {
+    const std::optional<bool> as_is = NamesWrittenAsIs(args, nullptr, nullptr, 0);
+    if (!as_is) return std::nullopt;
+    reply->names_escape_free = *as_is;
+    return reply;
+  }
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   FitOptions scoring_only = options_.fit;
   scoring_only.explain = false;  // prioritize never shows a reason
@@ -252,6 +310,9 @@ std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& 
   std::size_t missing = 0;   // known names without a kept fit
   std::size_t unscored = 0;  // candidates without a guessed score
   const std::size_t unknown_names = LookUp(*snapshot, args.node_names, at);
+  const std::optional<bool> as_is = NamesWrittenAsIs(args, snapshot.get(), at, unknown_names);
+  if (!as_is) return std::nullopt;
+  reply->names_escape_free = *as_is;
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t position = at[i];
     const FitRef fit = position < fit_positions ? kept_fits[position] : FitRef();
@@ -296,7 +357,7 @@ std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& 
   }
   // Steady state: the last call's context, and every candidate's score guessed right.
   if (guess != nullptr && missing == 0 && unscored == 0 && inputs == fits.last_inputs) {
-    return scores;
+    return reply;
   }
   CandidateFigures figures(&snapshot->kinds());
   for (std::size_t kind = 0; kind < inputs.candidates_by_kind.size(); ++kind) {
@@ -317,7 +378,7 @@ std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& 
   }
   fits.last_inputs = inputs;  // (a copy: the scorer reads the shapes `inputs` holds)
   table->by_position.Reserve(snapshot->size());
-  if (table == guess && missing == 0 && unscored == 0) return scores;
+  if (table == guess && missing == 0 && unscored == 0) return reply;
   // Some candidate has no score in the table of this call's figures (none in steady state):
   // every name is answered again from that table, and the candidates without a kept score are
   // listed for the scorer (it reads its list only when scoring, so the list may grow after the
@@ -346,7 +407,7 @@ std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& 
     table->by_position.Insert(position, KeptScore(score));
     answer[to_score_index[c]] = static_cast<std::uint32_t>(score);
   }
-  return scores;
+  return reply;
 }
 
 std::string Extender::Bind(const kube::BindingArgs& args) {

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "kube/json_escape.h"
 #include "kube/json_reader.h"
 #include "linkfit/kube/codec.h"
 
@@ -393,7 +394,7 @@ bool IsNull(Ctx& c, od::value& v, std::string_view where, bool* is_null) {
 
 }  // namespace
 
-Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
+Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body, NameCheck names) {
   ExtenderArgs args;
   Ctx c;
   c.owned = &args.owned_strings;
@@ -419,8 +420,16 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
           if (!IsNull(c, child, "NodeNames", &is_null)) return false;
           args.node_names.clear();
           args.node_names_given = !is_null;
-          args.node_names_escape_free = !is_null;
+          args.node_names_as_sent = !is_null && names == NameCheck::kByCaller;
+          args.node_names_escape_free = !is_null && !args.node_names_as_sent;
           if (is_null) return true;
+          if (args.node_names_as_sent) {
+            return ForEachElement(c, child, "NodeNames",
+                                  [&](std::size_t index, od::value& element) {
+                                    return ReadStringAsSent(c, element, "NodeNames", index,
+                                                            &args.node_names.emplace_back());
+                                  });
+          }
           return ForEachElement(c, child, "NodeNames", [&](std::size_t index, od::value& element) {
             return ReadStringView(c, element, "NodeNames", index, &args.node_names.emplace_back(),
                                   &args.node_names_escape_free);
@@ -432,6 +441,14 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body) {
   if (!pod_given) return MakeError("request has no Pod (missing or null)");
   if (!args.node_names_given && args.nodes_given) args.node_names = std::move(item_names);
   return args;
+}
+
+NameAsSent CheckNameAsSent(std::string_view name) {
+  if (!NeedsJsonEscape(name)) return NameAsSent::kWrittenAsIs;
+  for (const char ch : name) {
+    if (ch == '\\' || static_cast<unsigned char>(ch) < 0x20) return NameAsSent::kNeedsDecoding;
+  }
+  return NameAsSent::kNeedsEscape;
 }
 
 Result<PodView> DecodePod(std::string_view json) {

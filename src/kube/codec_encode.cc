@@ -24,12 +24,12 @@
 namespace linkfit::kube {
 namespace {
 
-// Bytes that cannot be copied as they are: control characters, `"`, `\`, `<`, `>`, `&` and every
-// non-ASCII byte (checked as UTF-8).
+// Bytes that cannot be copied as they are (JsonWriterLooksAt: control characters, `"`, `\`, `<`,
+// `>`, `&` and every non-ASCII byte, checked as UTF-8).
 constexpr std::array<bool, 256> MakeSpecialTable() {
   std::array<bool, 256> table{};
   for (std::size_t i = 0; i < 256; ++i) {
-    table[i] = i < 0x20 || i >= 0x80 || i == '"' || i == '\\' || i == '<' || i == '>' || i == '&';
+    table[i] = JsonWriterLooksAt(static_cast<unsigned char>(i));
   }
   return table;
 }

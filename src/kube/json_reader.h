@@ -69,6 +69,10 @@ inline constexpr std::size_t kNoIndex = static_cast<std::size_t>(-1);
 // escapes (NeedsJsonEscape), which is then found by the same look that finds it plain.
 bool ReadStringView(Ctx& c, od::value& v, std::string_view where, std::size_t index,
                     std::string_view* out, bool* escape_free = nullptr);
+// Reads a string as the bytes between its quotes, without looking at them (an escape stays as
+// it is): a view into the caller's body (NameCheck::kByCaller).
+bool ReadStringAsSent(Ctx& c, od::value& v, std::string_view where, std::size_t index,
+                      std::string_view* out);
 // Reads an object of strings (null is empty; a null value reads as "").
 bool ReadStringMap(Ctx& c, od::value& v, std::string_view where, StringMap* out);
 // Reads a Kubernetes quantity into *milli: a JSON string (trimmed, as Quantity.UnmarshalJSON

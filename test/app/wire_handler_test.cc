@@ -6,10 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <optional>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "linkfit/common/metrics.h"
 #include "linkfit/extender/extender.h"
+#include "linkfit/kube/codec.h"
 #include "testing/cluster.h"
 
 namespace linkfit::app {
@@ -92,6 +97,91 @@ TEST_F(WireHandlerTest, PrioritizeBeforeReadyScoresEveryNameZero) {
   EXPECT_EQ(ready.status, 200);
   EXPECT_EQ(ready.body.find(R"([{"Host":"h100","Score":0})"), std::string::npos) << ready.body;
   EXPECT_NE(ready.body.find(R"({"Host":"x\"y","Score":0}])"), std::string::npos) << ready.body;
+}
+
+// Filter and prioritize read a request's names as sent (kube::NameCheck::kByCaller) and look only
+// at those linkfit does not know. Every reply must be the one the same request gets when every
+// name is decoded first (the extender's verbs on kAtDecode args, encoded): names known, unknown,
+// escaped in the request, needing an escape in the reply, not decodable at all; pods that need
+// GPUs, that need none, and whose hint is bad; and a cluster with a node whose own name a reply
+// escapes (then no known name is trusted by its bytes).
+TEST(WireHandlerNamesTest, NamesReadAsSentAnswerAsDecodedNames) {
+  const std::vector<std::string> tokens = {
+      R"("h100")",      R"("a100-1")",     R"("h\u003100")",     R"("a100\u002d1")",
+      R"("unknown-7")", R"("x<y")",        R"("x\u003cy")",      R"("q\"z")",
+      R"("caf\u00e9")", "\"caf\xC3\xA9\"", R"("a\\b")",          R"("tab\tx")",
+      R"("bad\x")",     R"("odd<node")",   R"("odd\u003cnode")", R"("")"};
+  const std::vector<std::string> pods = {
+      kPod, R"({"metadata":{"name":"cpu","namespace":"ml","uid":"u2"},"spec":{"containers":[]}})",
+      R"({"metadata":{"name":"bad","namespace":"ml","uid":"u3","annotations":)"
+      R"({"linkfit.io/closeness":"warp"}},"spec":{"containers":[{"name":"c","resources":)"
+      R"({"limits":{"nvidia.com/gpu":"2"}}}]}})"};
+  std::mt19937 random(20261127);
+  for (const bool odd_node : {false, true}) {
+    state::ClusterCache cache;
+    cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
+    cache.UpsertNode(linkfit::testing::MakeNodeInfo("a100-1", "dgx-a100"));
+    if (odd_node) cache.UpsertNode(linkfit::testing::MakeNodeInfo("odd<node", "dgx-a100"));
+    ReleasingBinder binder;
+    NullMetrics metrics;
+    extender::PodMemo memo{{}};
+    extender::Extender extender{cache, {}, binder, memo, metrics};
+    WireHandler handler{extender, &memo};
+    handler.SetReady(true);
+    int decoded_differently = 0;
+    for (int round = 0; round < 300; ++round) {
+      std::string names;
+      const int count = static_cast<int>(random() % 6);
+      for (int k = 0; k < count; ++k) {
+        names += (k == 0 ? "" : ",") + tokens[random() % tokens.size()];
+      }
+      const std::string body =
+          R"({"Pod":)" + pods[random() % pods.size()] + R"(,"NodeNames":[)" + names + "]}";
+      auto decoded = kube::DecodeExtenderArgs(body, kube::NameCheck::kAtDecode);
+      const server::HttpReply filtered = handler.Filter(body);
+      const server::HttpReply prioritized = handler.Prioritize(body);
+      if (!decoded) {
+        const std::string expected = kube::EncodeErrorBody(decoded.error().message);
+        EXPECT_EQ(filtered.status, 400) << body;
+        EXPECT_EQ(filtered.body, expected) << body;
+        EXPECT_EQ(prioritized.status, 400) << body;
+        EXPECT_EQ(prioritized.body, expected) << body;
+        continue;
+      }
+      auto as_sent = kube::DecodeExtenderArgs(body, kube::NameCheck::kByCaller);
+      ASSERT_TRUE(as_sent.has_value()) << body;
+      decoded_differently += as_sent->node_names != decoded->node_names ? 1 : 0;
+      EXPECT_EQ(filtered.status, 200) << body;
+      EXPECT_EQ(filtered.body, kube::EncodeFilterResult(extender.Filter(*decoded))) << body;
+      EXPECT_EQ(prioritized.status, 200) << body;
+      EXPECT_EQ(prioritized.body,
+                kube::EncodeHostScores(decoded->node_names, extender.PrioritizeScores(*decoded),
+                                       decoded->node_names_escape_free))
+          << body;
+    }
+    EXPECT_GT(decoded_differently, 50);  // the escapes were exercised
+  }
+}
+
+// Given names read as sent that need decoding, the extender's plain verbs refuse rather than
+// answer for names they have not decoded.
+TEST(WireHandlerNamesTest, PlainVerbsRefuseNamesThatNeedDecoding) {
+  state::ClusterCache cache;
+  cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
+  ReleasingBinder binder;
+  NullMetrics metrics;
+  extender::PodMemo memo{{}};
+  extender::Extender extender{cache, {}, binder, memo, metrics};
+  auto args = kube::DecodeExtenderArgs(
+      std::string(R"({"Pod":)") + kPod + R"(,"NodeNames":["h100","h\u003100"]})",
+      kube::NameCheck::kByCaller);
+  ASSERT_TRUE(args.has_value());
+  EXPECT_FALSE(extender.FilterNamesAsSent(*args).has_value());
+  EXPECT_FALSE(extender.PrioritizeNamesAsSent(*args).has_value());
+  const kube::FilterResult refused = extender.Filter(*args);
+  EXPECT_NE(refused.error.find("escape"), std::string::npos) << refused.error;
+  EXPECT_TRUE(refused.node_names.empty());
+  EXPECT_EQ(extender.PrioritizeScores(*args), (std::vector<std::uint32_t>{0, 0}));
 }
 
 }  // namespace

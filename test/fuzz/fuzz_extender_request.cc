@@ -1,6 +1,8 @@
 // Feeds arbitrary bytes to every extender wire decoder (module `kube`), then re-encodes what
 // decoded: nothing may crash, hang or read out of bounds, and the raw node JSON echoed in a
-// non-cache reply must lie inside the request body.
+// non-cache reply must lie inside the request body. Names read as sent (NameCheck::kByCaller)
+// must lie inside the body, and be the decoded names wherever CheckNameAsSent says they need no
+// decoding; a body they refuse, decoding refuses too.
 
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +19,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using linkfit::Result;
   const std::string body(reinterpret_cast<const char*>(data), size);
 
+  const Result<ExtenderArgs> decoded = DecodeExtenderArgs(body, NameCheck::kAtDecode);
+  const Result<ExtenderArgs> as_sent = DecodeExtenderArgs(body, NameCheck::kByCaller);
+  if (!as_sent && decoded) std::abort();
+  if (as_sent && decoded) {
+    if (as_sent->node_names.size() != decoded->node_names.size()) std::abort();
+    for (std::size_t i = 0; i < as_sent->node_names.size(); ++i) {
+      const std::string_view name = as_sent->node_names[i];
+      if (as_sent->node_names_as_sent &&
+          (name.data() < body.data() || name.data() + name.size() > body.data() + body.size())) {
+        std::abort();
+      }
+      if (CheckNameAsSent(name) != NameAsSent::kNeedsDecoding && name != decoded->node_names[i]) {
+        std::abort();
+      }
+    }
+  }
   if (Result<ExtenderArgs> args = DecodeExtenderArgs(body)) {
     FilterResult result;
     result.list = ReplyListFor(*args);

@@ -115,6 +115,62 @@ TEST(DecodeExtenderArgsTest, EscapedNamesAreUnescapedAndOwned) {
   EXPECT_EQ(moved.node_names[0], "a<b");
 }
 
+// NameCheck::kByCaller: every name is the bytes between its quotes, escapes and all, and the
+// request says so; the same body read with kAtDecode decodes them. A value that is no string is
+// refused either way, with the same message.
+TEST(DecodeExtenderArgsTest, NamesReadAsSentAreTheBytesBetweenTheirQuotes) {
+  const std::string body =
+      R"({"Pod":{},"NodeNames":["node-1","a\u003cb","x\"y" , "\u00e9t\u00e9","a<b","tab\tx"]})";
+  auto as_sent = DecodeExtenderArgs(body, NameCheck::kByCaller);
+  ASSERT_TRUE(as_sent.has_value()) << as_sent.error().message;
+  EXPECT_TRUE(as_sent->node_names_as_sent);
+  EXPECT_FALSE(as_sent->node_names_escape_free);
+  EXPECT_EQ(Names(*as_sent), (std::vector<std::string>{"node-1", R"(a\u003cb)", R"(x\"y)",
+                                                       R"(\u00e9t\u00e9)", "a<b", R"(tab\tx)"}));
+  EXPECT_TRUE(as_sent->owned_strings.empty());
+  const ExtenderArgs decoded = MustDecode(body);
+  EXPECT_FALSE(decoded.node_names_as_sent);
+  EXPECT_EQ(Names(decoded), (std::vector<std::string>{"node-1", "a<b", "x\"y", "\xC3\xA9t\xC3\xA9",
+                                                      "a<b", "tab\tx"}));
+
+  const std::string clean = R"({"Pod":{},"NodeNames":["node-1","node-2"]})";
+  auto clean_as_sent = DecodeExtenderArgs(clean, NameCheck::kByCaller);
+  ASSERT_TRUE(clean_as_sent.has_value());
+  EXPECT_FALSE(clean_as_sent->node_names_escape_free);  // not looked at
+  EXPECT_TRUE(MustDecode(clean).node_names_escape_free);
+
+  for (const char* bad :
+       {R"({"Pod":{},"NodeNames":["a",7]})", R"({"Pod":{},"NodeNames":["a",null]})",
+        R"({"Pod":{},"NodeNames":["a",{}]})"}) {
+    auto refused = DecodeExtenderArgs(bad, NameCheck::kByCaller);
+    auto reference = DecodeExtenderArgs(bad);
+    ASSERT_FALSE(refused.has_value()) << bad;
+    ASSERT_FALSE(reference.has_value()) << bad;
+    EXPECT_EQ(refused.error().message, reference.error().message);
+    EXPECT_NE(refused.error().message.find("NodeNames[1]"), std::string::npos)
+        << refused.error().message;
+  }
+  // Nodes (non-cache mode) are read as before: their names are decoded.
+  auto nodes = DecodeExtenderArgs(
+      R"({"Pod":{},"Nodes":{"items":[{"metadata":{"name":"n\u002d1"}}]}})", NameCheck::kByCaller);
+  ASSERT_TRUE(nodes.has_value()) << nodes.error().message;
+  EXPECT_FALSE(nodes->node_names_as_sent);
+  EXPECT_EQ(Names(*nodes), (std::vector<std::string>{"n-1"}));
+}
+
+TEST(DecodeExtenderArgsTest, CheckNameAsSentSaysWhatANameNeeds) {
+  EXPECT_EQ(CheckNameAsSent(""), NameAsSent::kWrittenAsIs);
+  EXPECT_EQ(CheckNameAsSent("node-17.rack-3.example.com"), NameAsSent::kWrittenAsIs);
+  EXPECT_EQ(CheckNameAsSent("UPPER case/with spaces"), NameAsSent::kWrittenAsIs);
+  EXPECT_EQ(CheckNameAsSent("a<b"), NameAsSent::kNeedsEscape);
+  EXPECT_EQ(CheckNameAsSent("a&b>c"), NameAsSent::kNeedsEscape);
+  EXPECT_EQ(CheckNameAsSent("\xC3\xA9t\xC3\xA9"), NameAsSent::kNeedsEscape);
+  EXPECT_EQ(CheckNameAsSent(R"(a\u003cb)"), NameAsSent::kNeedsDecoding);
+  EXPECT_EQ(CheckNameAsSent(R"(node\)"), NameAsSent::kNeedsDecoding);
+  EXPECT_EQ(CheckNameAsSent(std::string_view("a\x01b", 3)), NameAsSent::kNeedsDecoding);
+  EXPECT_EQ(CheckNameAsSent(std::string(40, 'n') + "\t"), NameAsSent::kNeedsDecoding);
+}
+
 TEST(DecodeExtenderArgsTest, NonCacheModeKeepsRawNodeBytes) {
   const std::string node_a =
       R"({"metadata":{"name":"node-a","labels":{"kubernetes.io/hostname":"node-a"},)"

@@ -51,6 +51,26 @@ TEST(NameIndexTest, FindsExactlyWhatWasInserted) {
 
 // The batch lookup answers what Find answers for each name, in order, known or not, on an empty
 // index and on batches shorter and longer than its look-ahead.
+// A node name (a DNS subdomain) is written in JSON as it is; one name that is not makes the
+// whole index say so, and a copy keeps what it says.
+TEST(NameIndexTest, SaysWhetherEveryNameIsWrittenAsItIs) {
+  NameIndex index;
+  EXPECT_TRUE(index.names_written_as_is());
+  index.Insert("node-1.rack-2", 0);
+  index.Insert("Node_2 with spaces/and~more", 1);
+  EXPECT_TRUE(index.names_written_as_is());
+  for (const std::string odd : {"a<b", "x\"y", "back\\slash", "caf\xC3\xA9", "tab\t", "a&b"}) {
+    NameIndex copy = index;
+    copy.Insert(odd, 2);
+    EXPECT_FALSE(copy.names_written_as_is()) << odd;
+    const NameIndex copied(copy);
+    EXPECT_FALSE(copied.names_written_as_is()) << odd;
+    EXPECT_TRUE(index.names_written_as_is());
+    copy = index;
+    EXPECT_TRUE(copy.names_written_as_is());
+  }
+}
+
 TEST(NameIndexTest, FindAllAnswersAsFindDoes) {
   std::mt19937 rng(11);
   NameIndex empty;

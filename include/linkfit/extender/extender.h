@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,11 +54,26 @@ class Extender {
            MetricsSink& metrics);
   ~Extender();
 
+  // Filter and prioritize of a request decoded with kube::NameCheck::kAtDecode. (Given names read
+  // as sent that need decoding, Filter answers an error and PrioritizeScores zeros.)
   kube::FilterResult Filter(const kube::ExtenderArgs& args) const;
   std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) const;
   // Prioritize's scores alone: scores[i] is args.node_names[i]'s (what the wire writes beside the
   // request's own names, kube::EncodeHostScores).
   std::vector<std::uint32_t> PrioritizeScores(const kube::ExtenderArgs& args) const;
+
+  // The same for a request decoded with kube::NameCheck::kByCaller, the wire's hot path: a name
+  // linkfit knows is one of its own, found by its bytes and written as it is (while every node
+  // name is, state::Snapshot::names_written_as_is), so only the names it does not know are looked
+  // at. nullopt when one of those holds an escape (kube-scheduler's never do: node names are DNS
+  // names): decode the request with kAtDecode and call again. Nothing is counted or kept for a
+  // call that answers nullopt. A request decoded with kAtDecode always has its answer.
+  std::optional<kube::FilterResult> FilterNamesAsSent(const kube::ExtenderArgs& args) const;
+  struct Scores {
+    std::vector<std::uint32_t> scores;  // as PrioritizeScores
+    bool names_escape_free = false;     // a reply may write every name as it is
+  };
+  std::optional<Scores> PrioritizeNamesAsSent(const kube::ExtenderArgs& args) const;
   // Returns "" on success, else the error for ExtenderBindingResult.Error.
   std::string Bind(const kube::BindingArgs& args);
   std::vector<kube::NodeVictims> Preempt(const kube::PreemptionArgs& args) const;

@@ -109,6 +109,8 @@ class Snapshot {
   void ForEachPosition(const std::vector<std::string_view>& names, Visit&& visit) const {
     index_->ForEachPosition(names.data(), names.size(), std::forward<Visit>(visit));
   }
+  // Whether every node's name is written in JSON as it is (NameIndex::names_written_as_is).
+  bool names_written_as_is() const { return index_->names_written_as_is(); }
   // For each position, its name's rank among all the snapshot's names in byte order
   // (NameIndex::Ranks: computed once per set of names, then kept).
   const std::vector<std::uint32_t>& Ranks() const { return index_->Ranks(); }

@@ -80,6 +80,10 @@ class NameIndex {
   void Insert(std::string_view name, std::size_t position);
 
   std::size_t size() const { return size_; }
+  // Whether every name recorded is written in JSON as it is (JsonWritesAsIs, common/strings.h):
+  // no escape, no byte a reply looks at. A Kubernetes node name (a DNS subdomain) always is; the
+  // verbs trust names they find here without looking at their bytes only while this holds.
+  bool names_written_as_is() const { return names_written_as_is_; }
   // How many times a collision between two known names made the index pick a new seed.
   std::size_t reseeds() const { return reseeds_; }
 
@@ -113,6 +117,7 @@ class NameIndex {
   std::string arena_;                   // entries: the length (4 bytes), then the bytes
   std::size_t size_ = 0;
   std::size_t reseeds_ = 0;
+  bool names_written_as_is_ = true;
   struct Ranking {
     std::once_flag once;
     std::vector<std::uint32_t> ranks;
