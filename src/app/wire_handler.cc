@@ -136,9 +136,14 @@ std::string WireHandler::NotReadyReason() const {
 // Filter and prioritize read the request's names as sent (kube::NameCheck::kByCaller): the
 // extender looks at the bytes of none it knows, and a request of 5,000 names is not looked at
 // twice. Should a name hold an escape (kube-scheduler's never do), the extender says so, and the
-// request is decoded again with every name decoded.
+// request is decoded again with every name decoded. (In a cluster one of whose own node names a
+// reply escapes, every name is decoded at once.)
+kube::NameCheck WireHandler::NameCheck() const {
+  return extender_.ReadsNamesAsSent() ? kube::NameCheck::kByCaller : kube::NameCheck::kAtDecode;
+}
+
 server::HttpReply WireHandler::Filter(std::string_view body) {
-  auto args = kube::DecodeExtenderArgs(body, kube::NameCheck::kByCaller);
+  auto args = kube::DecodeExtenderArgs(body, NameCheck());
   if (!args) return BadRequest(args.error().message);
   if (const std::string reason = NotReadyReason(); !reason.empty()) {
     return server::HttpReply{200, kube::EncodeFilterError(reason)};
@@ -154,7 +159,7 @@ server::HttpReply WireHandler::Filter(std::string_view body) {
 }
 
 server::HttpReply WireHandler::Prioritize(std::string_view body) {
-  auto args = kube::DecodeExtenderArgs(body, kube::NameCheck::kByCaller);
+  auto args = kube::DecodeExtenderArgs(body, NameCheck());
   if (!args) return BadRequest(args.error().message);
   if (!NotReadyReason().empty()) {  // every name written back, each looked at
     args = kube::DecodeExtenderArgs(body, kube::NameCheck::kAtDecode);

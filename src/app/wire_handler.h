@@ -45,6 +45,8 @@ class WireHandler final : public server::ExtenderHandler {
  private:
   extender::Extender& extender_;
   std::string NotReadyReason() const;
+  // How filter and prioritize read a request's NodeNames (Extender::ReadsNamesAsSent).
+  kube::NameCheck NameCheck() const;
 
   extender::PodMemo* memo_;
   std::atomic<bool> ready_{false};
