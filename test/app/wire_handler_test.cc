@@ -173,9 +173,9 @@ TEST(WireHandlerNamesTest, PlainVerbsRefuseNamesThatNeedDecoding) {
   NullMetrics metrics;
   extender::PodMemo memo{{}};
   extender::Extender extender{cache, {}, binder, memo, metrics};
-  auto args = kube::DecodeExtenderArgs(
-      std::string(R"({"Pod":)") + kPod + R"(,"NodeNames":["h100","h\u003100"]})",
-      kube::NameCheck::kByCaller);
+  const std::string body =  // the args' names point into it
+      std::string(R"({"Pod":)") + kPod + R"(,"NodeNames":["h100","h\u003100"]})";
+  auto args = kube::DecodeExtenderArgs(body, kube::NameCheck::kByCaller);
   ASSERT_TRUE(args.has_value());
   EXPECT_FALSE(extender.FilterNamesAsSent(*args).has_value());
   EXPECT_FALSE(extender.PrioritizeNamesAsSent(*args).has_value());
