@@ -279,16 +279,6 @@ bool ReadStringView(Ctx& c, od::value& v, std::string_view where, std::size_t in
   return true;
 }
 
-bool ReadStringAsSent(Ctx& c, od::value& v, std::string_view where, std::size_t index,
-                      std::string_view* out) {
-  const std::string_view token = TrimRight(v.raw_json_token());
-  if (token.size() < 2 || token.front() != '"' || token.back() != '"') {
-    return ReadStringView(c, v, where, index, out);  // not a string: its message
-  }
-  *out = std::string_view(c.body + (token.data() + 1 - c.padded), token.size() - 2);
-  return true;
-}
-
 bool ReadStringMap(Ctx& c, od::value& v, std::string_view where, StringMap* out) {
   return ForEachField(c, v, where, true, [&](std::string_view key, od::value& child) {
     std::string value;
