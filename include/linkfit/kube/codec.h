@@ -16,8 +16,9 @@
 // Memory: DecodeExtenderArgs does not copy node names or node objects: ExtenderArgs::node_names
 // and NodeItem::raw_json are string_views into the caller's `body`, which must stay alive and
 // unchanged while the ExtenderArgs is used (names that contained JSON escapes are unescaped into
-// ExtenderArgs::owned_strings instead). Everything else (PodView, NodeView, BindingArgs,
-// PreemptionArgs) is owned. The encoders take string_views that need only live for the call.
+// ExtenderArgs::owned_strings instead, unless NodeNames is read as sent: NameCheck::kByCaller).
+// Everything else (PodView, NodeView, BindingArgs, PreemptionArgs) is owned. The encoders take
+// string_views that need only live for the call.
 //
 // Thread-safety: all functions are safe to call concurrently; each thread keeps its own parser
 // and scratch buffer (thread_local), sized by the largest body that thread has decoded.
