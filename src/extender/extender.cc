@@ -67,12 +67,8 @@ std::string DescribeDevices(const state::Assignment& a) {
 // afterwards: in the lookups' loop each of those loads would wait for its name's lookup.
 std::size_t LookUp(const state::Snapshot& snapshot, const std::vector<std::string_view>& names,
                    std::uint32_t* at) {
-  std::size_t unknown = 0;
-  snapshot.ForEachPosition(names, [at, &unknown](std::size_t i, std::uint32_t position) {
-    at[i] = position;
-    unknown += position == state::NameIndex::kNoPosition ? 1u : 0u;
-  });
-  return unknown;
+  return snapshot.ForEachPosition(
+      names, [at](std::size_t i, std::uint32_t position) { at[i] = position; });
 }
 
 // Computes the fit of every node of `positions` (a request's names, looked up: kNoPosition where

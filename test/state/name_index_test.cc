@@ -95,12 +95,18 @@ TEST(NameIndexTest, FindAllAnswersAsFindDoes) {
     const std::vector<std::string_view> views(asked.begin(), asked.end());
     std::vector<NameIndex::Found> found(count, NameIndex::Found{7});
     index.FindAll(views.data(), count, found.data());
+    std::size_t unknown = 0;
     for (std::size_t i = 0; i < count; ++i) {
       const std::size_t expected = index.Find(asked[i]);
       EXPECT_EQ(found[i].position,
                 expected == NameIndex::kNotFound ? NameIndex::kNoPosition : expected)
           << asked[i];
+      unknown += expected == NameIndex::kNotFound ? 1 : 0;
     }
+    // ForEachPosition counts the unknown names itself.
+    EXPECT_EQ(index.ForEachPosition(views.data(), count, [](std::size_t, std::uint32_t) {}),
+              unknown);
+    EXPECT_EQ(empty.ForEachPosition(views.data(), count, [](std::size_t, std::uint32_t) {}), count);
   }
 }
 

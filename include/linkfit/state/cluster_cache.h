@@ -105,9 +105,10 @@ class Snapshot {
   }
   // Calls visit(i, position) for each of `names` in order (NameIndex::ForEachPosition: the
   // lookups, overlapping their cache misses, with the caller's work per name in their loop).
+  // Returns how many of the names are unknown.
   template <typename Visit>
-  void ForEachPosition(const std::vector<std::string_view>& names, Visit&& visit) const {
-    index_->ForEachPosition(names.data(), names.size(), std::forward<Visit>(visit));
+  std::size_t ForEachPosition(const std::vector<std::string_view>& names, Visit&& visit) const {
+    return index_->ForEachPosition(names.data(), names.size(), std::forward<Visit>(visit));
   }
   // Whether every node's name is written in JSON as it is (NameIndex::names_written_as_is).
   bool names_written_as_is() const { return index_->names_written_as_is(); }
