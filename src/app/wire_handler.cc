@@ -162,8 +162,10 @@ server::HttpReply WireHandler::Prioritize(std::string_view body) {
   auto args = kube::DecodeExtenderArgs(body, NameCheck());
   if (!args) return BadRequest(args.error().message);
   if (!NotReadyReason().empty()) {  // every name written back, each looked at
-    args = kube::DecodeExtenderArgs(body, kube::NameCheck::kAtDecode);
-    if (!args) return BadRequest(args.error().message);
+    if (args->node_names_as_sent) {
+      args = kube::DecodeExtenderArgs(body, kube::NameCheck::kAtDecode);
+      if (!args) return BadRequest(args.error().message);
+    }
     const std::vector<std::uint32_t> zeros(args->node_names.size());
     return server::HttpReply{
         200, kube::EncodeHostScores(args->node_names, zeros, args->node_names_escape_free)};

@@ -445,10 +445,7 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body, NameCheck names) 
 
 NameAsSent CheckNameAsSent(std::string_view name) {
   if (!NeedsJsonEscape(name)) return NameAsSent::kWrittenAsIs;
-  for (const char ch : name) {
-    if (ch == '\\' || static_cast<unsigned char>(ch) < 0x20) return NameAsSent::kNeedsDecoding;
-  }
-  return NameAsSent::kNeedsEscape;
+  return NeedsUnescaping(name) ? NameAsSent::kNeedsDecoding : NameAsSent::kNeedsEscape;
 }
 
 Result<PodView> DecodePod(std::string_view json) {

@@ -262,12 +262,7 @@ bool ReadStringView(Ctx& c, od::value& v, std::string_view where, std::size_t in
   // answers both. Otherwise (rare for names) the bytes that make it need unescaping.
   if (escape_free == nullptr || NeedsJsonEscape(inner)) {
     if (escape_free != nullptr) *escape_free = false;
-    for (const char ch : inner) {
-      if (ch == '\\' || static_cast<unsigned char>(ch) < 0x20) {
-        plain = false;
-        break;
-      }
-    }
+    plain = !NeedsUnescaping(inner);
   }
   if (plain) {
     *out = std::string_view(c.body + (inner.data() - c.padded), inner.size());
@@ -277,6 +272,13 @@ bool ReadStringView(Ctx& c, od::value& v, std::string_view where, std::size_t in
   if (auto code = v.get_string().get(text)) return JsonFail(c, place(), code);
   *out = c.owned->emplace_back(text);
   return true;
+}
+
+bool NeedsUnescaping(std::string_view inner) {
+  for (const char ch : inner) {
+    if (ch == '\\' || static_cast<unsigned char>(ch) < 0x20) return true;
+  }
+  return false;
 }
 
 bool ReadStringMap(Ctx& c, od::value& v, std::string_view where, StringMap* out) {

@@ -69,6 +69,9 @@ inline constexpr std::size_t kNoIndex = static_cast<std::size_t>(-1);
 // escapes (NeedsJsonEscape), which is then found by the same look that finds it plain.
 bool ReadStringView(Ctx& c, od::value& v, std::string_view where, std::size_t index,
                     std::string_view* out, bool* escape_free = nullptr);
+// Whether the bytes between a JSON string's quotes hold an escape or a control byte (which JSON
+// forbids there): what makes them differ from the string they stand for, or be refused.
+bool NeedsUnescaping(std::string_view inner);
 // Reads a string as the bytes between its quotes, without looking at them (an escape stays as
 // it is): a view into the caller's body (NameCheck::kByCaller). Inline: it runs once per node
 // name, and is a few instructions besides the call.
