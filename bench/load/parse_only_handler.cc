@@ -18,8 +18,8 @@ constexpr std::string_view kFailReason = "parse-only: every other node fails";
 
 }  // namespace
 
-server::HttpReply ParseOnlyHandler::Filter(std::string_view body) {
-  auto args = kube::DecodeExtenderArgs(body);
+server::HttpReply ParseOnlyHandler::Filter(server::Body body) {
+  auto args = kube::DecodeExtenderArgs(body.text, kube::NameCheck::kAtDecode, body.readable_after);
   if (!args) return BadRequest(args.error().message);
   kube::FilterResult result;
   result.list = kube::ReplyListFor(*args);
@@ -45,8 +45,8 @@ server::HttpReply ParseOnlyHandler::Filter(std::string_view body) {
   return server::HttpReply{200, kube::EncodeFilterResult(result)};
 }
 
-server::HttpReply ParseOnlyHandler::Prioritize(std::string_view body) {
-  auto args = kube::DecodeExtenderArgs(body);
+server::HttpReply ParseOnlyHandler::Prioritize(server::Body body) {
+  auto args = kube::DecodeExtenderArgs(body.text, kube::NameCheck::kAtDecode, body.readable_after);
   if (!args) return BadRequest(args.error().message);
   std::vector<kube::HostPriority> priorities;
   priorities.reserve(args->node_names.size());

@@ -16,8 +16,8 @@ namespace linkfit::load {
 
 class ParseOnlyHandler final : public server::ExtenderHandler {
  public:
-  server::HttpReply Filter(std::string_view body) override;
-  server::HttpReply Prioritize(std::string_view body) override;
+  server::HttpReply Filter(server::Body body) override;
+  server::HttpReply Prioritize(server::Body body) override;
   server::HttpReply Bind(std::string_view body) override;
   server::HttpReply Preempt(std::string_view body) override;
   server::HttpReply Inspect(std::string_view node) override;

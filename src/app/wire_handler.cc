@@ -11,6 +11,9 @@
 namespace linkfit::app {
 namespace {
 
+static_assert(server::kBodyPadding >= kube::kDecodePadding,
+              "the server's body padding must let the decoder read a body where it lies");
+
 server::HttpReply BadRequest(const std::string& message) {
   return server::HttpReply{400, kube::EncodeErrorBody(message)};
 }
@@ -142,8 +145,8 @@ kube::NameCheck WireHandler::NameCheck() const {
   return extender_.ReadsNamesAsSent() ? kube::NameCheck::kByCaller : kube::NameCheck::kAtDecode;
 }
 
-server::HttpReply WireHandler::Filter(std::string_view body) {
-  auto args = kube::DecodeExtenderArgs(body, NameCheck());
+server::HttpReply WireHandler::Filter(server::Body body) {
+  auto args = kube::DecodeExtenderArgs(body.text, NameCheck(), body.readable_after);
   if (!args) return BadRequest(args.error().message);
   if (const std::string reason = NotReadyReason(); !reason.empty()) {
     return server::HttpReply{200, kube::EncodeFilterError(reason)};
@@ -151,19 +154,19 @@ server::HttpReply WireHandler::Filter(std::string_view body) {
   if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/true);
   std::optional<kube::FilterResult> result = extender_.FilterNamesAsSent(*args);
   if (!result) {
-    args = kube::DecodeExtenderArgs(body, kube::NameCheck::kAtDecode);
+    args = kube::DecodeExtenderArgs(body.text, kube::NameCheck::kAtDecode, body.readable_after);
     if (!args) return BadRequest(args.error().message);
     result = extender_.FilterNamesAsSent(*args);  // always an answer now
   }
   return server::HttpReply{200, kube::EncodeFilterResult(*result)};
 }
 
-server::HttpReply WireHandler::Prioritize(std::string_view body) {
-  auto args = kube::DecodeExtenderArgs(body, NameCheck());
+server::HttpReply WireHandler::Prioritize(server::Body body) {
+  auto args = kube::DecodeExtenderArgs(body.text, NameCheck(), body.readable_after);
   if (!args) return BadRequest(args.error().message);
   if (!NotReadyReason().empty()) {  // every name written back, each looked at
     if (args->node_names_as_sent) {
-      args = kube::DecodeExtenderArgs(body, kube::NameCheck::kAtDecode);
+      args = kube::DecodeExtenderArgs(body.text, kube::NameCheck::kAtDecode, body.readable_after);
       if (!args) return BadRequest(args.error().message);
     }
     const std::vector<std::uint32_t> zeros(args->node_names.size());
@@ -173,7 +176,7 @@ server::HttpReply WireHandler::Prioritize(std::string_view body) {
   if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/false);
   std::optional<extender::Extender::Scores> scores = extender_.PrioritizeNamesAsSent(*args);
   if (!scores) {
-    args = kube::DecodeExtenderArgs(body, kube::NameCheck::kAtDecode);
+    args = kube::DecodeExtenderArgs(body.text, kube::NameCheck::kAtDecode, body.readable_after);
     if (!args) return BadRequest(args.error().message);
     scores = extender_.PrioritizeNamesAsSent(*args);  // always an answer now
   }

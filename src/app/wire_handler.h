@@ -23,8 +23,8 @@ class WireHandler final : public server::ExtenderHandler {
   explicit WireHandler(extender::Extender& extender, extender::PodMemo* memo = nullptr)
       : extender_(extender), memo_(memo) {}
 
-  server::HttpReply Filter(std::string_view body) override;
-  server::HttpReply Prioritize(std::string_view body) override;
+  server::HttpReply Filter(server::Body body) override;
+  server::HttpReply Prioritize(server::Body body) override;
   server::HttpReply Bind(std::string_view body) override;
   server::HttpReply Preempt(std::string_view body) override;
   server::HttpReply Inspect(std::string_view node) override;

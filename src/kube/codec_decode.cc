@@ -394,7 +394,10 @@ bool IsNull(Ctx& c, od::value& v, std::string_view where, bool* is_null) {
 
 }  // namespace
 
-Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body, NameCheck names) {
+static_assert(kDecodePadding >= simdjson::SIMDJSON_PADDING);
+
+Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body, NameCheck names,
+                                        std::size_t readable_after) {
   ExtenderArgs args;
   Ctx c;
   c.owned = &args.owned_strings;
@@ -402,7 +405,7 @@ Result<ExtenderArgs> DecodeExtenderArgs(std::string_view body, NameCheck names) 
   bool pod_given = false;
   std::vector<std::string_view> item_names;  // metadata.name of each Nodes item
   const bool ok =
-      Open(c, body, &doc, RequestScratch()) &&
+      OpenPadded(c, body, readable_after, &doc, RequestScratch()) &&
       ReadEnvelope(c, doc, [&](std::string_view key, od::value& child) {
         if (KeyIs(key, "pod")) {
           return ReadEnvelopePod(c, child, "Pod", &args.pod, &pod_given);

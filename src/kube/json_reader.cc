@@ -374,6 +374,20 @@ bool ShrinkFor(Scratch& scratch, std::string_view next) {
   return true;
 }
 
+bool OpenPadded(Ctx& c, std::string_view text, std::size_t readable_after, od::document* doc,
+                Scratch& scratch, std::string_view what) {
+  if (readable_after < simdjson::SIMDJSON_PADDING) return Open(c, text, doc, scratch, what);
+  if (TrimSpace(text).empty()) return Fail(c, "empty " + std::string(what));
+  if (ShrinkFor(scratch, text)) ReturnFreeMemory();
+  c.padded = text.data();
+  c.body = text.data();
+  if (auto code = scratch.parser.iterate(text.data(), text.size(), text.size() + readable_after)
+                      .get(*doc)) {
+    return Fail(c, std::string(what) + " is not valid JSON: " + simdjson::error_message(code));
+  }
+  return true;
+}
+
 bool Open(Ctx& c, std::string_view text, od::document* doc, Scratch& scratch,
           std::string_view what) {
   if (TrimSpace(text).empty()) return Fail(c, "empty " + std::string(what));

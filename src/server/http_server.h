@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -89,7 +90,7 @@ struct RequestBody : http::string_body {
         error = http::error::buffer_overflow;
         return;
       }
-      body_.reserve(static_cast<std::size_t>(*length));
+      body_.reserve(static_cast<std::size_t>(*length) + kBodyPadding);  // see PadBody
     }
 
     template <class ConstBufferSequence>
@@ -112,6 +113,25 @@ struct RequestBody : http::string_body {
   };
 };
 using Request = http::request<RequestBody>;
+
+// Leaves kBodyPadding zero bytes after `body` within its allocation, so that a handler may read
+// that far past its end (server::Body): a JSON parser that reads ahead in blocks then parses the
+// body where it lies. A body read with its length known already has the room; a chunked one is
+// copied once here. (The bytes lie past size() in memory the string owns: zeroed, so that a
+// parser reading them reads defined values.)
+inline void PadBody(std::string& body) {
+  if (body.empty()) return;  // no handler reads it
+  const std::size_t size = body.size();
+  if (body.capacity() - size < kBodyPadding) body.reserve(size + kBodyPadding);
+  GrowUninitialized(body, size + kBodyPadding);
+  std::memset(body.data() + size, 0, kBodyPadding);
+  body.resize(size);
+}
+
+// The most a plain connection reads while it waits for a request's header (kube-scheduler's
+// header is a few hundred bytes; what a read brings of the body goes into it): an idle
+// connection keeps a buffer of this size.
+inline constexpr std::size_t kHeaderRead = 4096;
 
 // The largest filter or prioritize body run on a loop's thread: 1 MiB is ~15,000 node names
 // (a few milliseconds of work); bodies with full Node objects are larger and go to a handler
@@ -229,7 +249,7 @@ class HttpServer final : public Server {
   void Open(IoLoop& loop, tcp::socket socket);
   IoLoop& PickLoop();
   HttpReply Run(const RouteMatch& match, const std::string& body);
-  HttpReply CallVerb(Verb verb, std::string_view body);
+  HttpReply CallVerb(Verb verb, const std::string& body);
   template <typename Call>
   HttpReply CallHandler(std::string_view what, Call&& call);
 

@@ -168,8 +168,11 @@ HttpReply HttpServer::Run(const RouteMatch& match, const std::string& body) {
   return JsonError(500, "internal error");
 }
 
-HttpReply HttpServer::CallVerb(Verb verb, std::string_view body) {
+HttpReply HttpServer::CallVerb(Verb verb, const std::string& request_body) {
   const auto start = Clock::now();
+  // Every body comes padded (PadBody): filter and prioritize are parsed where they lie.
+  const Body body(request_body,
+                  request_body.capacity() - request_body.size() >= kBodyPadding ? kBodyPadding : 0);
   HttpReply reply;
   std::string_view outcome = "exception";
   try {
@@ -181,10 +184,10 @@ HttpReply HttpServer::CallVerb(Verb verb, std::string_view body) {
         reply = handler_.Prioritize(body);
         break;
       case Verb::kBind:
-        reply = handler_.Bind(body);
+        reply = handler_.Bind(body.text);
         break;
       case Verb::kPreempt:
-        reply = handler_.Preempt(body);
+        reply = handler_.Preempt(body.text);
         break;
     }
     outcome = OutcomeOf(reply.status);

@@ -158,6 +158,54 @@ TEST(DecodeExtenderArgsTest, NamesReadAsSentAreTheBytesBetweenTheirQuotes) {
   EXPECT_EQ(Names(*nodes), (std::vector<std::string>{"n-1"}));
 }
 
+// A body with kDecodePadding readable bytes after it is parsed where it lies: the same answer
+// (or the same refusal) as a copied one, every name and raw node a view into the body itself,
+// whatever the padding holds. Too little padding is no promise: the body is copied.
+TEST(DecodeExtenderArgsTest, APaddedBodyIsReadWhereItLies) {
+  const std::vector<std::string> bodies = {
+      R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["node-1","a\u003cb","n3"]})",
+      R"({"Pod":{},"Nodes":{"items":[{"metadata":{"name":"n-1"}},{"metadata":{"name":"n-2"}}]}})",
+      R"({"Pod":{},"NodeNames":["a",7]})",
+      R"({"Pod":{},"NodeNames":["unterminated)",
+      "   ",
+  };
+  for (const std::string& text : bodies) {
+    for (const NameCheck check : {NameCheck::kAtDecode, NameCheck::kByCaller}) {
+      for (const char fill : {'\0', '"', ']'}) {  // padding that would change a copied parse
+        std::string buffer = text + std::string(kDecodePadding, fill);
+        const std::string_view body(buffer.data(), text.size());
+        auto in_place = DecodeExtenderArgs(body, check, kDecodePadding);
+        auto copied = DecodeExtenderArgs(text, check);
+        ASSERT_EQ(in_place.has_value(), copied.has_value()) << text;
+        if (!copied) {
+          EXPECT_EQ(in_place.error().message, copied.error().message);
+          continue;
+        }
+        EXPECT_EQ(Names(*in_place), Names(*copied)) << text;
+        for (std::string_view name : in_place->node_names) {
+          const bool owned =
+              !in_place->owned_strings.empty() &&
+              (name.data() < buffer.data() || name.data() >= buffer.data() + buffer.size());
+          if (!owned) {
+            EXPECT_GE(name.data(), buffer.data());
+            EXPECT_LE(name.data() + name.size(), buffer.data() + text.size());
+          }
+        }
+        ASSERT_EQ(in_place->nodes.size(), copied->nodes.size());
+        for (std::size_t i = 0; i < copied->nodes.size(); ++i) {
+          EXPECT_EQ(in_place->nodes[i].raw_json, copied->nodes[i].raw_json);
+          EXPECT_GE(in_place->nodes[i].raw_json.data(), buffer.data());
+        }
+      }
+    }
+  }
+  // Less padding than promised is not relied on: decoded from a copy, the same answer.
+  const std::string text = bodies[0];
+  auto short_padding = DecodeExtenderArgs(text, NameCheck::kAtDecode, kDecodePadding - 1);
+  ASSERT_TRUE(short_padding.has_value());
+  EXPECT_EQ(Names(*short_padding), (std::vector<std::string>{"node-1", "a<b", "n3"}));
+}
+
 TEST(DecodeExtenderArgsTest, CheckNameAsSentSaysWhatANameNeeds) {
   EXPECT_EQ(CheckNameAsSent(""), NameAsSent::kWrittenAsIs);
   EXPECT_EQ(CheckNameAsSent("node-17.rack-3.example.com"), NameAsSent::kWrittenAsIs);

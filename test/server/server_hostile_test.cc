@@ -28,6 +28,7 @@
 
 #include "linkfit/server/prometheus_metrics.h"
 #include "linkfit/server/server.h"
+#include "raw_socket.h"
 
 namespace linkfit::server {
 namespace {
@@ -38,8 +39,8 @@ using std::chrono::milliseconds;
 // Counts calls; while `hold` is set, verbs wait until it is cleared (to keep a request in flight).
 class SlowHandler final : public ExtenderHandler {
  public:
-  HttpReply Filter(std::string_view body) override { return Call(body); }
-  HttpReply Prioritize(std::string_view body) override { return Call(body); }
+  HttpReply Filter(Body body) override { return Call(body.text); }
+  HttpReply Prioritize(Body body) override { return Call(body.text); }
   HttpReply Bind(std::string_view body) override { return Call(body); }
   HttpReply Preempt(std::string_view body) override { return Call(body); }
   HttpReply Inspect(std::string_view node) override { return Call(node); }
@@ -93,59 +94,6 @@ rlim_t RaiseFileLimit() {
   }
   return limit.rlim_cur;
 }
-
-// A raw TCP client socket (so that a test can misbehave as no HTTP library would).
-class RawSocket {
- public:
-  explicit RawSocket(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ >= 0 &&
-        ::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  RawSocket(RawSocket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  RawSocket(const RawSocket&) = delete;
-  RawSocket& operator=(const RawSocket&) = delete;
-  ~RawSocket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
-  bool ok() const { return fd_ >= 0; }
-
-  bool Send(std::string_view data) {
-    while (!data.empty()) {
-      const ssize_t sent = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-      if (sent <= 0) return false;
-      data.remove_prefix(static_cast<std::size_t>(sent));
-    }
-    return true;
-  }
-
-  // True once the server has closed the connection (end of stream or reset) within `wait`;
-  // whatever arrived before that is appended to *received.
-  bool ClosedWithin(milliseconds wait, std::string* received) {
-    const auto until = Clock::now() + wait;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
-      pollfd entry{fd_, POLLIN, 0};
-      const int ready = ::poll(&entry, 1, static_cast<int>(std::max<long>(0, left.count())));
-      if (ready <= 0) return false;
-      char buffer[4096];
-      const ssize_t got = ::recv(fd_, buffer, sizeof(buffer), 0);
-      if (got <= 0) return true;
-      received->append(buffer, static_cast<std::size_t>(got));
-    }
-  }
-
- private:
-  int fd_ = -1;
-};
 
 class HostileTest : public ::testing::Test {
  protected:

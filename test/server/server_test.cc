@@ -24,8 +24,8 @@ class FakeHandler final : public ExtenderHandler {
     std::string body;
   };
 
-  HttpReply Filter(std::string_view body) override { return Record("filter", body); }
-  HttpReply Prioritize(std::string_view body) override { return Record("prioritize", body); }
+  HttpReply Filter(Body body) override { return Record("filter", body.text); }
+  HttpReply Prioritize(Body body) override { return Record("prioritize", body.text); }
   HttpReply Bind(std::string_view body) override { return Record("bind", body); }
   HttpReply Preempt(std::string_view body) override { return Record("preempt", body); }
   HttpReply Inspect(std::string_view node) override { return Record("inspect", node); }

@@ -7,6 +7,7 @@
 // Thread-safety: implementations must accept concurrent calls (kube-scheduler runs prioritize
 // in parallel with binds of other pods).
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -18,14 +19,33 @@ struct HttpReply {
   std::string content_type = "application/json";
 };
 
+// How many readable bytes the server leaves after every filter and prioritize body it hands a
+// handler (their values unspecified): enough for a JSON parser that reads ahead in 64-byte blocks
+// (simdjson) to read the body where it lies instead of copying it.
+inline constexpr std::size_t kBodyPadding = 64;
+
+// A request body: its bytes, and how many bytes after them in the same buffer may be read
+// (`readable_after`: kBodyPadding from the server; 0, the default, promises none). Made from any
+// text, so that tests and tools pass a plain string.
+struct Body {
+  Body(std::string_view bytes, std::size_t readable_after_bytes = 0)  // NOLINT: implicit on purpose
+      : text(bytes), readable_after(readable_after_bytes) {}
+  Body(const std::string& bytes) : text(bytes) {}  // NOLINT: implicit on purpose
+  Body(const char* bytes) : text(bytes) {}         // NOLINT: implicit on purpose
+
+  std::string_view text;
+  std::size_t readable_after = 0;
+};
+
 class ExtenderHandler {
  public:
   virtual ~ExtenderHandler() = default;
 
   // POST /scheduler/{filter,prioritize,bind,preempt}. Logical failures are 200 with the
   // protocol's Error field; 400 is for bodies that are not the verb's JSON at all.
-  virtual HttpReply Filter(std::string_view body) = 0;
-  virtual HttpReply Prioritize(std::string_view body) = 0;
+  // The hot verbs take a Body, so that a body the server padded is parsed where it lies.
+  virtual HttpReply Filter(Body body) = 0;
+  virtual HttpReply Prioritize(Body body) = 0;
   virtual HttpReply Bind(std::string_view body) = 0;
   virtual HttpReply Preempt(std::string_view body) = 0;
 
