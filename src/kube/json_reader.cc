@@ -376,13 +376,22 @@ bool ShrinkFor(Scratch& scratch, std::string_view next) {
 
 bool OpenPadded(Ctx& c, std::string_view text, std::size_t readable_after, od::document* doc,
                 Scratch& scratch, std::string_view what) {
-  if (readable_after < simdjson::SIMDJSON_PADDING) return Open(c, text, doc, scratch, what);
   if (TrimSpace(text).empty()) return Fail(c, "empty " + std::string(what));
+  // What a large body grew goes back before a small one is decoded, and the freed memory to the
+  // system (the serving malloc thresholds would keep it resident).
   if (ShrinkFor(scratch, text)) ReturnFreeMemory();
-  c.padded = text.data();
+  const char* padded = text.data();
+  std::size_t capacity = text.size() + readable_after;
+  if (readable_after < simdjson::SIMDJSON_PADDING) {  // read from a padded copy
+    capacity = text.size() + simdjson::SIMDJSON_PADDING;
+    if (scratch.buffer.size() < capacity) scratch.buffer.resize(capacity);
+    std::memcpy(scratch.buffer.data(), text.data(), text.size());
+    padded = scratch.buffer.data();
+    capacity = scratch.buffer.size();
+  }
+  c.padded = padded;
   c.body = text.data();
-  if (auto code = scratch.parser.iterate(text.data(), text.size(), text.size() + readable_after)
-                      .get(*doc)) {
+  if (auto code = scratch.parser.iterate(padded, text.size(), capacity).get(*doc)) {
     return Fail(c, std::string(what) + " is not valid JSON: " + simdjson::error_message(code));
   }
   return true;
@@ -390,20 +399,7 @@ bool OpenPadded(Ctx& c, std::string_view text, std::size_t readable_after, od::d
 
 bool Open(Ctx& c, std::string_view text, od::document* doc, Scratch& scratch,
           std::string_view what) {
-  if (TrimSpace(text).empty()) return Fail(c, "empty " + std::string(what));
-  // What a large body grew goes back before a small one is decoded, and the freed memory to the
-  // system (the serving malloc thresholds would keep it resident).
-  if (ShrinkFor(scratch, text)) ReturnFreeMemory();
-  const std::size_t capacity = text.size() + simdjson::SIMDJSON_PADDING;
-  if (scratch.buffer.size() < capacity) scratch.buffer.resize(capacity);
-  std::memcpy(scratch.buffer.data(), text.data(), text.size());
-  c.padded = scratch.buffer.data();
-  c.body = text.data();
-  if (auto code = scratch.parser.iterate(scratch.buffer.data(), text.size(), scratch.buffer.size())
-                      .get(*doc)) {
-    return Fail(c, std::string(what) + " is not valid JSON: " + simdjson::error_message(code));
-  }
-  return true;
+  return OpenPadded(c, text, 0, doc, scratch, what);
 }
 
 }  // namespace linkfit::kube::json

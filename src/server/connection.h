@@ -134,6 +134,10 @@ class Connection final : public ConnectionBase {
     }
   }
 
+  static bool WouldBlock(const beast::error_code& error) {
+    return error == asio::error::would_block || error == asio::error::try_again;
+  }
+
   // Reads what the socket holds now, at most `most` bytes, into buffer_, without waiting.
   Got ReadAvailable(std::size_t most, beast::error_code& error) {
     const std::size_t n = Lowest().read_some(buffer_.prepare(most), error);
@@ -141,7 +145,7 @@ class Connection final : public ConnectionBase {
       buffer_.commit(n);
       return Got::kBytes;
     }
-    if (error == asio::error::would_block || error == asio::error::try_again) return Got::kNothing;
+    if (WouldBlock(error)) return Got::kNothing;
     return error == asio::error::eof ? Got::kEnd : Got::kError;
   }
 
@@ -256,7 +260,7 @@ class Connection final : public ConnectionBase {
       beast::error_code error;
       body_read_ += Lowest().read_some(
           asio::buffer(body.data() + body_read_, body.size() - body_read_), error);
-      if (error == asio::error::would_block || error == asio::error::try_again) {
+      if (WouldBlock(error)) {
         return WhenReadable([](Connection& self) { self.ReadBodyBytes(); });
       }
       if (error == asio::error::eof) return OnReadError(http::error::partial_message);
@@ -349,7 +353,7 @@ class Connection final : public ConnectionBase {
     for (;;) {
       beast::error_code error;
       http::write_some(Lowest(), *serializer_, error);
-      if (error == asio::error::would_block || error == asio::error::try_again) {
+      if (WouldBlock(error)) {
         Lowest().async_wait(tcp::socket::wait_write, [self = Self()](beast::error_code e) {
           if (e) return self->AfterReply(e);
           self->WriteReply();

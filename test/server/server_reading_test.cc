@@ -96,6 +96,19 @@ class ServerReadingTest : public ::testing::Test {
     return body + "]}";
   }
 
+  // The reply to the one request sent on `socket` is 200, and the handler got `body` exactly,
+  // padded with zeros.
+  void ExpectOneCallOf(RawSocket& socket, const std::string& body) {
+    const auto reply = socket.ReadReply(milliseconds(10000));
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_EQ(reply->status, 200);
+    const auto calls = handler_.calls();
+    ASSERT_EQ(calls.size(), 1u);
+    EXPECT_EQ(calls[0].body, body);
+    EXPECT_EQ(calls[0].readable_after, kBodyPadding);
+    EXPECT_TRUE(calls[0].padding_zero);
+  }
+
   PaddingHandler handler_;
   PrometheusMetrics metrics_;
   ServerPtr server_;
@@ -155,14 +168,7 @@ TEST_F(ServerReadingTest, ARequestTrickledInPiecesArrivesWhole) {
     ASSERT_TRUE(socket.Send(request.substr(at, piece)));
     std::this_thread::sleep_for(milliseconds(2));
   }
-  const auto reply = socket.ReadReply(milliseconds(10000));
-  ASSERT_TRUE(reply.has_value());
-  EXPECT_EQ(reply->status, 200);
-  const auto calls = handler_.calls();
-  ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0].body, body);
-  EXPECT_EQ(calls[0].readable_after, kBodyPadding);
-  EXPECT_TRUE(calls[0].padding_zero);
+  ExpectOneCallOf(socket, body);
 }
 
 TEST_F(ServerReadingTest, ABodyCutShortIsNeverHandled) {
@@ -194,14 +200,7 @@ TEST_F(ServerReadingTest, ChunkedBodiesArePaddedToo) {
   }
   request += "0\r\n\r\n";
   ASSERT_TRUE(socket.Send(request));
-  const auto reply = socket.ReadReply(milliseconds(10000));
-  ASSERT_TRUE(reply.has_value());
-  EXPECT_EQ(reply->status, 200);
-  const auto calls = handler_.calls();
-  ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0].body, body);
-  EXPECT_EQ(calls[0].readable_after, kBodyPadding);
-  EXPECT_TRUE(calls[0].padding_zero);
+  ExpectOneCallOf(socket, body);
 }
 
 TEST_F(ServerReadingTest, RepliesLargerThanTheSocketBuffersAreWrittenWhole) {
