@@ -186,6 +186,32 @@ TEST_F(ServerReadingTest, ABodyCutShortIsNeverHandled) {
   }
 }
 
+// The header is parsed from the connection's own reads: its limit and its syntax are still
+// enforced, with the protocol's error shape, and nothing reaches the handler.
+TEST_F(ServerReadingTest, AnOversizedOrMalformedHeaderGetsAnErrorReply) {
+  {
+    RawSocket socket(server_->port());
+    ASSERT_TRUE(socket.ok());
+    std::string request = "POST /scheduler/filter HTTP/1.1\r\nHost: x\r\n";
+    while (request.size() < 80 * 1024) request += "X-Filler: " + std::string(100, 'f') + "\r\n";
+    ASSERT_TRUE(socket.Send(request));  // never ends its header
+    const auto reply = socket.ReadReply(milliseconds(10000));
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_EQ(reply->status, 431);
+    EXPECT_EQ(reply->body.rfind("{\"Error\":\"", 0), 0u) << reply->body;
+  }
+  {
+    RawSocket socket(server_->port());
+    ASSERT_TRUE(socket.ok());
+    ASSERT_TRUE(socket.Send("POST /scheduler/filter HTTP/1.1\r\nContent-Length: nine\r\n\r\n"));
+    const auto reply = socket.ReadReply(milliseconds(10000));
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_EQ(reply->status, 400);
+    EXPECT_EQ(reply->body.rfind("{\"Error\":\"malformed HTTP request", 0), 0u) << reply->body;
+  }
+  EXPECT_TRUE(handler_.calls().empty());
+}
+
 TEST_F(ServerReadingTest, ChunkedBodiesArePaddedToo) {
   RawSocket socket(server_->port());
   ASSERT_TRUE(socket.ok());
