@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -345,8 +346,11 @@ class Output {
       return;
     }
     char digits[20];
-    Append(digits, static_cast<std::size_t>(
-                       std::to_chars(digits, digits + sizeof(digits), value).ptr - digits));
+    const auto n = static_cast<std::size_t>(
+        std::to_chars(digits, digits + sizeof(digits), value).ptr - digits);
+    Reserve(n);  // rare (no score is this long): a plain copy, not CopyBytes's wide one
+    std::memcpy(data_ + size_, digits, n);
+    size_ += n;
   }
 
   std::string Take() && {
@@ -603,18 +607,59 @@ void SortByName(SortEntry* entries, std::size_t n, const std::vector<NodeFailure
   }
 }
 
+// Whether failures ranked [0, highest_rank] are sorted faster by placing each at its rank
+// (PlaceByRank) than by a radix sort: when the ranks are not spread far wider than the failures
+// (a request's failures among a cluster's names always are not).
+bool PlacingByRankPays(std::size_t failures, std::uint32_t highest_rank) {
+  return highest_rank / 64 <= failures + 1024;
+}
+
+// Sorts failures ranked by the caller (equal ranks for equal names) into `sorted`, keeping for a
+// repeated name only its last failure: each failure's index is written at its rank, a bitmap
+// marks the ranks written, and the ranks are read back in order. One pass over the failures and
+// one over the bitmap (a rank in 64 is a bit), where a radix sort passed over them twice and
+// counted eight key bytes of each.
+void PlaceByRank(const std::vector<NodeFailure>& failures, std::uint32_t highest_rank,
+                 std::vector<SortEntry>& sorted) {
+  const std::size_t words = highest_rank / 64 + 1;
+  std::vector<std::uint64_t> ranked(words);
+  // Read only where `ranked` marks a rank written: left uninitialised.
+  const std::unique_ptr<std::uint32_t[]> at_rank(new std::uint32_t[std::size_t{highest_rank} + 1]);
+  for (std::size_t i = 0; i < failures.size(); ++i) {
+    const std::uint32_t rank = failures[i].order;
+    at_rank[rank] = static_cast<std::uint32_t>(i);  // a later failure of the same name wins
+    ranked[rank / 64] |= std::uint64_t{1} << (rank % 64);
+  }
+  sorted.clear();
+  for (std::size_t word = 0; word < words; ++word) {
+    for (std::uint64_t bits = ranked[word]; bits != 0; bits &= bits - 1) {
+      const auto rank =
+          static_cast<std::uint32_t>(64 * word + static_cast<std::size_t>(std::countr_zero(bits)));
+      sorted.push_back({rank, at_rank[rank]});
+    }
+  }
+}
+
 // Returns the order in which a Go map[string]string prints `failures`: by node name bytes, and
-// for a repeated name in input order (the caller keeps the last).
+// for a repeated name in input order (the caller keeps the last; the entries of a name may have
+// been cut to its last already).
 std::vector<SortEntry> SortFailures(const std::vector<NodeFailure>& failures) {
+  std::uint32_t highest_order = 0;  // kUnordered if any failure has no rank
+  for (const NodeFailure& failure : failures) {
+    highest_order = std::max(highest_order, failure.order);
+  }
+  const bool ordered = highest_order != NodeFailure::kUnordered;
   std::vector<SortEntry> sorted;
   sorted.reserve(failures.size());
-  bool ordered = true;
+  if (ordered && PlacingByRankPays(failures.size(), highest_order)) {
+    PlaceByRank(failures, highest_order, sorted);
+    return sorted;
+  }
   for (std::size_t i = 0; i < failures.size(); ++i) {
     sorted.push_back({failures[i].order, static_cast<std::uint32_t>(i)});
-    ordered = ordered && failures[i].order != NodeFailure::kUnordered;
   }
   std::vector<SortEntry> scratch;
-  if (ordered) {  // the caller's ranks: one stable sort of small integers, no name read
+  if (ordered) {  // the caller's ranks spread wide: one stable sort of integers, no name read
     RadixSortByKey(sorted.data(), sorted.size(), scratch);
     return sorted;
   }

@@ -436,6 +436,31 @@ TEST(EncodePropertyTest, FilterResultDenseNumberedNames) {
   }
 }
 
+// Failures ranked as the extender's name index ranks them (equal names equal ranks, byte order),
+// with repeats, the ranks either dense over the names (sorted by placing each at its rank) or
+// spread far wider than the failures (sorted by a radix sort): both orders are the reference's.
+TEST(EncodePropertyTest, FilterResultRankedDenseOrSpread) {
+  RandomText random(13);
+  for (const std::uint32_t spread : std::vector<std::uint32_t>{1, 3, 100'000}) {
+    for (const std::size_t count : std::vector<std::size_t>{1, 40, 700, 5000}) {
+      std::vector<std::string> all;  // every name of the "index", in byte order
+      for (std::size_t i = 0; i < 2 * count; ++i) all.push_back("n" + std::to_string(i));
+      std::sort(all.begin(), all.end());
+      std::vector<std::size_t> failing;
+      for (std::size_t i = 0; i < count; ++i) failing.push_back(random.Below(all.size()));
+      FilterResult result;
+      const std::string_view reasons[] = {result.Keep("3 free GPUs, 4 requested"),
+                                          result.Keep("node is cordoned")};
+      for (const std::size_t at : failing) {
+        result.failed_nodes.push_back(
+            {all[at], reasons[random.Below(2)], static_cast<std::uint32_t>(at) * spread});
+      }
+      ASSERT_EQ(EncodeFilterResult(result), ReferenceFilterResult(result))
+          << count << " failures, ranks spread " << spread;
+    }
+  }
+}
+
 // Pools of nodes, as clusters name them: long pool prefixes that differ early, then unpadded
 // numbers (n1 < n10 < n100 < n2 in bytes), in a random order with repeats. Names tie on their
 // first sort key within a pool and are sorted again further on.
