@@ -152,13 +152,13 @@ server::HttpReply WireHandler::Filter(server::Body body) {
     return server::HttpReply{200, kube::EncodeFilterError(reason)};
   }
   if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/true);
-  std::optional<kube::FilterResult> result = extender_.FilterNamesAsSent(*args);
-  if (!result) {
+  std::optional<std::string> reply = extender_.FilterReplyNamesAsSent(*args);
+  if (!reply) {
     args = kube::DecodeExtenderArgs(body.text, kube::NameCheck::kAtDecode, body.readable_after);
     if (!args) return BadRequest(args.error().message);
-    result = extender_.FilterNamesAsSent(*args);  // always an answer now
+    reply = extender_.FilterReplyNamesAsSent(*args);  // always an answer now
   }
-  return server::HttpReply{200, kube::EncodeFilterResult(*result)};
+  return server::HttpReply{200, std::move(*reply)};
 }
 
 server::HttpReply WireHandler::Prioritize(server::Body body) {

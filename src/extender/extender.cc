@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "extender/gpu_state_memo.h"
 #include "extender/verb_cache.h"
+#include "extender/verb_steps.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
 
@@ -41,75 +41,6 @@ std::string DescribeDevices(const state::Assignment& a) {
     }
   }
   return "";
-}
-
-// A fit depends on nothing but the request and the node's GPU state: kept by node position
-// across calls until the node changes (verb_cache.h), and within a call shared by nodes alike
-// (gpu_state_memo.h) and of the same machine kind (the fit records the kind, which prioritize
-// counts by fit instead of reading every candidate's). A shared fit's assignment names no node.
-// Out of line: in steady state nearly every fit is kept, and the loop in FitsOf stays small.
-[[gnu::noinline]] FitRef ComputeFit(FitTable& table, GpuStateMemo<FitRef>& alike,
-                                    const GpuRequest& request, const state::Snapshot& snapshot,
-                                    const state::NodeRef& ref, const FitOptions& options) {
-  const state::NodeState& node = *snapshot.NodeAt(ref.position);
-  const std::uint32_t kind = snapshot.KindAt(ref.position);
-  const FitRef fit = alike.Of(node, {kind, 0, nullptr}, [&] {
-    NodeFit& computed = table.full_fits.emplace_back(FitOnNode(request, node, options));
-    computed.assignment.node.clear();
-    return table.Add(computed, computed.fits ? nullptr : table.Intern(computed.reason), kind);
-  });
-  table.by_position.Insert(ref.position, fit);
-  return fit;
-}
-
-// Writes each name's position to at[i] (kNoPosition where linkfit does not know it) and returns
-// how many names are unknown. Both verbs read their tables by position in a loop of their own
-// afterwards: in the lookups' loop each of those loads would wait for its name's lookup.
-std::size_t LookUp(const state::Snapshot& snapshot, const std::vector<std::string_view>& names,
-                   std::uint32_t* at) {
-  return snapshot.ForEachPosition(
-      names, [at](std::size_t i, std::uint32_t position) { at[i] = position; });
-}
-
-// Computes the fit of every node of `positions` (a request's names, looked up: kNoPosition where
-// linkfit does not know one) that `table` keeps none for yet, in the request's order: none in
-// steady state; the first call for a request, or the nodes that changed since the last call.
-void ComputeMissingFits(FitTable& table, const GpuRequest& request, const state::Snapshot& snapshot,
-                        const std::uint32_t* positions, std::size_t n, const FitOptions& options) {
-  GpuStateMemo<FitRef> alike;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t position = positions[i];
-    if (position == state::NameIndex::kNoPosition) continue;
-    if (table.by_position.Find(position).known()) continue;
-    ComputeFit(table, alike, request, snapshot, state::NodeRef{position}, options);
-  }
-}
-
-// Whether a reply may write every name of `args` as it is (kube::FilterResult::names_escape_free),
-// or nullopt when a name read as sent (kube::NameCheck::kByCaller) holds an escape and the request
-// must be decoded with kAtDecode. A name linkfit knows (at[i], a position) is one of its own: its
-// bytes are a known name's, written as they are while the snapshot says every name is. The
-// others (every name, without `at`) are looked at here: none in the usual request.
-std::optional<bool> NamesWrittenAsIs(const kube::ExtenderArgs& args,
-                                     const state::Snapshot* snapshot, const std::uint32_t* at,
-                                     std::size_t unknown_names) {
-  if (!args.node_names_as_sent) return args.node_names_escape_free;
-  if (at != nullptr && !snapshot->names_written_as_is()) return std::nullopt;
-  if (at != nullptr && unknown_names == 0) return true;
-  bool as_is = true;
-  for (std::size_t i = 0; i < args.node_names.size(); ++i) {
-    if (at != nullptr && at[i] != state::NameIndex::kNoPosition) continue;
-    switch (kube::CheckNameAsSent(args.node_names[i])) {
-      case kube::NameAsSent::kWrittenAsIs:
-        break;
-      case kube::NameAsSent::kNeedsEscape:
-        as_is = false;
-        break;
-      case kube::NameAsSent::kNeedsDecoding:
-        return std::nullopt;
-    }
-  }
-  return as_is;
 }
 
 }  // namespace

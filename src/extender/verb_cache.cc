@@ -71,8 +71,10 @@ std::string ScoreContext(const std::string& signature, const GpuRequest& request
 
 KeptReason* FitTable::Intern(const std::string& text) {
   if (const auto it = reason_index.find(text); it != reason_index.end()) return it->second;
-  KeptReason* reason = &reasons.emplace_back(KeptReason{text, 0, {}});
+  const auto number = static_cast<std::uint32_t>(reasons.size());
+  KeptReason* reason = &reasons.emplace_back(KeptReason{text, 0, {}, number});
   reason_index.emplace(reason->text, reason);
+  reason_texts.push_back(reason->text);
   return reason;
 }
 
@@ -80,7 +82,18 @@ FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason, std::uint32_t kind)
   const auto index = static_cast<std::uint32_t>(fits.size());
   fits.push_back(CachedFit{&fit, reason});
   terms.push_back(FitTerms{kind, fit.quality.ring_mbps, fit.quality.sum_mbps});
+  reason_by_slot.push_back(static_cast<std::uint16_t>(reason != nullptr ? reason->number : 0));
   return FitRef(index, fit);
+}
+
+void FilterMarks::Prepare(std::size_t names, std::size_t ranks) {
+  passing.assign((names + 63) / 64, 0);
+  failed.assign((ranks + 63) / 64, 0);
+  unresolvable.assign((ranks + 63) / 64, 0);
+  if (index_at_rank.size() < ranks) {
+    index_at_rank.resize(ranks);
+    reason_at_rank.resize(ranks);
+  }
 }
 
 std::uint64_t VerbCache::BeginCall(const state::Snapshot& snapshot,

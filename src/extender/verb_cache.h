@@ -79,6 +79,7 @@ struct KeptReason {
   std::string text;
   std::uint64_t kept_call = 0;
   std::string_view kept;
+  std::uint32_t number = 0;  // its place in FitTable::reasons
 };
 
 // A fit kept for one request signature, as the verbs read it: small and dense, apart from the
@@ -113,6 +114,7 @@ class FitRef {
   FitRef(std::uint32_t index, const NodeFit& fit)
       : bits_((index + 1) << 2 | (fit.fits ? kFits : 0) | (fit.unresolvable ? kUnresolvable : 0)) {}
   std::uint32_t index() const { return (bits_ >> 2) - 1; }  // REQUIRES: known()
+  std::uint32_t slot() const { return bits_ >> 2; }         // index() + 1; 0: no fit
   bool known() const { return bits_ != 0; }                 // false: a default FitRef, no fit
   bool fits() const { return (bits_ & kFits) != 0; }
   bool unresolvable() const { return (bits_ & kUnresolvable) != 0; }
@@ -165,7 +167,29 @@ struct FitTable {
   ScoreInputs last_inputs;  // what last_context was derived from (none: never equal to a call's)
   std::deque<KeptReason> reasons;                                  // stable addresses
   std::unordered_map<std::string_view, KeptReason*> reason_index;  // keys view `reasons`
+  // By KeptReason::number: its text. And by FitRef::slot(): the number of the fit's reason (0 for
+  // no fit and for a fit that passes; cut to 16 bits: read only while reasons are fewer than
+  // kMaxReasonNumbers). What filter's one pass over the names reads (FilterMarks).
+  static constexpr std::size_t kMaxReasonNumbers = std::size_t{1} << 16;
+  std::vector<std::string_view> reason_texts;
+  std::vector<std::uint16_t> reason_by_slot{0};
   std::uint64_t last_use = 0;
+};
+
+// Filter's marks for one call (RankedFilterReply): a bit per name that passes, by the name's index
+// in the request; a bit per failing name by its rank (state::NameIndex::Ranks), in FailedNodes
+// or in FailedAndUnresolvableNodes; and for each rank marked, the name's index and its reason's
+// number. Kept by the cache between calls so that a call allocates none of them.
+struct FilterMarks {
+  // Sized for `names` request names and `ranks` ranks: the bits cleared, the rest left as it is
+  // (read only where a bit is set).
+  void Prepare(std::size_t names, std::size_t ranks);
+
+  std::vector<std::uint64_t> passing;
+  std::vector<std::uint64_t> failed;
+  std::vector<std::uint64_t> unresolvable;
+  std::vector<std::uint32_t> index_at_rank;
+  std::vector<std::uint16_t> reason_at_rank;
 };
 
 // A score kept at a position (0..score_range, at most 1,000,000), or none.
@@ -218,6 +242,8 @@ class VerbCache {
   // The table for `context`, or nullptr; never creates one. The pointer holds until the next
   // Scores() for another context (which may drop the least recently used table).
   ScoreTable* FindScores(std::string_view context);
+  // Scratch for filter's marks, this cache's alone.
+  FilterMarks& filter_marks() { return filter_marks_; }
 
   // Bounds: at most kMaxTables tables of each kind (the least recently used goes); a table holds
   // one slot per node position (4 bytes) and is emptied at a call's start once it holds more than
@@ -232,6 +258,7 @@ class VerbCache {
   std::uint64_t calls_ = 0;
   std::uint64_t generation_ = 0;  // of the last call's snapshot; 0 before the first
   std::vector<std::uint32_t> changed_;
+  FilterMarks filter_marks_;
 };
 
 class VerbCachePool {

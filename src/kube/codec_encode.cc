@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -329,6 +330,8 @@ class Output {
     std::memcpy(data_ + size_, text, N - 1);
     size_ += N - 1;
   }
+  // Writes `c` over the byte written at `offset`.
+  void Set(std::size_t offset, char c) { data_[offset] = c; }
   // Appends a copy of the n bytes written at `offset`.
   void AppendWritten(std::size_t offset, std::size_t n) {
     Reserve(n);                                   // first: it may move the bytes
@@ -787,6 +790,89 @@ std::string EncodeFilterError(std::string_view message) {
   result.list = NodeListKind::kNone;
   result.error.assign(message);
   return EncodeFilterResult(result);
+}
+
+namespace {
+
+std::size_t CountMarked(std::span<const std::uint64_t> words) {
+  std::size_t marked = 0;
+  for (const std::uint64_t word : words) marked += static_cast<std::size_t>(std::popcount(word));
+  return marked;
+}
+
+// Calls visit(i) for each bit set in `words`, in order: i is the bit's number.
+template <typename Visit>
+void ForEachMarked(std::span<const std::uint64_t> words, Visit&& visit) {
+  for (std::size_t word = 0; word < words.size(); ++word) {
+    for (std::uint64_t bits = words[word]; bits != 0; bits &= bits - 1) {
+      visit(64 * word + static_cast<std::size_t>(std::countr_zero(bits)));
+    }
+  }
+}
+
+// Appends the failures `marked` picks, in rank order, as a Go map: {"name":"reason",...}. Each
+// entry is written with a comma before it, and the first one's comma then becomes the brace.
+// Each reason is quoted and escaped the first time it is written (its place in the reply kept in
+// `written`, by number) and copied from there after that.
+void AppendRankedFailures(Output& out, const RankedFilterReply& reply,
+                          std::span<const std::uint64_t> marked,
+                          std::vector<std::pair<std::size_t, std::size_t>>& written) {
+  const std::size_t open = out.size();
+  ForEachMarked(marked, [&](std::size_t rank) {
+    out.Literal(",\"");
+    AppendName(out, reply.names[reply.index_at_rank[rank]], reply.names_escape_free);
+    out.Literal("\":");
+    auto& [offset, length] = written[reply.reason_at_rank[rank]];
+    if (length == 0) {  // a quoted reason is never empty
+      offset = out.size();
+      AppendQuoted(out, reply.reasons[reply.reason_at_rank[rank]]);
+      length = out.size() - offset;
+    } else {
+      out.AppendWritten(offset, length);
+    }
+  });
+  if (out.size() == open) {
+    out.Literal("{}");
+    return;
+  }
+  out.Set(open, '{');
+  out.Literal("}");
+}
+
+}  // namespace
+
+std::string EncodeRankedFilterReply(const RankedFilterReply& reply) {
+  const std::size_t failures = CountMarked(reply.failed) + CountMarked(reply.unresolvable);
+  std::size_t longest_reason = 0;
+  for (const std::string_view reason : reply.reasons) {
+    longest_reason = std::max(longest_reason, reason.size());
+  }
+  // Enough unless names or reasons need escapes: every name once with its quotes and comma (a
+  // name is listed as passing or failing, a repeated one at most as often as sent), and each
+  // failure's colon and reason.
+  std::size_t room = 160 + failures * (longest_reason + 3);
+  for (const std::string_view name : reply.names) room += name.size() + 3;
+  Output out(std::string("{\"Nodes\":null,\"NodeNames\":"), room);
+  // ["a","b"]: each name written with a comma before it, the first one's then the bracket.
+  const std::size_t open = out.size();
+  ForEachMarked(reply.passing, [&](std::size_t i) {
+    out.Literal(",\"");
+    AppendName(out, reply.names[i], reply.names_escape_free);
+    out.Literal("\"");
+  });
+  if (out.size() == open) {
+    out.Literal("[]");
+  } else {
+    out.Set(open, '[');
+    out.Literal("]");
+  }
+  std::vector<std::pair<std::size_t, std::size_t>> written(reply.reasons.size());
+  out.Literal(",\"FailedNodes\":");
+  AppendRankedFailures(out, reply, reply.failed, written);
+  out.Literal(",\"FailedAndUnresolvableNodes\":");
+  AppendRankedFailures(out, reply, reply.unresolvable, written);
+  out.Literal(",\"Error\":\"\"}");
+  return std::move(out).Take();
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // score equals ScoreNodes' with a fit of its own per node (which no other node can share).
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <map>
 #include <random>
@@ -99,6 +100,7 @@ class PerStateTest : public ::testing::Test {
   Extender extender_;
   std::vector<std::string> names_;
   std::vector<std::string> sample_;  // when not empty: the names prioritize is asked about
+  int filter_calls_ = 0;
 };
 
 // Filter's answer for `pod` on every node equals FitOnNode's for that node alone.
@@ -106,7 +108,15 @@ void PerStateTest::CheckFilter(const kube::PodView& pod) {
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   const auto request = ParseGpuRequest(pod, RequestDefaults{});
   ASSERT_TRUE(request.has_value()) << pod.uid;
-  const kube::FilterResult result = extender_.Filter(testing::NamesArgs(pod, names_));
+  const kube::ExtenderArgs args = testing::NamesArgs(pod, names_);
+  // The wire's reply (built from marks when every name is known) is the lists' reply encoded.
+  // Asked first on every other call, so that each of the two meets fits not kept yet.
+  std::optional<std::string> reply;
+  if (++filter_calls_ % 2 == 0) reply = extender_.FilterReplyNamesAsSent(args);
+  const kube::FilterResult result = extender_.Filter(args);
+  if (!reply) reply = extender_.FilterReplyNamesAsSent(args);
+  ASSERT_TRUE(reply.has_value()) << pod.uid;
+  EXPECT_EQ(*reply, kube::EncodeFilterResult(result)) << pod.uid;
   if (request->kind == GpuRequest::Kind::kNone) {  // passes everywhere, known or not
     EXPECT_EQ(result.node_names.size(), names_.size());
     return;
@@ -193,6 +203,58 @@ TEST_F(PerStateTest, FailedNodesCarryTheirNamesRanks) {
     checked += failures.size();
   }
   EXPECT_GT(checked, 100u);
+}
+
+// Filter's counts of passing, failing and unresolvable nodes (what the metrics show).
+class FilterCounts final : public MetricsSink {
+ public:
+  void ObserveRequest(Verb, std::string_view, double) override {}
+  void CountFilterNodes(std::uint64_t passed, std::uint64_t failed,
+                        std::uint64_t unresolvable) override {
+    counts.push_back({passed, failed, unresolvable});
+  }
+  void SetCacheSizes(std::uint64_t, std::uint64_t, std::uint64_t) override {}
+  void SetNodeDevices(std::string_view, std::string_view, double, double) override {}
+  void RemoveNode(std::string_view) override {}
+  void SetFragmentation(double) override {}
+  std::vector<std::array<std::uint64_t, 3>> counts;
+};
+
+// The wire's reply in steady state, built from marks by rank (FilterReplyNamesAsSent), is the
+// lists' reply encoded, byte for byte, and counts the same nodes: names shuffled, some sent twice
+// (the failure maps list such a name once, NodeNames as often as it passes), escapes looked for
+// or not, on the first call of a request (fits computed) and on the next (fits kept).
+TEST_F(PerStateTest, TheWireReplyIsTheListsReplyEncoded) {
+  std::mt19937 rng(31);
+  BuildCluster(rng, 300);
+  std::vector<std::string> names = names_;
+  for (int repeat = 0; repeat < 30; ++repeat) names.push_back(names_[rng() % names_.size()]);
+  std::shuffle(names.begin(), names.end(), rng);
+  FilterCounts wire_counts;
+  FilterCounts list_counts;
+  Extender wire(cache_, FineScores(), binder_, memo_, wire_counts);
+  Extender lists(cache_, FineScores(), binder_, memo_, list_counts);
+  for (const bool escape_free : {false, true}) {
+    for (const kube::PodView& pod : Pods()) {
+      kube::ExtenderArgs args = testing::NamesArgs(pod, names);
+      args.node_names_escape_free = escape_free;
+      for (int call = 0; call < 2; ++call) {
+        const std::optional<std::string> reply = wire.FilterReplyNamesAsSent(args);
+        ASSERT_TRUE(reply.has_value()) << pod.uid;
+        EXPECT_EQ(*reply, kube::EncodeFilterResult(lists.Filter(args))) << pod.uid;
+      }
+    }
+  }
+  EXPECT_EQ(wire_counts.counts, list_counts.counts);
+  // Not a test of nothing: some replies fail nodes both ways, and some names twice.
+  std::size_t failed = 0;
+  std::size_t unresolvable = 0;
+  for (const auto& [passed, now, never] : wire_counts.counts) {
+    failed += now;
+    unresolvable += never;
+  }
+  EXPECT_GT(failed, 100u);
+  EXPECT_GT(unresolvable, 100u);
 }
 
 TEST_F(PerStateTest, PrioritizeScoresEveryNodeAsItsOwnFitDoes) {

@@ -461,6 +461,78 @@ TEST(EncodePropertyTest, FilterResultRankedDenseOrSpread) {
   }
 }
 
+// A reply given as marks (EncodeRankedFilterReply) is written as the same reply given as lists:
+// random names (some needing escapes, written escaped or, when the request says none does, as
+// they are), sent in a random order, some twice; each passing, failing or unresolvable; reasons
+// with escapes, more than the lists' writer remembers at once.
+TEST(EncodePropertyTest, RankedFilterReplyMatchesReference) {
+  RandomText random(515151);
+  for (int round = 0; round < 300; ++round) {
+    const std::size_t clean_odds = random.OneIn(3) ? 1000000 : 1 + random.Below(30);
+    std::vector<std::string> known;  // the caller's index, in byte order: rank = place
+    const std::size_t count = random.Below(random.OneIn(4) ? 3000 : 70);
+    for (std::size_t i = 0; i < count; ++i) known.push_back(random.Name(known, clean_odds));
+    std::sort(known.begin(), known.end());
+    known.erase(std::unique(known.begin(), known.end()), known.end());
+    std::vector<std::string> reasons;
+    const std::size_t distinct = 1 + random.Below(random.OneIn(4) ? 40 : 4);
+    for (std::size_t i = 0; i < distinct; ++i) reasons.push_back(random.Text(random.Below(50), 4));
+    const std::vector<std::string_view> reason_views(reasons.begin(), reasons.end());
+    // Each known name's verdict: 0 passes, 1 fails, 2 fails unresolvable; and its reason.
+    std::vector<int> verdict(known.size());
+    std::vector<std::uint16_t> reason(known.size());
+    for (std::size_t r = 0; r < known.size(); ++r) {
+      verdict[r] = static_cast<int>(random.Below(3));
+      reason[r] = static_cast<std::uint16_t>(random.Below(reasons.size()));
+    }
+    std::vector<std::size_t> sent;  // the request: ranks of known names, some twice, shuffled
+    for (std::size_t r = 0; r < known.size(); ++r) {
+      if (!random.OneIn(5)) sent.push_back(r);
+      if (random.OneIn(10)) sent.push_back(r);
+    }
+    std::shuffle(sent.begin(), sent.end(), random.engine());
+    std::vector<std::string_view> names;
+    for (const std::size_t r : sent) names.push_back(known[r]);
+    // Said only of a request whose names need no escape (what the decoder finds).
+    const bool escape_free =
+        random.OneIn(2) && std::none_of(names.begin(), names.end(), NeedsJsonEscape);
+    // As marks.
+    const std::size_t words = (known.size() + 63) / 64;
+    std::vector<std::uint64_t> passing((names.size() + 63) / 64);
+    std::vector<std::uint64_t> failed(words);
+    std::vector<std::uint64_t> unresolvable(words);
+    std::vector<std::uint32_t> index_at_rank(known.size());
+    std::vector<std::uint16_t> reason_at_rank(known.size());
+    // As lists.
+    FilterResult lists;
+    lists.names_escape_free = escape_free;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const std::size_t r = sent[i];
+      if (verdict[r] == 0) {
+        passing[i / 64] |= std::uint64_t{1} << (i % 64);
+        lists.node_names.push_back(names[i]);
+        continue;
+      }
+      (verdict[r] == 1 ? failed : unresolvable)[r / 64] |= std::uint64_t{1} << (r % 64);
+      index_at_rank[r] = static_cast<std::uint32_t>(i);
+      reason_at_rank[r] = reason[r];
+      (verdict[r] == 1 ? lists.failed_nodes : lists.failed_and_unresolvable_nodes)
+          .push_back({names[i], reason_views[reason[r]], static_cast<std::uint32_t>(r)});
+    }
+    RankedFilterReply marks;
+    marks.names = names;
+    marks.names_escape_free = escape_free;
+    marks.passing = passing;
+    marks.failed = failed;
+    marks.unresolvable = unresolvable;
+    marks.index_at_rank = index_at_rank.data();
+    marks.reason_at_rank = reason_at_rank.data();
+    marks.reasons = reason_views;
+    ASSERT_EQ(EncodeRankedFilterReply(marks), ReferenceFilterResult(lists))
+        << "round " << round << ": " << names.size() << " names";
+  }
+}
+
 // Pools of nodes, as clusters name them: long pool prefixes that differ early, then unpadded
 // numbers (n1 < n10 < n100 < n2 in bytes), in a random order with repeats. Names tie on their
 // first sort key within a pool and are sorted again further on.

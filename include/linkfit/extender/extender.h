@@ -69,6 +69,11 @@ class Extender {
   // names): decode the request with kAtDecode and call again. Nothing is counted or kept for a
   // call that answers nullopt. A request decoded with kAtDecode always has its answer.
   std::optional<kube::FilterResult> FilterNamesAsSent(const kube::ExtenderArgs& args) const;
+  // FilterNamesAsSent's reply, encoded (kube::EncodeFilterResult of its result, byte for byte):
+  // what the wire sends. In steady state (a list of names linkfit knows, each fit kept) built in
+  // one pass over the names as a kube::RankedFilterReply, without the result's lists; otherwise
+  // the result, encoded. nullopt as there.
+  std::optional<std::string> FilterReplyNamesAsSent(const kube::ExtenderArgs& args) const;
   struct Scores {
     std::vector<std::uint32_t> scores;  // as PrioritizeScores
     bool names_escape_free = false;     // a reply may write every name as it is

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -162,6 +163,31 @@ std::string EncodeFilterResult(const FilterResult& result);
 
 // Returns the reply for a failed filter call: both lists null, both maps {}, Error = message.
 std::string EncodeFilterError(std::string_view message);
+
+// A cache-mode filter reply (NodeListKind::kNames, no Error) whose every name the caller found in
+// its own name index, given as marks rather than lists: which request names pass, by index, and
+// which fail, by their name's rank among the index's names (byte order, what Go sorts a map's keys
+// by: equal for equal names). The extender's filter builds it in one pass over the names, and it
+// is written without a sort and without a list of views (EncodeFilterResult of the same reply,
+// with each failure's order its rank, writes the same bytes).
+struct RankedFilterReply {
+  std::span<const std::string_view> names;  // the request's NodeNames
+  bool names_escape_free = false;           // as FilterResult::names_escape_free
+  // Bit i % 64 of passing[i / 64]: names[i] passes (listed in NodeNames, in request order).
+  std::span<const std::uint64_t> passing;
+  // Bit r % 64 of word r / 64: the name ranked r fails, in FailedNodes or in
+  // FailedAndUnresolvableNodes (never both). Equally long.
+  std::span<const std::uint64_t> failed;
+  std::span<const std::uint64_t> unresolvable;
+  // Where a bit of either is set, for rank r: index_at_rank[r] is the failing name's index in
+  // `names` (any of them, for a name sent twice) and reasons[reason_at_rank[r]] its reason.
+  const std::uint32_t* index_at_rank = nullptr;
+  const std::uint16_t* reason_at_rank = nullptr;
+  std::span<const std::string_view> reasons;
+};
+
+// Returns the reply as EncodeFilterResult writes it.
+std::string EncodeRankedFilterReply(const RankedFilterReply& reply);
 
 struct HostPriority {
   std::string_view host;
