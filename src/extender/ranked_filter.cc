@@ -5,6 +5,7 @@
 // rank when written); it answers every other request, and tests hold the two to the same bytes.
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -26,21 +27,18 @@ struct MarkCounts {
 };
 
 // Marks every name of a request by its kept fit (at[i]: the name's position; every name known):
-// passing ones by index, failing ones by rank with their index and reason's number. No branch per
-// name (pass or fail follows no pattern a predictor could learn): every name's index and reason
-// are written at its rank, and only a failing one's bit is set. When a fit is not kept yet
-// (unknown_fits > 0), the marks are not to be used: compute the fits, then mark again.
+// passing ones by index, failing ones by rank, with how they fail. No branch per name (pass or
+// fail follows no pattern a predictor could learn): every name's entry is written at its rank,
+// and only a failing one's bit is set. When a fit is not kept yet (unknown_fits > 0), the marks
+// are not to be used: compute the fits, then mark again.
 MarkCounts Mark(const std::uint32_t* at, std::size_t n, const FitTable& fits,
                 const std::uint32_t* ranks, FilterMarks& marks) {
   const FitRef* const kept = fits.by_position.data();
   const std::size_t kept_positions = fits.by_position.positions();
   const std::uint16_t* const reason_by_slot = fits.reason_by_slot.data();
   std::uint64_t* const passing = marks.passing.data();
-  std::uint64_t* const failed = marks.failed.data();
-  std::uint64_t* const unresolvable = marks.unresolvable.data();
-  std::uint32_t* const index_at_rank = marks.index_at_rank.data();
-  std::uint16_t* const reason_at_rank = marks.reason_at_rank.data();
-  std::size_t passed = 0;
+  std::uint64_t* const failing = marks.failing.data();
+  std::uint64_t* const at_rank = marks.at_rank.data();
   std::size_t never = 0;
   std::size_t unknown = 0;
   for (std::size_t first = 0; first < n; first += 64) {
@@ -50,19 +48,19 @@ MarkCounts Mark(const std::uint32_t* at, std::size_t n, const FitTable& fits,
       const std::uint32_t position = at[i];
       const FitRef fit = position < kept_positions ? kept[position] : FitRef();
       const std::uint64_t passes = fit.fits() ? 1 : 0;
-      const std::uint64_t unresolved = fit.unresolvable() ? 1 : 0;  // a failing fit only
       passing_here |= passes << (i - first);
       const std::uint32_t rank = ranks[position];
-      const std::uint64_t bit = std::uint64_t{1} << (rank % 64);
-      index_at_rank[rank] = static_cast<std::uint32_t>(i);
-      reason_at_rank[rank] = reason_by_slot[fit.slot()];
-      failed[rank / 64] |= bit & (0 - ((passes | unresolved) ^ 1));
-      unresolvable[rank / 64] |= bit & (0 - unresolved);
-      passed += passes;
-      never += unresolved;
+      at_rank[rank] = kube::RankedFilterReply::AtRank(
+          static_cast<std::uint32_t>(i), reason_by_slot[fit.slot()], fit.unresolvable());
+      failing[rank / 64] |= (passes ^ 1) << (rank % 64);
+      never += fit.unresolvable() ? 1u : 0u;
       unknown += fit.unknown();
     }
     passing[first / 64] = passing_here;
+  }
+  std::size_t passed = 0;
+  for (std::size_t word = 0; word < (n + 63) / 64; ++word) {
+    passed += static_cast<std::size_t>(std::popcount(passing[word]));
   }
   return MarkCounts{passed, n - passed - never, never, unknown};
 }
@@ -108,10 +106,8 @@ std::optional<std::string> Extender::FilterReplyNamesAsSent(const kube::Extender
   reply.names = args.node_names;
   reply.names_escape_free = *as_is;
   reply.passing = marks.passing;
-  reply.failed = marks.failed;
-  reply.unresolvable = marks.unresolvable;
-  reply.index_at_rank = marks.index_at_rank.data();
-  reply.reason_at_rank = marks.reason_at_rank.data();
+  reply.failing = marks.failing;
+  reply.at_rank = marks.at_rank.data();
   reply.reasons = fits.reason_texts;
   return kube::EncodeRankedFilterReply(reply);
 }

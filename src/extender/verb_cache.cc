@@ -88,12 +88,8 @@ FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason, std::uint32_t kind)
 
 void FilterMarks::Prepare(std::size_t names, std::size_t ranks) {
   passing.assign((names + 63) / 64, 0);
-  failed.assign((ranks + 63) / 64, 0);
-  unresolvable.assign((ranks + 63) / 64, 0);
-  if (index_at_rank.size() < ranks) {
-    index_at_rank.resize(ranks);
-    reason_at_rank.resize(ranks);
-  }
+  failing.assign((ranks + 63) / 64, 0);
+  if (at_rank.size() < ranks) at_rank.resize(ranks);
 }
 
 std::uint64_t VerbCache::BeginCall(const state::Snapshot& snapshot,

@@ -176,20 +176,18 @@ struct FitTable {
   std::uint64_t last_use = 0;
 };
 
-// Filter's marks for one call (RankedFilterReply): a bit per name that passes, by the name's index
-// in the request; a bit per failing name by its rank (state::NameIndex::Ranks), in FailedNodes
-// or in FailedAndUnresolvableNodes; and for each rank marked, the name's index and its reason's
-// number. Kept by the cache between calls so that a call allocates none of them.
+// Filter's marks for one call (kube::RankedFilterReply): a bit per name that passes, by the
+// name's index in the request; a bit per failing name by its rank (state::NameIndex::Ranks); and
+// at each rank marked, how it fails (RankedFilterReply::AtRank). Kept by the cache between calls
+// so that a call allocates none of them.
 struct FilterMarks {
-  // Sized for `names` request names and `ranks` ranks: the bits cleared, the rest left as it is
+  // Sized for `names` request names and `ranks` ranks: the bits cleared, at_rank left as it is
   // (read only where a bit is set).
   void Prepare(std::size_t names, std::size_t ranks);
 
   std::vector<std::uint64_t> passing;
-  std::vector<std::uint64_t> failed;
-  std::vector<std::uint64_t> unresolvable;
-  std::vector<std::uint32_t> index_at_rank;
-  std::vector<std::uint16_t> reason_at_rank;
+  std::vector<std::uint64_t> failing;
+  std::vector<std::uint64_t> at_rank;
 };
 
 // A score kept at a position (0..score_range, at most 1,000,000), or none.

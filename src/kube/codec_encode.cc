@@ -810,22 +810,26 @@ void ForEachMarked(std::span<const std::uint64_t> words, Visit&& visit) {
   }
 }
 
-// Appends the failures `marked` picks, in rank order, as a Go map: {"name":"reason",...}. Each
-// entry is written with a comma before it, and the first one's comma then becomes the brace.
-// Each reason is quoted and escaped the first time it is written (its place in the reply kept in
-// `written`, by number) and copied from there after that.
-void AppendRankedFailures(Output& out, const RankedFilterReply& reply,
-                          std::span<const std::uint64_t> marked,
+// Appends the failures of `reply` that go to one map (`unresolvable`: FailedAndUnresolvableNodes,
+// else FailedNodes), in rank order, as a Go map: {"name":"reason",...}. Each entry is written with
+// a comma before it, and the first one's comma then becomes the brace. Each reason is quoted and
+// escaped the first time it is written (its place in the reply kept in `written`, by number) and
+// copied from there after that. (Whether a failure is of the map is a branch, but in rank order
+// the names of one pool, alike, come together.)
+void AppendRankedFailures(Output& out, const RankedFilterReply& reply, bool unresolvable,
                           std::vector<std::pair<std::size_t, std::size_t>>& written) {
   const std::size_t open = out.size();
-  ForEachMarked(marked, [&](std::size_t rank) {
+  ForEachMarked(reply.failing, [&](std::size_t rank) {
+    const std::uint64_t at = reply.at_rank[rank];
+    if (((at >> 48) != 0) != unresolvable) return;
     out.Literal(",\"");
-    AppendName(out, reply.names[reply.index_at_rank[rank]], reply.names_escape_free);
+    AppendName(out, reply.names[static_cast<std::uint32_t>(at)], reply.names_escape_free);
     out.Literal("\":");
-    auto& [offset, length] = written[reply.reason_at_rank[rank]];
+    const auto number = static_cast<std::uint16_t>(at >> 32);
+    auto& [offset, length] = written[number];
     if (length == 0) {  // a quoted reason is never empty
       offset = out.size();
-      AppendQuoted(out, reply.reasons[reply.reason_at_rank[rank]]);
+      AppendQuoted(out, reply.reasons[number]);
       length = out.size() - offset;
     } else {
       out.AppendWritten(offset, length);
@@ -842,7 +846,7 @@ void AppendRankedFailures(Output& out, const RankedFilterReply& reply,
 }  // namespace
 
 std::string EncodeRankedFilterReply(const RankedFilterReply& reply) {
-  const std::size_t failures = CountMarked(reply.failed) + CountMarked(reply.unresolvable);
+  const std::size_t failures = CountMarked(reply.failing);
   std::size_t longest_reason = 0;
   for (const std::string_view reason : reply.reasons) {
     longest_reason = std::max(longest_reason, reason.size());
@@ -868,9 +872,9 @@ std::string EncodeRankedFilterReply(const RankedFilterReply& reply) {
   }
   std::vector<std::pair<std::size_t, std::size_t>> written(reply.reasons.size());
   out.Literal(",\"FailedNodes\":");
-  AppendRankedFailures(out, reply, reply.failed, written);
+  AppendRankedFailures(out, reply, /*unresolvable=*/false, written);
   out.Literal(",\"FailedAndUnresolvableNodes\":");
-  AppendRankedFailures(out, reply, reply.unresolvable, written);
+  AppendRankedFailures(out, reply, /*unresolvable=*/true, written);
   out.Literal(",\"Error\":\"\"}");
   return std::move(out).Take();
 }

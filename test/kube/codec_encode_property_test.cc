@@ -499,10 +499,8 @@ TEST(EncodePropertyTest, RankedFilterReplyMatchesReference) {
     // As marks.
     const std::size_t words = (known.size() + 63) / 64;
     std::vector<std::uint64_t> passing((names.size() + 63) / 64);
-    std::vector<std::uint64_t> failed(words);
-    std::vector<std::uint64_t> unresolvable(words);
-    std::vector<std::uint32_t> index_at_rank(known.size());
-    std::vector<std::uint16_t> reason_at_rank(known.size());
+    std::vector<std::uint64_t> failing(words);
+    std::vector<std::uint64_t> at_rank(known.size());
     // As lists.
     FilterResult lists;
     lists.names_escape_free = escape_free;
@@ -513,9 +511,9 @@ TEST(EncodePropertyTest, RankedFilterReplyMatchesReference) {
         lists.node_names.push_back(names[i]);
         continue;
       }
-      (verdict[r] == 1 ? failed : unresolvable)[r / 64] |= std::uint64_t{1} << (r % 64);
-      index_at_rank[r] = static_cast<std::uint32_t>(i);
-      reason_at_rank[r] = reason[r];
+      failing[r / 64] |= std::uint64_t{1} << (r % 64);
+      at_rank[r] = RankedFilterReply::AtRank(static_cast<std::uint32_t>(i), reason[r],
+                                             /*unresolvable=*/verdict[r] == 2);
       (verdict[r] == 1 ? lists.failed_nodes : lists.failed_and_unresolvable_nodes)
           .push_back({names[i], reason_views[reason[r]], static_cast<std::uint32_t>(r)});
     }
@@ -523,10 +521,8 @@ TEST(EncodePropertyTest, RankedFilterReplyMatchesReference) {
     marks.names = names;
     marks.names_escape_free = escape_free;
     marks.passing = passing;
-    marks.failed = failed;
-    marks.unresolvable = unresolvable;
-    marks.index_at_rank = index_at_rank.data();
-    marks.reason_at_rank = reason_at_rank.data();
+    marks.failing = failing;
+    marks.at_rank = at_rank.data();
     marks.reasons = reason_views;
     ASSERT_EQ(EncodeRankedFilterReply(marks), ReferenceFilterResult(lists))
         << "round " << round << ": " << names.size() << " names";

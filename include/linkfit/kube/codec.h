@@ -175,14 +175,16 @@ struct RankedFilterReply {
   bool names_escape_free = false;           // as FilterResult::names_escape_free
   // Bit i % 64 of passing[i / 64]: names[i] passes (listed in NodeNames, in request order).
   std::span<const std::uint64_t> passing;
-  // Bit r % 64 of word r / 64: the name ranked r fails, in FailedNodes or in
-  // FailedAndUnresolvableNodes (never both). Equally long.
-  std::span<const std::uint64_t> failed;
-  std::span<const std::uint64_t> unresolvable;
-  // Where a bit of either is set, for rank r: index_at_rank[r] is the failing name's index in
-  // `names` (any of them, for a name sent twice) and reasons[reason_at_rank[r]] its reason.
-  const std::uint32_t* index_at_rank = nullptr;
-  const std::uint16_t* reason_at_rank = nullptr;
+  // Bit r % 64 of failing[r / 64]: the name ranked r fails, and at_rank[r] says how: bits 0-31
+  // its index in `names` (any of them, for a name sent twice), bits 32-47 its reason's index in
+  // `reasons`, bit 48 set where it goes to FailedAndUnresolvableNodes (FailedNodes otherwise).
+  std::span<const std::uint64_t> failing;
+  const std::uint64_t* at_rank = nullptr;
+  static constexpr std::uint64_t AtRank(std::uint32_t index, std::uint16_t reason,
+                                        bool unresolvable) {
+    return std::uint64_t{index} | std::uint64_t{reason} << 32 |
+           std::uint64_t{unresolvable ? 1u : 0u} << 48;
+  }
   std::span<const std::string_view> reasons;
 };
 
