@@ -191,6 +191,54 @@ void BM_EncodeFilterHalfFailing(benchmark::State& state) {
 }
 BENCHMARK(BM_EncodeFilterHalfFailing)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
 
+// The same reply as BM_EncodeFilterHalfFailing, given as the extender's filter gives it in steady
+// state (RankedFilterReply): passing names marked by request index, failures by their name's rank
+// (here: their place among the names sorted), each with its reason's number. Only the encoding is
+// timed.
+void BM_EncodeRankedFilterHalfFailing(benchmark::State& state) {
+  const std::string body = CacheModeBody(static_cast<std::size_t>(state.range(0)));
+  Result<ExtenderArgs> args = DecodeExtenderArgs(body);
+  std::vector<std::string_view> names = args->node_names;
+  std::shuffle(names.begin(), names.end(), std::mt19937(42));
+  std::vector<std::string_view> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  const std::vector<std::string_view> reasons = {
+      "3 free GPUs, 4 requested", "1 free GPUs, 4 requested",
+      "no 4 GPUs connected by NVLink (closeness nvlink required)", "node is cordoned",
+      "node has no nvidia.com/gpu devices"};
+  std::vector<std::uint64_t> passing((names.size() + 63) / 64);
+  std::vector<std::uint64_t> failing((sorted.size() + 63) / 64);
+  std::vector<std::uint64_t> at_rank(sorted.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i % 2 == 0) {
+      passing[i / 64] |= std::uint64_t{1} << (i % 64);
+      continue;
+    }
+    const auto rank = static_cast<std::size_t>(
+        std::lower_bound(sorted.begin(), sorted.end(), names[i]) - sorted.begin());
+    const bool unresolvable = i % 50 == 1;
+    failing[rank / 64] |= std::uint64_t{1} << (rank % 64);
+    at_rank[rank] = RankedFilterReply::AtRank(
+        static_cast<std::uint32_t>(i), static_cast<std::uint16_t>(unresolvable ? 4 : (i / 2) % 4),
+        unresolvable);
+  }
+  RankedFilterReply reply;
+  reply.names = names;
+  reply.passing = passing;
+  reply.failing = failing;
+  reply.at_rank = at_rank.data();
+  reply.reasons = reasons;
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    std::string encoded = EncodeRankedFilterReply(reply);
+    bytes = encoded.size();
+    benchmark::DoNotOptimize(encoded);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+BENCHMARK(BM_EncodeRankedFilterHalfFailing)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond);
+
 void BM_EncodePrioritize(benchmark::State& state) {
   const std::string body = CacheModeBody(static_cast<std::size_t>(state.range(0)));
   Result<ExtenderArgs> args = DecodeExtenderArgs(body);
