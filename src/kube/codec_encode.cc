@@ -610,6 +610,22 @@ void SortByName(SortEntry* entries, std::size_t n, const std::vector<NodeFailure
   }
 }
 
+std::size_t CountMarked(std::span<const std::uint64_t> words) {
+  std::size_t marked = 0;
+  for (const std::uint64_t word : words) marked += static_cast<std::size_t>(std::popcount(word));
+  return marked;
+}
+
+// Calls visit(i) for each bit set in `words`, in order: i is the bit's number.
+template <typename Visit>
+void ForEachMarked(std::span<const std::uint64_t> words, Visit&& visit) {
+  for (std::size_t word = 0; word < words.size(); ++word) {
+    for (std::uint64_t bits = words[word]; bits != 0; bits &= bits - 1) {
+      visit(64 * word + static_cast<std::size_t>(std::countr_zero(bits)));
+    }
+  }
+}
+
 // Whether failures ranked [0, highest_rank] are sorted faster by placing each at its rank
 // (PlaceByRank) than by a radix sort: when the ranks are not spread far wider than the failures
 // (a request's failures among a cluster's names always are not).
@@ -634,13 +650,7 @@ void PlaceByRank(const std::vector<NodeFailure>& failures, std::uint32_t highest
     ranked[rank / 64] |= std::uint64_t{1} << (rank % 64);
   }
   sorted.clear();
-  for (std::size_t word = 0; word < words; ++word) {
-    for (std::uint64_t bits = ranked[word]; bits != 0; bits &= bits - 1) {
-      const auto rank =
-          static_cast<std::uint32_t>(64 * word + static_cast<std::size_t>(std::countr_zero(bits)));
-      sorted.push_back({rank, at_rank[rank]});
-    }
-  }
+  ForEachMarked(ranked, [&](std::size_t rank) { sorted.push_back({rank, at_rank[rank]}); });
 }
 
 // Returns the order in which a Go map[string]string prints `failures`: by node name bytes, and
@@ -794,20 +804,16 @@ std::string EncodeFilterError(std::string_view message) {
 
 namespace {
 
-std::size_t CountMarked(std::span<const std::uint64_t> words) {
-  std::size_t marked = 0;
-  for (const std::uint64_t word : words) marked += static_cast<std::size_t>(std::popcount(word));
-  return marked;
-}
-
-// Calls visit(i) for each bit set in `words`, in order: i is the bit's number.
-template <typename Visit>
-void ForEachMarked(std::span<const std::uint64_t> words, Visit&& visit) {
-  for (std::size_t word = 0; word < words.size(); ++word) {
-    for (std::uint64_t bits = words[word]; bits != 0; bits &= bits - 1) {
-      visit(64 * word + static_cast<std::size_t>(std::countr_zero(bits)));
-    }
+// Ends a list whose every item was written from `open` on with a comma before it: the first
+// item's comma becomes `opening`, and `closing` follows; with no item, the list is empty.
+void CloseCommaList(Output& out, std::size_t open, char opening, char closing) {
+  if (out.size() == open) {
+    const char empty[2] = {opening, closing};
+    out.Append(empty, 2);
+    return;
   }
+  out.Set(open, opening);
+  out.Append(&closing, 1);
 }
 
 // Appends the failures of `reply` that go to one map (`unresolvable`: FailedAndUnresolvableNodes,
@@ -835,12 +841,7 @@ void AppendRankedFailures(Output& out, const RankedFilterReply& reply, bool unre
       out.AppendWritten(offset, length);
     }
   });
-  if (out.size() == open) {
-    out.Literal("{}");
-    return;
-  }
-  out.Set(open, '{');
-  out.Literal("}");
+  CloseCommaList(out, open, '{', '}');
 }
 
 }  // namespace
@@ -864,12 +865,7 @@ std::string EncodeRankedFilterReply(const RankedFilterReply& reply) {
     AppendName(out, reply.names[i], reply.names_escape_free);
     out.Literal("\"");
   });
-  if (out.size() == open) {
-    out.Literal("[]");
-  } else {
-    out.Set(open, '[');
-    out.Literal("]");
-  }
+  CloseCommaList(out, open, '[', ']');
   std::vector<std::pair<std::size_t, std::size_t>> written(reply.reasons.size());
   out.Literal(",\"FailedNodes\":");
   AppendRankedFailures(out, reply, /*unresolvable=*/false, written);
