@@ -496,6 +496,18 @@ Result<Config> ConfigParser::Parse(std::string_view yaml) {
                   int_key("request_timeout_ms", config.kubernetes.request_timeout_ms, 100, 600000),
                   int_key("list_page_size", config.kubernetes.list_page_size, 1, 10000),
                   bool_key("require_nri_plugin", config.kubernetes.require_nri_plugin),
+                  int_key("bind_timeout_ms", config.kubernetes.bind_timeout_ms, 100, 60000),
+                  int_key("bind_settle_margin_ms", config.kubernetes.bind_settle_margin_ms, 0,
+                          60000),
+                  section("binder_lease",
+                          {
+                              bool_key("enabled", config.kubernetes.binder_lease.enabled),
+                              string_key("namespace",
+                                         config.kubernetes.binder_lease.lease_namespace),
+                              string_key("name", config.kubernetes.binder_lease.name),
+                              int_key("duration_ms", config.kubernetes.binder_lease.duration_ms,
+                                      1000, 600000),
+                          }),
               }),
           one_of_key("log_level", config.log_level, {"debug", "info", "warning", "error", "off"}),
       };
@@ -506,6 +518,19 @@ Result<Config> ConfigParser::Parse(std::string_view yaml) {
   if (auto parsed = ParseMap(root, "", specs); !parsed) return tl::unexpected(parsed.error());
 
   // Cross-key checks.
+  const KubernetesConfig& k = config.kubernetes;
+  if (k.binder_lease.enabled &&
+      static_cast<std::int64_t>(k.binder_lease.duration_ms) * 4 / 5 <=
+          static_cast<std::int64_t>(k.bind_timeout_ms) + k.bind_settle_margin_ms) {
+    return Fail(root, "kubernetes.binder_lease.duration_ms",
+                "must exceed (bind_timeout_ms + bind_settle_margin_ms) by a quarter (the lease is "
+                "renewed every fifth of its duration and must outlast each Binding's deadline), "
+                "got " + std::to_string(k.binder_lease.duration_ms) + " against " +
+                    std::to_string(k.bind_timeout_ms + k.bind_settle_margin_ms));
+  }
+  if (k.binder_lease.lease_namespace.empty() || k.binder_lease.name.empty()) {
+    return Fail(root, "kubernetes.binder_lease", "namespace and name must not be empty");
+  }
   const TlsConfig& tls = config.tls;
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     return Fail(tls_node, "tls", "cert_file and key_file must be set together");

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "linkfit/common/log.h"
 
 namespace linkfit::app {
@@ -99,6 +101,36 @@ Result<void> Service::LoadStandalone() {
   return {};
 }
 
+namespace {
+
+// GET /inspect's "binding" section in cluster mode.
+nlohmann::json BindingStatusJson(cluster::ClusterSource& source) {
+  const cluster::BinderLease::Status lease = source.lease().status();
+  nlohmann::json collisions = nlohmann::json::array();
+  for (const cluster::PodStore::Collision& c : source.pods().collisions()) {
+    collisions.push_back({{"node", c.node},
+                          {"pod", c.pod},
+                          {"uid", c.uid},
+                          {"holders", c.holders},
+                          {"devices", c.devices}});
+  }
+  return {{"lease",
+           {{"enabled", lease.enabled},
+            {"holding", lease.holding},
+            {"identity", lease.identity},
+            {"holder", lease.holder},
+            {"expires_in_seconds", lease.expires_in_seconds},
+            {"held_until_seconds", lease.held_until_seconds},
+            {"binds_held", lease.binds_held},
+            {"acquisitions", lease.acquisitions},
+            {"takeovers", lease.takeovers},
+            {"first_bind_after_start_seconds", lease.first_grant_after_start_seconds}}},
+          {"binds_in_doubt", source.binder().unsettled()},
+          {"collisions", collisions}};
+}
+
+}  // namespace
+
 Result<void> Service::StartCluster(std::function<void()> on_ready) {
   if (config_.cluster_file || config_.state_file) {
     log::Info(
@@ -109,6 +141,13 @@ Result<void> Service::StartCluster(std::function<void()> on_ready) {
   LINKFIT_ASSIGN_OR_RETURN(options.client, ClientConfigFrom(config_));
   options.page_size = config_.kubernetes.list_page_size;
   options.settle.require_nri_plugin = config_.kubernetes.require_nri_plugin;
+  options.settle.bind_timeout = std::chrono::milliseconds(config_.kubernetes.bind_timeout_ms);
+  options.settle.margin = std::chrono::milliseconds(config_.kubernetes.bind_settle_margin_ms);
+  const KubernetesConfig::BinderLease& lease = config_.kubernetes.binder_lease;
+  options.lease.enabled = lease.enabled;
+  options.lease.lease_namespace = lease.lease_namespace;
+  options.lease.name = lease.name;
+  options.lease.duration = std::chrono::milliseconds(lease.duration_ms);
   options.on_ready = std::move(on_ready);
   extender::ExtenderOptions extender_options;
   LINKFIT_ASSIGN_OR_RETURN(extender_options, ExtenderOptionsFrom(config_));
@@ -121,6 +160,7 @@ Result<void> Service::StartCluster(std::function<void()> on_ready) {
   handler_ = std::make_unique<WireHandler>(*extender_);
   cluster::ClusterSource* source = cluster_.get();
   handler_->SetReadiness([source] { return source->NotReadyReason(); });
+  handler_->SetBindingStatus([source] { return BindingStatusJson(*source); });
   return {};
 }
 

@@ -220,6 +220,7 @@ server::HttpReply WireHandler::Inspect(std::string_view node) {
     for (const auto& [name, problem] : *problems) unusable[name] = problem;
     reply["unusable_nodes"] = unusable;
   }
+  if (binding_status_) reply["binding"] = binding_status_();
   return server::HttpReply{200, reply.dump()};
 }
 

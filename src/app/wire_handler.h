@@ -11,6 +11,8 @@
 #include <functional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "linkfit/extender/extender.h"
 #include "linkfit/server/handler.h"
 
@@ -41,6 +43,11 @@ class WireHandler final : public server::ExtenderHandler {
   void SetReadiness(std::function<std::string()> not_ready_reason) {
     not_ready_reason_ = std::move(not_ready_reason);
   }
+  // Cluster mode: what GET /inspect shows under "binding" (the binder lease, binds in doubt,
+  // allocation collisions). REQUIRES: called before serving.
+  void SetBindingStatus(std::function<nlohmann::json()> binding_status) {
+    binding_status_ = std::move(binding_status);
+  }
 
  private:
   extender::Extender& extender_;
@@ -51,6 +58,7 @@ class WireHandler final : public server::ExtenderHandler {
   extender::PodMemo* memo_;
   std::atomic<bool> ready_{false};
   std::function<std::string()> not_ready_reason_;
+  std::function<nlohmann::json()> binding_status_;
 };
 
 }  // namespace linkfit::app

@@ -8,15 +8,29 @@
 #include "linkfit/source/allocation.h"
 
 namespace linkfit::cluster {
+namespace {
 
-ApiBinder::ApiBinder(kube::ApiClient& client, state::ClusterCache& cache, const PodStore& pods,
-                     std::string shared_gpu_resource, MetricsSink& metrics, SettleOptions settle)
+std::string PodKey(const extender::BindTarget& target) {
+  return target.pod_namespace + "/" + target.pod_name;
+}
+
+std::string PodPath(const extender::BindTarget& target) {
+  return "/api/v1/namespaces/" + target.pod_namespace + "/pods/" + target.pod_name;
+}
+
+}  // namespace
+
+ApiBinder::ApiBinder(kube::ApiClient& client, state::ClusterCache& cache, PodStore& pods,
+                     BinderLease& lease, std::string shared_gpu_resource, MetricsSink& metrics,
+                     SettleOptions settle)
     : client_(client),
       cache_(cache),
       pods_(pods),
+      lease_(lease),
       shared_gpu_resource_(std::move(shared_gpu_resource)),
       metrics_(metrics),
       settle_(settle),
+      timeout_query_("?timeout=" + std::to_string(settle.bind_timeout.count()) + "ms"),
       settler_([this] { SettleLoop(); }) {}
 
 ApiBinder::~ApiBinder() { Stop(); }
@@ -32,7 +46,7 @@ void ApiBinder::Stop() {
 
 std::size_t ApiBinder::unsettled() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return pending_.size();
+  return pending_.size() + settling_;
 }
 
 std::string ApiBinder::BindingBody(const extender::BindTarget& target,
@@ -66,28 +80,64 @@ std::string ApiBinder::BindingBody(const extender::BindTarget& target,
   return body;
 }
 
-ApiBinder::Answer ApiBinder::Post(const extender::BindTarget& target, const std::string& body) {
-  const std::string path =
-      "/api/v1/namespaces/" + target.pod_namespace + "/pods/" + target.pod_name + "/binding";
-  auto reply = client_.Post(path, body, "bind");
+ApiBinder::Answer ApiBinder::ReadPod(const extender::BindTarget& target,
+                                     const std::string& allocation, bool settled) {
+  auto reply = client_.Get(PodPath(target), "get");
+  if (!reply) return {Verdict::kUnknown, "reading the pod failed: " + reply.error().message};
+  if (reply->status == 404) return {Verdict::kRefused, "the pod is gone"};
+  if (reply->status != 200) {
+    return {Verdict::kUnknown, "reading the pod answered " + std::to_string(reply->status) + ": " +
+                                   kube::StatusMessage(reply->body)};
+  }
+  auto pod = kube::DecodePod(reply->body);
+  if (!pod) return {Verdict::kUnknown, "the pod read back does not decode: " + pod.error().message};
+  if (pod->uid != target.pod_uid) return {Verdict::kRefused, "the pod was replaced by another"};
+  if (pod->node_name.empty()) {
+    if (settled) return {Verdict::kRefused, "the pod is not bound"};
+    return {Verdict::kRefused, "the pod is not bound (being deleted?)"};
+  }
+  const auto it = pod->annotations.find(kube::kAnnotationAllocation);
+  const bool same_record =
+      allocation.empty() ? it == pod->annotations.end()
+                         : it != pod->annotations.end() && it->second == allocation;
+  if (pod->node_name == target.node && same_record) return {Verdict::kAccepted, ""};
+  // Bound by another write (an earlier attempt with another plan, another scheduler): the pod
+  // holds what the API says. Apply it now, so that no other pod is given those devices before
+  // the watch shows them.
+  pods_.ApplyFetched(*pod);
+  return {Verdict::kReplaced,
+          "the pod is bound to " + pod->node_name +
+              (pod->node_name == target.node ? " with another allocation" : "") +
+              " by an earlier write; the API's record counts",
+          pod->node_name};
+}
+
+ApiBinder::Answer ApiBinder::Post(const extender::BindTarget& target, const std::string& body,
+                                  const std::string& allocation) {
+  auto reply = client_.Post(PodPath(target) + "/binding" + timeout_query_, body, "bind",
+                            /*retry_throttled=*/false);
   if (!reply) {
     if (reply.error().maybe_sent) {
       return {Verdict::kUnknown, "no reply after the request was sent: " + reply.error().message};
     }
-    return {Verdict::kRejected, "the API server was not reached: " + reply.error().message};
+    return {Verdict::kRefused, "the API server was not reached: " + reply.error().message};
   }
   const int status = reply->status;
   if (status == 200 || status == 201) return {Verdict::kAccepted, ""};
   const std::string message = kube::StatusMessage(reply->body);
   if (status == 409) {
-    const std::string same_node = "is already assigned to node \"" + target.node + "\"";
-    if (message.find(same_node) != std::string::npos) return {Verdict::kAccepted, message};
-    return {Verdict::kRejected, "binding refused (409): " + message};
+    // "Already assigned", a UID that does not match, a pod being deleted: all Conflict. The pod
+    // itself says which.
+    Answer answer = ReadPod(target, allocation, /*settled=*/false);
+    if (answer.verdict == Verdict::kRefused) {
+      answer.detail = "binding refused (409): " + message + "; " + answer.detail;
+    }
+    return answer;
   }
   if (status >= 400 && status < 500) {
-    return {Verdict::kRejected, "binding refused (" + std::to_string(status) + "): " + message};
+    return {Verdict::kRefused, "binding refused (" + std::to_string(status) + "): " + message};
   }
-  // 5xx: the API server may have committed the update before failing (a storage timeout).
+  // 5xx, 504 at the deadline: the API server may have committed the update before failing.
   return {Verdict::kUnknown, "API server error " + std::to_string(status) + ": " + message};
 }
 
@@ -104,13 +154,29 @@ Result<extender::BindOutcome> ApiBinder::Bind(const extender::BindTarget& target
     }
     allocation = kube::EncodeAllocationRecord(record);
   }
-  std::string body = BindingBody(target, allocation, settle_.require_nri_plugin);
-  Answer answer = Post(target, body);
+  const std::string body = BindingBody(target, allocation, settle_.require_nri_plugin);
+  if (auto permit = lease_.Permit(settle_.horizon()); !permit) {
+    metrics_.CountBindOutcome("held");
+    return MakeError(permit.error().message);
+  }
+  if (!assignment.pod_uid.empty() && cache_.Phase(target.pod_uid) != state::PodPhase::kAssumed) {
+    metrics_.CountBindOutcome("displaced");
+    return MakeError("the devices planned for pod " + PodKey(target) +
+                     " were taken by a pod whose committed record names them; not sent");
+  }
+  const auto sent = std::chrono::steady_clock::now();
+  Answer answer = Post(target, body, allocation);
   switch (answer.verdict) {
     case Verdict::kAccepted:
       metrics_.CountBindOutcome("bound");
       return extender::BindOutcome{extender::BindOutcome::Kind::kAccepted, ""};
-    case Verdict::kRejected:
+    case Verdict::kReplaced:
+      metrics_.CountBindOutcome("replaced");
+      log::Warning("bind of " + PodKey(target) + " to " + target.node + ": " + answer.detail);
+      // Bound where kube-scheduler asked is a success, whatever devices the record names.
+      return extender::BindOutcome{extender::BindOutcome::Kind::kSettled,
+                                   answer.bound_node == target.node ? "" : answer.detail};
+    case Verdict::kRefused:
       metrics_.CountBindOutcome("rejected");
       return MakeError(answer.detail);
     case Verdict::kUnknown:
@@ -119,9 +185,8 @@ Result<extender::BindOutcome> ApiBinder::Bind(const extender::BindTarget& target
   metrics_.CountBindOutcome("unknown");
   if (!assignment.pod_uid.empty()) {
     std::lock_guard<std::mutex> lock(mutex_);
-    pending_.push_back({target, std::move(body),
-                        std::chrono::steady_clock::now() + settle_.first_retry,
-                        settle_.first_retry});
+    pending_.push_back({target, allocation, sent + settle_.horizon(), settle_.first_retry});
+    metrics_.SetBindsInDoubt(pending_.size());
   }
   wake_.notify_all();
   return extender::BindOutcome{extender::BindOutcome::Kind::kUnknown, answer.detail};
@@ -143,35 +208,43 @@ void ApiBinder::SettleLoop() {
     }
     Pending item = std::move(*next);
     pending_.erase(next);
+    ++settling_;
     lock.unlock();
     const std::string& uid = item.target.pod_uid;
+    const std::string what = "bind of " + PodKey(item.target) + " to " + item.target.node;
     bool done = true;
     if (cache_.Phase(uid) != state::PodPhase::kAssumed || cache_.BindDone(uid)) {
-      // The watch settled it meanwhile (bound and confirmed, or deleted).
-      metrics_.CountBindOutcome("settled");
+      metrics_.CountBindOutcome("settled");  // the watch settled it meanwhile
     } else {
-      const Answer answer = Post(item.target, item.body);
-      if (answer.verdict == Verdict::kAccepted) {
-        cache_.MarkBound(uid);
-        metrics_.CountBindOutcome("settled");
-        log::Info("bind of " + item.target.pod_namespace + "/" + item.target.pod_name + " to " +
-                  item.target.node + " settled: bound");
-      } else if (answer.verdict == Verdict::kRejected) {
-        cache_.Forget(uid);
-        metrics_.CountBindOutcome("settled");
-        log::Info("bind of " + item.target.pod_namespace + "/" + item.target.pod_name + " to " +
-                  item.target.node + " settled: not bound, devices released (" + answer.detail +
-                  ")");
-      } else {
-        done = false;
+      const Answer answer = ReadPod(item.target, item.allocation, /*settled=*/true);
+      switch (answer.verdict) {
+        case Verdict::kAccepted:
+          cache_.MarkBound(uid);
+          metrics_.CountBindOutcome("settled");
+          log::Info(what + " settled: bound");
+          break;
+        case Verdict::kReplaced:
+          metrics_.CountBindOutcome("settled");
+          log::Warning(what + " settled: " + answer.detail);
+          break;
+        case Verdict::kRefused:
+          cache_.Forget(uid);
+          metrics_.CountBindOutcome("settled");
+          log::Info(what + " settled: not bound, devices released (" + answer.detail + ")");
+          break;
+        case Verdict::kUnknown:
+          done = false;
+          break;
       }
     }
     lock.lock();
+    --settling_;
     if (!done) {
-      item.backoff = std::min(settle_.max_retry, item.backoff * 2);
       item.due = std::chrono::steady_clock::now() + item.backoff;
+      item.backoff = std::min(settle_.max_retry, item.backoff * 2);
       pending_.push_back(std::move(item));
     }
+    metrics_.SetBindsInDoubt(pending_.size() + settling_);
   }
 }
 

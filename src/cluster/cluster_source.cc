@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "linkfit/common/log.h"
@@ -19,8 +20,10 @@ class ClusterSource::Observer final : public kube::ApiCallObserver, public kube:
   void Relist(std::string_view kind, std::string_view reason) override {
     metrics_.CountRelist(kind, reason);
   }
+  // The reflector has logged the error; count it only.
   void ReflectorError(std::string_view kind, std::string_view message) override {
-    log::Warning(std::string(kind) + ": " + std::string(message));
+    (void)message;
+    metrics_.CountReflectorError(kind);
   }
 
  private:
@@ -52,8 +55,12 @@ Result<std::unique_ptr<ClusterSource>> ClusterSource::Create(const ClusterOption
                            kube::NewApiClient(options.client, source->observer_.get()));
   LINKFIT_ASSIGN_OR_RETURN(source->pod_client_,
                            kube::NewApiClient(options.client, source->observer_.get()));
+  // The binder's client waits for a Binding's answer until its deadline at the API server has
+  // passed (the server answers 504 then).
+  kube::ClientConfig bind_config = options.client;
+  bind_config.timeout = std::max(bind_config.timeout, options.settle.horizon());
   LINKFIT_ASSIGN_OR_RETURN(source->bind_client_,
-                           kube::NewApiClient(options.client, source->observer_.get()));
+                           kube::NewApiClient(bind_config, source->observer_.get()));
   LINKFIT_ASSIGN_OR_RETURN(source->event_client_,
                            kube::NewApiClient(options.client, source->observer_.get()));
   source->events_ = std::make_unique<EventRecorder>(*source->event_client_, ReportingInstance());
@@ -69,9 +76,11 @@ Result<std::unique_ptr<ClusterSource>> ClusterSource::Create(const ClusterOption
         if (!reply || reply->status != 200) return std::nullopt;
         return std::move(reply->body);
       });
-  source->binder_ =
-      std::make_unique<ApiBinder>(*source->bind_client_, cache, *source->pods_,
-                                  options.defaults.shared_gpu_resource, metrics, options.settle);
+  source->lease_ = std::make_unique<BinderLease>(*source->bind_client_, options.lease, metrics);
+  source->binder_ = std::make_unique<ApiBinder>(*source->bind_client_, cache, *source->pods_,
+                                                *source->lease_,
+                                                options.defaults.shared_gpu_resource, metrics,
+                                                options.settle);
   const auto reflector_options = [&](const char* kind, const char* path) {
     kube::ReflectorOptions r;
     r.kind = kind;
@@ -99,6 +108,8 @@ void ClusterSource::Start() {
   log::Info("cluster mode: listing nodes and pods from " + options_.client.server + " (" +
             options_.client.source + ")");
   events_->Start();
+  // Read the binder lease first: a predecessor's Bindings are waited for from now on.
+  lease_->Start();
   node_reflector_->Start();
   starter_ = std::thread([this] { StartPodsWhenNodesSynced(); });
 }
@@ -154,6 +165,7 @@ void ClusterSource::Stop() {
   if (pod_reflector_) pod_reflector_->Stop();
   if (node_reflector_) node_reflector_->Stop();
   if (binder_) binder_->Stop();
+  if (lease_) lease_->Stop(options_.settle.horizon());
   if (events_) events_->Stop();
 }
 

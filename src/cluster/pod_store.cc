@@ -3,7 +3,9 @@
 #include <functional>
 #include <set>
 
+#include "linkfit/alloc/placement_table.h"
 #include "linkfit/common/log.h"
+#include "linkfit/common/strings.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/kube/codec.h"
 #include "linkfit/source/allocation.h"
@@ -165,6 +167,12 @@ void PodStore::Event(kube::WatchEventType type, std::string_view object_json) {
 
 void PodStore::Upsert(const kube::PodView& pod) {
   std::lock_guard<std::mutex> lock(mutex_);
+  UpsertLocked(pod);
+}
+
+void PodStore::ApplyFetched(const kube::PodView& pod) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pods_.find(state::PodUid(pod.uid)) == pods_.end()) return;
   UpsertLocked(pod);
 }
 
@@ -384,10 +392,14 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
         // replica, a retried bind), the record of a pod whose devices were estimated, or what the
         // node really handed over.
         if (!ReplaceEvictingLocked(*known, node_name)) {
-          log::Error("pod " + pod_key + ": its recorded devices collide with other pods; " +
-                     "keeping linkfit's");
-          metrics_.CountBadObject("pod", "allocation-collision");
-          cache_.Confirm(uid);
+          // The record (or report) is the truth even when it collides: what linkfit held for
+          // the pod is not. Counted by its CPU and memory only, the collision reported.
+          cache_.Remove(uid);
+          ClearEntryFlagsLocked(entry);
+          ReportCollisionLocked(uid, entry, *known);
+          CountLoadLocked(uid, entry);
+          entry.SetKept(nullptr);
+          return;
         } else {
           if (!held->estimated && !known->reported && !SameDevices(*known, *held)) {
             log::Warning("pod " + pod_key +
@@ -452,9 +464,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   bool added = assignment.estimated ? cache_.ReplaceBound(assignment).has_value()
                                     : ReplaceEvictingLocked(assignment, node_name);
   if (!added) {
-    log::Error("pod " + pod_key + " on " + node_name +
-               ": its devices collide with other pods, counting its CPU and memory only");
-    metrics_.CountBadObject("pod", "allocation-collision");
+    ReportCollisionLocked(uid, entry, assignment);
     // The same pod without devices.
     CountLoadLocked(uid, entry);
     return;
@@ -466,6 +476,77 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
 bool PodStore::ReplaceEvictingLocked(const state::Assignment& assignment,
                                      const std::string& node_name) {
   if (cache_.ReplaceBound(assignment)) return true;
+  if (EvictWeakerLocked(assignment, node_name)) return true;
+  // A committed record (or a node's report) beats an assumption: binds that planned these
+  // devices and have not been accepted lose them.
+  if (assignment.estimated || !DisplaceAssumedLocked(assignment, node_name)) return false;
+  if (cache_.ReplaceBound(assignment)) return true;
+  return EvictWeakerLocked(assignment, node_name);
+}
+
+bool PodStore::DisplaceAssumedLocked(const state::Assignment& assignment,
+                                     const std::string& node_name) {
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  const state::NodeState* node = snapshot->Find(node_name);
+  if (node == nullptr) return false;
+  std::vector<state::Assignment> displaced;
+  for (const auto& [uid, held] : node->pods()) {
+    if (uid == assignment.pod_uid || (held.gpus & assignment.gpus) == 0) continue;
+    if (cache_.Phase(uid) != state::PodPhase::kAssumed || cache_.BindDone(uid)) continue;
+    displaced.push_back(held);
+  }
+  for (const state::Assignment& held : displaced) {
+    cache_.Forget(held.pod_uid);
+    metrics_.CountBindOutcome("displaced");
+    log::Warning("pod " + assignment.PodKey() + "'s committed record on " + node_name +
+                 " names devices that linkfit had planned for " + held.PodKey() +
+                 " (bind not accepted yet): the record counts, the plan is dropped");
+  }
+  return !displaced.empty();
+}
+
+void PodStore::ReportCollisionLocked(const std::string& uid, const Entry& entry,
+                                     const state::Assignment& assignment) {
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  const state::NodeState* node = snapshot->Find(assignment.node);
+  std::string others;
+  bool committed = false;  // a blocker counted from its own record, not guessed or reported
+  if (node != nullptr) {
+    for (const auto& [other, held] : node->pods()) {
+      if (other == uid || (held.gpus & assignment.gpus) == 0) continue;
+      others += (others.empty() ? "" : ", ") + held.PodKey() + " (" + other + ")";
+      committed = committed || (!held.estimated && !held.reported);
+    }
+  }
+  const std::string pod_key = entry.pod_namespace.str() + "/" + entry.pod_name;
+  const std::string devices = "GPUs " + JoinInts(alloc::MaskToIndexes(assignment.gpus));
+  metrics_.CountBadObject("pod", "allocation-collision");
+  if (!committed || assignment.reported || assignment.estimated) {
+    // Against guessed or reported devices: not two records of the API.
+    log::Error("pod " + pod_key + " on " + assignment.node + ": its devices (" + devices +
+               ") collide with " + (others.empty() ? std::string("other pods") : others) +
+               "; counting its CPU and memory only");
+    return;
+  }
+  if (!collided_.insert(uid).second) return;  // logged once
+  metrics_.CountAllocationCollision();
+  log::Error("allocation collision on " + assignment.node + ": the committed record of pod " +
+             pod_key + " (" + uid + ") names " + devices + ", which " + others +
+             " already hold; a device is given twice in the API server. Counting " + pod_key +
+             "'s CPU and memory only");
+  Collision collision{assignment.node, pod_key, uid, others, devices};
+  if (collisions_.size() == kMaxCollisionsKept) collisions_.erase(collisions_.begin());
+  collisions_.push_back(collision);
+  if (events_ != nullptr) {
+    events_->Record({entry.pod_namespace.str(), entry.pod_name, uid, "Warning",
+                     "AllocationCollision", "Observe",
+                     "linkfit.io/allocation names " + devices + " of " + assignment.node +
+                         ", which " + others + " already hold"});
+  }
+}
+
+bool PodStore::EvictWeakerLocked(const state::Assignment& assignment,
+                                 const std::string& node_name) {
   // Known devices beat guessed ones, and reported devices beat recorded ones: move the weaker
   // pods of the node out of the way, then count them again around these devices.
   for (const bool also_recorded : {false, true}) {
@@ -641,6 +722,11 @@ std::unordered_map<std::string, std::string> PodStore::UidsByName() const {
     uids[entry.pod_namespace.str() + "/" + entry.pod_name] = uid.str();
   }
   return uids;
+}
+
+std::vector<PodStore::Collision> PodStore::collisions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return collisions_;
 }
 
 std::size_t PodStore::size() const {

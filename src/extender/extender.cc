@@ -364,7 +364,7 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
     // A pod without GPUs on a node linkfit does not model: nothing to count.
     auto bound = binder_.Bind(target, state::Assignment{});
     if (!bound) return bound.error().message;
-    return bound->kind == BindOutcome::Kind::kUnknown ? bound->detail : "";
+    return bound->detail;  // empty unless the outcome is unknown or the pod was bound elsewhere
   }
   // A pod without GPUs is still recorded (an assignment holding no GPU) so that its CPU and
   // memory count against the node when scoring; it never fails for lack of them.
@@ -403,6 +403,8 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
     case BindOutcome::Kind::kAccepted:
       cache_.MarkBound(args.pod_uid);
       return "";
+    case BindOutcome::Kind::kSettled:
+      return bound->detail;
     case BindOutcome::Kind::kUnknown:
       break;
   }

@@ -232,8 +232,8 @@ class HttpApiClient final : public ApiClient {
     return Call("GET", path, "", "", verb, cancel);
   }
   ApiResult<ApiResponse> Post(const std::string& path, const std::string& body,
-                              std::string_view verb) override {
-    return Call("POST", path, body, "application/json", verb, nullptr);
+                              std::string_view verb, bool retry_throttled) override {
+    return Call("POST", path, body, "application/json", verb, nullptr, retry_throttled);
   }
   ApiResult<ApiResponse> Patch(const std::string& path, const std::string& body,
                                std::string_view verb) override {
@@ -360,8 +360,10 @@ class HttpApiClient final : public ApiClient {
     if (observer_ != nullptr) observer_->ApiCall(verb, code);
   }
 
+  // `retry_throttled`: a 429 is retried once after its Retry-After.
   ApiResult<ApiResponse> Call(const char* method, const std::string& path, const std::string& body,
-                              const char* content_type, std::string_view verb, CancelToken* cancel);
+                              const char* content_type, std::string_view verb, CancelToken* cancel,
+                              bool retry_throttled = true);
 
   const ClientConfig config_;
   const Endpoint endpoint_;
@@ -435,10 +437,11 @@ ApiResult<HttpApiClient::ClientPtr> HttpApiClient::NewConnection(
 
 ApiResult<ApiResponse> HttpApiClient::Call(const char* method, const std::string& path,
                                            const std::string& body, const char* content_type,
-                                           std::string_view verb, CancelToken* cancel) {
+                                           std::string_view verb, CancelToken* cancel,
+                                           bool retry_throttled) {
   const std::string what = std::string(method) + " " + path;
   bool reloaded = false;
-  bool retried = false;
+  bool retried = !retry_throttled;
   while (true) {
     if (cancel != nullptr && cancel->cancelled()) return tl::unexpected(CutError(what));
     limiter_.Wait();

@@ -188,8 +188,47 @@ struct PrometheusMetrics::Impl {
           .Name("linkfit_bind_outcomes_total")
           .Help(
               "Binding writes by outcome: bound, rejected, unknown (no answer, devices kept), "
-              "settled (an unknown outcome resolved).")
+              "settled (an unknown outcome resolved), replaced (the API's record of the pod names "
+              "other devices), displaced (a committed record took the devices first).")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& binds_held_family =
+      prometheus::BuildCounter()
+          .Name("linkfit_binds_held_total")
+          .Help(
+              "Binds refused because another linkfit holds the binder lease, or this one could "
+              "not take it yet (kube-scheduler retries them).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& lease_held_family =
+      prometheus::BuildGauge()
+          .Name("linkfit_binder_lease_held")
+          .Help("1 while this linkfit holds the binder lease and may send Bindings.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& lease_transitions =
+      prometheus::BuildCounter()
+          .Name("linkfit_binder_lease_transitions_total")
+          .Help("Binder lease transitions: acquired, taken_over, released, lost.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& in_doubt_family =
+      prometheus::BuildGauge()
+          .Name("linkfit_binds_in_doubt")
+          .Help("Bindings sent whose outcome is not known yet (devices kept until settled).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& collisions_family =
+      prometheus::BuildCounter()
+          .Name("linkfit_allocation_collisions_total")
+          .Help(
+              "Pods whose committed linkfit.io/allocation names a device another pod's record "
+              "holds (a GPU given twice; must stay 0).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& reflector_errors =
+      prometheus::BuildCounter()
+          .Name("linkfit_reflector_errors_total")
+          .Help("List and watch errors of the API reflectors, by kind.")
+          .Register(*registry);
+  prometheus::Counter& binds_held = binds_held_family.Add({});
+  prometheus::Gauge& lease_held = lease_held_family.Add({});
+  prometheus::Gauge& binds_in_doubt = in_doubt_family.Add({});
+  prometheus::Counter& allocation_collisions = collisions_family.Add({});
   prometheus::Family<prometheus::Counter>& bad_objects =
       prometheus::BuildCounter()
           .Name("linkfit_bad_objects_total")
@@ -369,6 +408,24 @@ void PrometheusMetrics::CountRelist(std::string_view kind, std::string_view reas
 
 void PrometheusMetrics::CountBindOutcome(std::string_view outcome) {
   impl_->bind_outcomes.Add({{"outcome", std::string(outcome)}}).Increment();
+}
+
+void PrometheusMetrics::CountBindHeld() { impl_->binds_held.Increment(); }
+
+void PrometheusMetrics::SetBinderLeaseHeld(bool held) { impl_->lease_held.Set(held ? 1 : 0); }
+
+void PrometheusMetrics::CountBinderLease(std::string_view transition) {
+  impl_->lease_transitions.Add({{"transition", std::string(transition)}}).Increment();
+}
+
+void PrometheusMetrics::SetBindsInDoubt(std::uint64_t binds) {
+  impl_->binds_in_doubt.Set(static_cast<double>(binds));
+}
+
+void PrometheusMetrics::CountAllocationCollision() { impl_->allocation_collisions.Increment(); }
+
+void PrometheusMetrics::CountReflectorError(std::string_view kind) {
+  impl_->reflector_errors.Add({{"kind", std::string(kind)}}).Increment();
 }
 
 void PrometheusMetrics::CountBadObject(std::string_view kind, std::string_view what) {

@@ -132,6 +132,21 @@ TEST(ConfigTest, ValidValues) {
        [](const Config& c) { return c.tls.cert_file == "a.crt" && !c.tls.require_client_cert; }},
       {"cluster_file: \"\"", [](const Config& c) { return !c.cluster_file.has_value(); }},
       {"kubernetes: {enabled: True}", [](const Config& c) { return c.kubernetes.enabled; }},
+      {"kubernetes: {bind_timeout_ms: 1000, bind_settle_margin_ms: 200, binder_lease: "
+       "{namespace: ops, name: b, duration_ms: 3000}}",
+       [](const Config& c) {
+         const auto& k = c.kubernetes;
+         return k.bind_timeout_ms == 1000 && k.bind_settle_margin_ms == 200 &&
+                k.binder_lease.enabled && k.binder_lease.lease_namespace == "ops" &&
+                k.binder_lease.name == "b" && k.binder_lease.duration_ms == 3000;
+       }},
+      {"kubernetes: {binder_lease: {enabled: false, duration_ms: 1000}}",
+       [](const Config& c) { return !c.kubernetes.binder_lease.enabled; }},
+      {"kubernetes:", [](const Config& c) {
+         return c.kubernetes.bind_timeout_ms == 5000 &&
+                c.kubernetes.binder_lease.duration_ms == 15000 &&
+                c.kubernetes.binder_lease.name == "linkfit-binder";
+       }},
   };
   for (const Case& c : cases) {
     auto config = ParseConfig(c.yaml);
@@ -186,6 +201,13 @@ TEST(ConfigTest, InvalidConfigsNameTheKeyValueAndLine) {
       {"kubernetes:\n  enabled: yes\n", {"kubernetes.enabled: expected true or false"}},
       {"kubernetes:\n  qps: 0\n", {"kubernetes.qps: expected a positive number"}},
       {"kubernetes:\n  burst: 0\n", {"kubernetes.burst: 0 is out of range"}},
+      {"kubernetes:\n  binder_lease: {duration_ms: 8000}\n",
+       {"kubernetes.binder_lease.duration_ms: must exceed (bind_timeout_ms + "
+        "bind_settle_margin_ms) by a quarter", "got 8000 against 7000"}},
+      {"kubernetes:\n  binder_lease: {name: \"\"}\n",
+       {"kubernetes.binder_lease: namespace and name must not be empty"}},
+      {"kubernetes:\n  binder_lease: {holder: me}\n", {"kubernetes.binder_lease.holder"}},
+      {"kubernetes:\n  bind_timeout_ms: 10\n", {"kubernetes.bind_timeout_ms: 10 is out of range"}},
       {"log_level: verbose\n", {"log_level: expected one of debug|info|warning|error|off"}},
       {"mig_profiles_dir: \"\"\n", {"mig_profiles_dir: expected a path"}},
       {"tls:\n  cert_file: a.crt\n", {"tls: cert_file and key_file must be set together"}},

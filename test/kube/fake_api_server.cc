@@ -21,10 +21,12 @@
 #include <openssl/x509.h>
 
 #include "kube/fake_api_server_internal.h"
+#include "kube/fake_api_server_leases.h"
 
 namespace linkfit::testing {
 namespace {
 
+using fake_internal::FakeLeases;
 using fake_internal::FakeStore;
 using fake_internal::FindServerSockets;
 using fake_internal::Kind;
@@ -55,6 +57,36 @@ void SetStatus(httplib::Response& res, int code, const std::string& message,
 }
 
 bool IsTrue(const std::string& value) { return value == "1" || value == "true"; }
+
+// A Go duration as time.ParseDuration reads it ("5s", "1500ms", "1m30s", "0.5s"), or nullopt.
+std::optional<std::chrono::nanoseconds> ParseGoDuration(const std::string& text) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"ns", 1}, {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9},
+      {"h", 3600e9}};
+  if (text.empty()) return std::nullopt;
+  if (text == "0") return std::chrono::nanoseconds(0);
+  double total = 0;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t start = at;
+    while (at < text.size() && ((text[at] >= '0' && text[at] <= '9') || text[at] == '.')) ++at;
+    if (at == start) return std::nullopt;
+    const double number = std::strtod(text.substr(start, at - start).c_str(), nullptr);
+    const char* best = nullptr;
+    double factor = 0;
+    for (const auto& [unit, value] : kUnits) {
+      const std::size_t length = std::strlen(unit);
+      if (text.compare(at, length, unit) == 0 && (best == nullptr || length > std::strlen(best))) {
+        best = unit;
+        factor = value;
+      }
+    }
+    if (best == nullptr) return std::nullopt;
+    at += std::strlen(best);
+    total += number * factor;
+  }
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(total));
+}
 
 struct LatencyRule {
   RequestMatch match;
@@ -167,6 +199,11 @@ class FakeApiServerImpl final : public FakeApiServer {
   std::optional<json> GetNode(const std::string& name) const override {
     return store_.Get(Kind::kNode, name);
   }
+  std::optional<json> GetLease(const std::string& namespace_name,
+                               const std::string& name) const override {
+    return leases_.Find(namespace_name, name);
+  }
+  std::vector<json> Leases() const override { return leases_.All(); }
   std::vector<json> Pods() const override { return store_.All(Kind::kPod); }
   std::vector<json> Nodes() const override { return store_.All(Kind::kNode); }
   std::string CurrentResourceVersion() const override {
@@ -248,6 +285,7 @@ class FakeApiServerImpl final : public FakeApiServer {
 
   const FakeApiServerOptions options_;
   FakeStore store_;
+  FakeLeases leases_{store_};
   TestPkiPtr pki_;
   std::string work_dir_;
   std::unique_ptr<httplib::Server> server_;
@@ -415,6 +453,44 @@ void FakeApiServerImpl::AddRoutes() {
           }
           SetReply(res, store_.Bind(req.matches[1], req.matches[2], binding));
         });
+  const std::string lease = R"(/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases/([^/]+))";
+  Route("POST", R"(/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases)",
+        [this](const auto& req, auto& res) {
+          const json body = json::parse(req.body, nullptr, false);
+          if (body.is_discarded()) {
+            SetStatus(res, 400, "the body of the request is not JSON");
+            return;
+          }
+          SetReply(res, leases_.Create(req.matches[1], body));
+        });
+  Route("GET", lease, [this](const auto& req, auto& res) {
+    SetReply(res, leases_.Get(req.matches[1], req.matches[2]));
+  });
+  Route("PUT", lease, [this](const auto& req, auto& res) {
+    const json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) {
+      SetStatus(res, 400, "the body of the request is not JSON");
+      return;
+    }
+    SetReply(res, leases_.Update(req.matches[1], req.matches[2], body));
+  });
+  Route("PATCH", lease, [this](const auto& req, auto& res) {
+    if (MediaType(req.get_header_value("Content-Type")) != "application/merge-patch+json") {
+      SetStatus(res, 415,
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/merge-patch+json (the fake API server accepts no other)");
+      return;
+    }
+    const json patch = json::parse(req.body, nullptr, false);
+    if (patch.is_discarded()) {
+      SetStatus(res, 400, "the body of the request is not JSON");
+      return;
+    }
+    SetReply(res, leases_.Patch(req.matches[1], req.matches[2], patch));
+  });
+  Route("DELETE", lease, [this](const auto& req, auto& res) {
+    SetReply(res, leases_.Delete(req.matches[1], req.matches[2]));
+  });
   Route("POST", R"(/apis/events.k8s.io/v1/namespaces/([^/]+)/events)",
         [this](const auto& req, auto& res) { ServeEvent(req.matches[1], req, res); });
 
@@ -439,6 +515,10 @@ void FakeApiServerImpl::Route(const std::string& method, const std::string& patt
     server_->Get(pattern, wrapped);
   } else if (method == "POST") {
     server_->Post(pattern, wrapped);
+  } else if (method == "PUT") {
+    server_->Put(pattern, wrapped);
+  } else if (method == "DELETE") {
+    server_->Delete(pattern, wrapped);
   } else {
     server_->Patch(pattern, wrapped);
   }
@@ -462,8 +542,35 @@ void FakeApiServerImpl::Serve(const httplib::Request& req, httplib::Response& re
     return;
   }
 
-  const FaultPlan plan = PlanFaults(req.method, req.path);
-  if (plan.latency.count() > 0 && !SleepUnlessStopping(plan.latency)) {
+  // The request's deadline (upstream's WithRequestDeadline): the `timeout` parameter, at most
+  // the server's request timeout; watches are long-running and have none.
+  std::chrono::milliseconds deadline = options_.request_timeout;
+  if (!IsTrue(req.get_param_value("watch")) && req.has_param("timeout")) {
+    const auto asked = ParseGoDuration(req.get_param_value("timeout"));
+    if (!asked) {
+      SetStatus(res, 400,
+                "invalid timeout specified in the request URL: " + req.get_param_value("timeout"));
+      record.status = 400;
+      Record(std::move(record), req);
+      return;
+    }
+    deadline = std::min(deadline, std::chrono::duration_cast<std::chrono::milliseconds>(*asked));
+  }
+  const bool long_running = IsTrue(req.get_param_value("watch"));
+  FaultPlan plan = PlanFaults(req.method, req.path);
+  if (!long_running && plan.latency >= deadline) {
+    // Abandoned at its deadline: the client gets 504 and nothing is applied.
+    if (!SleepUnlessStopping(deadline)) {
+      SetStatus(res, 503, "the fake API server is shutting down");
+    } else {
+      res.status = 504;
+      res.set_content(StatusBody(504, "Timeout",
+                                 "Timeout: request did not complete within the allotted timeout",
+                                 json::object()),
+                      kJson);
+    }
+    plan.drop.reset();
+  } else if (plan.latency.count() > 0 && !SleepUnlessStopping(plan.latency)) {
     SetStatus(res, 503, "the fake API server is shutting down");
   } else if (plan.fail) {
     json details = json::object();

@@ -22,6 +22,14 @@
 //               upstream's BindingREST), PATCH /api/v1/nodes/NAME (application/merge-patch+json,
 //               else 415; a no-op patch makes no event), POST
 //               /apis/events.k8s.io/v1/namespaces/NS/events (201, recorded).
+//   Leases      /apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]: POST (201; 409
+//               AlreadyExists), GET, PUT and merge PATCH with metadata.resourceVersion as a
+//               precondition (409 Conflict), a no-op write keeping its resourceVersion, DELETE;
+//               422 for a non-positive leaseDurationSeconds. Not watchable here.
+//   Deadlines   every request but a watch has one: its `timeout` parameter (a Go duration; 400
+//               when it does not parse), at most options.request_timeout. A request whose injected
+//               latency reaches it is answered 504 (reason Timeout) at the deadline and is not
+//               applied: a delayed Binding with a deadline lands by then or never.
 //   Store       one resourceVersion counter for all kinds (etcd's revision); the test-side calls
 //               below write through the same path, so watches see them.
 //   Faults      latency, "fail the next N" with any status (429 carries Retry-After), "drop" (the
@@ -80,6 +88,8 @@ struct FakeApiServerOptions {
   std::chrono::seconds default_watch_timeout{1800};  // when a watch names no timeoutSeconds
   int worker_threads = 64;  // concurrent connections served (each open watch holds one)
   std::chrono::seconds keep_alive_timeout{5};
+  // The server's --request-timeout: the deadline of a request without a shorter `timeout`.
+  std::chrono::milliseconds request_timeout{60000};
 };
 
 // Which requests a fault or a count applies to: `method` ("" for any) and a substring of the
@@ -182,6 +192,10 @@ class FakeApiServer {
   virtual std::optional<nlohmann::json> GetPod(const std::string& namespace_name,
                                                const std::string& name) const = 0;
   virtual std::optional<nlohmann::json> GetNode(const std::string& name) const = 0;
+  // Leases (coordination.k8s.io/v1) as stored, without kind/apiVersion.
+  virtual std::optional<nlohmann::json> GetLease(const std::string& namespace_name,
+                                                 const std::string& name) const = 0;
+  virtual std::vector<nlohmann::json> Leases() const = 0;  // sorted by namespace/name
   virtual std::vector<nlohmann::json> Pods() const = 0;   // sorted by namespace/name
   virtual std::vector<nlohmann::json> Nodes() const = 0;  // sorted by name
   virtual std::string CurrentResourceVersion() const = 0;

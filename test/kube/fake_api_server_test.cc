@@ -617,6 +617,95 @@ TEST_F(FakeApiServerTest, InjectedLatencyDelaysMatchingRequests) {
   EXPECT_GE(Clock::now() - bind_start, milliseconds(50));
 }
 
+TEST_F(FakeApiServerTest, ARequestPastItsDeadlineIsAnswered504AndNotApplied) {
+  AddPod("late");
+  AddPod("early");
+  server_->SetBindingDelay(milliseconds(300));
+  const Clock::time_point start = Clock::now();
+  httplib::Result late = Client()->Post("/api/v1/namespaces/default/pods/late/binding?timeout=100ms",
+                                        Binding("late", "n1").dump(), "application/json");
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->status, 504);
+  EXPECT_EQ(json::parse(late->body)["reason"], "Timeout");
+  EXPECT_LT(Clock::now() - start, milliseconds(290));  // answered at the deadline
+  // Abandoned: the delay passing does not land it.
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_FALSE(Must(server_->GetPod("default", "late"))["spec"].contains("nodeName"));
+  ASSERT_EQ(server_->Bindings().size(), 1u);
+  EXPECT_EQ(server_->Bindings()[0].status, 504);
+  // A deadline longer than the delay: applied.
+  httplib::Result early = Client()->Post("/api/v1/namespaces/default/pods/early/binding?timeout=2s",
+                                         Binding("early", "n1").dump(), "application/json");
+  ASSERT_TRUE(early);
+  EXPECT_EQ(early->status, 201);
+  EXPECT_EQ(Must(server_->GetPod("default", "early"))["spec"]["nodeName"], "n1");
+  // A timeout that is not a Go duration.
+  EXPECT_EQ(Get("/api/v1/pods?timeout=soon")->status, 400);
+  EXPECT_EQ(Get("/api/v1/pods?timeout=1m30s")->status, 200);
+}
+
+TEST_F(FakeApiServerTest, LeasesAreCreatedUpdatedAndPatchedWithPreconditions) {
+  const std::string collection = "/apis/coordination.k8s.io/v1/namespaces/ops/leases";
+  const std::string path = collection + "/binder";
+  EXPECT_EQ(Get(path)->status, 404);
+  EXPECT_EQ(json::parse(Get(path)->body)["reason"], "NotFound");
+  const json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                      {"kind", "Lease"},
+                      {"metadata", {{"name", "binder"}}},
+                      {"spec", {{"holderIdentity", "a"}, {"leaseDurationSeconds", 15}}}};
+  httplib::Result created = Client()->Post(collection, lease.dump(), "application/json");
+  ASSERT_TRUE(created);
+  ASSERT_EQ(created->status, 201);
+  const json stored = json::parse(created->body);
+  EXPECT_EQ(stored["kind"], "Lease");
+  EXPECT_EQ(stored["metadata"]["namespace"], "ops");
+  EXPECT_FALSE(stored["metadata"]["uid"].get<std::string>().empty());
+  httplib::Result again = Client()->Post(collection, lease.dump(), "application/json");
+  EXPECT_EQ(again->status, 409);
+  EXPECT_EQ(json::parse(again->body)["reason"], "AlreadyExists");
+  json invalid = lease;
+  invalid["metadata"]["name"] = "other";
+  invalid["spec"]["leaseDurationSeconds"] = 0;
+  EXPECT_EQ(Client()->Post(collection, invalid.dump(), "application/json")->status, 422);
+
+  const auto patch = [&](const json& body) {
+    return Client()->Patch(path, body.dump(), "application/merge-patch+json");
+  };
+  const std::string first_version = stored["metadata"]["resourceVersion"];
+  httplib::Result renewed =
+      patch({{"metadata", {{"resourceVersion", first_version}}}, {"spec", {{"renewTime", "t1"}}}});
+  ASSERT_EQ(renewed->status, 200);
+  const std::string second_version = json::parse(renewed->body)["metadata"]["resourceVersion"];
+  EXPECT_NE(second_version, first_version);
+  // The stale version loses: 409 Conflict with upstream's message.
+  httplib::Result stale =
+      patch({{"metadata", {{"resourceVersion", first_version}}}, {"spec", {{"holderIdentity", "b"}}}});
+  ASSERT_EQ(stale->status, 409);
+  EXPECT_EQ(json::parse(stale->body)["reason"], "Conflict");
+  EXPECT_NE(json::parse(stale->body)["message"].get<std::string>().find(
+                "Operation cannot be fulfilled on leases.coordination.k8s.io \"binder\": the "
+                "object has been modified"),
+            std::string::npos);
+  // A no-op patch keeps the resourceVersion.
+  httplib::Result noop = patch({{"spec", {{"renewTime", "t1"}}}});
+  EXPECT_EQ(json::parse(noop->body)["metadata"]["resourceVersion"], second_version);
+  EXPECT_EQ(Client()->Patch(path, "{}", "application/json")->status, 415);
+  // PUT with the current version.
+  json updated = json::parse(noop->body);
+  updated["spec"]["holderIdentity"] = "";
+  httplib::Result put = Client()->Put(path, updated.dump(), "application/json");
+  ASSERT_EQ(put->status, 200);
+  EXPECT_EQ(Must(server_->GetLease("ops", "binder"))["spec"]["holderIdentity"], "");
+  EXPECT_EQ(Client()->Put(path, updated.dump(), "application/json")->status, 409);  // stale now
+  EXPECT_EQ(server_->Leases().size(), 1u);
+  // Faults apply to leases as to everything.
+  server_->FailNext(1, 503, RequestMatch{"GET", "/leases/"});
+  EXPECT_EQ(Get(path)->status, 503);
+  EXPECT_EQ(Client()->Delete(path)->status, 200);
+  EXPECT_EQ(Client()->Delete(path)->status, 404);
+  EXPECT_FALSE(server_->GetLease("ops", "binder").has_value());
+}
+
 TEST_F(FakeApiServerTest, ConcurrentBindingsOfOnePodHaveOneWinner) {
   AddPod("p");
   server_->SetBindingDelay(milliseconds(20));  // every bind is in flight at once

@@ -71,6 +71,18 @@ struct KubernetesConfig {
   // cannot start unless linkfit's NRI plugin handed it its devices. Off by default: turn it on
   // only where every GPU node runs linkfit-agent with --nri-socket.
   bool require_nri_plugin = false;
+  // Exactly-once binding (README "Binding exactly once"): every Binding carries this deadline
+  // for the API server (its `timeout` parameter), after which it can no longer land; plus a
+  // margin for a write already handed to etcd. Only the holder of the binder lease sends
+  // Bindings, and only while the lease outlasts the Binding's deadline and margin.
+  int bind_timeout_ms = 5000;
+  int bind_settle_margin_ms = 2000;
+  struct BinderLease {
+    bool enabled = true;
+    std::string lease_namespace = "linkfit-system";
+    std::string name = "linkfit-binder";
+    int duration_ms = 15000;
+  } binder_lease;
 };
 
 struct Config {

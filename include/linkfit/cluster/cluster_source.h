@@ -47,6 +47,7 @@ struct ClusterOptions {
   std::chrono::milliseconds initial_backoff{200};
   std::chrono::milliseconds max_backoff{std::chrono::seconds(30)};
   SettleOptions settle;
+  BinderLeaseOptions lease;
   // Called once on the source's own thread when the initial lists are applied, just before
   // Ready() turns true (`linkfit serve` releases the lists' freed memory there).
   std::function<void()> on_ready;
@@ -66,7 +67,9 @@ class ClusterSource {
 
   // Starts listing and watching. REQUIRES: called at most once.
   void Start();
-  // Stops the reflectors and the binder's settler; in-flight assumptions stay as they are.
+  // Stops the reflectors and the binder's settler, and releases the binder lease once every
+  // Binding sent can no longer land (waiting up to one Binding's horizon); in-flight
+  // assumptions stay as they are.
   void Stop();
 
   // The initial node and pod lists have been applied.
@@ -79,6 +82,7 @@ class ClusterSource {
   PodStore& pods() { return *pods_; }
   NodeStore& nodes() { return *nodes_; }
   ApiBinder& binder() { return *binder_; }
+  const BinderLease& lease() const { return *lease_; }
 
  private:
   class Observer;
@@ -96,6 +100,7 @@ class ClusterSource {
   std::unique_ptr<EventRecorder> events_;
   std::unique_ptr<PodStore> pods_;
   std::unique_ptr<NodeStore> nodes_;
+  std::unique_ptr<BinderLease> lease_;
   std::unique_ptr<ApiBinder> binder_;
   std::unique_ptr<kube::Reflector> node_reflector_;
   std::unique_ptr<kube::Reflector> pod_reflector_;

@@ -10,6 +10,10 @@
 //   pending                        nothing (bind will assume it); its request counts in demand
 //   bound, Assumed by our bind     Confirm (same node; the record on the pod wins if it differs);
 //                                  bound elsewhere: Forget, then counted as below
+//   a record colliding with        the record counts: binds not yet accepted that planned those
+//   assumptions                    devices are forgotten (ApiBinder refuses or settles them)
+//   a record colliding with        an allocation collision (must never happen): counted, logged
+//   another record                 once with both pods, an Event on the later pod, /inspect
 //   bound, linkfit.io/allocation   exactly those devices (AddBound / ReplaceBound)
 //   bound GPU pod, no record       devices estimated as NVIDIA's device plugin would pick them
 //                                  (the best-connected free set), marked estimated; a record
@@ -71,6 +75,9 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
 
   // Applies an already decoded pod (the reflector's path after decoding; tests).
   void Upsert(const kube::PodView& pod);
+  // Applies a pod the binder read from the API server, if the store still knows it (a pod whose
+  // deletion the watch delivered meanwhile is not brought back by an older read).
+  void ApplyFetched(const kube::PodView& pod);
   void Delete(const std::string& uid);
 
   // A node linkfit now models (new, or its model replaced): applies the pods bound to it that
@@ -114,6 +121,19 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   std::size_t reported_pods() const { return reported_.load(); }
   std::uint64_t handoff_mismatches() const { return mismatches_.load(); }
   std::uint64_t lists_applied() const { return lists_.load(); }
+
+  // Two pods whose committed records name one device (a GPU given twice in the API server):
+  // each is counted (linkfit_allocation_collisions_total), logged once with both pods, gets an
+  // Event on the later pod, and the last kMaxCollisionsKept are kept for /inspect.
+  struct Collision {
+    std::string node;
+    std::string pod;  // namespace/name of the later pod, counted by its CPU and memory only
+    std::string uid;
+    std::string holders;  // the pods already holding the devices
+    std::string devices;
+  };
+  static constexpr std::size_t kMaxCollisionsKept = 64;
+  std::vector<Collision> collisions() const;
 
  private:
   // A namespace or node name kept once in the store's pool (they repeat across thousands of
@@ -228,6 +248,16 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   // also recorded) out of the way and counting them again around it. False when it still
   // collides.
   bool ReplaceEvictingLocked(const state::Assignment& assignment, const std::string& node_name);
+  // The evictions of ReplaceEvictingLocked: estimated pods, and recorded ones for a reported
+  // assignment. False when `assignment` still collides.
+  bool EvictWeakerLocked(const state::Assignment& assignment, const std::string& node_name);
+  // Forgets the assumptions (binds not accepted yet) on the node that touch `assignment`'s GPUs;
+  // true when there were any.
+  bool DisplaceAssumedLocked(const state::Assignment& assignment, const std::string& node_name);
+  // `assignment` (the pod's record or report) could not be counted: logs it, and when it
+  // collides with another pod's committed record, reports an allocation collision.
+  void ReportCollisionLocked(const std::string& uid, const Entry& entry,
+                             const state::Assignment& assignment);
   // Takes the node's estimated pods (and, with `also_recorded`, those counted from records) but
   // `except` out of the cache; returns what they held.
   std::vector<state::Assignment> EvictLocked(const std::string& node_name,
@@ -254,6 +284,8 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   // Node -> pod UID -> the devices the node's agent reports.
   std::unordered_map<std::string, std::unordered_map<std::string, kube::DevicesInUse::Pod>>
       reports_;  // GUARDED_BY(mutex_)
+  std::unordered_set<std::string> collided_;  // GUARDED_BY(mutex_): UIDs reported
+  std::vector<Collision> collisions_;         // GUARDED_BY(mutex_): the latest, oldest first
   std::atomic<std::size_t> estimated_{0};
   std::atomic<std::size_t> reported_{0};
   std::atomic<std::uint64_t> mismatches_{0};

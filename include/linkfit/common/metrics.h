@@ -50,8 +50,20 @@ class MetricsSink {
   virtual void CountRelist(std::string_view kind, std::string_view reason) {
     (void)kind, (void)reason;
   }
-  // One bind outcome: bound, rejected, unknown, settled.
+  // One bind outcome: bound, rejected, unknown, settled, replaced (the API's record of the pod
+  // names other devices: it wins), displaced (a committed record took the devices first).
   virtual void CountBindOutcome(std::string_view outcome) { (void)outcome; }
+  // Exactly-once binding (cluster/binder_lease.h): a bind held because this process does not
+  // hold the binder lease; whether it holds it; each transition (acquired, taken_over, released,
+  // lost); Bindings whose outcome is still unknown.
+  virtual void CountBindHeld() {}
+  virtual void SetBinderLeaseHeld(bool held) { (void)held; }
+  virtual void CountBinderLease(std::string_view transition) { (void)transition; }
+  virtual void SetBindsInDoubt(std::uint64_t binds) { (void)binds; }
+  // Two pods whose committed records in the API server name one device: must never happen.
+  virtual void CountAllocationCollision() {}
+  // A list or watch error of a reflector (logged once, by the reflector).
+  virtual void CountReflectorError(std::string_view kind) { (void)kind; }
   // An object linkfit could not use: kind (node, pod) and what (topology, allocation, ...).
   virtual void CountBadObject(std::string_view kind, std::string_view what) {
     (void)kind, (void)what;

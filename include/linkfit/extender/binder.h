@@ -11,6 +11,9 @@
 //              it assumed, marked bound; the pod watch confirms it
 //   kUnknown   no answer after the request was sent: keep the devices assumed (never forget on
 //              an unknown outcome); the source settles it, and bind answers an error meanwhile
+//   kSettled   the binder found the pod already bound by another write and applied the API's
+//              record to the cache: leave the cache as it is; bind answers `detail` (empty:
+//              bound where asked)
 //
 // Thread-safety: implementations must accept concurrent calls.
 
@@ -29,9 +32,9 @@ struct BindTarget {
 };
 
 struct BindOutcome {
-  enum class Kind { kRecorded, kAccepted, kUnknown };
+  enum class Kind { kRecorded, kAccepted, kUnknown, kSettled };
   Kind kind = Kind::kRecorded;
-  std::string detail;  // kUnknown: what happened to the request
+  std::string detail;  // kUnknown: what happened to the request; kSettled: the error, if any
 };
 
 class Binder {

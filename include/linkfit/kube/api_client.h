@@ -161,8 +161,10 @@ class ApiClient {
   // rate limiter is waited on before each try. `cancel` (may be null) cuts this call.
   virtual ApiResult<ApiResponse> Get(const std::string& path, std::string_view verb,
                                      CancelToken* cancel = nullptr) = 0;
+  // `retry_throttled` false: a 429 is returned as it is (a caller that bounds when its write may
+  // land, as the binder does, cannot let the client send it again later).
   virtual ApiResult<ApiResponse> Post(const std::string& path, const std::string& body,
-                                      std::string_view verb) = 0;
+                                      std::string_view verb, bool retry_throttled = true) = 0;
   // Merge patch (Content-Type: application/merge-patch+json).
   virtual ApiResult<ApiResponse> Patch(const std::string& path, const std::string& body,
                                        std::string_view verb) = 0;

@@ -56,6 +56,7 @@ class ReflectorObserver {
   virtual void WatchEvent(std::string_view kind, std::string_view type) = 0;  // incl. BOOKMARK
   virtual void Relist(std::string_view kind,
                       std::string_view reason) = 0;  // "initial", "gone", "error"
+  // A list or watch error; the reflector has already logged it (observers count, not log).
   virtual void ReflectorError(std::string_view kind, std::string_view message) = 0;
 };
 

@@ -16,7 +16,16 @@
 //   linkfit_watch_events_total{kind,type}       counter
 //   linkfit_relists_total{kind,reason}          counter
 //   linkfit_api_calls_total{verb,code}          counter
-//   linkfit_bind_outcomes_total{outcome}        counter, bound|rejected|unknown|settled
+//   linkfit_bind_outcomes_total{outcome}        counter, bound|rejected|unknown|settled|
+//                                               replaced|displaced
+//   linkfit_binds_held_total                    counter, binds refused: the binder lease is
+//                                               another process's (or not yet ours)
+//   linkfit_binder_lease_held                   gauge, 1 while this process holds the lease
+//   linkfit_binder_lease_transitions_total{transition}  acquired|taken_over|released|lost
+//   linkfit_binds_in_doubt                      gauge, Bindings whose outcome is unknown yet
+//   linkfit_allocation_collisions_total         counter, committed records naming one device
+//                                               twice (must stay 0)
+//   linkfit_reflector_errors_total{kind}        counter, list/watch errors
 //   linkfit_bad_objects_total{kind,what}        counter, bad annotations and collisions
 //   linkfit_estimated_pods                      gauge
 //   linkfit_pod_store_pods                      gauge
@@ -62,6 +71,12 @@ class PrometheusMetrics final : public MetricsSink {
   void CountWatchEvent(std::string_view kind, std::string_view type) override;
   void CountRelist(std::string_view kind, std::string_view reason) override;
   void CountBindOutcome(std::string_view outcome) override;
+  void CountBindHeld() override;
+  void SetBinderLeaseHeld(bool held) override;
+  void CountBinderLease(std::string_view transition) override;
+  void SetBindsInDoubt(std::uint64_t binds) override;
+  void CountAllocationCollision() override;
+  void CountReflectorError(std::string_view kind) override;
   void CountBadObject(std::string_view kind, std::string_view what) override;
   void SetEstimatedPods(std::uint64_t pods) override;
   void SetReportedPods(std::uint64_t pods) override;
