@@ -2,22 +2,19 @@
 // `linkfit serve --kubeconfig` binary of this build tree runs against the fake API server; eight
 // threads bind pods as fast as they can while the process is killed without warning.
 
-#include <fcntl.h>
 #include <httplib.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cluster/child_process.h"
 #include "cluster/cluster_testing.h"
 #include "kube/fake_api_server.h"
 #include "linkfit/kube/annotations.h"
@@ -30,81 +27,20 @@ namespace {
 
 using nlohmann::json;
 
-// `linkfit serve` as a child process; its port is read from its first stdout line.
-class Child {
- public:
-  // `config` empty: a config of the test's own (small pages); else that file, as given.
-  Child(const std::string& kubeconfig, const std::string& log_path,
-        const std::vector<std::string>& extra = {}, const std::string& config = "") {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return;
-    const std::string mig = linkfit::testing::SourcePath("config/mig");
-    const std::string config_path = config.empty() ? log_path + ".yaml" : config;
-    if (config.empty()) {
-      FILE* file = std::fopen(config_path.c_str(), "w");
-      if (file == nullptr) return;
-      std::fprintf(file,
-                   "mig_profiles_dir: %s\nlimits: {threads: 16}\n"
-                   "kubernetes: {request_timeout_ms: 2000, list_page_size: 5}\n",
-                   mig.c_str());
-      std::fclose(file);
-    }
-    std::vector<std::string> args = {LINKFIT_SERVE_BINARY, "serve",    "--config", config_path,
-                                     "--kubeconfig",       kubeconfig, "--listen", "127.0.0.1:0"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      if (log_fd >= 0) dup2(log_fd, STDERR_FILENO);
-      std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    if (log_fd >= 0) close(log_fd);
-    std::string line;
-    pollfd poll_fd{fds[0], POLLIN, 0};
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      if (poll(&poll_fd, 1, 100) <= 0) continue;
-      char buffer[256];
-      const ssize_t n = read(fds[0], buffer, sizeof buffer);
-      if (n <= 0) break;
-      line.append(buffer, static_cast<std::size_t>(n));
-    }
-    close(fds[0]);
-    const std::string prefix = "linkfit listening on http://127.0.0.1:";
-    if (const auto at = line.find(prefix); at != std::string::npos) {
-      port_ = std::atoi(line.c_str() + at + prefix.size());
-    }
-  }
-  ~Child() { Kill(); }
-  int port() const { return port_; }
-  void Kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-  bool WaitReady() const {
-    httplib::Client client("127.0.0.1", port_);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto reply = client.Get("/readyz");
-      if (reply && reply->status == 200) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
+using linkfit::testing::ServeChild;
+using linkfit::testing::ServeChildOptions;
 
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
+// `linkfit serve` of this build tree as a child process (child_process.h). `config` empty: the
+// test's own config (small list pages); else that file, as given.
+std::unique_ptr<ServeChild> StartServe(const std::string& kubeconfig, const std::string& log_path,
+                                       const std::vector<std::string>& extra = {},
+                                       const std::string& config = "") {
+  return std::make_unique<ServeChild>(ServeChildOptions{.binary = LINKFIT_SERVE_BINARY,
+                                                        .kubeconfig = kubeconfig,
+                                                        .config_path = config,
+                                                        .log_path = log_path,
+                                                        .extra_args = extra});
+}
 
 std::string BindBody(const json& pod, const std::string& node) {
   return json{{"PodName", pod["metadata"]["name"]},
@@ -137,7 +73,7 @@ TEST(CrashRestartTest, KillNineDuringABindStormThenRestartMatchesTheApi) {
   }
   (*fake)->SetBindingDelay(std::chrono::milliseconds(5));
   const std::string log = (*fake)->work_dir() + "/linkfit.log";
-  auto first = std::make_unique<Child>(*kubeconfig, log);
+  auto first = StartServe(*kubeconfig, log);
   ASSERT_GT(first->port(), 0) << "see " << log;
   ASSERT_TRUE(first->WaitReady());
 
@@ -156,7 +92,11 @@ TEST(CrashRestartTest, KillNineDuringABindStormThenRestartMatchesTheApi) {
     });
   }
   // Kill in the middle of the storm.
-  while ((*fake)->Bindings().size() < 15) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto storm_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((*fake)->Bindings().size() < 15 && std::chrono::steady_clock::now() < storm_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE((*fake)->Bindings().size(), 15u) << "the storm never got going; see " << log;
   first->Kill();
   killed = true;
   for (std::thread& scheduler : schedulers) scheduler.join();
@@ -187,7 +127,7 @@ TEST(CrashRestartTest, KillNineDuringABindStormThenRestartMatchesTheApi) {
   }
   ASSERT_FALSE(truth.empty());
 
-  auto second = std::make_unique<Child>(*kubeconfig, log);
+  auto second = StartServe(*kubeconfig, log);
   ASSERT_GT(second->port(), 0);
   ASSERT_TRUE(second->WaitReady());
   httplib::Client client("127.0.0.1", second->port());
@@ -236,11 +176,11 @@ TEST(CrashRestartTest, TheDemoConfigWithAKubeconfigBecomesReadyAndBinds) {
   auto pod = (*fake)->AddPod(testing::PodObject({.name = "train", .gpus = 4}));
   ASSERT_TRUE(pod.has_value());
   const std::string log = (*fake)->work_dir() + "/demo.log";
-  Child child(*kubeconfig, log, {"--ops-listen", "127.0.0.1:0"},
-              linkfit::testing::SourcePath("config/demo.yaml"));
-  ASSERT_GT(child.port(), 0) << "see " << log;
-  ASSERT_TRUE(child.WaitReady());
-  httplib::Client client("127.0.0.1", child.port());
+  auto child = StartServe(*kubeconfig, log, {"--ops-listen", "127.0.0.1:0"},
+                          linkfit::testing::SourcePath("config/demo.yaml"));
+  ASSERT_GT(child->port(), 0) << "see " << log;
+  ASSERT_TRUE(child->WaitReady());
+  httplib::Client client("127.0.0.1", child->port());
   auto bound = client.Post("/scheduler/bind", BindBody(*pod, "dgx-0"), "application/json");
   ASSERT_TRUE(bound);
   EXPECT_EQ(bound->body, R"({"Error":""})");
