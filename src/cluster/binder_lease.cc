@@ -161,13 +161,20 @@ bool BinderLease::WriteHolding(const Read& read, bool new_holder, Clock::time_po
                         {"spec", spec}};
     reply = client_.Patch(path_ + "/" + options_.name, patch.dump(), "lease");
   }
-  if (!reply || (reply->status != 200 && reply->status != 201)) return false;
+  if (!reply || (reply->status != 200 && reply->status != 201)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_error_ = !reply ? reply.error().message
+                         : "writing the lease answered " + std::to_string(reply->status) + ": " +
+                               kube::StatusMessage(reply->body);
+    return false;
+  }
   const json stored = json::parse(reply->body, nullptr, false);
   std::lock_guard<std::mutex> lock(mutex_);
   own_version_ = stored.is_object() && stored.contains("metadata")
                      ? stored["metadata"].value("resourceVersion", "")
                      : "";
   holding_ = true;
+  last_error_.clear();
   expiry_ = sent + options_.duration;
   last_renew_sent_ = sent;
   observed_holder_ = options_.identity;
@@ -196,6 +203,7 @@ void BinderLease::Refresh(bool want) {
   if (!read.ok) {
     std::lock_guard<std::mutex> lock(mutex_);
     observed_holder_.clear();
+    last_error_ = read.error;
     log::Warning("binder lease " + options_.lease_namespace + "/" + options_.name + ": " +
                  read.error);
     return;
@@ -368,8 +376,9 @@ std::string BinderLease::HeldMessage() const {
            "stops renewing it (at most " +
            std::to_string(static_cast<int>(left + 0.999)) + " s more)";
   }
-  return "linkfit could not take the binder lease " + lease +
-         " (the API server did not answer, or another process took it first); binds wait";
+  return "linkfit could not take the binder lease " + lease + " (" +
+         (last_error_.empty() ? std::string("another process took it first") : last_error_) +
+         "); binds wait";
 }
 
 BinderLease::Status BinderLease::status() const {

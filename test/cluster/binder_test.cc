@@ -378,3 +378,23 @@ TEST(BinderLeaseTest, ASuccessorWaitsAWholeDurationForAHolderThatStoppedRenewing
 
 }  // namespace
 }  // namespace linkfit::cluster
+
+namespace linkfit::cluster {
+namespace {
+
+TEST(BinderLeaseTest, ARefusedWriteIsNamedInTheHeldBindsError) {
+  FakeApiServerPtr fake = StartFake();
+  ASSERT_NE(fake, nullptr);
+  NullMetrics metrics;
+  kube::ApiClientPtr client = ClientOf(*fake);
+  BinderLease lease(*client, LeaseOptions("a"), metrics);
+  fake->FailNext(1, 403, {"POST", "/leases"});
+  auto refused = lease.Permit(milliseconds(500));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("answered 403"), std::string::npos)
+      << refused.error().message;
+  EXPECT_TRUE(WaitFor([&] { return lease.Permit(milliseconds(500)).has_value(); }));
+}
+
+}  // namespace
+}  // namespace linkfit::cluster

@@ -147,6 +147,7 @@ class BinderLease {
   Clock::time_point observed_at_{};          // GUARDED_BY(mutex_)
   std::chrono::milliseconds observed_duration_{0};  // GUARDED_BY(mutex_)
   bool stopping_ = false;                    // GUARDED_BY(mutex_)
+  std::string last_error_;                   // GUARDED_BY(mutex_): the last failed call
   std::uint64_t binds_held_ = 0;             // GUARDED_BY(mutex_)
   std::uint64_t acquisitions_ = 0;           // GUARDED_BY(mutex_)
   std::uint64_t takeovers_ = 0;              // GUARDED_BY(mutex_)
