@@ -58,36 +58,6 @@ void SetStatus(httplib::Response& res, int code, const std::string& message,
 
 bool IsTrue(const std::string& value) { return value == "1" || value == "true"; }
 
-// A Go duration as time.ParseDuration reads it ("5s", "1500ms", "1m30s", "0.5s"), or nullopt.
-std::optional<std::chrono::nanoseconds> ParseGoDuration(const std::string& text) {
-  static const std::pair<const char*, double> kUnits[] = {
-      {"ns", 1}, {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9},
-      {"h", 3600e9}};
-  if (text.empty()) return std::nullopt;
-  if (text == "0") return std::chrono::nanoseconds(0);
-  double total = 0;
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const std::size_t start = at;
-    while (at < text.size() && ((text[at] >= '0' && text[at] <= '9') || text[at] == '.')) ++at;
-    if (at == start) return std::nullopt;
-    const double number = std::strtod(text.substr(start, at - start).c_str(), nullptr);
-    const char* best = nullptr;
-    double factor = 0;
-    for (const auto& [unit, value] : kUnits) {
-      const std::size_t length = std::strlen(unit);
-      if (text.compare(at, length, unit) == 0 && (best == nullptr || length > std::strlen(best))) {
-        best = unit;
-        factor = value;
-      }
-    }
-    if (best == nullptr) return std::nullopt;
-    at += std::strlen(best);
-    total += number * factor;
-  }
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(total));
-}
-
 struct LatencyRule {
   RequestMatch match;
   std::chrono::milliseconds latency;
@@ -104,12 +74,23 @@ struct DropRule {
   DropMode mode;
 };
 
-// What fault injection decided for one request.
+// What fault injection decided for one request. A request whose latency reaches its deadline
+// (`timed_out`) takes no failure or drop: it never gets that far.
 struct FaultPlan {
   std::chrono::milliseconds latency{0};
+  bool timed_out = false;
   std::optional<FailRule> fail;
   std::optional<DropMode> drop;
 };
+
+// The body of upstream's 504 (WithTimeoutForNonLongRunningRequests): apierrors.NewTimeoutError
+// written by encoding/json straight from the StatusError, so without kind and apiVersion, with
+// empty details and a trailing newline; no Content-Type is set, and Go sniffs text/plain.
+constexpr char kTimeoutBody[] =
+    R"({"metadata":{},"status":"Failure","message":"Timeout: request did not complete within )"
+    R"(the allotted timeout","reason":"Timeout","details":{},"code":504})"
+    "\n";
+constexpr char kSniffedText[] = "text/plain; charset=utf-8";
 
 // The state one watch response carries between calls of its content provider.
 struct WatchStream {
@@ -269,9 +250,11 @@ class FakeApiServerImpl final : public FakeApiServer {
   void Route(const std::string& method, const std::string& pattern, Handler handler);
   void Serve(const httplib::Request& req, httplib::Response& res, const Handler& handler);
   std::string Authenticate(const httplib::Request& req) const;
-  FaultPlan PlanFaults(const std::string& method, const std::string& path);
+  // `deadline`: none for a long-running request (a watch).
+  FaultPlan PlanFaults(const std::string& method, const std::string& path,
+                       std::optional<std::chrono::nanoseconds> deadline);
   // Returns false when Stop() cut the sleep short.
-  bool SleepUnlessStopping(std::chrono::milliseconds duration);
+  bool SleepUnlessStopping(std::chrono::nanoseconds duration);
   void ShutdownConnection(const httplib::Request& req) const;
   void Record(RecordedRequest record, const httplib::Request& req);
 
@@ -413,9 +396,6 @@ Result<std::string> FakeApiServerImpl::WriteKubeconfig(const KubeconfigOptions& 
 }
 
 void FakeApiServerImpl::AddRoutes() {
-  using fake_internal::Kind;
-  using fake_internal::MediaType;
-  using fake_internal::ReasonForCode;
   Route("GET", "/api/v1/nodes",
         [this](const auto& req, auto& res) { ServeCollection(Kind::kNode, "", req, res); });
   Route("GET", R"(/api/v1/nodes/([^/]+))", [this](const auto& req, auto& res) {
@@ -423,9 +403,7 @@ void FakeApiServerImpl::AddRoutes() {
   });
   Route("PATCH", R"(/api/v1/nodes/([^/]+))", [this](const auto& req, auto& res) {
     if (MediaType(req.get_header_value("Content-Type")) != "application/merge-patch+json") {
-      SetStatus(res, 415,
-                "the body of the request was in an unknown format - accepted media types "
-                "include: application/merge-patch+json (the fake API server accepts no other)");
+      SetReply(res, fake_internal::UnsupportedPatchType());
       return;
     }
     const json patch = json::parse(req.body, nullptr, false);
@@ -453,43 +431,23 @@ void FakeApiServerImpl::AddRoutes() {
           }
           SetReply(res, store_.Bind(req.matches[1], req.matches[2], binding));
         });
-  const std::string lease = R"(/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases/([^/]+))";
-  Route("POST", R"(/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases)",
-        [this](const auto& req, auto& res) {
-          const json body = json::parse(req.body, nullptr, false);
-          if (body.is_discarded()) {
-            SetStatus(res, 400, "the body of the request is not JSON");
-            return;
-          }
-          SetReply(res, leases_.Create(req.matches[1], body));
-        });
+  const std::string leases = R"(/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases)";
+  const std::string lease = leases + R"(/([^/]+))";
+  Route("POST", leases, [this](const auto& req, auto& res) {
+    SetReply(res, leases_.Create(req.matches[1], req.body));
+  });
   Route("GET", lease, [this](const auto& req, auto& res) {
     SetReply(res, leases_.Get(req.matches[1], req.matches[2]));
   });
   Route("PUT", lease, [this](const auto& req, auto& res) {
-    const json body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded()) {
-      SetStatus(res, 400, "the body of the request is not JSON");
-      return;
-    }
-    SetReply(res, leases_.Update(req.matches[1], req.matches[2], body));
+    SetReply(res, leases_.Update(req.matches[1], req.matches[2], req.body));
   });
   Route("PATCH", lease, [this](const auto& req, auto& res) {
-    if (MediaType(req.get_header_value("Content-Type")) != "application/merge-patch+json") {
-      SetStatus(res, 415,
-                "the body of the request was in an unknown format - accepted media types "
-                "include: application/merge-patch+json (the fake API server accepts no other)");
-      return;
-    }
-    const json patch = json::parse(req.body, nullptr, false);
-    if (patch.is_discarded()) {
-      SetStatus(res, 400, "the body of the request is not JSON");
-      return;
-    }
-    SetReply(res, leases_.Patch(req.matches[1], req.matches[2], patch));
+    SetReply(res, leases_.Patch(req.matches[1], req.matches[2],
+                                req.get_header_value("Content-Type"), req.body));
   });
   Route("DELETE", lease, [this](const auto& req, auto& res) {
-    SetReply(res, leases_.Delete(req.matches[1], req.matches[2]));
+    SetReply(res, leases_.Delete(req.matches[1], req.matches[2], req.body));
   });
   Route("POST", R"(/apis/events.k8s.io/v1/namespaces/([^/]+)/events)",
         [this](const auto& req, auto& res) { ServeEvent(req.matches[1], req, res); });
@@ -535,41 +493,39 @@ void FakeApiServerImpl::Serve(const httplib::Request& req, httplib::Response& re
   record.content_type = req.get_header_value("Content-Type");
   record.body = req.body;
   record.user = Authenticate(req);
-  if (record.user.empty()) {
-    SetStatus(res, 401, "Unauthorized");
-    record.status = 401;
+  const auto refuse = [&](int code, const std::string& message) {
+    SetStatus(res, code, message);
+    record.status = code;
     Record(std::move(record), req);
-    return;
-  }
+  };
 
-  // The request's deadline (upstream's WithRequestDeadline): the `timeout` parameter, at most
-  // the server's request timeout; watches are long-running and have none.
-  std::chrono::milliseconds deadline = options_.request_timeout;
-  if (!IsTrue(req.get_param_value("watch")) && req.has_param("timeout")) {
-    const auto asked = ParseGoDuration(req.get_param_value("timeout"));
-    if (!asked) {
-      SetStatus(res, 400,
-                "invalid timeout specified in the request URL: " + req.get_param_value("timeout"));
-      record.status = 400;
-      Record(std::move(record), req);
-      return;
-    }
-    deadline = std::min(deadline, std::chrono::duration_cast<std::chrono::milliseconds>(*asked));
-  }
+  // The request's deadline, as upstream's WithRequestDeadline sets it (before authentication):
+  // the `timeout` parameter when it is positive and below the server's request timeout, else
+  // the request timeout. Watches are long-running and have none.
   const bool long_running = IsTrue(req.get_param_value("watch"));
-  FaultPlan plan = PlanFaults(req.method, req.path);
-  if (!long_running && plan.latency >= deadline) {
-    // Abandoned at its deadline: the client gets 504 and nothing is applied.
-    if (!SleepUnlessStopping(deadline)) {
+  std::optional<std::chrono::nanoseconds> deadline;
+  if (!long_running) {
+    deadline = options_.request_timeout;
+    if (const std::string timeout = req.get_param_value("timeout"); !timeout.empty()) {
+      const Result<std::chrono::nanoseconds> asked = fake_internal::ParseGoDuration(timeout);
+      if (!asked) {
+        return refuse(400,
+                      "invalid timeout specified in the request URL - " + asked.error().message);
+      }
+      if (asked->count() > 0 && *asked < *deadline) deadline = *asked;
+    }
+  }
+  if (record.user.empty()) return refuse(401, "Unauthorized");
+
+  FaultPlan plan = PlanFaults(req.method, req.path, deadline);
+  if (plan.timed_out) {
+    // Abandoned at its deadline, before anything was applied: the client gets 504.
+    if (!SleepUnlessStopping(*deadline)) {
       SetStatus(res, 503, "the fake API server is shutting down");
     } else {
       res.status = 504;
-      res.set_content(StatusBody(504, "Timeout",
-                                 "Timeout: request did not complete within the allotted timeout",
-                                 json::object()),
-                      kJson);
+      res.set_content(kTimeoutBody, kSniffedText);
     }
-    plan.drop.reset();
   } else if (plan.latency.count() > 0 && !SleepUnlessStopping(plan.latency)) {
     SetStatus(res, 503, "the fake API server is shutting down");
   } else if (plan.fail) {
@@ -625,11 +581,16 @@ std::string FakeApiServerImpl::Authenticate(const httplib::Request& req) const {
   return options_.allow_anonymous ? "anonymous" : "";
 }
 
-FaultPlan FakeApiServerImpl::PlanFaults(const std::string& method, const std::string& path) {
+FaultPlan FakeApiServerImpl::PlanFaults(const std::string& method, const std::string& path,
+                                        std::optional<std::chrono::nanoseconds> deadline) {
   FaultPlan plan;
   std::lock_guard<std::mutex> lock(mutex_);
   for (const LatencyRule& rule : latency_rules_) {
     if (rule.match.Matches(method, path)) plan.latency = std::max(plan.latency, rule.latency);
+  }
+  if (deadline && plan.latency.count() > 0 && plan.latency >= *deadline) {
+    plan.timed_out = true;
+    return plan;
   }
   for (FailRule& rule : fail_rules_) {
     if (rule.remaining > 0 && rule.match.Matches(method, path)) {
@@ -648,7 +609,7 @@ FaultPlan FakeApiServerImpl::PlanFaults(const std::string& method, const std::st
   return plan;
 }
 
-bool FakeApiServerImpl::SleepUnlessStopping(std::chrono::milliseconds duration) {
+bool FakeApiServerImpl::SleepUnlessStopping(std::chrono::nanoseconds duration) {
   std::unique_lock<std::mutex> lock(mutex_);
   return !changed_.wait_for(lock, duration, [this] { return stopping_; });
 }
@@ -667,7 +628,7 @@ void FakeApiServerImpl::Record(RecordedRequest record, const httplib::Request& r
   static const std::regex kBinding(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding)");
   std::smatch match;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (record.status != 401 && record.method == "POST" &&
+  if (!record.user.empty() && record.method == "POST" &&
       std::regex_match(record.path, match, kBinding)) {
     bindings_.push_back(
         BindingRecord{match[1], match[2], json::parse(req.body, nullptr, false), record.status});

@@ -1,12 +1,23 @@
 #pragma once
 
 // FakeApiServer: an in-process imitation of the Kubernetes API server (core/v1 pods and nodes as
-// shared/spec/kube-api.md describes them), served over real HTTPS (or HTTP) on 127.0.0.1, so that
-// linkfit's API client, reflectors and binder are tested against the protocol and not a mock.
+// shared/spec/kube-api.md describes them, and coordination.k8s.io/v1 Leases), served over real
+// HTTPS (or HTTP) on 127.0.0.1, so that linkfit's API client, reflectors, binder and binder lease
+// are tested against the protocol and not a mock.
 //
 //   Transport   HTTPS with a throwaway CA (TestPki) or plain HTTP; port 0, see url().
 //   Auth        a bearer token from a set the test may change at any time (token rotation) or a
 //               client certificate signed by the CA; anything else answers 401 with a Status.
+//   Deadlines   every request but a watch has one, as upstream's WithRequestDeadline sets it: the
+//               `timeout` parameter (a Go duration, "5s", "1500ms", "1m30s") when it is positive
+//               and below options.request_timeout (the server's --request-timeout, 60 s), else
+//               the request timeout. A `timeout` that does not parse answers 400 (before
+//               authentication, as upstream). A request whose injected latency reaches its
+//               deadline is answered 504 at the deadline (as upstream's timeout filter writes it:
+//               a Status without kind and apiVersion, reason Timeout, "Timeout: request did not
+//               complete within the allotted timeout", Content-Type text/plain) and is abandoned:
+//               nothing is applied (a delayed Binding lands by its deadline or never), and it takes
+//               no FailNext / DropNext. It is recorded with status 504.
 //   Reads       GET /api/v1/nodes, /api/v1/nodes/NAME, /api/v1/pods,
 //               /api/v1/namespaces/NS/pods, /api/v1/namespaces/NS/pods/NAME.
 //               Lists take limit + continue (pages of one snapshot; 410 Expired once compacted),
@@ -17,42 +28,63 @@
 //               after resourceVersion, then live ones; BOOKMARKs every bookmark_interval with
 //               allowWatchBookmarks; selector transitions become ADDED / DELETED; a too old
 //               resourceVersion gets 200 and one ERROR event (Status 410 Expired); the stream ends
-//               cleanly after timeoutSeconds.
+//               cleanly after timeoutSeconds (the `timeout` parameter does not apply).
 //   Writes      POST .../pods/NAME/binding (kube-api.md §4: 201, or 400 / 404 / 409 exactly as
 //               upstream's BindingREST), PATCH /api/v1/nodes/NAME (application/merge-patch+json,
 //               else 415; a no-op patch makes no event), POST
 //               /apis/events.k8s.io/v1/namespaces/NS/events (201, recorded).
-//   Leases      /apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]: POST (201; 409
-//               AlreadyExists), GET, PUT and merge PATCH with metadata.resourceVersion as a
-//               precondition (409 Conflict), a no-op write keeping its resourceVersion, DELETE;
-//               422 for a non-positive leaseDurationSeconds. Not watchable here.
-//   Deadlines   every request but a watch has one: its `timeout` parameter (a Go duration; 400
-//               when it does not parse), at most options.request_timeout. A request whose injected
-//               latency reaches it is answered 504 (reason Timeout) at the deadline and is not
-//               applied: a delayed Binding with a deadline lands by then or never.
-//   Store       one resourceVersion counter for all kinds (etcd's revision); the test-side calls
-//               below write through the same path, so watches see them.
+//   Leases      /apis/coordination.k8s.io/v1/namespaces/NS/leases (POST) and .../leases/NAME
+//               (GET, PUT, PATCH, DELETE), as the generic registry serves them with the lease
+//               strategy (fake_api_server_leases.h has the detail):
+//                 POST    201 with uid, creationTimestamp and resourceVersion; 400 a body that
+//                         does not decode or names another namespace; 422 Invalid (no name nor
+//                         generateName, a bad name, leaseDurationSeconds <= 0, leaseTransitions
+//                         < 0); 500 a resourceVersion set; 409 AlreadyExists.
+//                 GET     200, or 404 NotFound (details kind "leases", group coordination.k8s.io).
+//                 PUT     metadata.resourceVersion required (422 when absent) and a precondition
+//                         (409 Conflict "...the object has been modified; please apply your
+//                         changes to the latest version and try again"); a uid in the body is a
+//                         precondition too (409); an absent lease is created (201).
+//                 PATCH   merge patch only (else 415); 404 when absent; a resourceVersion in the
+//                         patch is the precondition (409 as PUT); a changed uid 422.
+//                 DELETE  200 with a Success Status naming the lease (upstream returns no object
+//                         for leases); DeleteOptions preconditions (uid, resourceVersion): 409.
+//               An update or patch that changes nothing answers 200 and keeps the
+//               resourceVersion. Bodies are stored as upstream decodes them: unknown fields
+//               dropped, acquireTime / renewTime must be MicroTimes (six fractional digits; 400
+//               otherwise) and are written back in UTC; a field of the wrong type is 400.
+//   Store       one resourceVersion counter for all kinds (etcd's revision): every pod, node and
+//               lease write takes the next one; the test-side calls below write through the same
+//               path, so watches see them.
 //   Faults      latency, "fail the next N" with any status (429 carries Retry-After), "drop" (the
 //               connection is shut down, see DropMode), per-binding delay; each scoped by a
-//               RequestMatch. CutWatches() breaks every open watch mid-stream.
+//               RequestMatch, for every route (leases included). CutWatches() breaks every open
+//               watch mid-stream.
 //   Records     every request (method, path, User-Agent, Authorization, body, status), every
 //               binding request and every posted Event.
 //
-// Order in which a request is served: authenticate (401) -> latency -> injected failure or drop
-// before apply or handler -> record -> drop (the connection is shut down) or reply. Records are
-// therefore complete by the time the client sees anything.
+// Order in which a request is served: `timeout` parsed (400) -> authenticate (401) -> latency
+// (504 at the deadline when it reaches it) -> injected failure or drop before apply, or handler
+// -> record -> drop (the connection is shut down) or reply. Records are therefore complete by the
+// time the client sees anything.
 //
 // Not imitated: other resources and verbs (unknown routes answer 404 Status, a known path with an
-// unsupported verb too, where upstream says 405), set-based label selectors, resourceVersionMatch,
-// sendInitialEvents, watches from a resourceVersion newer than the store (upstream waits, then
-// 504), JSON patch and strategic merge patch (415 here), protobuf, API priority and fairness
-// beyond the injected 429s, authorisation (403), admission.
+// unsupported verb too, where upstream says 405), lists and watches of leases, set-based label
+// selectors, resourceVersionMatch, sendInitialEvents, watches from a resourceVersion newer than
+// the store (upstream waits, then 504), JSON patch, strategic merge patch and apply (415 here),
+// protobuf, API priority and fairness beyond the injected 429s, authorisation (403), admission
+// (namespaces need not exist), dryRun, fieldValidation=Strict (unknown fields are always dropped,
+// with no Warning header), managedFields, finalizers on delete, the validation of labels and
+// annotations, a handler that overruns its deadline by itself (only injected latency times out).
 //
 // Simplified: a list with a resourceVersion other than "" and "0" is served like "" (latest,
 // limit honoured); a page holds up to `limit` matching objects and has a continue token only when
 // more matches remain (upstream may hand one out with none left); remainingItemCount only without
 // selectors, as upstream; a watch's initial ERROR says "too old resource version: RV (C)" with C
-// the compaction point, as the watch cache does; a binding without target.name answers 422.
+// the compaction point, as the watch cache does; a binding without target.name answers 422; the
+// deadline counts from when the handler starts (upstream: from when the request arrived); the
+// texts of a lease body's decoding errors (400) follow upstream's form but not word for word;
+// creationTimestamp and deletionTimestamp in a lease body are ignored.
 //
 // Thread-safety: every method may be called from any thread while the server runs; the
 // test-side store calls are atomic with respect to HTTP requests. Stop() (also run by the
@@ -88,7 +120,8 @@ struct FakeApiServerOptions {
   std::chrono::seconds default_watch_timeout{1800};  // when a watch names no timeoutSeconds
   int worker_threads = 64;  // concurrent connections served (each open watch holds one)
   std::chrono::seconds keep_alive_timeout{5};
-  // The server's --request-timeout: the deadline of a request without a shorter `timeout`.
+  // The server's --request-timeout (upstream's default, 60 s): the deadline of every request but
+  // a watch, unless its `timeout` parameter asks for a shorter positive one.
   std::chrono::milliseconds request_timeout{60000};
 };
 
@@ -118,7 +151,7 @@ struct RecordedRequest {
   std::string target;  // path and query as sent
   std::string user_agent;
   std::string authorization;  // the Authorization header as sent ("" when absent)
-  std::string user;           // "token", "cert:CN", "anonymous", or "" when refused (401)
+  std::string user;           // "token", "cert:CN", "anonymous", or "" when not authenticated
   std::string content_type;
   std::string body;
   int status = 0;  // the status answered; 0 when the connection was dropped
@@ -192,12 +225,12 @@ class FakeApiServer {
   virtual std::optional<nlohmann::json> GetPod(const std::string& namespace_name,
                                                const std::string& name) const = 0;
   virtual std::optional<nlohmann::json> GetNode(const std::string& name) const = 0;
-  // Leases (coordination.k8s.io/v1) as stored, without kind/apiVersion.
+  // Leases (coordination.k8s.io/v1) as stored, without kind/apiVersion (written over HTTP only).
   virtual std::optional<nlohmann::json> GetLease(const std::string& namespace_name,
                                                  const std::string& name) const = 0;
   virtual std::vector<nlohmann::json> Leases() const = 0;  // sorted by namespace/name
-  virtual std::vector<nlohmann::json> Pods() const = 0;   // sorted by namespace/name
-  virtual std::vector<nlohmann::json> Nodes() const = 0;  // sorted by name
+  virtual std::vector<nlohmann::json> Pods() const = 0;    // sorted by namespace/name
+  virtual std::vector<nlohmann::json> Nodes() const = 0;   // sorted by name
   virtual std::string CurrentResourceVersion() const = 0;
   // Forgets the watch history and every list snapshot: watches from an older resourceVersion get
   // ERROR 410 and outstanding continue tokens answer 410 Expired (etcd compaction).
@@ -217,11 +250,13 @@ class FakeApiServer {
   virtual void SetLatency(std::chrono::milliseconds latency, const RequestMatch& match = {}) = 0;
   // Answers the next `count` matching requests with `status` and a Status body (reason from the
   // code: 429 TooManyRequests, 500 InternalError, 503 ServiceUnavailable, 409 Conflict, ...)
-  // without handling them. A positive `retry_after_seconds` adds `Retry-After` (and
+  // without handling them. A request that times out in its latency does not count (as for
+  // DropNext). A positive `retry_after_seconds` adds `Retry-After` (and
   // details.retryAfterSeconds); a 429 always carries one (1 s when not given).
   virtual void FailNext(int count, int status, const RequestMatch& match = {},
                         int retry_after_seconds = 0) = 0;
-  // Drops the next `count` matching requests (see DropMode).
+  // Drops the next `count` matching requests (see DropMode); a request that times out in its
+  // latency does not count.
   virtual void DropNext(int count, DropMode mode, const RequestMatch& match = {}) = 0;
   // Delays every binding before it is applied (SetLatency on POST .../binding).
   virtual void SetBindingDelay(std::chrono::milliseconds delay) = 0;

@@ -1,8 +1,10 @@
 #pragma once
 
 // The fake API server's private pieces (fake_api_server.h is the public surface):
-//   fake_api_server_util.cc   selectors, Status bodies, base64, sockets, the kubeconfig writer
+//   fake_api_server_util.cc   selectors, Status bodies, base64, sockets, the kubeconfig writer,
+//                             Go's parsers (durations, MicroTimes, ParseUint)
 //   fake_api_server_store.cc  FakeStore
+//   fake_api_server_leases.*  FakeLeases (coordination.k8s.io/v1 Leases)
 //   fake_api_server.cc        HTTP: routes, authentication, fault injection, watch streaming
 //
 // FakeStore: the storage half of the fake API server (fake_api_server.h): pods and nodes as JSON,
@@ -84,6 +86,9 @@ std::string StatusBody(int code, const std::string& reason, const std::string& m
 Reply StatusReply(int code, const std::string& reason, const std::string& message,
                   const json& details = json::object());
 
+// The 415 of a PATCH whose media type is not application/merge-patch+json.
+Reply UnsupportedPatchType();
+
 // The "now" of metadata timestamps, RFC 3339 in UTC.
 std::string NowRfc3339();
 
@@ -121,6 +126,25 @@ struct WatchBatch {
   bool end = false;
   bool abort = false;
 };
+
+// Returns `text` in double quotes as Go's time package quotes it in its errors: '"' and '\\'
+// escaped, every byte outside printable ASCII as \xNN.
+std::string GoQuote(const std::string& text);
+
+// Parses a Go duration as time.ParseDuration does ("5s", "1500ms", "1m30s", ".5h", "-2s", "0"),
+// or returns its error message ("time: invalid duration \"soon\"", "time: missing unit in
+// duration \"5\"", "time: unknown unit \"x\" in duration \"5x\"").
+Result<std::chrono::nanoseconds> ParseGoDuration(const std::string& text);
+
+// strconv.ParseUint(text, 10, 64), or its error message ("strconv.ParseUint: parsing \"x\":
+// invalid syntax"): how the registry reads a resourceVersion.
+Result<uint64_t> ParseGoUint(const std::string& text);
+
+// Parses a metav1.MicroTime as its UnmarshalJSON does (time.Parse with RFC3339Micro,
+// "2006-01-02T15:04:05.000000Z07:00": exactly six fractional digits) and returns it as its
+// MarshalJSON writes it, in UTC; or time.ParseError's message ("parsing time \"...\" as
+// \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \"Z\" as \".000000\"").
+Result<std::string> ParseMicroTime(const std::string& text);
 
 // The reason upstream gives a status code (k8s.io/apimachinery/pkg/api/errors), "Unknown" for
 // codes it has none for.
