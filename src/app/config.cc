@@ -499,15 +499,15 @@ Result<Config> ConfigParser::Parse(std::string_view yaml) {
                   int_key("bind_timeout_ms", config.kubernetes.bind_timeout_ms, 100, 60000),
                   int_key("bind_settle_margin_ms", config.kubernetes.bind_settle_margin_ms, 0,
                           60000),
-                  section("binder_lease",
-                          {
-                              bool_key("enabled", config.kubernetes.binder_lease.enabled),
-                              string_key("namespace",
-                                         config.kubernetes.binder_lease.lease_namespace),
-                              string_key("name", config.kubernetes.binder_lease.name),
-                              int_key("duration_ms", config.kubernetes.binder_lease.duration_ms,
-                                      1000, 600000),
-                          }),
+                  section(
+                      "binder_lease",
+                      {
+                          bool_key("enabled", config.kubernetes.binder_lease.enabled),
+                          string_key("namespace", config.kubernetes.binder_lease.lease_namespace),
+                          string_key("name", config.kubernetes.binder_lease.name),
+                          int_key("duration_ms", config.kubernetes.binder_lease.duration_ms, 1000,
+                                  600000),
+                      }),
               }),
           one_of_key("log_level", config.log_level, {"debug", "info", "warning", "error", "off"}),
       };
@@ -525,7 +525,8 @@ Result<Config> ConfigParser::Parse(std::string_view yaml) {
     return Fail(root, "kubernetes.binder_lease.duration_ms",
                 "must exceed (bind_timeout_ms + bind_settle_margin_ms) by a quarter (the lease is "
                 "renewed every fifth of its duration and must outlast each Binding's deadline), "
-                "got " + std::to_string(k.binder_lease.duration_ms) + " against " +
+                "got " +
+                    std::to_string(k.binder_lease.duration_ms) + " against " +
                     std::to_string(k.bind_timeout_ms + k.bind_settle_margin_ms));
   }
   if (k.binder_lease.lease_namespace.empty() || k.binder_lease.name.empty()) {

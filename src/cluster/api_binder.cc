@@ -97,9 +97,9 @@ ApiBinder::Answer ApiBinder::ReadPod(const extender::BindTarget& target,
     return {Verdict::kRefused, "the pod is not bound (being deleted?)"};
   }
   const auto it = pod->annotations.find(kube::kAnnotationAllocation);
-  const bool same_record =
-      allocation.empty() ? it == pod->annotations.end()
-                         : it != pod->annotations.end() && it->second == allocation;
+  const bool same_record = allocation.empty()
+                               ? it == pod->annotations.end()
+                               : it != pod->annotations.end() && it->second == allocation;
   if (pod->node_name == target.node && same_record) return {Verdict::kAccepted, ""};
   // Bound by another write (an earlier attempt with another plan, another scheduler): the pod
   // holds what the API says. Apply it now, so that no other pod is given those devices before

@@ -58,8 +58,7 @@ double SecondsBetween(BinderLease::Clock::time_point from, BinderLease::Clock::t
 
 }  // namespace
 
-BinderLease::BinderLease(kube::ApiClient& client, BinderLeaseOptions options,
-                         MetricsSink& metrics)
+BinderLease::BinderLease(kube::ApiClient& client, BinderLeaseOptions options, MetricsSink& metrics)
     : client_(client),
       options_(std::move(options)),
       metrics_(metrics),
@@ -150,15 +149,14 @@ bool BinderLease::WriteHolding(const Read& read, bool new_holder, Clock::time_po
   }
   kube::ApiResult<kube::ApiResponse> reply;
   if (!read.exists) {
-    const json lease = {{"apiVersion", "coordination.k8s.io/v1"},
-                        {"kind", "Lease"},
-                        {"metadata", {{"name", options_.name},
-                                      {"namespace", options_.lease_namespace}}},
-                        {"spec", spec}};
+    const json lease = {
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", options_.name}, {"namespace", options_.lease_namespace}}},
+        {"spec", spec}};
     reply = client_.Post(path_, lease.dump(), "lease");
   } else {
-    const json patch = {{"metadata", {{"resourceVersion", read.resource_version}}},
-                        {"spec", spec}};
+    const json patch = {{"metadata", {{"resourceVersion", read.resource_version}}}, {"spec", spec}};
     reply = client_.Patch(path_ + "/" + options_.name, patch.dump(), "lease");
   }
   if (!reply || (reply->status != 200 && reply->status != 201)) {
@@ -271,10 +269,10 @@ void BinderLease::Renew() {
     observed_version_ = current.resource_version;
     observed_at_ = Clock::now();
     observed_duration_ = std::max(options_.duration, current.duration);
-    log::Error("lost the binder lease " + options_.lease_namespace + "/" + options_.name + " to " +
-               (current.holder.empty() ? std::string("nobody (deleted or released)")
-                                       : current.holder) +
-               "; binds are held until it is ours again");
+    log::Error(
+        "lost the binder lease " + options_.lease_namespace + "/" + options_.name + " to " +
+        (current.holder.empty() ? std::string("nobody (deleted or released)") : current.holder) +
+        "; binds are held until it is ours again");
     return;
   }
 }

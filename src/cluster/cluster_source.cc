@@ -77,10 +77,9 @@ Result<std::unique_ptr<ClusterSource>> ClusterSource::Create(const ClusterOption
         return std::move(reply->body);
       });
   source->lease_ = std::make_unique<BinderLease>(*source->bind_client_, options.lease, metrics);
-  source->binder_ = std::make_unique<ApiBinder>(*source->bind_client_, cache, *source->pods_,
-                                                *source->lease_,
-                                                options.defaults.shared_gpu_resource, metrics,
-                                                options.settle);
+  source->binder_ =
+      std::make_unique<ApiBinder>(*source->bind_client_, cache, *source->pods_, *source->lease_,
+                                  options.defaults.shared_gpu_resource, metrics, options.settle);
   const auto reflector_options = [&](const char* kind, const char* path) {
     kube::ReflectorOptions r;
     r.kind = kind;

@@ -142,7 +142,8 @@ TEST(ConfigTest, ValidValues) {
        }},
       {"kubernetes: {binder_lease: {enabled: false, duration_ms: 1000}}",
        [](const Config& c) { return !c.kubernetes.binder_lease.enabled; }},
-      {"kubernetes:", [](const Config& c) {
+      {"kubernetes:",
+       [](const Config& c) {
          return c.kubernetes.bind_timeout_ms == 5000 &&
                 c.kubernetes.binder_lease.duration_ms == 15000 &&
                 c.kubernetes.binder_lease.name == "linkfit-binder";
@@ -203,7 +204,8 @@ TEST(ConfigTest, InvalidConfigsNameTheKeyValueAndLine) {
       {"kubernetes:\n  burst: 0\n", {"kubernetes.burst: 0 is out of range"}},
       {"kubernetes:\n  binder_lease: {duration_ms: 8000}\n",
        {"kubernetes.binder_lease.duration_ms: must exceed (bind_timeout_ms + "
-        "bind_settle_margin_ms) by a quarter", "got 8000 against 7000"}},
+        "bind_settle_margin_ms) by a quarter",
+        "got 8000 against 7000"}},
       {"kubernetes:\n  binder_lease: {name: \"\"}\n",
        {"kubernetes.binder_lease: namespace and name must not be empty"}},
       {"kubernetes:\n  binder_lease: {holder: me}\n", {"kubernetes.binder_lease.holder"}},

@@ -71,9 +71,8 @@ inline constexpr const char* kRequiredPluginsPrefix =
 class ApiBinder final : public extender::Binder {
  public:
   // Every reference must outlive the binder.
-  ApiBinder(kube::ApiClient& client, state::ClusterCache& cache, PodStore& pods,
-            BinderLease& lease, std::string shared_gpu_resource, MetricsSink& metrics,
-            SettleOptions settle = {});
+  ApiBinder(kube::ApiClient& client, state::ClusterCache& cache, PodStore& pods, BinderLease& lease,
+            std::string shared_gpu_resource, MetricsSink& metrics, SettleOptions settle = {});
   ~ApiBinder() override;
   ApiBinder(const ApiBinder&) = delete;
   ApiBinder& operator=(const ApiBinder&) = delete;
@@ -130,7 +129,7 @@ class ApiBinder final : public extender::Binder {
   std::deque<Pending> pending_;  // GUARDED_BY(mutex_)
   std::size_t settling_ = 0;     // GUARDED_BY(mutex_): taken from pending_, being read
 
-  bool stopping_ = false;        // GUARDED_BY(mutex_)
+  bool stopping_ = false;  // GUARDED_BY(mutex_)
   std::thread settler_;
 };
 

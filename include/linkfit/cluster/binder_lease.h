@@ -70,12 +70,12 @@ class BinderLease {
     bool enabled = false;
     bool holding = false;
     std::string identity;
-    std::string holder;                  // the holder last read ("" free or unknown)
-    double expires_in_seconds = 0;       // holding: what is left of the lease
-    double held_until_seconds = 0;       // not holding: until the holder's lease lapses, at most
-    std::uint64_t binds_held = 0;        // Permits refused
-    std::uint64_t acquisitions = 0;      // taken free
-    std::uint64_t takeovers = 0;         // taken from a holder that stopped renewing
+    std::string holder;              // the holder last read ("" free or unknown)
+    double expires_in_seconds = 0;   // holding: what is left of the lease
+    double held_until_seconds = 0;   // not holding: until the holder's lease lapses, at most
+    std::uint64_t binds_held = 0;    // Permits refused
+    std::uint64_t acquisitions = 0;  // taken free
+    std::uint64_t takeovers = 0;     // taken from a holder that stopped renewing
     double first_grant_after_start_seconds = -1;  // -1: none yet
   };
 
@@ -102,7 +102,7 @@ class BinderLease {
 
  private:
   struct Read {
-    bool ok = false;          // a definite answer (200 or 404)
+    bool ok = false;  // a definite answer (200 or 404)
     bool exists = false;
     std::string holder;
     std::string resource_version;
@@ -142,16 +142,16 @@ class BinderLease {
   Clock::time_point last_read_{};        // GUARDED_BY(mutex_): not holding, the last GET
   Clock::time_point last_asked_{};       // GUARDED_BY(mutex_): a refused Permit's last refresh
   // The other holder's lease as last read: its resourceVersion and when we first read it.
-  std::string observed_holder_;              // GUARDED_BY(mutex_)
-  std::string observed_version_;             // GUARDED_BY(mutex_)
-  Clock::time_point observed_at_{};          // GUARDED_BY(mutex_)
+  std::string observed_holder_;                     // GUARDED_BY(mutex_)
+  std::string observed_version_;                    // GUARDED_BY(mutex_)
+  Clock::time_point observed_at_{};                 // GUARDED_BY(mutex_)
   std::chrono::milliseconds observed_duration_{0};  // GUARDED_BY(mutex_)
-  bool stopping_ = false;                    // GUARDED_BY(mutex_)
-  std::string last_error_;                   // GUARDED_BY(mutex_): the last failed call
-  std::uint64_t binds_held_ = 0;             // GUARDED_BY(mutex_)
-  std::uint64_t acquisitions_ = 0;           // GUARDED_BY(mutex_)
-  std::uint64_t takeovers_ = 0;              // GUARDED_BY(mutex_)
-  double first_grant_ = -1;                  // GUARDED_BY(mutex_)
+  bool stopping_ = false;                           // GUARDED_BY(mutex_)
+  std::string last_error_;                          // GUARDED_BY(mutex_): the last failed call
+  std::uint64_t binds_held_ = 0;                    // GUARDED_BY(mutex_)
+  std::uint64_t acquisitions_ = 0;                  // GUARDED_BY(mutex_)
+  std::uint64_t takeovers_ = 0;                     // GUARDED_BY(mutex_)
+  double first_grant_ = -1;                         // GUARDED_BY(mutex_)
   std::thread keeper_;
 };
 

@@ -283,7 +283,7 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   std::unordered_set<std::string> names_;  // GUARDED_BY(mutex_): namespaces, nodes
   // Node -> pod UID -> the devices the node's agent reports.
   std::unordered_map<std::string, std::unordered_map<std::string, kube::DevicesInUse::Pod>>
-      reports_;  // GUARDED_BY(mutex_)
+      reports_;                               // GUARDED_BY(mutex_)
   std::unordered_set<std::string> collided_;  // GUARDED_BY(mutex_): UIDs reported
   std::vector<Collision> collisions_;         // GUARDED_BY(mutex_): the latest, oldest first
   std::atomic<std::size_t> estimated_{0};
