@@ -38,7 +38,7 @@
 #include <thread>
 #include <vector>
 
-#include "kube/json_reader.h"
+#include "kube/api_endpoint.h"
 #include "kube/pem.h"
 #include "kube/rate_limiter.h"
 #include "linkfit/common/log.h"
@@ -53,76 +53,6 @@ constexpr std::size_t kMaxErrorBody = 64 << 10;
 constexpr std::size_t kMaxIdleConnections = 16;
 constexpr auto kTokenRereadInterval = std::chrono::minutes(1);
 constexpr double kMaxRetryAfterSeconds = 10;
-
-class SteadyClock final : public Clock {
- public:
-  std::chrono::steady_clock::time_point Now() const override {
-    return std::chrono::steady_clock::now();
-  }
-  void SleepFor(std::chrono::nanoseconds duration) override {
-    std::this_thread::sleep_for(duration);
-  }
-};
-
-struct Endpoint {
-  bool tls = true;
-  std::string host;  // without brackets
-  int port = 443;
-  std::string host_header;  // host[:port], IPv6 bracketed, the port left out when the default
-};
-
-Result<Endpoint> ParseServer(const std::string& url) {
-  Endpoint endpoint;
-  std::string rest;
-  if (url.starts_with("https://")) {
-    rest = url.substr(8);
-  } else if (url.starts_with("http://")) {
-    endpoint.tls = false;
-    endpoint.port = 80;
-    rest = url.substr(7);
-  } else {
-    return MakeError("API server " + QuoteForMessage(url) + ": expected https://host[:port]");
-  }
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  if (rest.find_first_of("/?#@") != std::string::npos) {
-    return MakeError("API server " + QuoteForMessage(url) +
-                     ": a path, query or user is not supported; expected https://host[:port]");
-  }
-  std::string host = rest;
-  std::string port;
-  if (!rest.empty() && rest.front() == '[') {
-    const auto close = rest.find(']');
-    if (close == std::string::npos) {
-      return MakeError("API server " + QuoteForMessage(url) + ": bad IPv6 host");
-    }
-    host = rest.substr(1, close - 1);
-    if (close + 1 < rest.size()) {
-      if (rest[close + 1] != ':')
-        return MakeError("API server " + QuoteForMessage(url) + ": bad port");
-      port = rest.substr(close + 2);
-    }
-  } else if (const auto colon = rest.rfind(':'); colon != std::string::npos) {
-    if (rest.find(':') != colon) {
-      return MakeError("API server " + QuoteForMessage(url) + ": an IPv6 host needs brackets");
-    }
-    host = rest.substr(0, colon);
-    port = rest.substr(colon + 1);
-  }
-  if (host.empty()) return MakeError("API server " + QuoteForMessage(url) + ": no host");
-  if (!port.empty()) {
-    const auto number = ParseInt(port);
-    if (!number || *number <= 0 || *number > 65535) {
-      return MakeError("API server " + QuoteForMessage(url) + ": bad port");
-    }
-    endpoint.port = static_cast<int>(*number);
-  }
-  endpoint.host = host;
-  endpoint.host_header = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  if (endpoint.port != (endpoint.tls ? 443 : 80)) {
-    endpoint.host_header += ":" + std::to_string(endpoint.port);
-  }
-  return endpoint;
-}
 
 // Maps httplib's error to "may the request have reached the server?" (TransportError.maybe_sent).
 // Connection, BindIPAddress, ConnectionTimeout and the TLS errors happen while connecting or in
@@ -578,40 +508,6 @@ ApiResult<int> HttpApiClient::Watch(const std::string& path,
 
 }  // namespace
 
-void CancelToken::Cancel() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (cancelled_) return;
-  cancelled_ = true;
-  for (auto& entry : hooks_) entry.second();
-  hooks_.clear();
-}
-
-bool CancelToken::cancelled() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return cancelled_;
-}
-
-std::uint64_t CancelToken::AddHook(std::function<void()> hook) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (cancelled_) {
-    hook();
-    return 0;
-  }
-  const std::uint64_t id = next_id_++;
-  hooks_.emplace_back(id, std::move(hook));
-  return id;
-}
-
-void CancelToken::RemoveHook(std::uint64_t id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::erase_if(hooks_, [id](const auto& entry) { return entry.first == id; });
-}
-
-Clock& SystemClock() {
-  static SteadyClock clock;
-  return clock;
-}
-
 Result<ApiClientPtr> NewApiClient(ClientConfig config, ApiCallObserver* observer, Clock& clock) {
   // OpenSSL writes with write(2): a connection the server reset would raise SIGPIPE and end the
   // process. A network client turns that into an error return instead (as httplib's server
@@ -620,7 +516,7 @@ Result<ApiClientPtr> NewApiClient(ClientConfig config, ApiCallObserver* observer
   std::call_once(ignore_sigpipe, [] { std::signal(SIGPIPE, SIG_IGN); });
   const std::string source = config.source.empty() ? "" : " (" + config.source + ")";
   Endpoint endpoint;
-  LINKFIT_ASSIGN_OR_RETURN(endpoint, ParseServer(config.server));
+  LINKFIT_ASSIGN_OR_RETURN(endpoint, ParseApiServerUrl(config.server));
   if (!config.username.empty() && (!config.token.empty() || !config.token_file.empty())) {
     return MakeError("username/password and a bearer token may not both be set" + source);
   }
@@ -657,27 +553,6 @@ Result<ApiClientPtr> NewApiClient(ClientConfig config, ApiCallObserver* observer
   }
   return ApiClientPtr(std::make_unique<HttpApiClient>(std::move(config), std::move(endpoint),
                                                       std::move(tls), observer, clock));
-}
-
-std::string StatusMessage(std::string_view body) {
-  json::Scratch scratch;
-  json::Ctx c;
-  simdjson::ondemand::document doc;
-  std::string message;
-  const bool ok = json::Open(c, body, &doc, scratch, "Status") &&
-                  json::ReadEnvelope(
-                      c, doc,
-                      [&](std::string_view key, simdjson::ondemand::value& value) {
-                        if (key == "message") {
-                          return json::ReadString(c, value, "message", &message);
-                        }
-                        return json::Skip(c, value, 0, "Status");
-                      },
-                      "Status");
-  if (ok && !message.empty()) return message;
-  std::string text(Trim(body));
-  if (text.size() > 200) text = text.substr(0, 200) + "...";
-  return text.empty() ? "(empty body)" : text;
 }
 
 }  // namespace linkfit::kube
