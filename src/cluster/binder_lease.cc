@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "linkfit/common/log.h"
+#include "linkfit/kube/micro_time.h"
 
 namespace linkfit::cluster {
 namespace {
@@ -32,22 +33,6 @@ std::string DefaultIdentity() {
   char suffix[17];
   std::snprintf(suffix, sizeof suffix, "%08x%08x", device(), device());
   return name + "_" + suffix;
-}
-
-// A MicroTime (RFC 3339 with microseconds) of the wall clock, for people reading the lease; the
-// protocol never reads it back.
-std::string MicroTimeNow() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
-      1000000;
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[40];
-  const std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
-  std::snprintf(text + n, sizeof text - n, ".%06lldZ", static_cast<long long>(micros));
-  return text;
 }
 
 std::int64_t DurationSeconds(milliseconds duration) { return (duration.count() + 999) / 1000; }
@@ -139,7 +124,7 @@ BinderLease::Read BinderLease::Get() {
 }
 
 bool BinderLease::WriteHolding(const Read& read, bool new_holder, Clock::time_point sent) {
-  const std::string now = MicroTimeNow();
+  const std::string now = kube::MicroTimeNow();
   json spec = {{"holderIdentity", options_.identity},
                {"leaseDurationSeconds", DurationSeconds(options_.duration)},
                {"renewTime", now}};
@@ -290,7 +275,7 @@ void BinderLease::Release() {
     metrics_.CountBinderLease("released");
   }
   const json patch = {{"metadata", {{"resourceVersion", version}}},
-                      {"spec", {{"holderIdentity", ""}, {"renewTime", MicroTimeNow()}}}};
+                      {"spec", {{"holderIdentity", ""}, {"renewTime", kube::MicroTimeNow()}}}};
   auto reply = client_.Patch(path_ + "/" + options_.name, patch.dump(), "lease");
   if (!reply || reply->status != 200) {
     log::Warning("releasing the binder lease failed (it lapses after its duration): " +

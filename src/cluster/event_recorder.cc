@@ -5,24 +5,10 @@
 
 #include "linkfit/common/log.h"
 #include "linkfit/kube/codec.h"
+#include "linkfit/kube/micro_time.h"
 
 namespace linkfit::cluster {
 namespace {
-
-std::string NowRfc3339Micro() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
-      1000000;
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[80];
-  std::snprintf(text, sizeof(text), "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", utc.tm_year + 1900,
-                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                static_cast<long long>(micros));
-  return text;
-}
 
 void Field(std::string& out, const char* key, const std::string& value, bool first = false) {
   if (!first) out += ',';
@@ -106,7 +92,8 @@ void EventRecorder::Loop() {
       queue_.pop_front();
     }
     const std::string path = "/apis/events.k8s.io/v1/namespaces/" + event.pod_namespace + "/events";
-    auto reply = client_.Post(path, EncodePodEvent(event, instance_, NowRfc3339Micro()), "event");
+    auto reply =
+        client_.Post(path, EncodePodEvent(event, instance_, kube::MicroTimeNow()), "event");
     if (!reply || reply->status != 201) {
       log::Warning(
           "events: posting " + event.reason + " for pod " + event.pod_namespace + "/" +

@@ -122,43 +122,44 @@ class BinderTest : public ::testing::Test {
     ASSERT_TRUE(stored.has_value());
     ASSERT_EQ((*stored)["spec"]["nodeName"], "a-0");
   }
+  // After BoundByAnEarlierAttempt: the next process, which has not seen the pod bound yet,
+  // binds it to `node` with `gpus`; the outcome is in `again_`.
+  std::unique_ptr<Binding> BindAgain(const std::string& node, topology::GpuMask gpus) {
+    BoundByAnEarlierAttempt();
+    auto second = std::make_unique<Binding>(*fake_);
+    second->See(pending_);
+    again_ = second->Bind(pending_, node, gpus);
+    EXPECT_TRUE(again_.has_value()) << again_.error().message;
+    return second;
+  }
 
   FakeApiServerPtr fake_;
+  Result<extender::BindOutcome> again_;  // BindAgain's outcome
   json pending_;
 };
 
 TEST_F(BinderTest, AConflictWithTheSameRecordIsTheEarlierAttemptsSuccess) {
-  BoundByAnEarlierAttempt();
-  // The next process has not seen the pod bound yet and plans the same devices.
-  Binding second(*fake_);
-  second.See(pending_);
-  auto outcome = second.Bind(pending_, "a-0", Mask({0, 1, 2, 3}));
-  ASSERT_TRUE(outcome.has_value()) << outcome.error().message;
-  EXPECT_EQ(outcome->kind, extender::BindOutcome::Kind::kAccepted);
+  BindAgain("a-0", Mask({0, 1, 2, 3}));  // the same devices
+  ASSERT_TRUE(again_.has_value());
+  EXPECT_EQ(again_->kind, extender::BindOutcome::Kind::kAccepted);
   EXPECT_EQ(fake_->Bindings().back().status, 409);
 }
 
 TEST_F(BinderTest, AConflictWithAnotherRecordLeavesThePodHoldingWhatTheApiSays) {
-  BoundByAnEarlierAttempt();
-  Binding second(*fake_);
-  second.See(pending_);
-  auto outcome = second.Bind(pending_, "a-0", Mask({4, 5, 6, 7}));
-  ASSERT_TRUE(outcome.has_value()) << outcome.error().message;
-  EXPECT_EQ(outcome->kind, extender::BindOutcome::Kind::kSettled);
-  EXPECT_EQ(outcome->detail, "");  // bound where kube-scheduler asked
-  EXPECT_EQ(second.HeldBy(pending_), Mask({0, 1, 2, 3}));
-  EXPECT_EQ(second.cache.Phase(pending_["metadata"]["uid"]), state::PodPhase::kAdded);
+  const std::unique_ptr<Binding> second = BindAgain("a-0", Mask({4, 5, 6, 7}));
+  ASSERT_TRUE(again_.has_value());
+  EXPECT_EQ(again_->kind, extender::BindOutcome::Kind::kSettled);
+  EXPECT_EQ(again_->detail, "");  // bound where kube-scheduler asked
+  EXPECT_EQ(second->HeldBy(pending_), Mask({0, 1, 2, 3}));
+  EXPECT_EQ(second->cache.Phase(pending_["metadata"]["uid"]), state::PodPhase::kAdded);
 }
 
 TEST_F(BinderTest, AConflictOnAnotherNodeIsAnErrorAndThePodCountsWhereItIs) {
-  BoundByAnEarlierAttempt();
-  Binding second(*fake_);
-  second.See(pending_);
-  auto outcome = second.Bind(pending_, "b-0", Mask({0, 1, 2, 3}));
-  ASSERT_TRUE(outcome.has_value()) << outcome.error().message;
-  EXPECT_EQ(outcome->kind, extender::BindOutcome::Kind::kSettled);
-  EXPECT_NE(outcome->detail.find("bound to a-0"), std::string::npos) << outcome->detail;
-  const auto held = second.cache.Find(pending_["metadata"]["uid"]);
+  const std::unique_ptr<Binding> second = BindAgain("b-0", Mask({0, 1, 2, 3}));
+  ASSERT_TRUE(again_.has_value());
+  EXPECT_EQ(again_->kind, extender::BindOutcome::Kind::kSettled);
+  EXPECT_NE(again_->detail.find("bound to a-0"), std::string::npos) << again_->detail;
+  const auto held = second->cache.Find(pending_["metadata"]["uid"]);
   ASSERT_TRUE(held.has_value());
   EXPECT_EQ(held->node, "a-0");
   EXPECT_EQ(held->gpus, Mask({0, 1, 2, 3}));
@@ -173,8 +174,7 @@ TEST_F(BinderTest, AConflictWithAReplacedPodIsRefused) {
   auto outcome = binding.Bind(pending_, "a-0", Mask({0, 1, 2, 3}));
   ASSERT_FALSE(outcome.has_value());
   EXPECT_NE(outcome.error().message.find("409"), std::string::npos) << outcome.error().message;
-  EXPECT_NE(outcome.error().message.find("replaced"), std::string::npos)
-      << outcome.error().message;
+  EXPECT_NE(outcome.error().message.find("replaced"), std::string::npos) << outcome.error().message;
 }
 
 TEST_F(BinderTest, AnUnknownOutcomeIsSettledByReadingThePodNeverByResending) {
@@ -342,8 +342,8 @@ TEST(BinderLeaseTest, OneHolderAtATimeAndAnIdleHolderReleases) {
       std::chrono::seconds(5)));
   EXPECT_FALSE(a.status().holding);
   // (A refused Permit reads the lease again at most every 200 ms.)
-  ASSERT_TRUE(WaitFor([&] { return b.Permit(milliseconds(500)).has_value(); },
-                      std::chrono::seconds(2)));
+  ASSERT_TRUE(
+      WaitFor([&] { return b.Permit(milliseconds(500)).has_value(); }, std::chrono::seconds(2)));
   EXPECT_EQ(b.status().takeovers, 0u);
 }
 

@@ -56,16 +56,7 @@ Reply PreconditionFailed(const std::string& key, const std::string& name,
 
 // An error that is no metav1.Status upstream: ErrorToAPIStatus makes it a 500 whose reason is
 // StatusReasonUnknown (""), so absent.
-Reply UnknownError(const std::string& message) {
-  nlohmann::ordered_json status;
-  status["kind"] = "Status";
-  status["apiVersion"] = "v1";
-  status["metadata"] = nlohmann::ordered_json::object();
-  status["status"] = "Failure";
-  status["message"] = message;
-  status["code"] = 500;
-  return Reply{500, status.dump()};
-}
+Reply UnknownError(const std::string& message) { return StatusReply(500, "", message); }
 
 // One field.Error: `field`, the cause's reason and ErrorBody() ("Invalid value: 0: must be ...").
 struct FieldError {

@@ -186,7 +186,7 @@ std::string StatusBody(int code, const std::string& reason, const std::string& m
   status["metadata"] = nlohmann::ordered_json::object();
   status["status"] = "Failure";
   status["message"] = message;
-  status["reason"] = reason;
+  if (!reason.empty()) status["reason"] = reason;  // StatusReasonUnknown ("") is omitted
   if (details.is_object() && !details.empty()) {
     status["details"] = nlohmann::ordered_json::parse(details.dump());
   }
