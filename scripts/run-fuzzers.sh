@@ -40,6 +40,11 @@ seeds_for() {
     fuzz_allocation_record) echo "test/data/allocation-records" ;;
     fuzz_devices_in_use) echo "test/data/devices-in-use" ;;
     fuzz_nvidia_smi_mig) echo "test/data/nvidia-smi" ;;
+    fuzz_watch_stream) echo "test/data/watch-streams" ;;
+    fuzz_api_status) echo "test/data/api-status test/data/watch-streams" ;;
+    fuzz_quantity) echo "test/data/quantities" ;;
+    fuzz_config) echo "config" ;;
+    fuzz_kubeconfig) echo "test/data/kubeconfigs" ;;
     *) echo "test/data/nvidia-smi config/topologies" ;;
   esac
 }

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "kube/pem.h"
 #include "linkfit/common/strings.h"
@@ -16,12 +15,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Kubeconfigs, and the certificates, keys and tokens they name, are a few KiB; a file past this
+// is not one of them (a path to /dev/zero must not read forever).
+constexpr std::size_t kMaxFileBytes = std::size_t{4} << 20;
+
 Result<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return MakeError(what + ": cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text(kMaxFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return MakeError(what + ": cannot read " + path);
+  const auto read = static_cast<std::size_t>(in.gcount());
+  if (read > kMaxFileBytes) {
+    return MakeError(what + ": " + path + " is larger than 4 MiB; not a kubeconfig, certificate, "
+                     "key or token");
+  }
+  text.resize(read);
+  return text;
 }
 
 Result<std::string> DecodeBase64(std::string_view text, const std::string& what) {
@@ -126,12 +136,17 @@ Result<bool> BoolAt(const YAML::Node& map, const char* key, const std::string& w
 }  // namespace
 
 Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& context) {
-  const std::string where = "kubeconfig " + path;
   std::string text;
-  LINKFIT_ASSIGN_OR_RETURN(text, ReadWholeFile(path, where));
+  LINKFIT_ASSIGN_OR_RETURN(text, ReadWholeFile(path, "kubeconfig " + path));
+  return ParseKubeconfig(text, path, context);
+}
+
+Result<ClientConfig> ParseKubeconfig(std::string_view text, const std::string& path,
+                                     const std::string& context) {
+  const std::string where = "kubeconfig " + path;
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return MakeError(where + ": not YAML: " + e.what());
   }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "kube/json_reader.h"
+#include "kube/watch_event.h"
 #include "linkfit/common/log.h"
 #include "linkfit/kube/reflector.h"
 
@@ -35,17 +36,6 @@ std::string UrlEncode(std::string_view text) {
     }
   }
   return out;
-}
-
-// metadata.resourceVersion of an object value (consumed up to its metadata).
-std::string ResourceVersionOf(od::object& object) {
-  od::value metadata;
-  if (object.find_field_unordered("metadata").get(metadata) != simdjson::SUCCESS) return "";
-  std::string_view rv;
-  if (metadata.find_field_unordered("resourceVersion").get_string().get(rv) != simdjson::SUCCESS) {
-    return "";
-  }
-  return std::string(rv);
 }
 
 enum class LineVerdict { kContinue, kGone, kFailed };
@@ -200,71 +190,18 @@ Reflector::Impl::ListResult Reflector::Impl::List() {
   }
 }
 
-namespace {
-
-// Whether a watch ERROR event's Status says the resourceVersion is too old: code 410, or reason
-// Expired or Gone (client-go's apierrors.IsResourceExpired / IsGone).
-bool StatusIsGone(std::string_view status_json) {
-  json::Scratch scratch;
-  json::Ctx c;
-  od::document doc;
-  od::object status;
-  if (!json::Open(c, status_json, &doc, scratch, "Status") ||
-      doc.get_object().get(status) != simdjson::SUCCESS) {
-    return false;
-  }
-  std::int64_t code = 0;
-  std::string_view reason;
-  for (auto field : status) {
-    std::string_view key;
-    od::value value;
-    if (field.unescaped_key().get(key) != simdjson::SUCCESS ||
-        field.value().get(value) != simdjson::SUCCESS) {
-      return false;
-    }
-    if (key == "code") {
-      if (value.get_int64().get(code) != simdjson::SUCCESS) code = 0;
-    } else if (key == "reason") {
-      if (value.get_string().get(reason) != simdjson::SUCCESS) reason = {};
-      if (reason == "Expired" || reason == "Gone") return true;
-    }
-  }
-  return code == 410;
-}
-
-// metadata.resourceVersion of an object's JSON, parsed in `scratch` ("" when absent).
-std::string ResourceVersionIn(std::string_view object_json, json::Scratch& scratch) {
-  json::Ctx c;
-  od::document doc;
-  od::object object;
-  if (!json::Open(c, object_json, &doc, scratch, "object") ||
-      doc.get_object().get(object) != simdjson::SUCCESS) {
-    return "";
-  }
-  return ResourceVersionOf(object);
-}
-
-}  // namespace
-
 // Handles one line of a watch: {"type":...,"object":{...}}. `line_scratch` holds the line's parse
 // (the object's bytes live there while the sink reads them); `rv_scratch` the second, short
 // parse for the object's resourceVersion.
 LineVerdict Reflector::Impl::HandleLine(std::string_view line, json::Scratch& line_scratch,
                                         json::Scratch& rv_scratch, bool* delivered) {
-  json::Ctx c;
-  od::document doc;
-  od::object event;
-  std::string_view type;
-  od::object object;
-  std::string_view raw;
-  if (!json::Open(c, line, &doc, line_scratch, "watch event") ||
-      doc.get_object().get(event) != simdjson::SUCCESS ||
-      event.find_field_unordered("type").get_string().get(type) != simdjson::SUCCESS ||
-      event.find_field_unordered("object").get_object().get(object) != simdjson::SUCCESS ||
-      object.raw_json().get(raw) != simdjson::SUCCESS) {
-    Error("watch event is not {type, object}: " + std::string(line.substr(0, 200)));
+  const Result<WatchLine> decoded = DecodeWatchLine(line, line_scratch);
+  if (!decoded) {
+    Error(decoded.error().message);
     return LineVerdict::kFailed;
   }
+  const std::string_view type = decoded->type;
+  const std::string_view raw = decoded->object_json;
   if (observer != nullptr) observer->WatchEvent(options.kind, type);
   if (type == "ERROR") {
     if (StatusIsGone(raw)) return LineVerdict::kGone;

@@ -83,6 +83,10 @@ struct ClientConfig {
 // context/cluster/user, unreadable files and PEM that does not parse are errors naming the file
 // and the key.
 Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& context = "");
+// The same for kubeconfig text already read: `path` names it in messages and its directory
+// anchors relative paths.
+Result<ClientConfig> ParseKubeconfig(std::string_view text, const std::string& path,
+                                     const std::string& context = "");
 
 // Where InClusterConfig looks (tests point it at a temporary directory and fake variables).
 struct InClusterPaths {
