@@ -59,6 +59,10 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
   --host-proc DIR              the node's /proc, for the driver's device files (default /proc);
                                NRI runtimes without CDI get the device files of what each
                                container is handed
+  --no-cdi                     with the NRI plugin: send no CDI device names, even to runtimes
+                               that inject them (containerd >= 2.1, CRI-O >= 1.34; older ones
+                               never get any), for nodes without a CDI spec for nvidia.com/gpu;
+                               containers then get the device files, and the node reports nri-env
   --share-resource NAME        the share resource it serves (default linkfit.io/gpu-share,
                                "" = none), counted in thousandths of a GPU
   --once                       one round, then exit (status 0 when it published or had nothing
@@ -80,6 +84,7 @@ struct Flags {
   std::vector<std::string> exempt_namespaces;
   int discover_interval_s = 60;
   int devices_interval_s = 10;
+  bool cdi = true;
   bool once = false;
   bool print = false;
 };
@@ -131,6 +136,8 @@ Result<Flags> ParseFlags(const std::vector<std::string>& args) {
       ok = seconds(&flags.discover_interval_s);
     } else if (arg == "--devices-interval") {
       ok = seconds(&flags.devices_interval_s);
+    } else if (arg == "--no-cdi") {
+      flags.cdi = false;
     } else if (arg == "--once") {
       flags.once = true;
     } else if (arg == "--print") {
@@ -296,6 +303,7 @@ int Run(const Flags& flags) {
   if (use_nri) {
     node::NriPluginOptions nri;
     nri.node_name = flags.node_name;
+    nri.cdi = flags.cdi;
     nri.exempt_namespaces.insert(flags.exempt_namespaces.begin(), flags.exempt_namespaces.end());
     nri.device_files = [cache = std::make_shared<DeviceFilesCache>(flags.host_proc, agent)] {
       return cache->Get();

@@ -54,7 +54,7 @@ Result<void> ServeNri(int fd, NriPlugin& plugin, const NriServeOptions& options,
   auto frame =
       EncodeTtrpcFrame({kRegisterStream, TtrpcType::kRequest, 0, EncodeTtrpcRequest(registration)});
   if (!frame) return tl::unexpected(frame.error());
-  if (auto sent = WriteAll(fd, EncodeMuxFrame(kRuntimeConn, *frame)); !sent) return sent;
+  if (auto sent = WriteAll(fd, EncodeMuxMessage(kRuntimeConn, *frame)); !sent) return sent;
 
   const auto started = std::chrono::steady_clock::now();
   bool registered = false;
@@ -78,10 +78,11 @@ Result<void> ServeNri(int fd, NriPlugin& plugin, const NriServeOptions& options,
     }
     while (auto incoming = mux.Next()) {
       if (incoming->conn == kPluginConn) {
-        std::string reply;
-        LINKFIT_ASSIGN_OR_RETURN(reply, plugin.HandleStream(incoming->payload));
-        if (reply.empty()) continue;
-        if (auto sent = WriteAll(fd, EncodeMuxFrame(kPluginConn, reply)); !sent) return sent;
+        std::vector<std::string> replies;
+        LINKFIT_ASSIGN_OR_RETURN(replies, plugin.HandleStream(incoming->payload));
+        for (const std::string& reply : replies) {
+          if (auto sent = WriteAll(fd, EncodeMuxMessage(kPluginConn, reply)); !sent) return sent;
+        }
       } else if (incoming->conn == kRuntimeConn) {
         if (auto fed = runtime_replies.Feed(incoming->payload); !fed) {
           return tl::unexpected(fed.error());

@@ -30,6 +30,23 @@ std::string EncodeMuxFrame(std::uint32_t conn, std::string_view payload) {
   return out;
 }
 
+std::string EncodeMuxWrite(std::uint32_t conn, std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size() + kMuxHeaderBytes * (1 + bytes.size() / kMuxMaxPayload));
+  do {
+    const std::string_view frame = bytes.substr(0, kMuxMaxPayload);
+    out += EncodeMuxFrame(conn, frame);
+    bytes.remove_prefix(frame.size());
+  } while (!bytes.empty());
+  return out;
+}
+
+std::string EncodeMuxMessage(std::uint32_t conn, std::string_view ttrpc_message) {
+  if (ttrpc_message.size() <= kTtrpcChannelBuffer) return EncodeMuxWrite(conn, ttrpc_message);
+  return EncodeMuxWrite(conn, ttrpc_message.substr(0, kTtrpcChannelBuffer)) +
+         EncodeMuxWrite(conn, ttrpc_message.substr(kTtrpcChannelBuffer));
+}
+
 Result<void> MuxReader::Feed(std::string_view bytes) {
   buffer_.append(bytes);
   std::size_t at = 0;

@@ -201,6 +201,26 @@ Result<ContainerEvent> DecodeContainerEvent(std::string_view bytes) {
   return event;
 }
 
+Result<PodSandbox> DecodePodSandboxEvent(std::string_view bytes) {
+  std::optional<PodSandbox> pod;
+  auto read = ForEachField(bytes, "pod sandbox event", [&](const ProtoField& f) -> Result<void> {
+    if (f.number == 1) {
+      if (f.wire_type != 2) return MakeError("pod is not a message");
+      LINKFIT_ASSIGN_OR_RETURN(pod, DecodePodSandbox(f.bytes));
+    }
+    return {};
+  });
+  if (!read) return tl::unexpected(read.error());
+  if (!pod) return MakeError("pod sandbox event: without pod");
+  return std::move(*pod);
+}
+
+std::string EncodePodSandboxEvent(const PodSandbox& pod) {
+  ProtoWriter out;
+  out.Bytes(1, EncodePodSandbox(pod));
+  return out.Take();
+}
+
 Result<StateChange> DecodeStateChange(std::string_view bytes) {
   StateChange change;
   auto read = ForEachField(bytes, "StateChangeEvent", [&](const ProtoField& f) -> Result<void> {

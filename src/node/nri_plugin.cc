@@ -66,6 +66,7 @@ TtrpcResponse NriPlugin::Handle(const TtrpcRequest& request) {
   // Every handled change reaches the observer (counts alone would miss a replaced entry).
   if (options_.on_ledger_change &&
       (request.method == "CreateContainer" || request.method == "StopContainer" ||
+       request.method == "RemoveContainer" || request.method == "RemovePodSandbox" ||
        request.method == "StateChange" ||
        (request.method == "Synchronize" && syncing_.containers() == 0) ||
        before != ledger_.containers())) {
@@ -81,9 +82,10 @@ TtrpcResponse NriPlugin::Dispatch(const TtrpcRequest& request) {
   if (request.method == "Configure") {
     auto configure = DecodeConfigureRequest(request.payload);
     if (!configure) return Failed(kStatusInvalidArgument, configure.error().message);
-    runtime_injects_cdi_ = RuntimeInjectsCdi(configure->runtime_name, configure->runtime_version);
+    sends_cdi_ =
+        options_.cdi && RuntimeInjectsCdi(configure->runtime_name, configure->runtime_version);
     if (options_.on_configured) {
-      options_.on_configured(runtime_injects_cdi_ ? "nri-cdi" : "nri-env",
+      options_.on_configured(sends_cdi_ ? "nri-cdi" : "nri-env",
                              configure->runtime_name + " " + configure->runtime_version);
     }
     return Ok(EncodeConfigureResponse(
@@ -92,24 +94,39 @@ TtrpcResponse NriPlugin::Dispatch(const TtrpcRequest& request) {
   }
   if (request.method == "Synchronize") return Synchronize(request.payload);
   if (request.method == "CreateContainer") return CreateContainer(request.payload);
-  if (request.method == "StopContainer") {  // a stopped container uses no device any more
-    auto event = DecodeContainerEvent(request.payload);
-    if (!event) return Failed(kStatusInvalidArgument, event.error().message);
-    ledger_.Release({event->pod.uid, event->container.name});
-    return Ok();  // StopContainerResponse {}: no updates
+  // A stopped container uses no device any more; a removed one has stopped (or never ran).
+  if (request.method == "StopContainer" || request.method == "RemoveContainer") {
+    return RemoveContainer(request.payload);
   }
-  if (request.method == "StateChange") {  // RemoveContainer, RemovePodSandbox, ...
-    auto change = DecodeStateChange(request.payload);
-    if (!change) return Failed(kStatusInvalidArgument, change.error().message);
-    if (change->event == static_cast<int>(NriEvent::kRemoveContainer)) {
-      ledger_.Release({change->pod.uid, change->container.name});
-    } else if (change->event == static_cast<int>(NriEvent::kRemovePodSandbox)) {
-      ledger_.ReleasePod(change->pod.uid);
-    }
-    return Ok();
-  }
+  if (request.method == "RemovePodSandbox") return RemovePodSandbox(request.payload);
+  if (request.method == "StateChange") return HandleStateChange(request.payload);
   if (request.method == "Shutdown") return Ok();
   return Failed(kStatusUnimplemented, "linkfit's NRI plugin does not handle " + request.method);
+}
+
+TtrpcResponse NriPlugin::RemoveContainer(std::string_view payload) {
+  auto event = DecodeContainerEvent(payload);
+  if (!event) return Failed(kStatusInvalidArgument, event.error().message);
+  ledger_.Release({event->pod.uid, event->container.name});
+  return Ok();  // StopContainerResponse {} (no updates), RemoveContainerResponse {}
+}
+
+TtrpcResponse NriPlugin::RemovePodSandbox(std::string_view payload) {
+  auto pod = DecodePodSandboxEvent(payload);
+  if (!pod) return Failed(kStatusInvalidArgument, pod.error().message);
+  ledger_.ReleasePod(pod->uid);
+  return Ok();  // RemovePodSandboxResponse {}
+}
+
+TtrpcResponse NriPlugin::HandleStateChange(std::string_view payload) {
+  auto change = DecodeStateChange(payload);
+  if (!change) return Failed(kStatusInvalidArgument, change.error().message);
+  if (change->event == static_cast<int>(NriEvent::kRemoveContainer)) {
+    ledger_.Release({change->pod.uid, change->container.name});
+  } else if (change->event == static_cast<int>(NriEvent::kRemovePodSandbox)) {
+    ledger_.ReleasePod(change->pod.uid);
+  }
+  return Ok();  // Empty
 }
 
 TtrpcResponse NriPlugin::Synchronize(std::string_view payload) {
@@ -160,12 +177,11 @@ TtrpcResponse NriPlugin::CreateContainer(std::string_view payload) {
   if (decision.kind == HandoffDecision::Kind::kRefuse) {
     return Failed(kStatusUnknown, "linkfit: " + decision.reason);
   }
-  const Adjustment adjustment = AdjustmentFor(decision, options_.cdi);
+  const Adjustment adjustment = AdjustmentFor(decision, sends_cdi_);
   ContainerAdjustment adjust;
   adjust.env = adjustment.env;
   adjust.cdi_devices = adjustment.cdi_devices;
-  if (decision.kind == HandoffDecision::Kind::kInject && !runtime_injects_cdi_ &&
-      options_.device_files) {
+  if (decision.kind == HandoffDecision::Kind::kInject && !sends_cdi_ && options_.device_files) {
     auto files = options_.device_files();
     auto needed = files ? DeviceFilesFor(decision.devices, *files)
                         : Result<std::vector<DeviceFile>>(tl::unexpected(files.error()));
@@ -187,10 +203,10 @@ TtrpcResponse NriPlugin::CreateContainer(std::string_view payload) {
   return Ok(EncodeCreateContainerResponse(adjust));
 }
 
-Result<std::string> NriPlugin::HandleStream(std::string_view ttrpc_bytes) {
+Result<std::vector<std::string>> NriPlugin::HandleStream(std::string_view ttrpc_bytes) {
   TtrpcReader& reader = ttrpc_[kPluginConn];
   if (auto fed = reader.Feed(ttrpc_bytes); !fed) return tl::unexpected(fed.error());
-  std::string outgoing;
+  std::vector<std::string> replies;
   while (auto message = reader.Next()) {
     if (message->type != TtrpcType::kRequest) continue;
     TtrpcResponse response;
@@ -202,9 +218,9 @@ Result<std::string> NriPlugin::HandleStream(std::string_view ttrpc_bytes) {
     auto reply =
         EncodeTtrpcFrame({message->stream, TtrpcType::kResponse, 0, EncodeTtrpcResponse(response)});
     if (!reply) return tl::unexpected(reply.error());
-    outgoing += *reply;
+    replies.push_back(std::move(*reply));
   }
-  return outgoing;
+  return replies;
 }
 
 Result<std::string> NriPlugin::HandleFrames(std::string_view incoming) {
@@ -212,9 +228,9 @@ Result<std::string> NriPlugin::HandleFrames(std::string_view incoming) {
   std::string outgoing;
   while (auto frame = mux_.Next()) {
     if (frame->conn != kPluginConn) continue;  // replies to linkfit's own calls: not here
-    std::string reply;
-    LINKFIT_ASSIGN_OR_RETURN(reply, HandleStream(frame->payload));
-    if (!reply.empty()) outgoing += EncodeMuxFrame(kPluginConn, reply);
+    std::vector<std::string> replies;
+    LINKFIT_ASSIGN_OR_RETURN(replies, HandleStream(frame->payload));
+    for (const std::string& reply : replies) outgoing += EncodeMuxMessage(kPluginConn, reply);
   }
   return outgoing;
 }

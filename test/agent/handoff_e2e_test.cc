@@ -317,11 +317,12 @@ TEST_F(HandoffEndToEndTest, WithoutNriTheDevicePluginVerifies) {
 }
 
 // An NRI runtime without CDI (containerd 1.7): the agent adds the device files of the plan, read
-// from the node's driver files (a fake /proc tree written for the GPUs it discovered); then the
-// runtime restarts and the agent reconnects.
+// from the node's driver files (a fake /proc tree written for the GPUs it discovered), and no CDI
+// names; then the runtime restarts as containerd 2.1, which injects CDI, and the agent reconnects:
+// with --no-cdi it still sends device files and no CDI names.
 TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
   const std::string proc = ::testing::TempDir() + "/handoff-proc-" + std::to_string(getpid());
-  StartAgent(nri_socket_, {"--host-proc", proc});
+  StartAgent(nri_socket_, {"--host-proc", proc, "--no-cdi"});
   const int fd = ::accept(listener_, nullptr, nullptr);
   ASSERT_GE(fd, 0);
   linkfit::testing::FakeNriRuntime runtime(fd);
@@ -361,6 +362,7 @@ TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
                                              "/dev/nvidia16", "/dev/nvidia-caps/nvidia-cap161",
                                              "/dev/nvidia-caps/nvidia-cap261"}))
       << AgentLog();
+  EXPECT_TRUE(adjust->cdi_devices.empty());
 
   // The runtime restarts: the agent dials again, and the runtime's Synchronize (the container
   // with the linkfit.io/handed annotation the plugin set) rebuilds the ledger, so a plan that
@@ -371,7 +373,7 @@ TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
   ASSERT_GE(again, 0);
   linkfit::testing::FakeNriRuntime restarted(again);
   restarted.AcceptRegistration();
-  ASSERT_EQ(restarted.Call("Configure", node::EncodeConfigureRequest({"", "containerd", "1.7.24"}))
+  ASSERT_EQ(restarted.Call("Configure", node::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
                 .status_code,
             0);
   node::SynchronizeRequest live;
@@ -393,6 +395,18 @@ TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
   EXPECT_EQ(refused.status_code, 2);
   EXPECT_NE(refused.status_message.find("held by pod uid-infer"), std::string::npos)
       << refused.status_message;
+  // GPU 4 (minor 14) is free: device files and no CDI names, --no-cdi on a runtime that could.
+  other.devices.gpus = {4};
+  other.containers = {{"main", false, other.devices}};
+  clash.pod.annotations[kube::kAnnotationAllocation] = kube::EncodeAllocationRecord(other);
+  const node::TtrpcResponse given =
+      restarted.Call("CreateContainer", node::EncodeContainerEvent(clash));
+  ASSERT_EQ(given.status_code, 0) << given.status_message;
+  auto files = node::DecodeCreateContainerResponse(given.payload);
+  ASSERT_TRUE(files);
+  EXPECT_TRUE(files->cdi_devices.empty());
+  ASSERT_FALSE(files->devices.empty());
+  EXPECT_EQ(files->devices.back().path, "/dev/nvidia14") << AgentLog();
   std::filesystem::remove_all(proc);
 }
 

@@ -2,7 +2,9 @@
 
 // FakeNriRuntime: the container runtime's end of an NRI connection, for tests (design §5.4):
 // accepts a plugin's registration and calls the plugin's methods over the real mux and ttrpc
-// framing. Uses GoogleTest assertions.
+// framing. It writes as a Go runtime writes (EncodeMuxMessage) and reads as one reads
+// (GoTtrpcReader): a reply a real runtime could not read fails the test. Uses GoogleTest
+// assertions.
 //
 // Thread-safety: one test thread.
 
@@ -10,18 +12,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <deque>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "linkfit/kube/annotations.h"
 #include "linkfit/node/nri_frames.h"
 #include "linkfit/node/nri_messages.h"
+#include "node/go_ttrpc_reader.h"
 
 namespace linkfit::testing {
 
 using node::ContainerEvent;
 using node::EncodeContainerEvent;
-using node::EncodeMuxFrame;
+using node::EncodeMuxMessage;
 using node::EncodeTtrpcFrame;
 using node::EncodeTtrpcRequest;
 using node::EncodeTtrpcResponse;
@@ -30,7 +35,6 @@ using node::kPluginService;
 using node::kRuntimeConn;
 using node::MuxReader;
 using node::TtrpcFrame;
-using node::TtrpcReader;
 using node::TtrpcRequest;
 using node::TtrpcResponse;
 using node::TtrpcType;
@@ -47,26 +51,28 @@ class FakeNriRuntime {
 
   // Reads until a whole ttrpc message arrives on `conn`.
   TtrpcFrame Read(std::uint32_t conn) {
-    for (;;) {
-      if (auto message = ttrpc_[conn].Next()) return *message;
-      while (auto frame = mux_.Next()) {
-        EXPECT_TRUE(ttrpc_[frame->conn].Feed(frame->payload));
-      }
-      if (auto message = ttrpc_[conn].Next()) return *message;
-      char buffer[4096];
-      const ssize_t got = ::recv(fd_, buffer, sizeof(buffer), 0);
-      if (got <= 0) {
-        ADD_FAILURE() << "the plugin closed the connection";
-        return {};
-      }
-      EXPECT_TRUE(mux_.Feed(std::string_view(buffer, static_cast<std::size_t>(got))));
+    auto& reader = readers_[conn];
+    if (!reader) {
+      reader = std::make_unique<GoTtrpcReader>([this, conn] { return NextFrame(conn); });
     }
+    auto message = reader->Recv();
+    if (!message) {
+      ADD_FAILURE() << "a Go runtime could not read the plugin's message: "
+                    << message.error().message;
+      return {};
+    }
+    return *message;
   }
+  // Writes a ttrpc message as a Go runtime writes it.
   void Write(std::uint32_t conn, const TtrpcFrame& frame) {
-    const std::string bytes = EncodeMuxFrame(conn, EncodeTtrpcFrame(frame).value());
+    WriteBytes(EncodeMuxMessage(conn, EncodeTtrpcFrame(frame).value()));
+  }
+  void WriteBytes(const std::string& bytes) {
     ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(bytes.size()));
   }
+  // The sizes of the mux frames the plugin sent on `conn` so far.
+  const std::vector<std::size_t>& frame_sizes(std::uint32_t conn) { return frame_sizes_[conn]; }
   // Reads the plugin's RegisterPlugin and answers it (status 0 accepts).
   TtrpcRequest AcceptRegistration(std::int32_t status = 0) {
     const TtrpcFrame frame = Read(kRuntimeConn);
@@ -94,9 +100,30 @@ class FakeNriRuntime {
   }
 
  private:
+  // The next mux frame of `conn`, reading the socket until one comes; nullopt when it closes.
+  std::optional<std::string> NextFrame(std::uint32_t conn) {
+    for (;;) {
+      if (!frames_[conn].empty()) {
+        std::string frame = std::move(frames_[conn].front());
+        frames_[conn].pop_front();
+        return frame;
+      }
+      char buffer[4096];
+      const ssize_t got = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (got <= 0) return std::nullopt;
+      EXPECT_TRUE(mux_.Feed(std::string_view(buffer, static_cast<std::size_t>(got))));
+      while (auto frame = mux_.Next()) {
+        frame_sizes_[frame->conn].push_back(frame->payload.size());
+        frames_[frame->conn].push_back(std::move(frame->payload));
+      }
+    }
+  }
+
   int fd_;
   MuxReader mux_;
-  std::map<std::uint32_t, TtrpcReader> ttrpc_;
+  std::map<std::uint32_t, std::deque<std::string>> frames_;
+  std::map<std::uint32_t, std::vector<std::size_t>> frame_sizes_;
+  std::map<std::uint32_t, std::unique_ptr<GoTtrpcReader>> readers_;
   std::uint32_t next_stream_ = 1;
 };
 

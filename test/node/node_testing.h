@@ -1,8 +1,10 @@
 #pragma once
 
 // Shared pieces of the node-side tests: golden bytes, a DGX H100 whose GPU i has UUID "GPU-i", and
-// the plan (linkfit.io/allocation) that gives a pod's container "main" whole GPUs on node "n1".
+// the plan (linkfit.io/allocation) that gives a pod's container "main" whole GPUs on node "n1";
+// for messages above 4 KiB, nodes with UUIDs of full length (16 GPUs, 56 MIG instances).
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -26,6 +28,50 @@ inline topology::TopologySpec H100Node() {
   topology::TopologySpec spec = LoadFixture("dgx-h100")->spec();
   for (topology::GpuSpec& gpu : spec.gpus) gpu.uuid = "GPU-" + std::to_string(gpu.index);
   return spec;
+}
+
+// A UUID as NVIDIA writes them: "GPU-" or "MIG-" and 36 characters.
+inline std::string LongUuid(const std::string& prefix, int n) {
+  const auto number = static_cast<unsigned>(n);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%s-%08x-6a2b-4c1d-8e3f-%012x", prefix.c_str(),
+                number * 2654435761u, number);
+  return text;
+}
+
+// A DGX-2 (16 V100s) with UUIDs of full length (LongUuid("GPU", i)).
+inline topology::TopologySpec SixteenGpuNode() {
+  topology::TopologySpec spec = LoadFixture("dgx2-v100")->spec();
+  for (topology::GpuSpec& gpu : spec.gpus) gpu.uuid = LongUuid("GPU", gpu.index);
+  return spec;
+}
+
+// H100Node with every GPU cut into seven 1g.10gb MIG instances (slices 0..6, GPU instances
+// 1..7), instance s of GPU i with UUID LongUuid("MIG", 7 * i + s).
+inline topology::TopologySpec MigSlicedNode() {
+  topology::TopologySpec spec = H100Node();
+  for (topology::GpuSpec& gpu : spec.gpus) {
+    gpu.mig_mode = topology::MigMode::kEnabled;
+    for (int start = 0; start < 7; ++start) {
+      gpu.mig_instances.push_back(
+          {"1g.10gb", start, 1, LongUuid("MIG", gpu.index * 7 + start), start + 1});
+    }
+  }
+  return spec;
+}
+
+// The plan that gives container "main" all 56 MIG instances of MigSlicedNode.
+inline std::string AllMigInstancesPlan(const std::string& uid) {
+  kube::AllocationRecord record;
+  record.pod = "ml/" + uid;
+  record.uid = uid;
+  record.node = "n1";
+  for (int gpu = 0; gpu < 8; ++gpu) {
+    for (int start = 0; start < 7; ++start)
+      record.devices.mig.push_back({gpu, "1g.10gb", start, ""});
+  }
+  record.containers = {{"main", false, record.devices}};
+  return kube::EncodeAllocationRecord(record);
 }
 
 inline std::string WholeGpuPlan(const std::string& uid, std::vector<int> gpus) {

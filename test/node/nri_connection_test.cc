@@ -129,5 +129,60 @@ TEST(NriConnection, ARefusedOrUnansweredRegistrationIsAnError) {
   EXPECT_FALSE(DialNri("/nonexistent/nri.sock"));
 }
 
+// On a real socket: a request far above 4 KiB (a long environment) reaches the plugin in the
+// frames a Go runtime writes, the answer naming 56 MIG instances comes back in the frames a Go
+// peer writes (4096 bytes, then the rest) and reads; RemoveContainer and RemovePodSandbox answer
+// empty and free the ledger.
+TEST(NriConnection, LargeMessagesAndRemoveEventsOnTheSocket) {
+  Connected sockets;
+  NriPlugin plugin({"n1"}, linkfit::testing::MigSlicedNode);
+  std::atomic<bool> stop{false};
+  Result<void> served;
+  std::thread serving([&] { served = ServeNri(sockets.plugin_fd, plugin, {}, stop); });
+  {
+    FakeNriRuntime runtime(sockets.runtime_fd);
+    runtime.AcceptRegistration();
+    ASSERT_EQ(
+        runtime.Call("Configure", EncodeConfigureRequest({"", "containerd", "v2.1.0"})).status_code,
+        0);
+    ContainerEvent event;
+    event.pod = {
+        "sandbox-m", "p-m",
+        "um",        "ml",
+        {},          {{kube::kAnnotationAllocation, linkfit::testing::AllMigInstancesPlan("um")}}};
+    event.container = {"ctr-m", "sandbox-m", "main", {}, {}};
+    for (int i = 0; i < 400; ++i) {
+      event.container.env.push_back("VARIABLE_" + std::to_string(i) + "=" + std::string(30, 'v'));
+    }
+    const std::size_t before = runtime.frame_sizes(kPluginConn).size();
+    const TtrpcResponse created = runtime.Call("CreateContainer", EncodeContainerEvent(event));
+    ASSERT_EQ(created.status_code, 0) << created.status_message;
+    auto adjust = DecodeCreateContainerResponse(created.payload);
+    ASSERT_TRUE(adjust);
+    EXPECT_EQ(adjust->cdi_devices.size(), 56u);
+    const std::vector<std::size_t>& sizes = runtime.frame_sizes(kPluginConn);
+    ASSERT_EQ(sizes.size(), before + 2);
+    EXPECT_EQ(sizes[before], kTtrpcChannelBuffer);
+    EXPECT_GT(sizes[before + 1], kTtrpcChannelBuffer / 2);
+
+    // The ledger belongs to the serving thread: what it holds shows in what is refused.
+    ContainerEvent other = event;
+    other.pod.uid = "un";
+    other.pod.annotations[kube::kAnnotationAllocation] =
+        linkfit::testing::AllMigInstancesPlan("un");
+    EXPECT_EQ(runtime.Call("CreateContainer", EncodeContainerEvent(other)).status_code, 2);
+    const TtrpcResponse removed = runtime.Call("RemoveContainer", EncodeContainerEvent(event));
+    EXPECT_EQ(removed, (TtrpcResponse{0, "", ""}));
+    EXPECT_EQ(runtime.Call("CreateContainer", EncodeContainerEvent(other)).status_code, 0);
+    EXPECT_EQ(runtime.Call("CreateContainer", EncodeContainerEvent(event)).status_code, 2);
+    EXPECT_EQ(runtime.Call("RemovePodSandbox", EncodePodSandboxEvent(other.pod)),
+              (TtrpcResponse{0, "", ""}));
+    EXPECT_EQ(runtime.Call("CreateContainer", EncodeContainerEvent(event)).status_code, 0);
+  }
+  serving.join();
+  EXPECT_TRUE(served) << served.error().message;
+  EXPECT_EQ(plugin.ledger().containers(), 1u);
+}
+
 }  // namespace
 }  // namespace linkfit::node

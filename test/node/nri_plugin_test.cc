@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
+
 #include "linkfit/kube/annotations.h"
 #include "linkfit/node/nri_plugin.h"
+#include "node/go_ttrpc_reader.h"
 #include "node/node_testing.h"
 
 namespace linkfit::node {
@@ -74,7 +77,8 @@ std::string Plan(const std::string& uid, std::vector<int> gpus) {
   return linkfit::testing::WholeGpuPlan(uid, std::move(gpus));
 }
 
-// The runtime's side: frames requests to the plugin and reads its answers.
+// The runtime's side: frames requests to the plugin as a Go runtime does and reads its answers as
+// one does (GoTtrpcReader: an answer a real runtime could not read fails the test).
 class FakeRuntime {
  public:
   explicit FakeRuntime(NriPlugin& plugin) : plugin_(plugin) {}
@@ -82,24 +86,34 @@ class FakeRuntime {
     TtrpcRequest request{kPluginService, method, payload, 2'000'000'000, {}};
     auto frame = EncodeTtrpcFrame({stream_, TtrpcType::kRequest, 0, EncodeTtrpcRequest(request)});
     EXPECT_TRUE(frame);
-    const std::string wire = EncodeMuxFrame(kPluginConn, *frame);
-    std::string reply_bytes;
+    const std::string wire = EncodeMuxMessage(kPluginConn, *frame);
     // Delivered in two pieces, as a socket may.
     auto first = plugin_.HandleFrames(std::string_view(wire).substr(0, wire.size() / 2));
     auto second = plugin_.HandleFrames(std::string_view(wire).substr(wire.size() / 2));
     EXPECT_TRUE(first && second);
-    reply_bytes = *first + *second;
     MuxReader mux;
-    EXPECT_TRUE(mux.Feed(reply_bytes));
-    auto out = mux.Next();
-    EXPECT_TRUE(out);
-    TtrpcReader ttrpc;
-    EXPECT_TRUE(ttrpc.Feed(out->payload));
-    auto message = ttrpc.Next();
-    EXPECT_TRUE(message);
+    EXPECT_TRUE(mux.Feed(first.value_or("") + second.value_or("")));
+    std::deque<std::string> frames;
+    reply_frame_sizes_.clear();
+    while (auto out = mux.Next()) {
+      EXPECT_EQ(out->conn, kPluginConn);
+      reply_frame_sizes_.push_back(out->payload.size());
+      frames.push_back(std::move(out->payload));
+    }
+    linkfit::testing::GoTtrpcReader go([&]() -> std::optional<std::string> {
+      if (frames.empty()) return std::nullopt;
+      std::string next = std::move(frames.front());
+      frames.pop_front();
+      return next;
+    });
+    auto message = go.Recv();
+    EXPECT_TRUE(message) << "a Go runtime could not read the answer: " << message.error().message;
+    EXPECT_TRUE(frames.empty()) << "frames beyond the answer";
+    if (!message) return {};
     EXPECT_EQ(message->stream, stream_);
     EXPECT_EQ(message->type, TtrpcType::kResponse);
     stream_ += 2;
+    reply_bytes_ = message->payload;
     return DecodeTtrpcResponse(message->payload).value();
   }
   TtrpcResponse Create(const std::string& uid, std::optional<std::string> plan,
@@ -111,15 +125,22 @@ class FakeRuntime {
     return Call("CreateContainer", EncodeContainerEvent(event));
   }
 
+  const std::vector<std::size_t>& reply_frame_sizes() const { return reply_frame_sizes_; }
+  // The last answer's ttrpc Response bytes.
+  const std::string& reply_bytes() const { return reply_bytes_; }
+
  private:
   NriPlugin& plugin_;
   std::uint32_t stream_ = 1;
+  std::vector<std::size_t> reply_frame_sizes_;
+  std::string reply_bytes_;
 };
 
 TEST(NriPlugin, InjectsPlansRefusesCollisionsAndReleases) {
   NriPlugin plugin({"n1"}, Node);
   FakeRuntime runtime(plugin);
-  const TtrpcResponse configured = runtime.Call("Configure", "");
+  const TtrpcResponse configured =
+      runtime.Call("Configure", EncodeConfigureRequest({"", "containerd", "v2.1.0"}));
   ASSERT_EQ(configured.status_code, 0);
   // CreateContainer (bit 3), StopContainer (9), RemoveContainer (10), RemovePodSandbox (2).
   EXPECT_EQ(configured.payload, EncodeConfigureResponse(1548));
@@ -150,7 +171,8 @@ TEST(NriPlugin, InjectsPlansRefusesCollisionsAndReleases) {
   stop.container = {"ctr-u1", "sandbox-u1", "main", {}, {}};
   EXPECT_EQ(runtime.Call("StopContainer", EncodeContainerEvent(stop)).status_code, 0);
   EXPECT_EQ(runtime.Create("u2", Plan("u2", {1, 2})).status_code, 0);
-  // The pod sandbox goes away: its containers' devices with it.
+  // The pod sandbox goes away (as a runtime before NRI v0.12.0 says it): its containers' devices
+  // with it.
   StateChange removed;
   removed.event = static_cast<int>(NriEvent::kRemovePodSandbox);
   removed.pod = {"sandbox-u2", "p-u2", "u2", "ml", {}, {}};
@@ -159,43 +181,55 @@ TEST(NriPlugin, InjectsPlansRefusesCollisionsAndReleases) {
   EXPECT_EQ(runtime.Call("UpdateContainer", "").status_code, 12);  // not subscribed
 }
 
-// A runtime that does not inject CDI devices (containerd 1.7): the adjustment lists the device
-// files of the plan, which the runtime creates with a cgroup rule each.
-TEST(NriPlugin, RuntimesWithoutCdiGetTheDeviceFiles) {
+// CDI names go only to runtimes that inject them (containerd >= 2.1, CRI-O >= 1.34), and to none
+// with the operator's `cdi` off. Every other runtime (containerd 1.7 and 2.0 ignore CDI_devices)
+// gets the device files of the plan instead, which it creates with a cgroup rule each.
+TEST(NriPlugin, CdiNamesOnlyForRuntimesThatInjectThem) {
   const std::string proc = linkfit::testing::WriteFakeProc(Node(), "nri-plugin");
-  NriPluginOptions options{"n1"};
-  std::string mode;
-  options.on_configured = [&](const std::string& configured, const std::string&) {
-    mode = configured;
+  const std::vector<LinuxDevice> files = {{"/dev/nvidiactl", "c", 195, 255, 0666},
+                                          {"/dev/nvidia-uvm", "c", 510, 0, 0666},
+                                          {"/dev/nvidia-uvm-tools", "c", 510, 1, 0666},
+                                          {"/dev/nvidia12", "c", 195, 12, 0666}};
+  struct Case {
+    std::string name;
+    std::string version;
+    bool cdi_option;
+    bool gets_cdi;
   };
-  options.device_files = [&] { return ReadDeviceFiles(proc, Node()); };
-  NriPlugin plugin(options, Node);
-  FakeRuntime runtime(plugin);
-  ASSERT_EQ(
-      runtime.Call("Configure", EncodeConfigureRequest({"", "containerd", "1.7.24"})).status_code,
-      0);
-  EXPECT_EQ(mode, "nri-env");
-  const TtrpcResponse created = runtime.Create("u1", Plan("u1", {2}));
-  ASSERT_EQ(created.status_code, 0) << created.status_message;
-  auto adjust = DecodeCreateContainerResponse(created.payload);
-  ASSERT_TRUE(adjust) << adjust.error().message;
-  EXPECT_EQ(adjust->devices, (std::vector<LinuxDevice>{{"/dev/nvidiactl", "c", 195, 255, 0666},
-                                                       {"/dev/nvidia-uvm", "c", 510, 0, 0666},
-                                                       {"/dev/nvidia-uvm-tools", "c", 510, 1, 0666},
-                                                       {"/dev/nvidia12", "c", 195, 12, 0666}}));
-  EXPECT_EQ(adjust->env[0],
-            (std::pair<std::string, std::string>{"NVIDIA_VISIBLE_DEVICES", "GPU-2"}));
-  // A runtime that injects CDI devices gets the CDI names and no device files.
-  NriPlugin modern(options, Node);
-  FakeRuntime runtime2(modern);
-  ASSERT_EQ(
-      runtime2.Call("Configure", EncodeConfigureRequest({"", "containerd", "v2.1.0"})).status_code,
-      0);
-  EXPECT_EQ(mode, "nri-cdi");
-  auto cdi = DecodeCreateContainerResponse(runtime2.Create("u1", Plan("u1", {2})).payload);
-  ASSERT_TRUE(cdi);
-  EXPECT_TRUE(cdi->devices.empty());
-  EXPECT_EQ(cdi->cdi_devices, (std::vector<std::string>{"nvidia.com/gpu=GPU-2"}));
+  for (const Case& c : std::vector<Case>{{"containerd", "1.7.24", true, false},
+                                         {"containerd", "v2.0.5", true, false},
+                                         {"containerd", "v2.1.0", true, true},
+                                         {"containerd", "v2.1.0", false, false},
+                                         {"cri-o", "1.33.2", true, false},
+                                         {"cri-o", "1.34.0", true, true}}) {
+    SCOPED_TRACE(c.name + " " + c.version + (c.cdi_option ? "" : ", cdi off"));
+    NriPluginOptions options{"n1"};
+    options.cdi = c.cdi_option;
+    std::string mode;
+    options.on_configured = [&](const std::string& configured, const std::string&) {
+      mode = configured;
+    };
+    options.device_files = [&] { return ReadDeviceFiles(proc, Node()); };
+    NriPlugin plugin(options, Node);
+    FakeRuntime runtime(plugin);
+    ASSERT_EQ(
+        runtime.Call("Configure", EncodeConfigureRequest({"", c.name, c.version})).status_code, 0);
+    EXPECT_EQ(mode, c.gets_cdi ? "nri-cdi" : "nri-env");
+    const TtrpcResponse created = runtime.Create("u1", Plan("u1", {2}));
+    ASSERT_EQ(created.status_code, 0) << created.status_message;
+    auto adjust = DecodeCreateContainerResponse(created.payload);
+    ASSERT_TRUE(adjust) << adjust.error().message;
+    if (c.gets_cdi) {
+      EXPECT_EQ(adjust->cdi_devices, (std::vector<std::string>{"nvidia.com/gpu=GPU-2"}));
+      EXPECT_TRUE(adjust->devices.empty());
+    } else {
+      EXPECT_TRUE(adjust->cdi_devices.empty());
+      EXPECT_EQ(adjust->devices, files);
+    }
+    EXPECT_EQ(adjust->env[0],
+              (std::pair<std::string, std::string>{"NVIDIA_VISIBLE_DEVICES", "GPU-2"}));
+    EXPECT_EQ(adjust->annotations.at(kAnnotationHanded), "gpus=GPU-2;mig=;shares=");
+  }
   std::filesystem::remove_all(proc);
 }
 
@@ -258,6 +292,165 @@ TEST(NriPlugin, GarbageOnTheSocketIsAFramingErrorNotACrash) {
   FakeRuntime runtime(other);
   const TtrpcResponse malformed = runtime.Call("CreateContainer", Bytes({0x0a, 9, 1}));
   EXPECT_EQ(malformed.status_code, 3);
+}
+
+// The events subscribed to, by api.proto's Event numbers (REMOVE_POD_SANDBOX = 3,
+// CREATE_CONTAINER = 4, STOP_CONTAINER = 10, REMOVE_CONTAINER = 11) and event.go's mask bit
+// 1 << (event - 1), written out here rather than taken from the plugin's enum.
+TEST(NriPlugin, ConfigureSubscribesByUpstreamEventNumbers) {
+  EXPECT_EQ(static_cast<int>(NriEvent::kRemovePodSandbox), 3);
+  EXPECT_EQ(static_cast<int>(NriEvent::kCreateContainer), 4);
+  EXPECT_EQ(static_cast<int>(NriEvent::kStopContainer), 10);
+  EXPECT_EQ(static_cast<int>(NriEvent::kRemoveContainer), 11);
+  EXPECT_EQ(static_cast<int>(NriEvent::kValidateContainerAdjustment), 14);
+  NriPlugin plugin({"n1"}, Node);
+  FakeRuntime runtime(plugin);
+  const TtrpcResponse configured = runtime.Call("Configure", "");
+  ASSERT_EQ(configured.status_code, 0);
+  EXPECT_EQ(configured.payload,
+            EncodeConfigureResponse((1 << 2) | (1 << 3) | (1 << 9) | (1 << 10)));
+}
+
+// RemoveContainer and RemovePodSandbox (NRI v0.12.0) as api.proto defines them: the request's
+// pod = 1 (and container = 2), an empty response message, so the ttrpc Response carries no
+// payload; they free what the StateChange path frees.
+TEST(NriPlugin, RemoveEventsFreeTheirEntriesAndAnswerEmpty) {
+  int ledger_changes = 0;
+  NriPluginOptions options{"n1"};
+  options.on_ledger_change = [&](const Ledger&) { ++ledger_changes; };
+  NriPlugin plugin(options, Node);
+  FakeRuntime runtime(plugin);
+  ASSERT_EQ(runtime.Call("Configure", "").status_code, 0);
+  // Pod u1 has containers "main" (GPU 0) and "side" (GPU 1); pod u2 has "main" (GPU 2).
+  kube::AllocationRecord record;
+  record.pod = "ml/u1";
+  record.uid = "u1";
+  record.node = "n1";
+  record.devices.gpus = {0, 1};
+  record.containers = {{"main", false, {}}, {"side", false, {}}};
+  record.containers[0].devices.gpus = {0};
+  record.containers[1].devices.gpus = {1};
+  const std::string two_containers = kube::EncodeAllocationRecord(record);
+  const PodSandbox u1{"sandbox-u1", "p-u1", "u1",
+                      "ml",         {},     {{kube::kAnnotationAllocation, two_containers}}};
+  for (const std::string name : {"main", "side"}) {
+    const TtrpcResponse created = runtime.Call(
+        "CreateContainer", EncodeContainerEvent({u1, {"ctr-" + name, "sandbox-u1", name, {}, {}}}));
+    ASSERT_EQ(created.status_code, 0) << created.status_message;
+  }
+  ASSERT_EQ(runtime.Create("u2", Plan("u2", {2})).status_code, 0);
+  ASSERT_EQ(plugin.ledger().containers(), 3u);
+
+  ledger_changes = 0;
+  const TtrpcResponse removed = runtime.Call(
+      "RemoveContainer", EncodeContainerEvent({u1, {"ctr-side", "sandbox-u1", "side", {}, {}}}));
+  EXPECT_EQ(removed, (TtrpcResponse{0, "", ""}));
+  EXPECT_EQ(runtime.reply_bytes(), "");  // Response{}: no status, RemoveContainerResponse{}
+  EXPECT_EQ(plugin.ledger().containers(), 2u);
+  EXPECT_EQ(ledger_changes, 1);
+  // GPU 1 is free again, GPU 0 still u1's.
+  EXPECT_EQ(runtime.Create("u3", Plan("u3", {1})).status_code, 0);
+  EXPECT_EQ(runtime.Create("u4", Plan("u4", {0})).status_code, 2);
+
+  const TtrpcResponse gone = runtime.Call("RemovePodSandbox", EncodePodSandboxEvent(u1));
+  EXPECT_EQ(gone, (TtrpcResponse{0, "", ""}));
+  EXPECT_EQ(runtime.reply_bytes(), "");         // RemovePodSandboxResponse{}
+  EXPECT_EQ(plugin.ledger().containers(), 2u);  // u2's and u3's
+  EXPECT_EQ(runtime.Create("u4", Plan("u4", {0})).status_code, 0);
+  EXPECT_EQ(runtime.Create("u5", Plan("u5", {2})).status_code, 2);  // u2 kept GPU 2
+
+  // The bytes of RemovePodSandboxRequest{pod: {id: "s", uid: "u2"}}, written out by hand.
+  const TtrpcResponse by_bytes =
+      runtime.Call("RemovePodSandbox", Bytes({0x0a, 7, 0x0a, 1, 's', 0x1a, 2, 'u', '2'}));
+  EXPECT_EQ(by_bytes.status_code, 0);
+  EXPECT_EQ(runtime.Create("u5", Plan("u5", {2})).status_code, 0);
+
+  // Without the pod, or cut short: refused as invalid, the ledger untouched.
+  const std::size_t held = plugin.ledger().containers();
+  const TtrpcResponse no_pod = runtime.Call("RemovePodSandbox", "");
+  EXPECT_EQ(no_pod.status_code, 3);
+  EXPECT_NE(no_pod.status_message.find("without pod"), std::string::npos) << no_pod.status_message;
+  EXPECT_EQ(runtime.Call("RemoveContainer", EncodePodSandboxEvent(u1)).status_code, 3);
+  EXPECT_EQ(runtime.Call("RemovePodSandbox", Bytes({0x0a, 9, 0x0a})).status_code, 3);
+  EXPECT_EQ(plugin.ledger().containers(), held);
+}
+
+// Runtimes before NRI v0.12.0 send the same events as StateChange: still honoured.
+TEST(NriPlugin, StateChangeStillReleasesForOlderRuntimes) {
+  NriPlugin plugin({"n1"}, Node);
+  FakeRuntime runtime(plugin);
+  ASSERT_EQ(
+      runtime.Call("Configure", EncodeConfigureRequest({"", "containerd", "1.7.24"})).status_code,
+      0);
+  ASSERT_EQ(runtime.Create("u1", Plan("u1", {0})).status_code, 0);
+  ASSERT_EQ(runtime.Create("u2", Plan("u2", {1})).status_code, 0);
+  StateChange container_gone;
+  container_gone.event = 11;  // REMOVE_CONTAINER
+  container_gone.pod = {"sandbox-u1", "p-u1", "u1", "ml", {}, {}};
+  container_gone.container = {"ctr-u1", "sandbox-u1", "main", {}, {}};
+  const TtrpcResponse answered = runtime.Call("StateChange", EncodeStateChange(container_gone));
+  EXPECT_EQ(answered, (TtrpcResponse{0, "", ""}));  // Empty
+  EXPECT_EQ(plugin.ledger().containers(), 1u);
+  StateChange pod_gone;
+  pod_gone.event = 3;  // REMOVE_POD_SANDBOX
+  pod_gone.pod = {"sandbox-u2", "p-u2", "u2", "ml", {}, {}};
+  EXPECT_EQ(runtime.Call("StateChange", EncodeStateChange(pod_gone)).status_code, 0);
+  EXPECT_EQ(plugin.ledger().containers(), 0u);
+}
+
+// Messages above ttrpc's 4096-byte channel buffer in both directions: a CreateContainer request
+// with a long environment for a container given 16 GPUs arrives as a Go runtime writes it (a
+// 4096-byte frame, then the rest), and an answer naming 56 MIG instances goes out the same way,
+// which the Go reader model takes (FakeRuntime fails the test otherwise).
+TEST(NriPlugin, MessagesAbove4KiBCrossInBothDirections) {
+  const auto sixteen = linkfit::testing::SixteenGpuNode;
+  ASSERT_EQ(sixteen().gpus.size(), 16u);
+  NriPlugin plugin({"n1"}, sixteen);
+  FakeRuntime runtime(plugin);
+  ASSERT_EQ(
+      runtime.Call("Configure", EncodeConfigureRequest({"", "containerd", "v2.1.0"})).status_code,
+      0);
+  ContainerEvent event;
+  event.pod = {"sandbox-big",
+               "p-big",
+               "u-big",
+               "ml",
+               {},
+               {{kube::kAnnotationAllocation,
+                 Plan("u-big", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})}}};
+  event.container = {"ctr-big", "sandbox-big", "main", {}, {}};
+  for (int i = 0; i < 300; ++i) {
+    event.container.env.push_back("SERVICE_" + std::to_string(i) + "_PORT_443_TCP_ADDR=10.96.0." +
+                                  std::to_string(i % 250));
+  }
+  const std::string request = EncodeContainerEvent(event);
+  ASSERT_GT(request.size(), 3u * kTtrpcChannelBuffer);
+  const TtrpcResponse created = runtime.Call("CreateContainer", request);
+  ASSERT_EQ(created.status_code, 0) << created.status_message;
+  auto adjust = DecodeCreateContainerResponse(created.payload);
+  ASSERT_TRUE(adjust);
+  ASSERT_EQ(adjust->cdi_devices.size(), 16u);
+  EXPECT_EQ(adjust->cdi_devices[15], "nvidia.com/gpu=" + linkfit::testing::LongUuid("GPU", 15));
+  EXPECT_EQ(plugin.ledger().containers(), 1u);
+
+  // Every MIG instance of a node of H100s cut into seven 1g.10gb each, given to one container.
+  const auto sliced = linkfit::testing::MigSlicedNode;
+  const std::string all_instances = linkfit::testing::AllMigInstancesPlan("u-mig");
+  NriPlugin mig_plugin({"n1"}, sliced);
+  FakeRuntime mig_runtime(mig_plugin);
+  ASSERT_EQ(mig_runtime.Call("Configure", EncodeConfigureRequest({"", "containerd", "v2.1.0"}))
+                .status_code,
+            0);
+  const TtrpcResponse answer = mig_runtime.Create("u-mig", all_instances);
+  ASSERT_EQ(answer.status_code, 0) << answer.status_message;
+  const std::size_t message = kTtrpcHeaderBytes + mig_runtime.reply_bytes().size();
+  ASSERT_GT(message, kTtrpcChannelBuffer + kTtrpcChannelBuffer / 2);  // 7983 bytes
+  EXPECT_EQ(mig_runtime.reply_frame_sizes(),
+            (std::vector<std::size_t>{kTtrpcChannelBuffer, message - kTtrpcChannelBuffer}));
+  auto mig_adjust = DecodeCreateContainerResponse(answer.payload);
+  ASSERT_TRUE(mig_adjust);
+  ASSERT_EQ(mig_adjust->cdi_devices.size(), 56u);
+  EXPECT_EQ(mig_adjust->cdi_devices[55], "nvidia.com/gpu=" + linkfit::testing::LongUuid("MIG", 55));
 }
 
 }  // namespace

@@ -16,7 +16,13 @@
 //       Response {status = 1 (google.rpc.Status {code = 1, message = 2}), payload = 2}
 //
 // Readers take bytes as they arrive (any split) and hand out whole frames; a header announcing
-// more than the limit is an error, and the connection must then be dropped.
+// more than the limit is an error, and the connection must then be dropped. A ttrpc message may
+// arrive split over several mux frames: the ttrpc reader of a connection keeps what it was fed.
+//
+// Writing: a Go peer reads each connection through ttrpc's 4096-byte bufio.Reader, and a mux
+// connection's Read fails (ENOMEM, the runtime drops the plugin) when one frame is longer than
+// the buffer it reads into. EncodeMuxMessage therefore frames a ttrpc message exactly as a Go
+// peer writes one (EncodeMuxMessage below says how), which every Go reader takes.
 //
 // Thread-safety: plain values; a reader belongs to one connection's reading thread.
 
@@ -36,6 +42,11 @@ inline constexpr std::uint32_t kRuntimeConn = 2;  // nri.pkg.api.v1alpha1.Runtim
 inline constexpr std::size_t kMuxHeaderBytes = 8;
 inline constexpr std::size_t kTtrpcHeaderBytes = 10;
 inline constexpr std::size_t kTtrpcMaxPayload = 4u << 20;  // ttrpc's messageLengthMax
+// mux.go's maxPayloadSize: mux.write splits a longer write into frames of this many bytes.
+inline constexpr std::size_t kMuxMaxPayload = kTtrpcHeaderBytes + kTtrpcMaxPayload;
+// The size of ttrpc's channel buffers (Go's bufio default): its reader and writer on each mux
+// connection.
+inline constexpr std::size_t kTtrpcChannelBuffer = 4096;
 
 struct MuxFrame {
   std::uint32_t conn = 0;
@@ -43,12 +54,26 @@ struct MuxFrame {
   friend bool operator==(const MuxFrame&, const MuxFrame&) = default;
 };
 
+// One frame, whatever the payload's size: for golden bytes and tests. Writers use
+// EncodeMuxMessage.
 std::string EncodeMuxFrame(std::uint32_t conn, std::string_view payload);
+
+// One write on a mux connection, framed as mux.write frames it: frames of kMuxMaxPayload bytes
+// and a last one with the rest (a single empty frame for an empty write).
+std::string EncodeMuxWrite(std::uint32_t conn, std::string_view bytes);
+
+// One ttrpc message (EncodeTtrpcFrame's bytes) as Go's ttrpc channel.send writes it on a mux
+// connection: header and payload go through a 4096-byte bufio.Writer, so a message of at most
+// 4096 bytes is one frame; a longer one is a frame of its first 4096 bytes (the filled buffer,
+// flushed) and then one write of the rest (bufio hands a write longer than its buffer straight
+// through when empty; a rest of at most 4096 bytes goes through the buffer: one frame either
+// way). A Go reader takes each: the first frame fills its 4096-byte buffer exactly, and the rest
+// is read into the message buffer when longer than 4096 bytes, else into the 4096-byte buffer.
+std::string EncodeMuxMessage(std::uint32_t conn, std::string_view ttrpc_message);
 
 class MuxReader {
  public:
-  explicit MuxReader(std::size_t max_payload = kTtrpcMaxPayload + kTtrpcHeaderBytes)
-      : max_payload_(max_payload) {}
+  explicit MuxReader(std::size_t max_payload = kMuxMaxPayload) : max_payload_(max_payload) {}
   // Appends received bytes; an error (a frame longer than the limit, conn id 0) is final.
   Result<void> Feed(std::string_view bytes);
   std::optional<MuxFrame> Next();

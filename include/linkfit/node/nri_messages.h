@@ -20,7 +20,8 @@ namespace linkfit::node {
 inline constexpr const char* kPluginService = "nri.pkg.api.v1alpha1.Plugin";
 inline constexpr const char* kRuntimeService = "nri.pkg.api.v1alpha1.Runtime";
 
-// NRI events (pkg/api/api.proto Event); a plugin subscribes with the bit 1 << (event - 1).
+// NRI events (pkg/api/api.proto Event, as of NRI v0.12); a plugin subscribes with the bit
+// 1 << (event - 1) (pkg/api/event.go EventMask.Set).
 enum class NriEvent : int {
   kRunPodSandbox = 1,
   kStopPodSandbox = 2,
@@ -33,6 +34,9 @@ enum class NriEvent : int {
   kPostUpdateContainer = 9,
   kStopContainer = 10,
   kRemoveContainer = 11,
+  kUpdatePodSandbox = 12,
+  kPostUpdatePodSandbox = 13,
+  kValidateContainerAdjustment = 14,
 };
 constexpr std::int32_t EventBit(NriEvent event) {
   return static_cast<std::int32_t>(1u << (static_cast<int>(event) - 1));
@@ -81,15 +85,22 @@ Result<SynchronizeRequest> DecodeSynchronizeRequest(std::string_view bytes);
 std::string EncodeSynchronizeResponse(bool more);
 
 // CreateContainerRequest / RemoveContainerRequest / StopContainerRequest {pod = 1, container = 2}.
+// The answers to RemoveContainer and StopContainer without updates (RemoveContainerResponse {},
+// StopContainerResponse {}) are empty messages: no bytes.
 struct ContainerEvent {
   PodSandbox pod;
   Container container;
 };
 Result<ContainerEvent> DecodeContainerEvent(std::string_view bytes);
 
-// StateChangeEvent {event = 1, pod = 2, container = 3}: how the runtime reports the events
-// without a method of their own (RemoveContainer, RemovePodSandbox, ...). `container` may be
-// empty (a pod event).
+// RemovePodSandboxRequest (and Run/StopPodSandboxRequest) {pod = 1}; an error without the pod.
+// The answer, RemovePodSandboxResponse {}, is empty.
+Result<PodSandbox> DecodePodSandboxEvent(std::string_view bytes);
+std::string EncodePodSandboxEvent(const PodSandbox& pod);  // the runtime's side
+
+// StateChangeEvent {event = 1, pod = 2, container = 3}: how runtimes before NRI v0.12.0 report
+// the events without a method of their own there (RemoveContainer, RemovePodSandbox, ...).
+// `container` may be empty (a pod event).
 struct StateChange {
   int event = 0;
   PodSandbox pod;
