@@ -10,6 +10,9 @@
 //   FAKE_NVML_WITHOUT_MIG          nvmlDeviceGetMigMode (no MIG API)
 //   FAKE_NVML_WITHOUT_TOPOLOGY     nvmlDeviceGetTopologyCommonAncestor (a required function)
 //   FAKE_NVML_WITHOUT_REMOTE_TYPE  nvmlDeviceGetNvLinkRemoteDeviceType (older drivers)
+//   FAKE_NVML_WITHOUT_LINK_FACTS   nvmlDeviceGetNvLinkVersion, nvmlDeviceGetMaxPcieLinkGeneration
+//                                  and ...Width (a library that cannot tell link versions and
+//                                  PCIe generations: the agent then falls back to its table)
 //
 // Thread-safety: one mutex around the state, as NVML is thread-safe.
 //
@@ -295,6 +298,44 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d
   FillPci(gpu->nvlinks[link].remote_bus_id, pci);
   return NVML_SUCCESS;
 }
+
+#ifndef FAKE_NVML_WITHOUT_LINK_FACTS
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link,
+                                                         unsigned int* version) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetNvLinkVersion", rc);
+  if (gpu == nullptr) return rc;
+  if (version == nullptr || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  if (link >= gpu->nvlinks.size() || !gpu->nvlinks[link].version) return NVML_ERROR_NOT_SUPPORTED;
+  *version = *gpu->nvlinks[link].version;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device,
+                                                                 unsigned int* generation) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetMaxPcieLinkGeneration", rc);
+  if (gpu == nullptr) return rc;
+  if (generation == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!gpu->pcie) return NVML_ERROR_NOT_SUPPORTED;
+  *generation = gpu->pcie->max_generation;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device,
+                                                            unsigned int* width) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetMaxPcieLinkWidth", rc);
+  if (gpu == nullptr) return rc;
+  if (width == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!gpu->pcie) return NVML_ERROR_NOT_SUPPORTED;
+  *width = gpu->pcie->max_width;
+  return NVML_SUCCESS;
+}
+#endif
 
 #ifndef FAKE_NVML_WITHOUT_REMOTE_TYPE
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device,

@@ -23,6 +23,14 @@ enum class RemoteType { kGpu, kSwitch, kIbmNpu };
 struct NvLink {  // one active link
   std::string remote_bus_id;
   RemoteType remote_type = RemoteType::kGpu;
+  // nvmlDeviceGetNvLinkVersion's answer (an nvmlNvlinkVersion_t: 4 is NVLink 3.0); none: the
+  // call answers NVML_ERROR_NOT_SUPPORTED.
+  std::optional<unsigned> version;
+};
+
+struct PcieLink {  // nvmlDeviceGetMaxPcieLinkGeneration / ...Width
+  unsigned max_generation = 0;
+  unsigned max_width = 0;
 };
 
 struct GpuInstance {
@@ -53,6 +61,7 @@ struct Device {
   std::string bus_id;  // "00000000:07:00.0"
   unsigned long long memory_mib = 0;
   std::optional<unsigned> numa_node;  // none: nvmlDeviceGetNumaNodeId is not supported
+  std::optional<PcieLink> pcie;       // none: the PCIe link calls are not supported
   bool lost = false;                  // nvmlDeviceGetHandleByIndex_v2: NVML_ERROR_GPU_IS_LOST
   std::map<std::string, int> errors;  // NVML function name -> the nvmlReturn_t it returns
   std::vector<NvLink> nvlinks;
