@@ -77,6 +77,54 @@ struct Probe {
     return -1;
   }
 
+  // Whether sysfs says NUMA node `node` has no CPUs (a node of GPU or other device memory).
+  bool NodeWithoutCpus(int node) {
+    std::ifstream in(options.sysfs_root + "/devices/system/node/node" + std::to_string(node) +
+                     "/cpulist");
+    std::string cpus;
+    return in && !(in >> cpus);
+  }
+
+  // The CPU-side NUMA node of the GPU: the node whose CPUs and memory are nearest, which is what
+  // placement's NUMA closeness means. nvmlDeviceGetNumaNodeId is not that on platforms whose GPU
+  // memory is itself a NUMA node (Grace: GB200's GPUs report nodes 2, 10, 18, 26, nodes without
+  // CPUs), so it comes last, in order:
+  //   1. nvmlDeviceGetMemoryAffinity(NVML_AFFINITY_SCOPE_NODE): the nodes of the CPU memory
+  //      nearest the GPU; the GPU's own memory node is skipped should it be listed;
+  //   2. sysfs numa_node of the GPU's PCI function: the node of its PCIe root port, a CPU node;
+  //   3. nvmlDeviceGetNumaNodeId, unless sysfs shows that node has no CPUs.
+  int CpuSideNumaNode(nvmlDevice_t device, const topology::GpuSpec& gpu) {
+    const nvml::Functions& f = nvml.f();
+    int own_node = -1;
+    unsigned node = 0;
+    if (f.numa_node != nullptr && f.numa_node(device, &node) == NVML_SUCCESS) {
+      own_node = static_cast<int>(node);
+    }
+    if (f.memory_affinity != nullptr) {
+      constexpr unsigned kWords = 16;  // NUMA nodes 0..1023
+      constexpr unsigned kBits = sizeof(unsigned long) * 8;
+      unsigned long nodes[kWords] = {};
+      if (f.memory_affinity(device, kWords, nodes, NVML_AFFINITY_SCOPE_NODE) == NVML_SUCCESS) {
+        for (unsigned bit = 0; bit < kWords * kBits; ++bit) {
+          if ((nodes[bit / kBits] >> (bit % kBits) & 1ul) == 0) continue;
+          if (static_cast<int>(bit) != own_node) return static_cast<int>(bit);
+        }
+      }
+    }
+    if (!gpu.pci_bus_id.empty()) {
+      if (const int from_sysfs = NumaFromSysfs(gpu.pci_bus_id); from_sysfs >= 0) {
+        return from_sysfs;
+      }
+    }
+    if (own_node >= 0 && NodeWithoutCpus(own_node)) {
+      found.warnings.push_back("GPU " + std::to_string(gpu.index) + ": NVML's NUMA node " +
+                               std::to_string(own_node) +
+                               " has no CPUs (the GPU's own memory); not a CPU-side node");
+      return -1;
+    }
+    return own_node;
+  }
+
   void ReadDevice(nvmlDevice_t device, topology::GpuSpec& gpu) {
     const nvml::Functions& f = nvml.f();
     char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
@@ -94,13 +142,7 @@ struct Probe {
     }
     nvmlPciInfo_t pci{};
     if (check(f.pci(device, &pci), "nvmlDeviceGetPciInfo_v3")) gpu.pci_bus_id = pci.busId;
-    int numa = -1;
-    unsigned node = 0;
-    if (f.numa_node != nullptr && f.numa_node(device, &node) == NVML_SUCCESS) {
-      numa = static_cast<int>(node);
-    } else if (!gpu.pci_bus_id.empty()) {
-      numa = NumaFromSysfs(gpu.pci_bus_id);
-    }
+    int numa = CpuSideNumaNode(device, gpu);
     if (numa < 0) {
       found.warnings.push_back("GPU " + std::to_string(gpu.index) +
                                ": NUMA node unknown (neither NVML nor sysfs say); taken as 0");

@@ -62,6 +62,7 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& librar
       Resolve(h, "nvmlDeviceGetGpuInstances", false, &f.gpu_instances),
       Resolve(h, "nvmlGpuInstanceGetInfo", false, &f.gi_info),
       Resolve(h, "nvmlDeviceGetNumaNodeId", false, &f.numa_node),
+      Resolve(h, "nvmlDeviceGetMemoryAffinity", false, &f.memory_affinity),
       Resolve(h, "nvmlDeviceGetNvLinkVersion", false, &f.nvlink_version),
       Resolve(h, "nvmlDeviceGetMaxPcieLinkGeneration", false, &f.max_pcie_generation),
       Resolve(h, "nvmlDeviceGetMaxPcieLinkWidth", false, &f.max_pcie_width),

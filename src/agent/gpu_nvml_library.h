@@ -41,6 +41,7 @@ struct Functions {
   GpuInstanceGetInfoFn gi_info = nullptr;
   // Optional.
   DeviceGetUintFn numa_node = nullptr;
+  DeviceGetAffinityFn memory_affinity = nullptr;
   // What the machine says about its links (older drivers lack them: the agent then falls back to
   // its table of GPU models, with a warning).
   DeviceGetLinkUintFn nvlink_version = nullptr;

@@ -263,6 +263,27 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsig
   return NVML_SUCCESS;
 }
 
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device,
+                                                          unsigned int node_set_size,
+                                                          unsigned long* node_set,
+                                                          nvmlAffinityScope_t scope) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetMemoryAffinity", rc);
+  if (gpu == nullptr) return rc;
+  if (node_set == nullptr || node_set_size == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  if (scope != NVML_AFFINITY_SCOPE_NODE && scope != NVML_AFFINITY_SCOPE_SOCKET) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (!gpu->memory_affinity) return NVML_ERROR_NOT_SUPPORTED;
+  constexpr unsigned kBits = sizeof(unsigned long) * 8;
+  std::memset(node_set, 0, node_set_size * sizeof(unsigned long));
+  for (const unsigned node : *gpu->memory_affinity) {
+    if (node / kBits < node_set_size) node_set[node / kBits] |= 1ul << (node % kBits);
+  }
+  return NVML_SUCCESS;
+}
+
 #ifndef FAKE_NVML_WITHOUT_TOPOLOGY
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
                                                                   nvmlGpuTopologyLevel_t* level) {

@@ -169,7 +169,7 @@ Result<Device> ParseDevice(const json& value, const std::string& path,
   Device device;
   FAKE_NVML_RETURN_IF_ERROR(CheckObject(
       value, path, {"name", "uuid", "bus_id", "memory_mib", "numa_node", "nvlinks", "mig"},
-      {"lost", "xid", "errors", "pcie"}));
+      {"lost", "xid", "errors", "pcie", "memory_affinity"}));
   LINKFIT_ASSIGN_OR_RETURN(device.name, String(value["name"], path + ".name"));
   LINKFIT_ASSIGN_OR_RETURN(device.uuid, String(value["uuid"], path + ".uuid"));
   LINKFIT_ASSIGN_OR_RETURN(device.bus_id, BusId(value["bus_id"], path + ".bus_id"));
@@ -191,6 +191,19 @@ Result<Device> ParseDevice(const json& value, const std::string& path,
       return MakeError(at + ": max_generation and max_width must be at least 1");
     }
     device.pcie = pcie;
+  }
+  if (value.contains("memory_affinity")) {
+    const std::string at = path + ".memory_affinity";
+    const json* nodes = nullptr;
+    LINKFIT_ASSIGN_OR_RETURN(nodes, Array(value["memory_affinity"], at, 64));
+    if (nodes->empty()) return MakeError(at + ": at least one NUMA node");
+    std::vector<unsigned> affinity;
+    for (std::size_t i = 0; i < nodes->size(); ++i) {
+      unsigned node = 0;
+      LINKFIT_ASSIGN_OR_RETURN(node, Small((*nodes)[i], at + "[" + std::to_string(i) + "]", 1023));
+      affinity.push_back(node);
+    }
+    device.memory_affinity = std::move(affinity);
   }
   if (value.contains("lost")) {
     if (!value["lost"].is_boolean()) {
@@ -312,6 +325,7 @@ const std::vector<std::string>& InjectableFunctions() {
                                                       "nvmlDeviceGetMemoryInfo",
                                                       "nvmlDeviceGetPciInfo_v3",
                                                       "nvmlDeviceGetNumaNodeId",
+                                                      "nvmlDeviceGetMemoryAffinity",
                                                       "nvmlDeviceGetNvLinkState",
                                                       "nvmlDeviceGetNvLinkRemotePciInfo_v2",
                                                       "nvmlDeviceGetNvLinkVersion",

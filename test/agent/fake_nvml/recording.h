@@ -61,6 +61,9 @@ struct Device {
   std::string bus_id;  // "00000000:07:00.0"
   unsigned long long memory_mib = 0;
   std::optional<unsigned> numa_node;  // none: nvmlDeviceGetNumaNodeId is not supported
+  // nvmlDeviceGetMemoryAffinity(NVML_AFFINITY_SCOPE_NODE): the NUMA nodes of the CPU memory
+  // nearest the GPU; none: not supported.
+  std::optional<std::vector<unsigned>> memory_affinity;
   std::optional<PcieLink> pcie;       // none: the PCIe link calls are not supported
   bool lost = false;                  // nvmlDeviceGetHandleByIndex_v2: NVML_ERROR_GPU_IS_LOST
   std::map<std::string, int> errors;  // NVML function name -> the nvmlReturn_t it returns
