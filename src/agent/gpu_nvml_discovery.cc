@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/gpu_nvml_library.h"
@@ -63,6 +65,8 @@ struct Probe {
   const NvmlOptions& options;
   Discovery& found;
   std::vector<Stated> stated;
+  std::vector<unsigned> pci_device_id;  // per GPU; 0 where NVML did not say
+  std::vector<bool> identified;         // per GPU: NVML answered its name and memory
 
   void Unhealthy(topology::GpuSpec& gpu, const std::string& problem) {
     if (gpu.healthy) gpu.health_problem = problem;
@@ -141,7 +145,11 @@ struct Probe {
       gpu.memory_mib = memory.total >> 20;
     }
     nvmlPciInfo_t pci{};
-    if (check(f.pci(device, &pci), "nvmlDeviceGetPciInfo_v3")) gpu.pci_bus_id = pci.busId;
+    if (check(f.pci(device, &pci), "nvmlDeviceGetPciInfo_v3")) {
+      gpu.pci_bus_id = pci.busId;
+      pci_device_id[static_cast<std::size_t>(gpu.index)] = pci.pciDeviceId;
+    }
+    identified[static_cast<std::size_t>(gpu.index)] = gpu.model != "unknown" && gpu.memory_mib > 0;
     int numa = CpuSideNumaNode(device, gpu);
     if (numa < 0) {
       found.warnings.push_back("GPU " + std::to_string(gpu.index) +
@@ -263,6 +271,49 @@ void NameMigProfilesByNominalMemory(topology::TopologySpec& spec) {
   }
 }
 
+// A GPU whose name or memory NVML could not give (lost, at the handle or at its queries) keeps
+// what is known of it: the model and memory of a GPU with the same PCI device id where NVML gave
+// that id, else those of the node's healthy majority, so that one lost GPU never changes what
+// the node is. It stays unhealthy (set by the caller).
+void DescribeUnidentified(topology::TopologySpec& spec, const std::vector<unsigned>& device_id,
+                          const std::vector<bool>& identified, std::vector<std::string>& warnings) {
+  std::map<std::pair<std::string, std::uint64_t>, int> healthy_shapes;
+  for (const topology::GpuSpec& gpu : spec.gpus) {
+    if (identified[static_cast<std::size_t>(gpu.index)] && gpu.healthy) {
+      ++healthy_shapes[{gpu.model, gpu.memory_mib}];
+    }
+  }
+  for (topology::GpuSpec& gpu : spec.gpus) {
+    const auto g = static_cast<std::size_t>(gpu.index);
+    if (identified[g]) continue;
+    const topology::GpuSpec* sibling = nullptr;
+    for (const topology::GpuSpec& other : spec.gpus) {
+      const auto o = static_cast<std::size_t>(other.index);
+      if (identified[o] && device_id[g] != 0 && device_id[o] == device_id[g]) {
+        sibling = &other;
+        break;
+      }
+    }
+    std::string from =
+        "GPU " + std::to_string(sibling != nullptr ? sibling->index : 0) + " (same PCI device id)";
+    if (sibling != nullptr) {
+      gpu.model = sibling->model;
+      gpu.memory_mib = sibling->memory_mib;
+    } else if (!healthy_shapes.empty()) {
+      const auto majority =
+          std::max_element(healthy_shapes.begin(), healthy_shapes.end(),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
+      gpu.model = majority->first.first;
+      gpu.memory_mib = majority->first.second;
+      from = "the node's healthy majority";
+    } else {
+      continue;  // nothing is known: "unknown", 0 MiB
+    }
+    warnings.push_back("GPU " + std::to_string(gpu.index) + ": model and memory unknown to NVML; " +
+                       gpu.model + " taken from " + from);
+  }
+}
+
 // Each figure from the machine where NVML stated it, else from linkfit's table of GPU models,
 // said once per figure and model in a warning.
 void ApplyFacts(topology::TopologySpec& spec, const std::vector<Stated>& stated,
@@ -361,7 +412,12 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
   for (const std::string& part : nvml->missing()) {
     found.warnings.push_back("this NVML lacks " + part);
   }
-  Probe probe{*nvml, options, found, std::vector<Stated>(count)};
+  Probe probe{*nvml,
+              options,
+              found,
+              std::vector<Stated>(count),
+              std::vector<unsigned>(count, 0),
+              std::vector<bool>(count, false)};
   std::vector<nvmlDevice_t> devices(count, nullptr);
   topology::TopologySpec& spec = found.spec;
   spec.id = "nvml";
@@ -381,17 +437,7 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
     probe.ReadDevice(devices[i], gpu);
     probe.ReadMig(devices[i], gpu);
   }
-  // A GPU NVML could not open is described like the node's other GPUs (same board), so that the
-  // node's model stays one of the known shapes.
-  for (topology::GpuSpec& gpu : spec.gpus) {
-    if (devices[static_cast<std::size_t>(gpu.index)] != nullptr) continue;
-    for (const topology::GpuSpec& other : spec.gpus) {
-      if (devices[static_cast<std::size_t>(other.index)] == nullptr) continue;
-      gpu.model = other.model;
-      gpu.memory_mib = other.memory_mib;
-      break;
-    }
-  }
+  DescribeUnidentified(spec, probe.pci_device_id, probe.identified, found.warnings);
   const nvml::LinkCounts links = nvml::CountNvlinks(*nvml, devices, spec.gpus, found.warnings);
   const bool nvswitch = !links.switches.empty();
   for (unsigned a = 0; a < count; ++a) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fake_nvml/nvml_test_support.h"
+#include "recording.h"
 
 namespace linkfit::agent {
 namespace {
@@ -147,6 +148,67 @@ TEST(NvmlHardware, MigCapabilityIsWhatNvmlAnswers) {
   }
   EXPECT_TRUE(Warned(*found, "NVIDIA A100X is MIG-capable but linkfit has no MIG profile set"));
   EXPECT_FALSE(Warned(*found, "MIG capability of"));
+}
+
+}  // namespace
+}  // namespace linkfit::agent
+
+namespace linkfit::agent {
+namespace {
+
+// Every query of `gpu` answers NVML_ERROR_GPU_IS_LOST after its handle opened, but for
+// `answering` functions.
+void LoseAtTheQueries(nlohmann::json& recording, std::size_t gpu,
+                      const std::vector<std::string>& answering = {}) {
+  nlohmann::json errors = nlohmann::json::object();
+  for (const std::string& function : fake_nvml::InjectableFunctions()) {
+    if (function == "nvmlDeviceGetHandleByIndex_v2") continue;
+    if (std::find(answering.begin(), answering.end(), function) != answering.end()) continue;
+    errors[function] = 15;
+  }
+  recording["devices"][gpu]["errors"] = errors;
+}
+
+// A GPU lost at its queries keeps the node's model and memory and is unhealthy; the node stays
+// what it is.
+TEST(NvmlLostGpu, ALostGpuKeepsTheNodesModel) {
+  nlohmann::json recording = LoadRecording("dgx-h100");
+  LoseAtTheQueries(recording, 4);
+  auto found = DiscoverWithNvml(FakeWith(recording, "h100-lost-at-queries"));
+  ASSERT_TRUE(found) << found.error().message;
+  const topology::GpuSpec& lost = found->spec.gpus[4];
+  EXPECT_FALSE(lost.healthy);
+  EXPECT_NE(lost.health_problem.find("GPU is lost (15)"), std::string::npos) << lost.health_problem;
+  EXPECT_EQ(lost.model, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(lost.memory_mib, 81559u);
+  EXPECT_TRUE(Warned(*found,
+                     "GPU 4: model and memory unknown to NVML; NVIDIA H100 80GB HBM3 "
+                     "taken from the node's healthy majority"));
+  for (const topology::GpuSpec& gpu : found->spec.gpus) {
+    EXPECT_EQ(gpu.healthy, gpu.index != 4) << gpu.index;
+  }
+  EXPECT_TRUE(topology::BuildTopology(found->spec));
+}
+
+// On a node of two models, a lost GPU whose PCI info still answers takes the model of the GPUs
+// with its PCI device id, not the majority's.
+TEST(NvmlLostGpu, ALostGpuTakesTheModelOfItsPciDeviceId) {
+  nlohmann::json recording = LoadRecording("dgx-h100");
+  for (std::size_t g = 0; g < 8; ++g) {
+    recording["devices"][g]["pci_device_id"] = g < 3 ? 0x232110DE : 0x233010DE;
+    if (g < 3) {
+      recording["devices"][g]["name"] = "NVIDIA H100 NVL";
+      recording["devices"][g]["memory_mib"] = 95830;
+    }
+  }
+  LoseAtTheQueries(recording, 2, {"nvmlDeviceGetPciInfo_v3"});
+  auto found = DiscoverWithNvml(FakeWith(recording, "h100-mixed-lost"));
+  ASSERT_TRUE(found) << found.error().message;
+  const topology::GpuSpec& lost = found->spec.gpus[2];
+  EXPECT_FALSE(lost.healthy);
+  EXPECT_EQ(lost.model, "NVIDIA H100 NVL");
+  EXPECT_EQ(lost.memory_mib, 95830u);
+  EXPECT_TRUE(Warned(*found, "taken from GPU 0 (same PCI device id)"));
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ nvmlReturn_t CopyString(const std::string& value, char* out, unsigned length) {
   return NVML_SUCCESS;
 }
 
-void FillPci(const std::string& bus_id, nvmlPciInfo_t* pci) {
+void FillPci(const std::string& bus_id, nvmlPciInfo_t* pci, unsigned device_id = 0) {
   std::memset(pci, 0, sizeof(*pci));
   unsigned domain = 0, bus = 0, device = 0, function = 0;
   fake_nvml::SplitBusId(bus_id, domain, bus, device, function);  // checked at init
@@ -83,6 +83,7 @@ void FillPci(const std::string& bus_id, nvmlPciInfo_t* pci) {
   pci->domain = domain;
   pci->bus = bus;
   pci->device = device;
+  pci->pciDeviceId = device_id;
 }
 
 State Load(Recording recording) {
@@ -249,7 +250,7 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlP
   const Device* gpu = Answering(device, "nvmlDeviceGetPciInfo_v3", rc);
   if (gpu == nullptr) return rc;
   if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  FillPci(gpu->bus_id, pci);
+  FillPci(gpu->bus_id, pci, gpu->pci_device_id);
   return NVML_SUCCESS;
 }
 

@@ -169,7 +169,7 @@ Result<Device> ParseDevice(const json& value, const std::string& path,
   Device device;
   FAKE_NVML_RETURN_IF_ERROR(CheckObject(
       value, path, {"name", "uuid", "bus_id", "memory_mib", "numa_node", "nvlinks", "mig"},
-      {"lost", "xid", "errors", "pcie", "memory_affinity"}));
+      {"lost", "xid", "errors", "pcie", "memory_affinity", "pci_device_id"}));
   LINKFIT_ASSIGN_OR_RETURN(device.name, String(value["name"], path + ".name"));
   LINKFIT_ASSIGN_OR_RETURN(device.uuid, String(value["uuid"], path + ".uuid"));
   LINKFIT_ASSIGN_OR_RETURN(device.bus_id, BusId(value["bus_id"], path + ".bus_id"));
@@ -191,6 +191,10 @@ Result<Device> ParseDevice(const json& value, const std::string& path,
       return MakeError(at + ": max_generation and max_width must be at least 1");
     }
     device.pcie = pcie;
+  }
+  if (value.contains("pci_device_id")) {
+    LINKFIT_ASSIGN_OR_RETURN(device.pci_device_id,
+                             Small(value["pci_device_id"], path + ".pci_device_id", 0xffffffffu));
   }
   if (value.contains("memory_affinity")) {
     const std::string at = path + ".memory_affinity";

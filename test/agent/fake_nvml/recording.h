@@ -58,7 +58,8 @@ struct MigProfile {      // nvmlDeviceGetGpuInstanceProfileInfo's answer
 struct Device {
   std::string name;
   std::string uuid;
-  std::string bus_id;  // "00000000:07:00.0"
+  std::string bus_id;          // "00000000:07:00.0"
+  unsigned pci_device_id = 0;  // nvmlPciInfo_t.pciDeviceId ((device << 16) | vendor); 0: unset
   unsigned long long memory_mib = 0;
   std::optional<unsigned> numa_node;  // none: nvmlDeviceGetNumaNodeId is not supported
   // nvmlDeviceGetMemoryAffinity(NVML_AFFINITY_SCOPE_NODE): the NUMA nodes of the CPU memory
