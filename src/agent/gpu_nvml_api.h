@@ -109,7 +109,14 @@ typedef enum nvmlIntNvLinkDeviceType_enum {
 #define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 0x7  // with media extensions ("+me")
 #define NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 0x8  // with media extensions ("+me")
 #define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 0x9  // one compute slice, twice the memory
-#define NVML_GPU_INSTANCE_PROFILE_COUNT 0xA
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX 0xA   // with graphics ("+gfx")
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX 0xB
+#define NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX 0xC
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME 0xD  // without media extensions ("-me")
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME 0xE
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME 0xF  // with all media extensions ("+me.all")
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME 0x10
+#define NVML_GPU_INSTANCE_PROFILE_COUNT 0x11
 
 typedef struct nvmlGpuInstancePlacement_st {
   unsigned int start;

@@ -41,17 +41,29 @@ topology::PcieRelation RelationOf(nvmlGpuTopologyLevel_t level) {
   return topology::PcieRelation::kSys;
 }
 
-// The profile name nvidia-smi prints ("3g.20gb", "1g.5gb+me"): compute slices, then the memory
-// rounded up to whole GB.
+// The profile name nvidia-smi prints ("3g.20gb", "1g.10gb+me", "1g.24gb+gfx"): compute slices,
+// the memory rounded up to whole GB, and the suffix NVML's profile index stands for.
 std::string ProfileName(unsigned profile, const nvmlGpuInstanceProfileInfo_t& info) {
   const auto gb =
       static_cast<unsigned long long>(std::ceil(static_cast<double>(info.memorySizeMB) / 1024.0));
   std::string name = std::to_string(info.sliceCount) + "g." + std::to_string(gb) + "gb";
-  if (profile == NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 ||
-      profile == NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1) {
-    name += "+me";
+  switch (profile) {
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1:
+      return name + "+me";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX:
+    case NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX:
+      return name + "+gfx";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
+      return name + "-me";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
+      return name + "+me.all";
+    default:
+      return name;
   }
-  return name;
 }
 
 // Which of a GPU's facts the machine itself stated (the rest is guessed from the model table).
@@ -263,8 +275,9 @@ void NameMigProfilesByNominalMemory(topology::TopologySpec& spec) {
     for (topology::MigInstanceSpec& instance : gpu.mig_instances) {
       const std::size_t g = instance.profile.find("g.");
       if (g == std::string::npos || instance.size <= 0) continue;
-      const std::size_t plus = instance.profile.find('+');
-      const std::string suffix = plus == std::string::npos ? "" : instance.profile.substr(plus);
+      // The suffix ("+me", "-me", "+gfx", "+me.all") follows the memory's "gb".
+      const std::size_t unit = instance.profile.find("gb", g);
+      const std::string suffix = unit == std::string::npos ? "" : instance.profile.substr(unit + 2);
       const long gb = std::lround(static_cast<double>(instance.size * *nominal) / 8.0);
       instance.profile = instance.profile.substr(0, g + 2) + std::to_string(gb) + "gb" + suffix;
     }

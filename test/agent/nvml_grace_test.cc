@@ -109,3 +109,41 @@ TEST(NvmlGrace, TheGpusOwnNodeInTheAffinityIsSkipped) {
 
 }  // namespace
 }  // namespace linkfit::agent
+
+namespace linkfit::agent {
+namespace {
+
+// Profiles of newer NVML (+gfx 0xA, -me 0xD, +me.all 0xF and 0x10) are read up to the API's
+// NVML_GPU_INSTANCE_PROFILE_COUNT and published with NVML's names; GB200 has no profile set in
+// linkfit, so the names are NVML's own sizes.
+TEST(NvmlGrace, NewerMigProfilesArePublishedWithTheirNvmlNames) {
+  nlohmann::json recording = LoadRecording("gb200-tray-grace");
+  recording["mig_profiles"] = {
+      {{"profile", 0}, {"id", 19}, {"slices", 1}, {"memory_mb", 23552}, {"instance_count", 7}},
+      {{"profile", 10}, {"id", 47}, {"slices", 1}, {"memory_mb", 23552}, {"instance_count", 7}},
+      {{"profile", 13}, {"id", 48}, {"slices", 1}, {"memory_mb", 23552}, {"instance_count", 7}},
+      {{"profile", 15}, {"id", 49}, {"slices", 1}, {"memory_mb", 23552}, {"instance_count", 1}},
+      {{"profile", 16}, {"id", 50}, {"slices", 2}, {"memory_mb", 47104}, {"instance_count", 1}}};
+  recording["devices"][1]["mig"] = {
+      {"current", 1},
+      {"pending", 1},
+      {"instances",
+       {{{"id", 3}, {"profile", 10}, {"start", 0}, {"size", 1}, {"uuid", "MIG-gfx"}},
+        {{"id", 4}, {"profile", 13}, {"start", 1}, {"size", 1}, {"uuid", "MIG-no-me"}},
+        {{"id", 5}, {"profile", 15}, {"start", 2}, {"size", 1}, {"uuid", "MIG-all-me"}},
+        {{"id", 6}, {"profile", 16}, {"start", 4}, {"size", 2}, {"uuid", "MIG-2g-all-me"}},
+        {{"id", 7}, {"profile", 0}, {"start", 7}, {"size", 1}, {"uuid", "MIG-plain"}}}}};
+  auto found = DiscoverWithNvml(FakeWith(recording, "gb200-newer-profiles"));
+  ASSERT_TRUE(found) << found.error().message;
+  const std::vector<topology::MigInstanceSpec> expected = {
+      {"1g.23gb+gfx", 0, 1, "MIG-gfx", 3},
+      {"1g.23gb-me", 1, 1, "MIG-no-me", 4},
+      {"1g.23gb+me.all", 2, 1, "MIG-all-me", 5},
+      {"2g.46gb+me.all", 4, 2, "MIG-2g-all-me", 6},
+      {"1g.23gb", 7, 1, "MIG-plain", 7}};
+  EXPECT_EQ(found->spec.gpus[1].mig_instances, expected);
+  EXPECT_EQ(found->spec.gpus[1].mig_mode, topology::MigMode::kEnabled);
+}
+
+}  // namespace
+}  // namespace linkfit::agent

@@ -25,7 +25,7 @@ using nlohmann::json;
 
 constexpr unsigned kMaxDevices = 64;
 constexpr unsigned kMaxNvLinks = 18;         // NVML_NVLINK_MAX_LINKS
-constexpr unsigned kProfileIndexCount = 10;  // NVML_GPU_INSTANCE_PROFILE_COUNT
+constexpr unsigned kProfileIndexCount = 17;  // NVML_GPU_INSTANCE_PROFILE_COUNT (R570)
 constexpr unsigned kMemorySlices = 8;
 constexpr unsigned kMaxNvLinkVersion = 7;  // NVML_NVLINK_VERSION_5_0
 
