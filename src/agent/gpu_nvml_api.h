@@ -22,6 +22,7 @@ typedef enum nvmlReturn_enum {
   NVML_ERROR_INSUFFICIENT_SIZE = 7,
   NVML_ERROR_DRIVER_NOT_LOADED = 9,
   NVML_ERROR_TIMEOUT = 10,
+  NVML_ERROR_FUNCTION_NOT_FOUND = 13,
   NVML_ERROR_GPU_IS_LOST = 15,
   NVML_ERROR_RESET_REQUIRED = 16,
   NVML_ERROR_UNKNOWN = 999
@@ -37,7 +38,25 @@ typedef struct nvmlEventSet_st* nvmlEventSet_t;
 #define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
 #define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE 80
-#define NVML_NVLINK_MAX_LINKS 18
+#define NVML_NVLINK_MAX_LINKS 18  // link indices 0..17 (nvml.h since R450; NVLink 4 and 5 use 18)
+
+// nvmlDeviceGetNvLinkVersion's answer (nvml.h's nvmlNvlinkVersion_t): not the NVLink generation
+// itself, e.g. 4 is NVLink 3.0 and 6 NVLink 4.0.
+typedef enum nvmlNvlinkVersion_enum {
+  NVML_NVLINK_VERSION_INVALID = 0,
+  NVML_NVLINK_VERSION_1_0 = 1,
+  NVML_NVLINK_VERSION_2_0 = 2,
+  NVML_NVLINK_VERSION_2_2 = 3,
+  NVML_NVLINK_VERSION_3_0 = 4,
+  NVML_NVLINK_VERSION_3_1 = 5,
+  NVML_NVLINK_VERSION_4_0 = 6,
+  NVML_NVLINK_VERSION_5_0 = 7
+} nvmlNvlinkVersion_t;
+
+// nvmlDeviceGetMemoryAffinity / nvmlDeviceGetCpuAffinityWithinScope's scope.
+typedef unsigned int nvmlAffinityScope_t;
+#define NVML_AFFINITY_SCOPE_NODE 0
+#define NVML_AFFINITY_SCOPE_SOCKET 1
 
 typedef struct nvmlPciInfo_st {
   char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
@@ -90,7 +109,14 @@ typedef enum nvmlIntNvLinkDeviceType_enum {
 #define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 0x7  // with media extensions ("+me")
 #define NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 0x8  // with media extensions ("+me")
 #define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 0x9  // one compute slice, twice the memory
-#define NVML_GPU_INSTANCE_PROFILE_COUNT 0xA
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX 0xA   // with graphics ("+gfx")
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX 0xB
+#define NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX 0xC
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME 0xD  // without media extensions ("-me")
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME 0xE
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME 0xF  // with all media extensions ("+me.all")
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME 0x10
+#define NVML_GPU_INSTANCE_PROFILE_COUNT 0x11
 
 typedef struct nvmlGpuInstancePlacement_st {
   unsigned int start;
@@ -143,6 +169,9 @@ using DeviceStringFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
 using DeviceGetMemoryInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
 using DeviceGetPciInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);
 using DeviceGetUintFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
+using DeviceGetLinkUintFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, unsigned int*);
+using DeviceGetAffinityFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, unsigned long*,
+                                             nvmlAffinityScope_t);
 using DeviceGetCommonAncestorFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t,
                                                    nvmlGpuTopologyLevel_t*);
 using DeviceGetNvLinkStateFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, nvmlEnableState_t*);

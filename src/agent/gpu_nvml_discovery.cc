@@ -3,34 +3,26 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/gpu_nvml_library.h"
+#include "agent/gpu_nvml_links.h"
 #include "linkfit/agent/discovery.h"
 #include "linkfit/common/strings.h"
 
 namespace linkfit::agent {
 namespace {
 
+using nvml::CanonicalBusId;
 using nvml::NvmlLibrary;
-
-// "00000000:07:00.0" and "0000:07:00.0" -> "0000:07:00.0" (lower case, 4-digit domain), the form
-// of sysfs and of the NVLink remote PCI info.
-std::string CanonicalBusId(std::string_view bus_id) {
-  const std::string lower = ToLower(Trim(bus_id));
-  const std::size_t colon = lower.find(':');
-  if (colon == std::string::npos) return lower;
-  unsigned long domain = std::strtoul(lower.substr(0, colon).c_str(), nullptr, 16);
-  char text[16];
-  std::snprintf(text, sizeof(text), "%04lx", domain);
-  return std::string(text) + lower.substr(colon);
-}
 
 topology::PcieRelation RelationOf(nvmlGpuTopologyLevel_t level) {
   switch (level) {
@@ -49,23 +41,44 @@ topology::PcieRelation RelationOf(nvmlGpuTopologyLevel_t level) {
   return topology::PcieRelation::kSys;
 }
 
-// The profile name nvidia-smi prints ("3g.20gb", "1g.5gb+me"): compute slices, then the memory
-// rounded up to whole GB.
+// The profile name nvidia-smi prints ("3g.20gb", "1g.10gb+me", "1g.24gb+gfx"): compute slices,
+// the memory rounded up to whole GB, and the suffix NVML's profile index stands for.
 std::string ProfileName(unsigned profile, const nvmlGpuInstanceProfileInfo_t& info) {
   const auto gb =
       static_cast<unsigned long long>(std::ceil(static_cast<double>(info.memorySizeMB) / 1024.0));
   std::string name = std::to_string(info.sliceCount) + "g." + std::to_string(gb) + "gb";
-  if (profile == NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 ||
-      profile == NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1) {
-    name += "+me";
+  switch (profile) {
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1:
+      return name + "+me";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX:
+    case NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX:
+      return name + "+gfx";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
+      return name + "-me";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
+      return name + "+me.all";
+    default:
+      return name;
   }
-  return name;
 }
+
+// Which of a GPU's facts the machine itself stated (the rest is guessed from the model table).
+struct Stated {
+  bool pcie_generation = false;
+  bool mig_capability = false;
+};
 
 struct Probe {
   const NvmlLibrary& nvml;
   const NvmlOptions& options;
   Discovery& found;
+  std::vector<Stated> stated;
+  std::vector<unsigned> pci_device_id;  // per GPU; 0 where NVML did not say
+  std::vector<bool> identified;         // per GPU: NVML answered its name and memory
 
   void Unhealthy(topology::GpuSpec& gpu, const std::string& problem) {
     if (gpu.healthy) gpu.health_problem = problem;
@@ -78,6 +91,54 @@ struct Probe {
     int node = -1;
     if (in >> node) return node;
     return -1;
+  }
+
+  // Whether sysfs says NUMA node `node` has no CPUs (a node of GPU or other device memory).
+  bool NodeWithoutCpus(int node) {
+    std::ifstream in(options.sysfs_root + "/devices/system/node/node" + std::to_string(node) +
+                     "/cpulist");
+    std::string cpus;
+    return in && !(in >> cpus);
+  }
+
+  // The CPU-side NUMA node of the GPU: the node whose CPUs and memory are nearest, which is what
+  // placement's NUMA closeness means. nvmlDeviceGetNumaNodeId is not that on platforms whose GPU
+  // memory is itself a NUMA node (Grace: GB200's GPUs report nodes 2, 10, 18, 26, nodes without
+  // CPUs), so it comes last, in order:
+  //   1. nvmlDeviceGetMemoryAffinity(NVML_AFFINITY_SCOPE_NODE): the nodes of the CPU memory
+  //      nearest the GPU; the GPU's own memory node is skipped should it be listed;
+  //   2. sysfs numa_node of the GPU's PCI function: the node of its PCIe root port, a CPU node;
+  //   3. nvmlDeviceGetNumaNodeId, unless sysfs shows that node has no CPUs.
+  int CpuSideNumaNode(nvmlDevice_t device, const topology::GpuSpec& gpu) {
+    const nvml::Functions& f = nvml.f();
+    int own_node = -1;
+    unsigned node = 0;
+    if (f.numa_node != nullptr && f.numa_node(device, &node) == NVML_SUCCESS) {
+      own_node = static_cast<int>(node);
+    }
+    if (f.memory_affinity != nullptr) {
+      constexpr unsigned kWords = 16;  // NUMA nodes 0..1023
+      constexpr unsigned kBits = sizeof(unsigned long) * 8;
+      unsigned long nodes[kWords] = {};
+      if (f.memory_affinity(device, kWords, nodes, NVML_AFFINITY_SCOPE_NODE) == NVML_SUCCESS) {
+        for (unsigned bit = 0; bit < kWords * kBits; ++bit) {
+          if ((nodes[bit / kBits] >> (bit % kBits) & 1ul) == 0) continue;
+          if (static_cast<int>(bit) != own_node) return static_cast<int>(bit);
+        }
+      }
+    }
+    if (!gpu.pci_bus_id.empty()) {
+      if (const int from_sysfs = NumaFromSysfs(gpu.pci_bus_id); from_sysfs >= 0) {
+        return from_sysfs;
+      }
+    }
+    if (own_node >= 0 && NodeWithoutCpus(own_node)) {
+      found.warnings.push_back("GPU " + std::to_string(gpu.index) + ": NVML's NUMA node " +
+                               std::to_string(own_node) +
+                               " has no CPUs (the GPU's own memory); not a CPU-side node");
+      return -1;
+    }
+    return own_node;
   }
 
   void ReadDevice(nvmlDevice_t device, topology::GpuSpec& gpu) {
@@ -96,20 +157,38 @@ struct Probe {
       gpu.memory_mib = memory.total >> 20;
     }
     nvmlPciInfo_t pci{};
-    if (check(f.pci(device, &pci), "nvmlDeviceGetPciInfo_v3")) gpu.pci_bus_id = pci.busId;
-    int numa = -1;
-    unsigned node = 0;
-    if (f.numa_node != nullptr && f.numa_node(device, &node) == NVML_SUCCESS) {
-      numa = static_cast<int>(node);
-    } else if (!gpu.pci_bus_id.empty()) {
-      numa = NumaFromSysfs(gpu.pci_bus_id);
+    if (check(f.pci(device, &pci), "nvmlDeviceGetPciInfo_v3")) {
+      gpu.pci_bus_id = pci.busId;
+      pci_device_id[static_cast<std::size_t>(gpu.index)] = pci.pciDeviceId;
     }
+    identified[static_cast<std::size_t>(gpu.index)] = gpu.model != "unknown" && gpu.memory_mib > 0;
+    int numa = CpuSideNumaNode(device, gpu);
     if (numa < 0) {
       found.warnings.push_back("GPU " + std::to_string(gpu.index) +
                                ": NUMA node unknown (neither NVML nor sysfs say); taken as 0");
       numa = 0;
     }
     gpu.numa_node = numa;
+    ReadPcieLink(device, gpu);
+  }
+
+  // The PCIe generation and width the GPU and its slot can both run at (NVML's "max" answers are
+  // limited by the system, not only by the GPU). Any failure leaves them to the model table.
+  void ReadPcieLink(nvmlDevice_t device, topology::GpuSpec& gpu) {
+    const nvml::Functions& f = nvml.f();
+    unsigned value = 0;
+    if (f.max_pcie_generation != nullptr) {
+      const nvmlReturn_t rc = f.max_pcie_generation(device, &value);
+      if (rc == NVML_SUCCESS && value > 0) {
+        gpu.pcie_gen = static_cast<int>(value);
+        stated[static_cast<std::size_t>(gpu.index)].pcie_generation = true;
+      } else if (rc == NVML_ERROR_GPU_IS_LOST) {
+        Unhealthy(gpu, "nvmlDeviceGetMaxPcieLinkGeneration: " + nvml.ErrorText(rc));
+      }
+    }
+    if (f.max_pcie_width != nullptr && f.max_pcie_width(device, &value) == NVML_SUCCESS) {
+      gpu.pcie_width = static_cast<int>(value);
+    }
   }
 
   void ReadMig(nvmlDevice_t device, topology::GpuSpec& gpu) {
@@ -123,6 +202,8 @@ struct Probe {
     const nvmlReturn_t rc = f.mig_mode(device, &current, &pending);
     if (rc == NVML_ERROR_NOT_SUPPORTED) {
       gpu.mig_mode = topology::MigMode::kDisabled;  // not MIG-capable
+      gpu.mig_capable = false;
+      stated[static_cast<std::size_t>(gpu.index)].mig_capability = true;
       return;
     }
     if (rc != NVML_SUCCESS) {
@@ -130,6 +211,9 @@ struct Probe {
                                ": MIG mode unknown: " + nvml.ErrorText(rc));
       return;
     }
+    // A GPU that answers its MIG mode is MIG-capable, whatever linkfit's table says of its name.
+    gpu.mig_capable = true;
+    stated[static_cast<std::size_t>(gpu.index)].mig_capability = true;
     const auto mode = [](unsigned value) {
       return value == NVML_DEVICE_MIG_ENABLE ? topology::MigMode::kEnabled
                                              : topology::MigMode::kDisabled;
@@ -175,107 +259,6 @@ struct Probe {
   }
 };
 
-// NVLinks: per GPU, the links to each peer GPU and to NVSwitches.
-struct LinkCounts {
-  std::vector<std::vector<int>> to_gpu;  // [a][b]: active links of a whose remote end is b
-  std::vector<int> to_switch;
-  std::set<std::string> switches;
-};
-
-LinkCounts CountNvlinks(const NvmlLibrary& nvml, const std::vector<nvmlDevice_t>& devices,
-                        const std::vector<topology::GpuSpec>& gpus) {
-  const nvml::Functions& f = nvml.f();
-  const std::size_t n = devices.size();
-  LinkCounts counts;
-  counts.to_gpu.assign(n, std::vector<int>(n, 0));
-  counts.to_switch.assign(n, 0);
-  if (f.nvlink_state == nullptr || f.nvlink_remote_pci == nullptr) return counts;
-  std::map<std::string, std::size_t> gpu_of_bus;
-  for (std::size_t g = 0; g < n; ++g) gpu_of_bus[CanonicalBusId(gpus[g].pci_bus_id)] = g;
-  for (std::size_t g = 0; g < n; ++g) {
-    if (devices[g] == nullptr) continue;
-    for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
-      nvmlEnableState_t active = NVML_FEATURE_DISABLED;
-      if (f.nvlink_state(devices[g], link, &active) != NVML_SUCCESS) continue;
-      if (active != NVML_FEATURE_ENABLED) continue;
-      nvmlPciInfo_t remote{};
-      if (f.nvlink_remote_pci(devices[g], link, &remote) != NVML_SUCCESS) continue;
-      const std::string bus = CanonicalBusId(remote.busId);
-      nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
-      if (f.nvlink_remote_type != nullptr) f.nvlink_remote_type(devices[g], link, &type);
-      const auto peer = gpu_of_bus.find(bus);
-      if (type == NVML_NVLINK_DEVICE_TYPE_SWITCH ||
-          (type == NVML_NVLINK_DEVICE_TYPE_UNKNOWN && peer == gpu_of_bus.end())) {
-        ++counts.to_switch[g];
-        counts.switches.insert(bus);
-      } else if (peer != gpu_of_bus.end() && peer->second != g) {
-        ++counts.to_gpu[g][peer->second];
-      }
-    }
-  }
-  return counts;
-}
-
-// The CPU socket of a NUMA node from sysfs: the physical package of its first CPU.
-std::optional<int> SocketFromSysfs(const std::string& sysfs_root, int numa) {
-  std::ifstream cpus(sysfs_root + "/devices/system/node/node" + std::to_string(numa) + "/cpulist");
-  std::string list;
-  if (!(cpus >> list)) return std::nullopt;
-  const auto first = ParseInt(list.substr(0, list.find_first_of(",-")));
-  if (!first) return std::nullopt;
-  std::ifstream package(sysfs_root + "/devices/system/cpu/cpu" + std::to_string(*first) +
-                        "/topology/physical_package_id");
-  int socket = -1;
-  if (!(package >> socket) || socket < 0) return std::nullopt;
-  return socket;
-}
-
-// Sockets: from sysfs where it says; otherwise a PCIe relation closer than SYS (which cannot
-// cross the inter-socket link) puts both GPUs' NUMA nodes on one socket, numbered by their
-// lowest NUMA node.
-void AssignSockets(topology::TopologySpec& spec, const std::string& sysfs_root,
-                   std::vector<std::string>& warnings) {
-  std::map<int, int> from_sysfs;
-  bool complete = true;
-  for (const auto& gpu : spec.gpus) {
-    const auto socket = SocketFromSysfs(sysfs_root, gpu.numa_node);
-    if (!socket) {
-      complete = false;
-      break;
-    }
-    from_sysfs[gpu.numa_node] = *socket;
-  }
-  if (complete) {
-    for (auto& gpu : spec.gpus) gpu.socket = from_sysfs[gpu.numa_node];
-    return;
-  }
-  std::map<int, int> parent;
-  for (const auto& gpu : spec.gpus) parent[gpu.numa_node] = gpu.numa_node;
-  const auto find = [&](int x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
-  for (const topology::LinkSpec& link : spec.links) {
-    if (link.pcie == topology::PcieRelation::kSys) continue;
-    const int a = find(spec.gpus[static_cast<std::size_t>(link.a)].numa_node);
-    const int b = find(spec.gpus[static_cast<std::size_t>(link.b)].numa_node);
-    parent[std::max(a, b)] = std::min(a, b);
-  }
-  std::map<int, int> socket_of_root;
-  for (const auto& [numa, ignored] : parent) {
-    const int root = find(numa);
-    if (socket_of_root.count(root) == 0) {
-      const int next = static_cast<int>(socket_of_root.size());
-      socket_of_root[root] = next;
-    }
-  }
-  for (auto& gpu : spec.gpus) gpu.socket = socket_of_root[find(gpu.numa_node)];
-  if (socket_of_root.size() > 1) {
-    warnings.push_back("CPU sockets inferred from PCIe relations (sysfs says nothing): " +
-                       std::to_string(socket_of_root.size()) + " sockets");
-  }
-}
-
 // NVIDIA names a MIG profile by its share of the board's nominal memory ("3g.71gb" on a 141 GB
 // H200, whose 3g instance has 70.5 GB), not by the instance's exact memory, which ProfileName
 // rounds up (right for A100 and H100, wrong for H200). Where the GPU's MIG profile set says the
@@ -292,12 +275,133 @@ void NameMigProfilesByNominalMemory(topology::TopologySpec& spec) {
     for (topology::MigInstanceSpec& instance : gpu.mig_instances) {
       const std::size_t g = instance.profile.find("g.");
       if (g == std::string::npos || instance.size <= 0) continue;
-      const std::size_t plus = instance.profile.find('+');
-      const std::string suffix = plus == std::string::npos ? "" : instance.profile.substr(plus);
+      // The suffix ("+me", "-me", "+gfx", "+me.all") follows the memory's "gb".
+      const std::size_t unit = instance.profile.find("gb", g);
+      const std::string suffix = unit == std::string::npos ? "" : instance.profile.substr(unit + 2);
       const long gb = std::lround(static_cast<double>(instance.size * *nominal) / 8.0);
       instance.profile = instance.profile.substr(0, g + 2) + std::to_string(gb) + "gb" + suffix;
     }
   }
+}
+
+// A GPU whose name or memory NVML could not give (lost, at the handle or at its queries) keeps
+// what is known of it: the model and memory of a GPU with the same PCI device id where NVML gave
+// that id, else those of the node's healthy majority, so that one lost GPU never changes what
+// the node is. It stays unhealthy (set by the caller).
+void DescribeUnidentified(topology::TopologySpec& spec, const std::vector<unsigned>& device_id,
+                          const std::vector<bool>& identified, std::vector<std::string>& warnings) {
+  std::map<std::pair<std::string, std::uint64_t>, int> healthy_shapes;
+  for (const topology::GpuSpec& gpu : spec.gpus) {
+    if (identified[static_cast<std::size_t>(gpu.index)] && gpu.healthy) {
+      ++healthy_shapes[{gpu.model, gpu.memory_mib}];
+    }
+  }
+  for (topology::GpuSpec& gpu : spec.gpus) {
+    const auto g = static_cast<std::size_t>(gpu.index);
+    if (identified[g]) continue;
+    const topology::GpuSpec* sibling = nullptr;
+    for (const topology::GpuSpec& other : spec.gpus) {
+      const auto o = static_cast<std::size_t>(other.index);
+      if (identified[o] && device_id[g] != 0 && device_id[o] == device_id[g]) {
+        sibling = &other;
+        break;
+      }
+    }
+    std::string from =
+        "GPU " + std::to_string(sibling != nullptr ? sibling->index : 0) + " (same PCI device id)";
+    if (sibling != nullptr) {
+      gpu.model = sibling->model;
+      gpu.memory_mib = sibling->memory_mib;
+    } else if (!healthy_shapes.empty()) {
+      const auto majority =
+          std::max_element(healthy_shapes.begin(), healthy_shapes.end(),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
+      gpu.model = majority->first.first;
+      gpu.memory_mib = majority->first.second;
+      from = "the node's healthy majority";
+    } else {
+      continue;  // nothing is known: "unknown", 0 MiB
+    }
+    warnings.push_back("GPU " + std::to_string(gpu.index) + ": model and memory unknown to NVML; " +
+                       gpu.model + " taken from " + from);
+  }
+}
+
+// Each figure from the machine where NVML stated it, else from linkfit's table of GPU models,
+// said once per figure and model in a warning.
+void ApplyFacts(topology::TopologySpec& spec, const std::vector<Stated>& stated,
+                const nvml::LinkCounts& links, std::vector<std::string>& warnings) {
+  std::set<std::string> said;
+  const auto say_once = [&](const std::string& warning) {
+    if (said.insert(warning).second) warnings.push_back(warning);
+  };
+  int table_generation = 0;
+  for (topology::GpuSpec& gpu : spec.gpus) {
+    const topology::ModelGuess guess = topology::GuessFromModelName(gpu.model, gpu.memory_mib);
+    const Stated& known = stated[static_cast<std::size_t>(gpu.index)];
+    if (!known.pcie_generation) {
+      gpu.pcie_gen = guess.pcie_gen;
+      say_once("PCIe generation of " + gpu.model + " not stated by NVML; " +
+               (guess.pcie_gen > 0 ? "gen " + std::to_string(guess.pcie_gen) + " from"
+                                   : "gen 4 assumed, unknown to") +
+               " linkfit's GPU model table");
+    }
+    if (known.mig_capability) {
+      // The profile set is the catalogue of the model's MIG placements (config/mig/): looked up
+      // by name, but only for a GPU the machine says is MIG-capable.
+      gpu.mig_profile_set = gpu.mig_capable ? guess.mig_profile_set : "";
+      if (gpu.mig_capable && gpu.mig_profile_set.empty()) {
+        say_once(gpu.model +
+                 " is MIG-capable but linkfit has no MIG profile set for it: its "
+                 "MIG instances are published with NVML's profile names, MIG placement is "
+                 "refused");
+      }
+    } else {
+      gpu.mig_profile_set = guess.mig_profile_set;
+      gpu.mig_capable = !guess.mig_profile_set.empty();
+      say_once("MIG capability of " + gpu.model +
+               " not stated by NVML; taken from linkfit's GPU model table");
+    }
+    // NVML's peer-to-peer status is not read: GeForce boards are known by name.
+    gpu.p2p_supported = guess.p2p_supported;
+    if (table_generation == 0) table_generation = guess.nvlink_generation;
+  }
+  if (spec.fabric.kind == topology::NvlinkFabricKind::kNone) return;
+  int generation = links.generations.empty() ? 0 : *links.generations.begin();  // the lowest
+  if (generation == 0) {
+    generation = table_generation;
+    say_once("NVLink version not stated by NVML; " +
+             (generation > 0 ? "NVLink " + std::to_string(generation) + " from" : "unknown to") +
+             " linkfit's GPU model table");
+  } else if (links.links_without_version > 0) {
+    say_once(std::to_string(links.links_without_version) +
+             " NVLinks did not state their version; taken as NVLink " + std::to_string(generation));
+  }
+  spec.fabric.nvlink_generation = generation;
+  spec.fabric.per_link_gbps = nvml::PerLinkGbps(generation);
+  if (spec.fabric.kind == topology::NvlinkFabricKind::kNvswitch && generation >= 2) {
+    spec.fabric.nvswitch_generation = generation - 1;  // NVSwitch gen N came with NVLink N+1
+  }
+  if (links.generations.size() < 2) return;
+  // Links of different versions: each NVLinked pair carries the lowest of its own links.
+  for (topology::LinkSpec& link : spec.links) {
+    if (link.nvlink_count == 0) continue;
+    const auto a = static_cast<std::size_t>(link.a);
+    const auto b = static_cast<std::size_t>(link.b);
+    const std::set<int> ends =
+        link.via_nvswitch ? std::set<int>{links.switch_generation[a], links.switch_generation[b]}
+                          : std::set<int>{links.gpu_generation[a][b], links.gpu_generation[b][a]};
+    for (const int end : ends) {
+      if (end > 0) {
+        link.nvlink_generation = end;
+        break;
+      }
+    }
+  }
+  std::string list;
+  for (const int g : links.generations) list += (list.empty() ? "" : ", ") + std::to_string(g);
+  warnings.push_back("NVLink versions differ between links (NVLink " + list +
+                     "): each NVLinked pair carries the lowest of its links");
 }
 
 }  // namespace
@@ -321,7 +425,12 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
   for (const std::string& part : nvml->missing()) {
     found.warnings.push_back("this NVML lacks " + part);
   }
-  Probe probe{*nvml, options, found};
+  Probe probe{*nvml,
+              options,
+              found,
+              std::vector<Stated>(count),
+              std::vector<unsigned>(count, 0),
+              std::vector<bool>(count, false)};
   std::vector<nvmlDevice_t> devices(count, nullptr);
   topology::TopologySpec& spec = found.spec;
   spec.id = "nvml";
@@ -341,18 +450,8 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
     probe.ReadDevice(devices[i], gpu);
     probe.ReadMig(devices[i], gpu);
   }
-  // A GPU NVML could not open is described like the node's other GPUs (same board), so that the
-  // node's model stays one of the known shapes.
-  for (topology::GpuSpec& gpu : spec.gpus) {
-    if (devices[static_cast<std::size_t>(gpu.index)] != nullptr) continue;
-    for (const topology::GpuSpec& other : spec.gpus) {
-      if (devices[static_cast<std::size_t>(other.index)] == nullptr) continue;
-      gpu.model = other.model;
-      gpu.memory_mib = other.memory_mib;
-      break;
-    }
-  }
-  const LinkCounts links = CountNvlinks(*nvml, devices, spec.gpus);
+  DescribeUnidentified(spec, probe.pci_device_id, probe.identified, found.warnings);
+  const nvml::LinkCounts links = nvml::CountNvlinks(*nvml, devices, spec.gpus, found.warnings);
   const bool nvswitch = !links.switches.empty();
   for (unsigned a = 0; a < count; ++a) {
     spec.gpus[a].nvlink_physical_links = links.to_switch[a];
@@ -407,8 +506,8 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
     spec.fabric.kind =
         pairs ? topology::NvlinkFabricKind::kBridge : topology::NvlinkFabricKind::kDirect;
   }
-  AssignSockets(spec, options.sysfs_root, found.warnings);
-  topology::FillModelFacts(spec);
+  nvml::AssignSockets(spec, options.sysfs_root, found.warnings);
+  ApplyFacts(spec, probe.stated, links, found.warnings);
   NameMigProfilesByNominalMemory(spec);
   for (const std::string& warning : found.warnings) spec.warnings.push_back(warning);
   return found;

@@ -62,6 +62,10 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& librar
       Resolve(h, "nvmlDeviceGetGpuInstances", false, &f.gpu_instances),
       Resolve(h, "nvmlGpuInstanceGetInfo", false, &f.gi_info),
       Resolve(h, "nvmlDeviceGetNumaNodeId", false, &f.numa_node),
+      Resolve(h, "nvmlDeviceGetMemoryAffinity", false, &f.memory_affinity),
+      Resolve(h, "nvmlDeviceGetNvLinkVersion", false, &f.nvlink_version),
+      Resolve(h, "nvmlDeviceGetMaxPcieLinkGeneration", false, &f.max_pcie_generation),
+      Resolve(h, "nvmlDeviceGetMaxPcieLinkWidth", false, &f.max_pcie_width),
       Resolve(h, "nvmlDeviceGetNvLinkRemoteDeviceType", false, &f.nvlink_remote_type),
       Resolve(h, "nvmlDeviceGetMaxMigDeviceCount", false, &f.max_mig_devices),
       Resolve(h, "nvmlDeviceGetMigDeviceHandleByIndex", false, &f.mig_device),
@@ -73,6 +77,11 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& librar
   };
   if (f.nvlink_state == nullptr || f.nvlink_remote_pci == nullptr) {
     nvml->missing_.push_back("NVLink state/remote PCI info (NVLinks unknown: taken as none)");
+  }
+  if (f.nvlink_version == nullptr || f.max_pcie_generation == nullptr ||
+      f.max_pcie_width == nullptr) {
+    nvml->missing_.push_back(
+        "NVLink versions or PCIe link generation/width (guessed from the GPU model)");
   }
   if (f.mig_mode == nullptr || f.gi_profile_info == nullptr || f.gpu_instances == nullptr ||
       f.gi_info == nullptr) {

@@ -3,8 +3,9 @@
 // NvmlLibrary: libnvidia-ml.so.1 opened with dlopen, its functions resolved with dlsym, NVML
 // initialised and its version checked. Required functions missing (device identity, memory, PCI,
 // PCIe relations, the version), nvmlInit failing, or an NVML older than 11 are errors naming what
-// is wrong; optional functions (NVLinks, the MIG API, NUMA node, MIG device handles, events,
-// error strings) may be null, and missing() says which parts are absent. The destructor shuts NVML
+// is wrong; optional functions (NVLinks and their versions, PCIe link generation and width, the
+// MIG API, NUMA node, MIG device handles, events, error strings) may be null, and missing() says
+// which parts are absent. The destructor shuts NVML
 // down and closes the library.
 //
 // Thread-safety: NVML itself is thread-safe; one NvmlLibrary may be used from several threads
@@ -40,6 +41,12 @@ struct Functions {
   GpuInstanceGetInfoFn gi_info = nullptr;
   // Optional.
   DeviceGetUintFn numa_node = nullptr;
+  DeviceGetAffinityFn memory_affinity = nullptr;
+  // What the machine says about its links (older drivers lack them: the agent then falls back to
+  // its table of GPU models, with a warning).
+  DeviceGetLinkUintFn nvlink_version = nullptr;
+  DeviceGetUintFn max_pcie_generation = nullptr;
+  DeviceGetUintFn max_pcie_width = nullptr;
   DeviceGetNvLinkRemoteDeviceTypeFn nvlink_remote_type = nullptr;
   DeviceGetUintFn max_mig_devices = nullptr;
   DeviceGetMigDeviceHandleByIndexFn mig_device = nullptr;

@@ -234,6 +234,9 @@ Result<GpuSpec> ParseGpu(const json& item, const std::string& path) {
   LINKFIT_ASSIGN_OR_RETURN(value, ReadInt(item, "pcie_gen", path, 0));
   if (value < 0 || value > 7) return MakeError(path + ".pcie_gen: out of range");
   gpu.pcie_gen = static_cast<int>(value);
+  LINKFIT_ASSIGN_OR_RETURN(value, ReadInt(item, "pcie_width", path, 0));
+  if (value < 0 || value > 32) return MakeError(path + ".pcie_width: out of range (0..32 lanes)");
+  gpu.pcie_width = static_cast<int>(value);
   LINKFIT_ASSIGN_OR_RETURN(gpu.mig_capable, ReadBool(item, "mig_capable", path, false));
   LINKFIT_ASSIGN_OR_RETURN(gpu.mig_profile_set, ReadString(item, "mig_profile_set", path, false));
   LINKFIT_ASSIGN_OR_RETURN(gpu.p2p_supported, ReadBool(item, "p2p_supported", path, true));
@@ -293,6 +296,12 @@ Result<std::vector<LinkSpec>> ParseLinks(const json& root, int gpu_count,
       std::string via;
       LINKFIT_ASSIGN_OR_RETURN(via, ReadString(item, "nvlink_via", path, false));
       link.via_nvswitch = via == "nvswitch";
+      std::int64_t generation = 0;
+      LINKFIT_ASSIGN_OR_RETURN(generation, ReadInt(item, "nvlink_generation", path, 0));
+      if (generation < 0 || generation > 10) {
+        return MakeError(path + ".nvlink_generation: out of range (0..10)");
+      }
+      link.nvlink_generation = static_cast<int>(generation);
       if (!via.empty() && via != "nvswitch" && via != "direct") {
         warnings.push_back("link " + PairName(link.a, link.b) + ": unknown nvlink_via " +
                            QuoteForMessage(via) + "; treated as direct");
@@ -474,6 +483,7 @@ std::string ToTopologyDocument(const TopologySpec& spec) {
     if (!gpu.uuid.empty()) item["uuid"] = gpu.uuid;
     if (!gpu.mig_profile_set.empty()) item["mig_profile_set"] = gpu.mig_profile_set;
     if (!gpu.pci_bus_id.empty()) item["pci_bus_id"] = gpu.pci_bus_id;
+    if (gpu.pcie_width > 0) item["pcie_width"] = gpu.pcie_width;
     if (gpu.nvlink_physical_links > 0) item["nvlink_physical_links"] = gpu.nvlink_physical_links;
     AddAgentFacts(gpu, item);
     gpus.push_back(std::move(item));
@@ -486,6 +496,7 @@ std::string ToTopologyDocument(const TopologySpec& spec) {
     if (link.nvlink_count > 0) {
       item["nvlink_count"] = link.nvlink_count;
       item["nvlink_via"] = link.via_nvswitch ? "nvswitch" : "direct";
+      if (link.nvlink_generation > 0) item["nvlink_generation"] = link.nvlink_generation;
     }
     links.push_back(std::move(item));
   }

@@ -483,13 +483,6 @@ std::vector<int> AssignSockets(const Matrix& matrix, const std::vector<int>& num
 // ---------------------------------------------------------------------------------------------
 // What the GPU model name tells.
 
-struct ModelFacts {
-  int nvlink_generation = 0;
-  int pcie_gen = 0;
-  std::string mig_profile_set;
-  bool p2p_supported = true;
-};
-
 // Splits a model name into upper-case words ("Tesla V100-SXM2-32GB" -> TESLA V100 SXM2 32GB).
 std::vector<std::string> ModelWords(std::string_view model) {
   std::vector<std::string> words;
@@ -512,8 +505,8 @@ bool IsLetterNumber(std::string_view word, char letter) {
          std::all_of(word.begin() + 1, word.end(), IsDigit);
 }
 
-ModelFacts FactsForModel(std::string_view model, std::uint64_t memory_mib) {
-  ModelFacts facts;
+ModelGuess FactsForModel(std::string_view model, std::uint64_t memory_mib) {
+  ModelGuess facts;
   const std::vector<std::string> words = ModelWords(model);
   const auto has = [&](std::string_view w) {
     return std::find(words.begin(), words.end(), w) != words.end();
@@ -797,7 +790,7 @@ void ApplyModelFacts(TopologySpec& spec) {
   for (GpuSpec& gpu : spec.gpus) {
     if (gpu.model.empty()) continue;
     models.insert(gpu.model);
-    const ModelFacts facts = FactsForModel(gpu.model, gpu.memory_mib);
+    const ModelGuess facts = FactsForModel(gpu.model, gpu.memory_mib);
     gpu.pcie_gen = facts.pcie_gen;
     gpu.mig_profile_set = facts.mig_profile_set;
     gpu.mig_capable = !facts.mig_profile_set.empty();
@@ -885,6 +878,10 @@ bool IsCsvStart(std::string_view line) {
 }  // namespace
 
 void FillModelFacts(TopologySpec& spec) { ApplyModelFacts(spec); }
+
+ModelGuess GuessFromModelName(std::string_view model, std::uint64_t memory_mib) {
+  return FactsForModel(model, memory_mib);
+}
 
 Result<TopologySpec> ParseNvidiaSmi(std::string_view topo_matrix_text,
                                     std::string_view query_gpu_csv) {

@@ -26,7 +26,10 @@ bool IsGa102Bridge(const TopologySpec& spec, const GpuSpec& gpu) {
          ModelContains(gpu, "a5500");
 }
 
-int NvlinkGeneration(const TopologySpec& spec, const GpuSpec& gpu) {
+// The pair's own generation where the document gives one (links of different versions on one
+// machine), else the fabric's, else what the model name suggests.
+int NvlinkGeneration(const TopologySpec& spec, const LinkSpec& link, const GpuSpec& gpu) {
+  if (link.nvlink_generation > 0) return link.nvlink_generation;
   if (spec.fabric.nvlink_generation > 0) return spec.fabric.nvlink_generation;
   if (ModelContains(gpu, "v100")) return 2;
   if (ModelContains(gpu, "h100") || ModelContains(gpu, "h200") || ModelContains(gpu, "h800")) {
@@ -35,16 +38,18 @@ int NvlinkGeneration(const TopologySpec& spec, const GpuSpec& gpu) {
   return 3;
 }
 
-std::string NvswitchKey(const TopologySpec& spec, const GpuSpec& gpu) {
-  int generation = spec.fabric.nvswitch_generation;
-  if (generation == 0) generation = NvlinkGeneration(spec, gpu) - 1;
+std::string NvswitchKey(const TopologySpec& spec, const LinkSpec& link, const GpuSpec& gpu) {
+  // NVSwitch gen N came with NVLink gen N+1 (DGX-2: 1 with NVLink 2).
+  int generation =
+      link.nvlink_generation > 0 ? link.nvlink_generation - 1 : spec.fabric.nvswitch_generation;
+  if (generation == 0) generation = NvlinkGeneration(spec, link, gpu) - 1;
   if (generation <= 1) return "NVSWITCH_V100_DGX2";
   if (generation == 2) return "NVSWITCH_A100";
   return "NVSWITCH_H100";
 }
 
-std::string DirectNvlinkKey(const TopologySpec& spec, const GpuSpec& gpu) {
-  switch (NvlinkGeneration(spec, gpu)) {
+std::string DirectNvlinkKey(const TopologySpec& spec, const LinkSpec& link, const GpuSpec& gpu) {
+  switch (NvlinkGeneration(spec, link, gpu)) {
     case 2:
       return "NVLINK_DIRECT_per_link_gen2";
     case 4:
@@ -167,9 +172,10 @@ Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandw
     std::uint32_t mbps = 0;
     if (link.nvlink_count > 0) {
       if (link.via_nvswitch) {
-        mbps = ToMbps(bandwidth.Get(NvswitchKey(spec, ga)).value_or(230.0));
+        mbps = ToMbps(bandwidth.Get(NvswitchKey(spec, link, ga)).value_or(230.0));
       } else {
-        mbps = ToMbps(bandwidth.Get(DirectNvlinkKey(spec, ga)).value_or(20.0) * link.nvlink_count);
+        mbps = ToMbps(bandwidth.Get(DirectNvlinkKey(spec, link, ga)).value_or(20.0) *
+                      link.nvlink_count);
       }
       derived.nvlink_neighbors[static_cast<std::size_t>(link.a)] |= Bit(link.b);
       derived.nvlink_neighbors[static_cast<std::size_t>(link.b)] |= Bit(link.a);
@@ -178,6 +184,10 @@ Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandw
       const PcieRelation relation =
           (ga.p2p_supported && gb.p2p_supported) ? link.pcie : PcieRelation::kSys;
       mbps = PcieMbps(bandwidth, relation, gen);
+      // The model's rates are for x16 links; a narrower link (either end) carries its share.
+      const int lanes =
+          std::min(ga.pcie_width > 0 ? ga.pcie_width : 16, gb.pcie_width > 0 ? gb.pcie_width : 16);
+      if (lanes < 16) mbps = mbps / 16 * static_cast<std::uint32_t>(lanes);
       derived.max_pcie_only_mbps = std::max(derived.max_pcie_only_mbps, mbps);
     }
     at(link.a, link.b) = mbps;

@@ -76,6 +76,21 @@ TEST(NvmlRecording, GarbageIsRefusedNamingTheField) {
                 "devices[0].bus_id: \"07:00\" is not a PCI bus id (domain:bus:device.function)");
   ExpectRefused([](auto& r) { r["devices"][3]["nvlinks"][2]["remote_type"] = "nvswitch"; },
                 "devices[3].nvlinks[2].remote_type: \"nvswitch\" is not gpu, switch or ibmnpu");
+  ExpectRefused([](auto& r) { r["devices"][3]["nvlinks"][2]["version"] = 8; },
+                "devices[3].nvlinks[2].version: expected an integer 0..7, got 8");
+  ExpectRefused(
+      [](auto& r) { r["devices"][3]["nvlinks"][2]["version"] = 0; },
+      "devices[3].nvlinks[2].version: 0 is NVML_NVLINK_VERSION_INVALID (omit it instead)");
+  ExpectRefused(
+      [](auto& r) {
+        r["devices"][4]["pcie"] = {{"max_generation", 4}};
+      },
+      "devices[4].pcie: missing \"max_width\"");
+  ExpectRefused(
+      [](auto& r) {
+        r["devices"][4]["pcie"] = {{"max_generation", 4}, {"max_width", 0}};
+      },
+      "devices[4].pcie: max_generation and max_width must be at least 1");
   ExpectRefused([](auto& r) { r["devices"][3]["lost"] = "yes"; },
                 "devices[3].lost: expected true or false, got \"yes\"");
   ExpectRefused(

@@ -79,6 +79,7 @@ struct GpuSpec {
   int socket = 0;
   std::vector<std::string> pcie_path;  // host bridge -> ... -> nearest switch (ids in pcie_tree)
   int pcie_gen = 0;                    // 0 = unknown (the bandwidth model then assumes gen 4)
+  int pcie_width = 0;                  // lanes of the GPU's link; 0 = unknown (taken as x16)
   bool mig_capable = false;
   std::string mig_profile_set;  // id of a MIG profile set (e.g. "a100-40gb"), or empty
   bool p2p_supported = true;    // false: GeForce-style, traffic staged through host memory
@@ -101,6 +102,9 @@ struct LinkSpec {
   int nvlink_count = 0;       // 0 = no NVLink; on NVSwitch systems the per-pair class (NV12, ...)
   bool via_nvswitch = false;  // the NVLinks reach the peer through NVSwitches
   PcieRelation pcie = PcieRelation::kSys;
+  // The NVLink generation of this pair's links where it differs from the fabric's (a machine
+  // whose links trained at different versions); 0 = the fabric's.
+  int nvlink_generation = 0;
 };
 
 // How a node hands devices to containers, as its agent reports it (design §4.5, node/handoff.h):
@@ -134,9 +138,19 @@ Result<TopologySpec> ParseTopologyDocument(std::string_view json_text);
 Result<TopologySpec> ParseNvidiaSmi(std::string_view topo_matrix_text,
                                     std::string_view query_gpu_csv);
 
+// What a GPU's model name tells, from linkfit's table of the models it knows: a guess, for where
+// the machine cannot say (nvidia-smi text, an NVML without the call). 0 / empty = unknown.
+struct ModelGuess {
+  int nvlink_generation = 0;
+  int pcie_gen = 0;
+  std::string mig_profile_set;  // a MIG profile set of config/mig/, for MIG-capable models
+  bool p2p_supported = true;
+};
+ModelGuess GuessFromModelName(std::string_view model, std::uint64_t memory_mib);
+
 // Fills what the GPU model names tell, as the nvidia-smi parser does: each GPU's PCIe generation,
 // MIG profile set (mig_capable), peer-to-peer support, and the fabric's NVLink and NVSwitch
-// generations. For other sources of the same facts (the node agent's NVML discovery).
+// generations.
 void FillModelFacts(TopologySpec& spec);
 
 // Detects which of the above `text` is: a JSON document (first non-space character '{'), or

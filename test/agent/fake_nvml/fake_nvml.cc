@@ -10,6 +10,9 @@
 //   FAKE_NVML_WITHOUT_MIG          nvmlDeviceGetMigMode (no MIG API)
 //   FAKE_NVML_WITHOUT_TOPOLOGY     nvmlDeviceGetTopologyCommonAncestor (a required function)
 //   FAKE_NVML_WITHOUT_REMOTE_TYPE  nvmlDeviceGetNvLinkRemoteDeviceType (older drivers)
+//   FAKE_NVML_WITHOUT_LINK_FACTS   nvmlDeviceGetNvLinkVersion, nvmlDeviceGetMaxPcieLinkGeneration
+//                                  and ...Width (a library that cannot tell link versions and
+//                                  PCIe generations: the agent then falls back to its table)
 //
 // Thread-safety: one mutex around the state, as NVML is thread-safe.
 //
@@ -70,7 +73,7 @@ nvmlReturn_t CopyString(const std::string& value, char* out, unsigned length) {
   return NVML_SUCCESS;
 }
 
-void FillPci(const std::string& bus_id, nvmlPciInfo_t* pci) {
+void FillPci(const std::string& bus_id, nvmlPciInfo_t* pci, unsigned device_id = 0) {
   std::memset(pci, 0, sizeof(*pci));
   unsigned domain = 0, bus = 0, device = 0, function = 0;
   fake_nvml::SplitBusId(bus_id, domain, bus, device, function);  // checked at init
@@ -80,6 +83,7 @@ void FillPci(const std::string& bus_id, nvmlPciInfo_t* pci) {
   pci->domain = domain;
   pci->bus = bus;
   pci->device = device;
+  pci->pciDeviceId = device_id;
 }
 
 State Load(Recording recording) {
@@ -246,7 +250,7 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlP
   const Device* gpu = Answering(device, "nvmlDeviceGetPciInfo_v3", rc);
   if (gpu == nullptr) return rc;
   if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  FillPci(gpu->bus_id, pci);
+  FillPci(gpu->bus_id, pci, gpu->pci_device_id);
   return NVML_SUCCESS;
 }
 
@@ -257,6 +261,27 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsig
   if (gpu == nullptr) return rc;
   if (!gpu->numa_node) return NVML_ERROR_NOT_SUPPORTED;
   *node = *gpu->numa_node;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device,
+                                                          unsigned int node_set_size,
+                                                          unsigned long* node_set,
+                                                          nvmlAffinityScope_t scope) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetMemoryAffinity", rc);
+  if (gpu == nullptr) return rc;
+  if (node_set == nullptr || node_set_size == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  if (scope != NVML_AFFINITY_SCOPE_NODE && scope != NVML_AFFINITY_SCOPE_SOCKET) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (!gpu->memory_affinity) return NVML_ERROR_NOT_SUPPORTED;
+  constexpr unsigned kBits = sizeof(unsigned long) * 8;
+  std::memset(node_set, 0, node_set_size * sizeof(unsigned long));
+  for (const unsigned node : *gpu->memory_affinity) {
+    if (node / kBits < node_set_size) node_set[node / kBits] |= 1ul << (node % kBits);
+  }
   return NVML_SUCCESS;
 }
 
@@ -295,6 +320,44 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d
   FillPci(gpu->nvlinks[link].remote_bus_id, pci);
   return NVML_SUCCESS;
 }
+
+#ifndef FAKE_NVML_WITHOUT_LINK_FACTS
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link,
+                                                         unsigned int* version) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetNvLinkVersion", rc);
+  if (gpu == nullptr) return rc;
+  if (version == nullptr || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  if (link >= gpu->nvlinks.size() || !gpu->nvlinks[link].version) return NVML_ERROR_NOT_SUPPORTED;
+  *version = *gpu->nvlinks[link].version;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device,
+                                                                 unsigned int* generation) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetMaxPcieLinkGeneration", rc);
+  if (gpu == nullptr) return rc;
+  if (generation == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!gpu->pcie) return NVML_ERROR_NOT_SUPPORTED;
+  *generation = gpu->pcie->max_generation;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device,
+                                                            unsigned int* width) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  nvmlReturn_t rc = NVML_SUCCESS;
+  const Device* gpu = Answering(device, "nvmlDeviceGetMaxPcieLinkWidth", rc);
+  if (gpu == nullptr) return rc;
+  if (width == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!gpu->pcie) return NVML_ERROR_NOT_SUPPORTED;
+  *width = gpu->pcie->max_width;
+  return NVML_SUCCESS;
+}
+#endif
 
 #ifndef FAKE_NVML_WITHOUT_REMOTE_TYPE
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device,

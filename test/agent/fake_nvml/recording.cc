@@ -25,8 +25,9 @@ using nlohmann::json;
 
 constexpr unsigned kMaxDevices = 64;
 constexpr unsigned kMaxNvLinks = 18;         // NVML_NVLINK_MAX_LINKS
-constexpr unsigned kProfileIndexCount = 10;  // NVML_GPU_INSTANCE_PROFILE_COUNT
+constexpr unsigned kProfileIndexCount = 17;  // NVML_GPU_INSTANCE_PROFILE_COUNT (R570)
 constexpr unsigned kMemorySlices = 8;
+constexpr unsigned kMaxNvLinkVersion = 7;  // NVML_NVLINK_VERSION_5_0
 
 std::string Quoted(const json& value) { return value.dump(); }
 
@@ -89,7 +90,8 @@ Result<std::string> BusId(const json& value, const std::string& path) {
 
 Result<NvLink> ParseNvLink(const json& value, const std::string& path) {
   NvLink link;
-  FAKE_NVML_RETURN_IF_ERROR(CheckObject(value, path, {"remote_bus_id", "remote_type"}));
+  FAKE_NVML_RETURN_IF_ERROR(
+      CheckObject(value, path, {"remote_bus_id", "remote_type"}, {"version"}));
   LINKFIT_ASSIGN_OR_RETURN(link.remote_bus_id,
                            BusId(value["remote_bus_id"], path + ".remote_bus_id"));
   std::string type;
@@ -102,6 +104,13 @@ Result<NvLink> ParseNvLink(const json& value, const std::string& path) {
     link.remote_type = RemoteType::kIbmNpu;
   } else {
     return MakeError(path + ".remote_type: \"" + type + "\" is not gpu, switch or ibmnpu");
+  }
+  if (value.contains("version")) {
+    LINKFIT_ASSIGN_OR_RETURN(link.version,
+                             Small(value["version"], path + ".version", kMaxNvLinkVersion));
+    if (*link.version == 0) {
+      return MakeError(path + ".version: 0 is NVML_NVLINK_VERSION_INVALID (omit it instead)");
+    }
   }
   return link;
 }
@@ -160,7 +169,7 @@ Result<Device> ParseDevice(const json& value, const std::string& path,
   Device device;
   FAKE_NVML_RETURN_IF_ERROR(CheckObject(
       value, path, {"name", "uuid", "bus_id", "memory_mib", "numa_node", "nvlinks", "mig"},
-      {"lost", "xid", "errors"}));
+      {"lost", "xid", "errors", "pcie", "memory_affinity", "pci_device_id"}));
   LINKFIT_ASSIGN_OR_RETURN(device.name, String(value["name"], path + ".name"));
   LINKFIT_ASSIGN_OR_RETURN(device.uuid, String(value["uuid"], path + ".uuid"));
   LINKFIT_ASSIGN_OR_RETURN(device.bus_id, BusId(value["bus_id"], path + ".bus_id"));
@@ -169,6 +178,36 @@ Result<Device> ParseDevice(const json& value, const std::string& path,
   if (!value["numa_node"].is_null()) {
     LINKFIT_ASSIGN_OR_RETURN(device.numa_node,
                              Small(value["numa_node"], path + ".numa_node", 1023));
+  }
+  if (value.contains("pcie")) {
+    const std::string at = path + ".pcie";
+    FAKE_NVML_RETURN_IF_ERROR(CheckObject(value["pcie"], at, {"max_generation", "max_width"}));
+    PcieLink pcie;
+    LINKFIT_ASSIGN_OR_RETURN(pcie.max_generation,
+                             Small(value["pcie"]["max_generation"], at + ".max_generation", 7));
+    LINKFIT_ASSIGN_OR_RETURN(pcie.max_width,
+                             Small(value["pcie"]["max_width"], at + ".max_width", 32));
+    if (pcie.max_generation == 0 || pcie.max_width == 0) {
+      return MakeError(at + ": max_generation and max_width must be at least 1");
+    }
+    device.pcie = pcie;
+  }
+  if (value.contains("pci_device_id")) {
+    LINKFIT_ASSIGN_OR_RETURN(device.pci_device_id,
+                             Small(value["pci_device_id"], path + ".pci_device_id", 0xffffffffu));
+  }
+  if (value.contains("memory_affinity")) {
+    const std::string at = path + ".memory_affinity";
+    const json* nodes = nullptr;
+    LINKFIT_ASSIGN_OR_RETURN(nodes, Array(value["memory_affinity"], at, 64));
+    if (nodes->empty()) return MakeError(at + ": at least one NUMA node");
+    std::vector<unsigned> affinity;
+    for (std::size_t i = 0; i < nodes->size(); ++i) {
+      unsigned node = 0;
+      LINKFIT_ASSIGN_OR_RETURN(node, Small((*nodes)[i], at + "[" + std::to_string(i) + "]", 1023));
+      affinity.push_back(node);
+    }
+    device.memory_affinity = std::move(affinity);
   }
   if (value.contains("lost")) {
     if (!value["lost"].is_boolean()) {
@@ -290,8 +329,12 @@ const std::vector<std::string>& InjectableFunctions() {
                                                       "nvmlDeviceGetMemoryInfo",
                                                       "nvmlDeviceGetPciInfo_v3",
                                                       "nvmlDeviceGetNumaNodeId",
+                                                      "nvmlDeviceGetMemoryAffinity",
                                                       "nvmlDeviceGetNvLinkState",
                                                       "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+                                                      "nvmlDeviceGetNvLinkVersion",
+                                                      "nvmlDeviceGetMaxPcieLinkGeneration",
+                                                      "nvmlDeviceGetMaxPcieLinkWidth",
                                                       "nvmlDeviceGetMigMode",
                                                       "nvmlDeviceGetTopologyCommonAncestor",
                                                       "nvmlDeviceRegisterEvents"};

@@ -23,6 +23,14 @@ enum class RemoteType { kGpu, kSwitch, kIbmNpu };
 struct NvLink {  // one active link
   std::string remote_bus_id;
   RemoteType remote_type = RemoteType::kGpu;
+  // nvmlDeviceGetNvLinkVersion's answer (an nvmlNvlinkVersion_t: 4 is NVLink 3.0); none: the
+  // call answers NVML_ERROR_NOT_SUPPORTED.
+  std::optional<unsigned> version;
+};
+
+struct PcieLink {  // nvmlDeviceGetMaxPcieLinkGeneration / ...Width
+  unsigned max_generation = 0;
+  unsigned max_width = 0;
 };
 
 struct GpuInstance {
@@ -50,9 +58,14 @@ struct MigProfile {      // nvmlDeviceGetGpuInstanceProfileInfo's answer
 struct Device {
   std::string name;
   std::string uuid;
-  std::string bus_id;  // "00000000:07:00.0"
+  std::string bus_id;          // "00000000:07:00.0"
+  unsigned pci_device_id = 0;  // nvmlPciInfo_t.pciDeviceId ((device << 16) | vendor); 0: unset
   unsigned long long memory_mib = 0;
   std::optional<unsigned> numa_node;  // none: nvmlDeviceGetNumaNodeId is not supported
+  // nvmlDeviceGetMemoryAffinity(NVML_AFFINITY_SCOPE_NODE): the NUMA nodes of the CPU memory
+  // nearest the GPU; none: not supported.
+  std::optional<std::vector<unsigned>> memory_affinity;
+  std::optional<PcieLink> pcie;       // none: the PCIe link calls are not supported
   bool lost = false;                  // nvmlDeviceGetHandleByIndex_v2: NVML_ERROR_GPU_IS_LOST
   std::map<std::string, int> errors;  // NVML function name -> the nvmlReturn_t it returns
   std::vector<NvLink> nvlinks;

@@ -15,6 +15,8 @@ import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 LEVEL = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
+# nvmlDeviceGetNvLinkVersion answers an nvmlNvlinkVersion_t, not the generation: NVLink 3.0 is 4.
+NVLINK_VERSION = {1: 1, 2: 2, 3: 4, 4: 6, 5: 7}
 
 
 def query_rows(fixture_id):
@@ -54,10 +56,12 @@ def recording(fixture_id, mig=None, xids=None, lost=(), numa_unknown=False):
         devices.append({
             "name": rows[i][2], "uuid": rows[i][1], "bus_id": rows[i][4],
             "memory_mib": g["memory_mib"], "numa_node": None if numa_unknown else g["numa_node"],
+            "pcie": {"max_generation": g["pcie_gen"], "max_width": 16},
             "lost": i in lost, "nvlinks": [], "xid": (xids or {}).get(i, []),
             "mig": None if not g.get("mig_capable") else {"current": 0, "pending": 0,
                                                            "instances": []},
         })
+    version = NVLINK_VERSION.get(fabric.get("nvlink_generation"))
     ancestors = [[0] * n for _ in range(n)]
     for link in fixture["links"]:
         a, b = link["a"], link["b"]
@@ -65,9 +69,9 @@ def recording(fixture_id, mig=None, xids=None, lost=(), numa_unknown=False):
         if fabric["kind"] != "nvswitch":
             for _ in range(link.get("nvlink_count", 0)):
                 devices[a]["nvlinks"].append({"remote_bus_id": devices[b]["bus_id"],
-                                              "remote_type": "gpu"})
+                                              "remote_type": "gpu", "version": version})
                 devices[b]["nvlinks"].append({"remote_bus_id": devices[a]["bus_id"],
-                                              "remote_type": "gpu"})
+                                              "remote_type": "gpu", "version": version})
     if fabric["kind"] == "nvswitch":
         # Each GPU's links go round the NVSwitches of its baseboard: one baseboard on DGX A100
         # and H100 (every GPU reaches every switch), two of 8 GPUs and 6 switches on DGX-2.
@@ -79,7 +83,7 @@ def recording(fixture_id, mig=None, xids=None, lost=(), numa_unknown=False):
             board = switches[(i * boards // n) * per_board:][:per_board]
             for link in range(fabric["links_per_gpu"]):
                 d["nvlinks"].append({"remote_bus_id": board[link % per_board],
-                                     "remote_type": "switch"})
+                                     "remote_type": "switch", "version": version})
     for i, (current, pending, instances) in (mig or {}).items():
         devices[i]["mig"] = {"current": current, "pending": pending, "instances": instances}
     return {"nvml_version": "12.550.54.15", "driver_version": "550.54.15",
@@ -93,11 +97,12 @@ def write(name, data):
         f.write("\n")
 
 
-# One plain recording per fixture machine: every GPU healthy, MIG disabled where supported. Not
-# pcie-8x-cascaded-switch-2socket: its GPUs are a synthetic "generic-pcie-gen3-16GB" whose PCIe
-# generation only the fixture states (the agent takes it from the model name, as nvidia-smi does).
+# One plain recording per fixture machine: every GPU healthy, MIG disabled where supported. The
+# cascaded-switch box's GPUs are a synthetic "generic-pcie-gen3-16GB" that no model table knows:
+# NVML's PCIe answers alone describe it.
 for plain in ("dgx1-v100", "dgx2-v100", "dgx-a100", "dgx-h100", "ws-4x-rtxa6000-nvlink-pairs",
-              "pcie-8x-a100-nvlink-bridge-pairs", "pcie-8x-rtx4090-all-sys"):
+              "pcie-8x-a100-nvlink-bridge-pairs", "pcie-8x-rtx4090-all-sys",
+              "pcie-8x-cascaded-switch-2socket"):
     write(plain, recording(plain))
 # The L40S box's NVML is older than nvmlDeviceGetNumaNodeId: NUMA nodes come from sysfs.
 write("pcie-8x-l40s-2socket", recording("pcie-8x-l40s-2socket", numa_unknown=True))
