@@ -22,8 +22,16 @@ release: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 
-test: build
-	ctest --preset dev -j $(JOBS)
+# `make test SANITIZE=address,undefined` builds and runs the same suite (benchmark tools included)
+# under AddressSanitizer + UBSan (preset asan) instead of the dev preset; CI runs it that way, so
+# one build covers the README's command and the sanitizers.
+SANITIZE ?=
+TEST_PRESET := $(if $(filter address%,$(SANITIZE)),asan,dev)
+
+test: deps
+	cmake --preset $(TEST_PRESET) >/dev/null
+	cmake --build --preset $(TEST_PRESET) -j $(JOBS)
+	ctest --preset $(TEST_PRESET) -j $(JOBS)
 
 demo: release
 	scripts/demo.sh $(BUILD_RELEASE)/src/app/linkfit
