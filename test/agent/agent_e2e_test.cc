@@ -132,7 +132,10 @@ TEST_F(AgentEndToEndTest, TheNriPluginHandsContainersTheirPlannedGpus) {
     ASSERT_GE(fd, 0);
     linkfit::testing::FakeNriRuntime runtime(fd);
     runtime.AcceptRegistration();
-    EXPECT_EQ(runtime.Call("Configure", "").status_code, 0);
+    // containerd 2.1 injects the CDI devices of an adjustment: the agent names them.
+    EXPECT_EQ(runtime.Call("Configure", node::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
+                  .status_code,
+              0);
     EXPECT_EQ(runtime.Call("Synchronize", node::EncodeSynchronizeRequest({})).status_code, 0);
     kube::AllocationRecord record;
     record.pod = "ml/train";
