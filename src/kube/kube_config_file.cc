@@ -27,7 +27,8 @@ Result<std::string> ReadWholeFile(const std::string& path, const std::string& wh
   if (in.bad()) return MakeError(what + ": cannot read " + path);
   const auto read = static_cast<std::size_t>(in.gcount());
   if (read > kMaxFileBytes) {
-    return MakeError(what + ": " + path + " is larger than 4 MiB; not a kubeconfig, certificate, "
+    return MakeError(what + ": " + path +
+                     " is larger than 4 MiB; not a kubeconfig, certificate, "
                      "key or token");
   }
   text.resize(read);
