@@ -80,14 +80,6 @@ std::vector<Line> SplitLines(std::string_view text) {
   return lines;
 }
 
-std::string ToUpper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  }
-  return out;
-}
-
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 // Parses "GPU<n>" (the label of a GPU column or row); nullopt for anything else.
@@ -481,90 +473,6 @@ std::vector<int> AssignSockets(const Matrix& matrix, const std::vector<int>& num
 }
 
 // ---------------------------------------------------------------------------------------------
-// What the GPU model name tells.
-
-// Splits a model name into upper-case words ("Tesla V100-SXM2-32GB" -> TESLA V100 SXM2 32GB).
-std::vector<std::string> ModelWords(std::string_view model) {
-  std::vector<std::string> words;
-  std::string current;
-  for (const char c : model) {
-    if (c == ' ' || c == '-' || c == '_' || c == '\t') {
-      if (!current.empty()) words.push_back(ToUpper(current));
-      current.clear();
-    } else {
-      current += c;
-    }
-  }
-  if (!current.empty()) words.push_back(ToUpper(current));
-  return words;
-}
-
-// "A6000" -> true for prefix 'A' (a letter followed only by digits).
-bool IsLetterNumber(std::string_view word, char letter) {
-  return word.size() >= 2 && word[0] == letter &&
-         std::all_of(word.begin() + 1, word.end(), IsDigit);
-}
-
-ModelGuess FactsForModel(std::string_view model, std::uint64_t memory_mib) {
-  ModelGuess facts;
-  const std::vector<std::string> words = ModelWords(model);
-  const auto has = [&](std::string_view w) {
-    return std::find(words.begin(), words.end(), w) != words.end();
-  };
-  const auto has_rtx_series = [&](char series) {  // RTX 30xx / 40xx
-    for (std::size_t i = 0; i + 1 < words.size(); ++i) {
-      const std::string& next = words[i + 1];
-      if (words[i] == "RTX" && next.size() == 4 && next[0] == series && next[1] == '0' &&
-          std::all_of(next.begin(), next.end(), IsDigit)) {
-        return true;
-      }
-    }
-    return false;
-  };
-  const auto has_rtx_ampere = [&] {  // RTX A6000, RTX A5000, ...
-    for (std::size_t i = 0; i + 1 < words.size(); ++i) {
-      if (words[i] == "RTX" && IsLetterNumber(words[i + 1], 'A')) return true;
-    }
-    return false;
-  };
-  const bool ampere_datacenter = has("A100") || has("A800") || has("A30") || has("A40") ||
-                                 has("A10") || has("A16") || has("A2");
-  const bool name_80gb = model.find("80GB") != std::string_view::npos;
-  const bool name_40gb = model.find("40GB") != std::string_view::npos;
-
-  if (has("V100")) {
-    facts.nvlink_generation = 2;
-    facts.pcie_gen = 3;
-  } else if (has("T4")) {
-    facts.pcie_gen = 3;
-  } else if (has("H100") || has("H200") || has("H800") || has("GH200")) {
-    facts.nvlink_generation = 4;
-    facts.pcie_gen = 5;
-  } else if (ampere_datacenter || has_rtx_ampere() || has_rtx_series('3') || has("GA102")) {
-    facts.nvlink_generation = 3;
-    facts.pcie_gen = 4;
-  } else if (has("L4") || has("L40") || has("L40S") || has("ADA") || has_rtx_series('4')) {
-    facts.pcie_gen = 4;
-  }
-
-  // MIG profile sets exist for these memory variants only (config/mig/*.json).
-  if (has("A100")) {
-    if (name_80gb || (!name_40gb && memory_mib > 60000)) {
-      facts.mig_profile_set = "a100-80gb";
-    } else if (name_40gb || (memory_mib > 30000 && memory_mib <= 60000)) {
-      facts.mig_profile_set = "a100-40gb";
-    }
-  } else if (has("H100") && (name_80gb || (memory_mib >= 75000 && memory_mib <= 86000))) {
-    facts.mig_profile_set = "h100-80gb";  // not H100 NVL (94 GB): no profile set for it
-  } else if (has("H200")) {
-    facts.mig_profile_set = "h200-141gb";
-  }
-  // GeForce boards have peer-to-peer disabled by the driver: traffic is staged through the host.
-  facts.p2p_supported = model.find("GeForce") == std::string_view::npos;
-  return facts;
-}
-
-// ---------------------------------------------------------------------------------------------
 // The query-gpu CSV.
 
 struct CsvGpu {
@@ -784,31 +692,6 @@ void InferFabric(TopologySpec& spec) {
   }
 }
 
-void ApplyModelFacts(TopologySpec& spec) {
-  std::set<std::string> models;
-  int nvlink_generation = 0;
-  for (GpuSpec& gpu : spec.gpus) {
-    if (gpu.model.empty()) continue;
-    models.insert(gpu.model);
-    const ModelGuess facts = FactsForModel(gpu.model, gpu.memory_mib);
-    gpu.pcie_gen = facts.pcie_gen;
-    gpu.mig_profile_set = facts.mig_profile_set;
-    gpu.mig_capable = !facts.mig_profile_set.empty();
-    gpu.p2p_supported = facts.p2p_supported;
-    if (nvlink_generation == 0) nvlink_generation = facts.nvlink_generation;
-  }
-  if (models.size() > 1) {
-    spec.warnings.push_back("the node mixes " + std::to_string(models.size()) +
-                            " GPU models; NVLink generation taken from the first known one");
-  }
-  if (spec.fabric.kind == NvlinkFabricKind::kNone) return;
-  spec.fabric.nvlink_generation = nvlink_generation;
-  if (spec.fabric.kind == NvlinkFabricKind::kNvswitch && nvlink_generation >= 2) {
-    // NVSwitch gen1 came with NVLink2 (DGX-2), gen2 with NVLink3, gen3 with NVLink4.
-    spec.fabric.nvswitch_generation = nvlink_generation - 1;
-  }
-}
-
 Result<TopologySpec> ParseNvidiaSmiImpl(std::string_view topo_text, std::string_view csv) {
   if (topo_text.size() > kMaxTextBytes || csv.size() > kMaxTextBytes) {
     return MakeError("nvidia-smi text is larger than " + std::to_string(kMaxTextBytes >> 20) +
@@ -858,7 +741,7 @@ Result<TopologySpec> ParseNvidiaSmiImpl(std::string_view topo_text, std::string_
                             "socket and SYS across sockets");
   }
   InferFabric(spec);
-  ApplyModelFacts(spec);
+  FillModelFacts(spec);
   return spec;
 }
 
@@ -876,12 +759,6 @@ bool IsCsvStart(std::string_view line) {
 }
 
 }  // namespace
-
-void FillModelFacts(TopologySpec& spec) { ApplyModelFacts(spec); }
-
-ModelGuess GuessFromModelName(std::string_view model, std::uint64_t memory_mib) {
-  return FactsForModel(model, memory_mib);
-}
 
 Result<TopologySpec> ParseNvidiaSmi(std::string_view topo_matrix_text,
                                     std::string_view query_gpu_csv) {

@@ -26,6 +26,8 @@ std::optional<std::int64_t> ParseInt(std::string_view text);
 
 // Returns a copy of `text` in ASCII lower case.
 std::string ToLower(std::string_view text);
+// Returns a copy of `text` in ASCII upper case.
+std::string ToUpper(std::string_view text);
 
 bool StartsWith(std::string_view text, std::string_view prefix);
 
