@@ -7,7 +7,9 @@
 //
 // Thread-safety: pure functions.
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "linkfit/common/result.h"
 #include "linkfit/topology/spec.h"
@@ -23,6 +25,14 @@ struct NvidiaSmiParts {
 // Splits `text` at the first line that starts the query-gpu CSV: a line beginning with "index,"
 // (the CSV header) or of the form "0, GPU-..." (a headerless row). Never fails.
 NvidiaSmiParts SplitNvidiaSmiText(std::string_view text);
+
+// Removes ANSI escape sequences (ESC [ params final-byte): nvidia-smi underlines the header.
+std::string StripAnsi(std::string_view line);
+
+// Reads `nvidia-smi --query-gpu=index,uuid,name,memory.total,pci.bus_id --format=csv` (header
+// optional, columns by header name) into `gpus` (already sized to the matrix's `gpu_count`); an
+// error names the line and what is wrong.
+Result<void> ParseQueryGpuCsv(std::string_view csv, int gpu_count, std::vector<GpuSpec>& gpus);
 
 // SplitNvidiaSmiText() followed by ParseNvidiaSmi(): what ParseTopologyText() does for text that
 // is not JSON.
