@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "linkfit/kube/annotations.h"
+#include "testing/fixtures.h"
 
 namespace linkfit::cluster::chaos {
 
@@ -19,6 +20,21 @@ using std::chrono::milliseconds;
 int EnvInt(const char* name, int fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && std::atoi(value) > 0 ? std::atoi(value) : fallback;
+}
+
+std::string LinkfitConfig(bool exactly_once_keys) {
+  std::string config = "mig_profiles_dir: " + linkfit::testing::SourcePath("config/mig") +
+                       "\nlimits: {threads: 16}\n"
+                       "kubernetes:\n"
+                       "  request_timeout_ms: 2000\n"
+                       "  list_page_size: 50\n";
+  if (exactly_once_keys) {
+    config +=
+        "  bind_timeout_ms: 3000\n"
+        "  bind_settle_margin_ms: 500\n"
+        "  binder_lease: {namespace: linkfit-system, name: linkfit-binder, duration_ms: 6000}\n";
+  }
+  return config;
 }
 
 std::vector<uint32_t> SeedsFromEnv() {

@@ -33,6 +33,11 @@ int EnvInt(const char* name, int fallback);
 // LINKFIT_CHAOS_SEEDS: "7", "1-20" or "1,4,9" (default "1").
 std::vector<uint32_t> SeedsFromEnv();
 
+// linkfit's config for every process of a run. `exactly_once_keys`: Bindings with a 3 s deadline
+// at the API server, settled 0.5 s after it, and a 6 s binder lease (README "Binding exactly
+// once"); without them, the config a binary from before those keys accepts.
+std::string LinkfitConfig(bool exactly_once_keys);
+
 // kube-scheduler's active and backoff queues in one: a pod is handed out once its backoff is
 // over; a failed attempt puts it back for 0.2 s, doubling up to 2 s (podInitialBackoff and
 // podMaxBackoff, scaled down for a test).

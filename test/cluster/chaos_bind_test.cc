@@ -73,24 +73,6 @@ struct ChaosParams {
                            : LINKFIT_SERVE_BINARY;
 };
 
-// linkfit's config for every process of a run. `exactly_once_keys`: Bindings with a 3 s deadline
-// at the API server, settled 0.5 s after it, and a 6 s binder lease (README "Binding exactly
-// once"); without them, the config a binary from before those keys accepts.
-std::string ChaosConfig(bool exactly_once_keys) {
-  std::string config = "mig_profiles_dir: " + linkfit::testing::SourcePath("config/mig") +
-                       "\nlimits: {threads: 16}\n"
-                       "kubernetes:\n"
-                       "  request_timeout_ms: 2000\n"
-                       "  list_page_size: 50\n";
-  if (exactly_once_keys) {
-    config +=
-        "  bind_timeout_ms: 3000\n"
-        "  bind_settle_margin_ms: 500\n"
-        "  binder_lease: {namespace: linkfit-system, name: linkfit-binder, duration_ms: 6000}\n";
-  }
-  return config;
-}
-
 // After the last bind call, the time by which every Binding sent has landed or never will: the
 // Binding's deadline and settle margin, or (without them) the API server's longest injected delay.
 milliseconds LandingBound(bool exactly_once_keys) {
@@ -159,7 +141,7 @@ struct ChaosRun {
     member.child = std::make_unique<ServeChild>(
         ServeChildOptions{.binary = params.binary,
                           .kubeconfig = kubeconfig,
-                          .config_text = ChaosConfig(params.exactly_once_keys),
+                          .config_text = chaos::LinkfitConfig(params.exactly_once_keys),
                           .log_path = log_dir + "/linkfit-" + member.name + ".log",
                           .env = {"POD_NAME=linkfit-" + member.name}});
     member.port = member.child->port();
