@@ -149,10 +149,9 @@ std::string Compact(const std::string& id) {
 // bound) is a figure of its own.
 struct TimedBinder final : extender::Binder {
   explicit TimedBinder(extender::Binder& binder) : inner(binder) {}
-  Result<extender::BindOutcome> Bind(const extender::BindTarget& target,
-                                     const state::Assignment& assignment) override {
+  extender::BindReply Bind(const extender::BindRequest& request) override {
     const auto start = std::chrono::steady_clock::now();
-    auto outcome = inner.Bind(target, assignment);
+    extender::BindReply outcome = inner.Bind(request);
     write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return outcome;
   }

@@ -162,9 +162,8 @@ long Arg(int argc, char** argv, const char* name, long fallback) {
 }
 
 struct NoBinder final : extender::Binder {
-  Result<extender::BindOutcome> Bind(const extender::BindTarget&,
-                                     const state::Assignment&) override {
-    return MakeError("no binds in this benchmark");
+  extender::BindReply Bind(const extender::BindRequest&) override {
+    return {state::BindEvent::kRefused, "no binds in this benchmark"};
   }
   void Released(const std::string&) override {}
 };

@@ -22,9 +22,8 @@ namespace {
 // A Binder for a read-only question: explain never binds.
 class NoBinder final : public extender::Binder {
  public:
-  Result<extender::BindOutcome> Bind(const extender::BindTarget&,
-                                     const state::Assignment&) override {
-    return MakeError("explain does not bind");
+  extender::BindReply Bind(const extender::BindRequest&) override {
+    return {state::BindEvent::kRefused, "explain does not bind"};
   }
   void Released(const std::string&) override {}
 };

@@ -50,26 +50,24 @@ std::size_t ApiBinder::unsettled() const {
 }
 
 std::string ApiBinder::BindingBody(const extender::BindTarget& target,
-                                   const std::string& allocation, bool require_nri_plugin) {
+                                   const kube::AllocationRecord* record, bool require_nri_plugin) {
   std::string body = R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":)";
   kube::AppendJsonString(body, target.pod_name);
   body += R"(,"namespace":)";
   kube::AppendJsonString(body, target.pod_namespace);
   body += R"(,"uid":)";
   kube::AppendJsonString(body, target.pod_uid);
-  if (!allocation.empty()) {
+  if (record != nullptr) {
     body += R"(,"annotations":{)";
     kube::AppendJsonString(body, kube::kAnnotationAllocation);
     body += ':';
-    kube::AppendJsonString(body, allocation);
+    kube::AppendJsonString(body, kube::EncodeAllocationRecord(*record));
     if (require_nri_plugin) {
-      if (auto record = kube::DecodeAllocationRecord(allocation)) {
-        for (const auto& container : record->containers) {
-          if (container.devices.empty()) continue;
-          body += ',';
-          kube::AppendJsonString(body, kRequiredPluginsPrefix + container.name);
-          body += R"(:"[\"linkfit\"]")";
-        }
+      for (const auto& container : record->containers) {
+        if (container.devices.empty()) continue;
+        body += ',';
+        kube::AppendJsonString(body, kRequiredPluginsPrefix + container.name);
+        body += R"(:"[\"linkfit\"]")";
       }
     }
     body += '}';
@@ -80,116 +78,105 @@ std::string ApiBinder::BindingBody(const extender::BindTarget& target,
   return body;
 }
 
-ApiBinder::Answer ApiBinder::ReadPod(const extender::BindTarget& target,
-                                     const std::string& allocation, bool settled) {
+ApiBinder::PodRead ApiBinder::ReadPod(const extender::BindTarget& target,
+                                      const std::string& allocation) {
   auto reply = client_.Get(PodPath(target), "get");
-  if (!reply) return {Verdict::kUnknown, "reading the pod failed: " + reply.error().message};
-  if (reply->status == 404) return {Verdict::kRefused, "the pod is gone"};
+  if (!reply) return {PodRead::kFailed, "reading the pod failed: " + reply.error().message};
+  if (reply->status == 404) return {PodRead::kNotBound, "the pod is gone"};
   if (reply->status != 200) {
-    return {Verdict::kUnknown, "reading the pod answered " + std::to_string(reply->status) + ": " +
-                                   kube::StatusMessage(reply->body)};
+    return {PodRead::kFailed, "reading the pod answered " + std::to_string(reply->status) + ": " +
+                                  kube::StatusMessage(reply->body)};
   }
   auto pod = kube::DecodePod(reply->body);
-  if (!pod) return {Verdict::kUnknown, "the pod read back does not decode: " + pod.error().message};
-  if (pod->uid != target.pod_uid) return {Verdict::kRefused, "the pod was replaced by another"};
-  if (pod->node_name.empty()) {
-    if (settled) return {Verdict::kRefused, "the pod is not bound"};
-    return {Verdict::kRefused, "the pod is not bound (being deleted?)"};
-  }
+  if (!pod) return {PodRead::kFailed, "the pod read back does not decode: " + pod.error().message};
+  if (pod->uid != target.pod_uid) return {PodRead::kNotBound, "the pod was replaced by another"};
+  if (pod->node_name.empty()) return {PodRead::kNotBound, "the pod is not bound"};
   const auto it = pod->annotations.find(kube::kAnnotationAllocation);
   const bool same_record = allocation.empty()
                                ? it == pod->annotations.end()
                                : it != pod->annotations.end() && it->second == allocation;
-  if (pod->node_name == target.node && same_record) return {Verdict::kAccepted, ""};
+  if (pod->node_name == target.node && same_record) return {PodRead::kSameRecord, ""};
   // Bound by another write (an earlier attempt with another plan, another scheduler): the pod
   // holds what the API says. Apply it now, so that no other pod is given those devices before
-  // the watch shows them.
+  // the watch shows them (the store ends the bind as Replaced).
   pods_.ApplyFetched(*pod);
-  return {Verdict::kReplaced,
+  return {PodRead::kOtherRecord,
           "the pod is bound to " + pod->node_name +
               (pod->node_name == target.node ? " with another allocation" : "") +
               " by an earlier write; the API's record counts",
           pod->node_name};
 }
 
-ApiBinder::Answer ApiBinder::Post(const extender::BindTarget& target, const std::string& body,
-                                  const std::string& allocation) {
+extender::BindReply ApiBinder::Post(const extender::BindTarget& target, const std::string& body,
+                                    const std::string& allocation) {
+  using state::BindEvent;
   auto reply = client_.Post(PodPath(target) + "/binding" + timeout_query_, body, "bind",
                             /*retry_throttled=*/false);
   if (!reply) {
     if (reply.error().maybe_sent) {
-      return {Verdict::kUnknown, "no reply after the request was sent: " + reply.error().message};
+      return {BindEvent::kNoAnswer,
+              "no reply after the request was sent: " + reply.error().message};
     }
-    return {Verdict::kRefused, "the API server was not reached: " + reply.error().message};
+    return {BindEvent::kRefused, "the API server was not reached: " + reply.error().message};
   }
   const int status = reply->status;
-  if (status == 200 || status == 201) return {Verdict::kAccepted, ""};
+  if (status == 200 || status == 201) return {BindEvent::kCreated, ""};
   const std::string message = kube::StatusMessage(reply->body);
   if (status == 409) {
     // "Already assigned", a UID that does not match, a pod being deleted: all Conflict. The pod
-    // itself says which.
-    Answer answer = ReadPod(target, allocation, /*settled=*/false);
-    if (answer.verdict == Verdict::kRefused) {
-      answer.detail = "binding refused (409): " + message + "; " + answer.detail;
+    // itself says which, not the message.
+    PodRead read = ReadPod(target, allocation);
+    switch (read.verdict) {
+      case PodRead::kSameRecord:
+        return {BindEvent::kConflictSameRecord, ""};
+      case PodRead::kOtherRecord:
+        return {BindEvent::kConflictOtherRecord, std::move(read.detail), std::move(read.node)};
+      case PodRead::kNotBound:
+        return {BindEvent::kRefused, "binding refused (409): " + message + "; " + read.detail};
+      case PodRead::kFailed:
+        return {BindEvent::kNoAnswer, "binding answered 409 (" + message + ") and " + read.detail};
     }
-    return answer;
   }
   if (status >= 400 && status < 500) {
-    return {Verdict::kRefused, "binding refused (" + std::to_string(status) + "): " + message};
+    return {BindEvent::kRefused, "binding refused (" + std::to_string(status) + "): " + message};
   }
   // 5xx, 504 at the deadline: the API server may have committed the update before failing.
-  return {Verdict::kUnknown, "API server error " + std::to_string(status) + ": " + message};
+  return {BindEvent::kNoAnswer, "API server error " + std::to_string(status) + ": " + message};
 }
 
-Result<extender::BindOutcome> ApiBinder::Bind(const extender::BindTarget& target,
-                                              const state::Assignment& assignment) {
-  std::string allocation;
-  if (!assignment.pod_uid.empty() && assignment.gpus != 0) {
-    const state::SnapshotPtr snapshot = cache_.Snapshot();
-    const state::NodeState* node = snapshot->Find(assignment.node);
-    if (node == nullptr) return MakeError("node " + assignment.node + " vanished during the bind");
-    kube::AllocationRecord record = source::RecordOf(assignment, node->info());
-    if (const auto pod = pods_.PendingPod(target.pod_uid)) {
-      record.containers = source::PlanContainers(*pod, record.devices, shared_gpu_resource_);
+extender::BindReply ApiBinder::Bind(const extender::BindRequest& request) {
+  const extender::BindTarget& target = request.target;
+  const state::Assignment& assignment = request.assignment;
+  std::optional<kube::AllocationRecord> record;
+  if (!assignment.pod_uid.empty() && assignment.gpus != 0 && request.node != nullptr) {
+    record = source::RecordOf(assignment, *request.node);
+    if (request.containers != nullptr) {
+      record->containers =
+          source::PlanContainers(*request.containers, record->devices, shared_gpu_resource_);
     }
-    allocation = kube::EncodeAllocationRecord(record);
   }
-  const std::string body = BindingBody(target, allocation, settle_.require_nri_plugin);
+  const std::string allocation = record ? kube::EncodeAllocationRecord(*record) : "";
+  const std::string body =
+      BindingBody(target, record ? &*record : nullptr, settle_.require_nri_plugin);
   if (auto permit = lease_.Permit(settle_.horizon()); !permit) {
-    metrics_.CountBindOutcome("held");
-    return MakeError(permit.error().message);
+    return {state::BindEvent::kLeaseRefused, permit.error().message};
   }
-  if (!assignment.pod_uid.empty() && cache_.Phase(target.pod_uid) != state::PodPhase::kAssumed) {
-    metrics_.CountBindOutcome("displaced");
-    return MakeError("the devices planned for pod " + PodKey(target) +
-                     " were taken by a pod whose committed record names them; not sent");
+  if (!assignment.pod_uid.empty() && cache_.Stage(target.pod_uid) != state::BindStage::kWriting) {
+    return {state::BindEvent::kRecordTookDevices,
+            "the devices planned for pod " + PodKey(target) +
+                " were taken by a pod whose committed record names them; not sent"};
   }
   const auto sent = std::chrono::steady_clock::now();
-  Answer answer = Post(target, body, allocation);
-  switch (answer.verdict) {
-    case Verdict::kAccepted:
-      metrics_.CountBindOutcome("bound");
-      return extender::BindOutcome{extender::BindOutcome::Kind::kAccepted, ""};
-    case Verdict::kReplaced:
-      metrics_.CountBindOutcome("replaced");
-      log::Warning("bind of " + PodKey(target) + " to " + target.node + ": " + answer.detail);
-      // Bound where kube-scheduler asked is a success, whatever devices the record names.
-      return extender::BindOutcome{extender::BindOutcome::Kind::kSettled,
-                                   answer.bound_node == target.node ? "" : answer.detail};
-    case Verdict::kRefused:
-      metrics_.CountBindOutcome("rejected");
-      return MakeError(answer.detail);
-    case Verdict::kUnknown:
-      break;
+  extender::BindReply reply = Post(target, body, allocation);
+  if (reply.event == state::BindEvent::kNoAnswer && !assignment.pod_uid.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_.push_back({target, allocation, sent + settle_.horizon(), settle_.first_retry});
+      metrics_.SetBindsInDoubt(pending_.size() + settling_);
+    }
+    wake_.notify_all();
   }
-  metrics_.CountBindOutcome("unknown");
-  if (!assignment.pod_uid.empty()) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    pending_.push_back({target, allocation, sent + settle_.horizon(), settle_.first_retry});
-    metrics_.SetBindsInDoubt(pending_.size());
-  }
-  wake_.notify_all();
-  return extender::BindOutcome{extender::BindOutcome::Kind::kUnknown, answer.detail};
+  return reply;
 }
 
 void ApiBinder::SettleLoop() {
@@ -210,33 +197,7 @@ void ApiBinder::SettleLoop() {
     pending_.erase(next);
     ++settling_;
     lock.unlock();
-    const std::string& uid = item.target.pod_uid;
-    const std::string what = "bind of " + PodKey(item.target) + " to " + item.target.node;
-    bool done = true;
-    if (cache_.Phase(uid) != state::PodPhase::kAssumed || cache_.BindDone(uid)) {
-      metrics_.CountBindOutcome("settled");  // the watch settled it meanwhile
-    } else {
-      const Answer answer = ReadPod(item.target, item.allocation, /*settled=*/true);
-      switch (answer.verdict) {
-        case Verdict::kAccepted:
-          cache_.MarkBound(uid);
-          metrics_.CountBindOutcome("settled");
-          log::Info(what + " settled: bound");
-          break;
-        case Verdict::kReplaced:
-          metrics_.CountBindOutcome("settled");
-          log::Warning(what + " settled: " + answer.detail);
-          break;
-        case Verdict::kRefused:
-          cache_.Forget(uid);
-          metrics_.CountBindOutcome("settled");
-          log::Info(what + " settled: not bound, devices released (" + answer.detail + ")");
-          break;
-        case Verdict::kUnknown:
-          done = false;
-          break;
-      }
-    }
+    const bool done = Settle(item);
     lock.lock();
     --settling_;
     if (!done) {
@@ -246,6 +207,38 @@ void ApiBinder::SettleLoop() {
     }
     metrics_.SetBindsInDoubt(pending_.size() + settling_);
   }
+}
+
+bool ApiBinder::Settle(const Pending& item) {
+  using state::BindEvent;
+  const std::string& uid = item.target.pod_uid;
+  // Until the settler reads the pod, Extender::Bind may not have advanced it to kUnknown yet
+  // (the horizon is seconds; this is a guard, not a wait).
+  const state::BindStage stage = cache_.Stage(uid);
+  if (stage == state::BindStage::kWriting) return false;
+  if (stage != state::BindStage::kUnknown) return true;  // the watch ended it meanwhile
+  const std::string what = "bind of " + PodKey(item.target) + " to " + item.target.node;
+  const PodRead read = ReadPod(item.target, item.allocation);
+  BindEvent event = BindEvent::kReadFailed;
+  switch (read.verdict) {
+    case PodRead::kSameRecord:
+      event = BindEvent::kReadSameRecord;
+      log::Info(what + " settled: bound");
+      break;
+    case PodRead::kOtherRecord:
+      event = BindEvent::kReadOtherRecord;
+      log::Warning(what + " settled: " + read.detail);
+      break;
+    case PodRead::kNotBound:
+      event = BindEvent::kReadNotBound;
+      log::Info(what + " settled: not bound, devices released (" + read.detail + ")");
+      break;
+    case PodRead::kFailed:
+      break;
+  }
+  const auto step = cache_.Advance(uid, event);
+  if (!step) log::Error(what + ": " + step.error().message);
+  return !step || step->stage != state::BindStage::kUnknown;
 }
 
 }  // namespace linkfit::cluster

@@ -383,6 +383,12 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   }
   if (phase == state::PodPhase::kAssumed || phase == state::PodPhase::kAdded) {
     const std::optional<state::Assignment> held = cache_.Find(uid);
+    if (phase == state::PodPhase::kAssumed && held) {
+      // The watch ends linkfit's bind: confirmed with its record, or the API's record wins.
+      const bool same = held->node == node_name && (!known || SameDevices(*known, *held));
+      AdvanceBind(uid, same ? state::BindEvent::kWatchBoundSameRecord
+                            : state::BindEvent::kWatchBoundOtherRecord);
+    }
     if (held && held->node == node_name) {
       const bool differs = known && (!SameDevices(*known, *held) || held->estimated ||
                                      held->reported != known->reported ||
@@ -408,8 +414,6 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
           }
           SetEntryFlagsLocked(entry, *known);
         }
-      } else {
-        cache_.Confirm(uid);
       }
       entry.in_cache = true;
       entry.SetKept(nullptr);
@@ -475,7 +479,10 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
 
 void PodStore::DeleteLocked(const std::string& uid) {
   const auto it = pods_.find(state::PodUid(uid));
-  cache_.Remove(uid);
+  // A bind in flight ends here (counted as the lifecycle says); anything else is removed.
+  if (const auto step = AdvanceBind(uid, state::BindEvent::kWatchDeleted); !step || step->late) {
+    cache_.Remove(uid);
+  }
   if (it == pods_.end()) return;
   SetDemandLocked(it->second, false);
   ClearEntryFlagsLocked(it->second);
@@ -520,26 +527,35 @@ std::optional<extender::KnownPod> PodStore::FindPod(const std::string& uid) cons
                             it->second.pod_name};
 }
 
+Result<state::BindStep> PodStore::AdvanceBind(const std::string& uid, state::BindEvent event) {
+  auto step = cache_.Advance(uid, event);
+  if (!step) log::Error("pod " + uid + ": " + step.error().message);
+  return step;
+}
+
+std::optional<extender::KnownPod> PodStore::FindForBind(const std::string& uid) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = pods_.find(state::PodUid(uid));
+  if (it == pods_.end() || !it->second.request_ok) return std::nullopt;
+  extender::KnownPod known{it->second.request.Get(), it->second.pod_namespace.str(),
+                           it->second.pod_name};
+  if (const std::shared_ptr<const Kept>& kept = it->second.kept()) {
+    known.containers = {kept, &kept->containers};  // shares the Kept's ownership
+  }
+  return known;
+}
+
 std::optional<extender::KnownPod> PodStore::ResolveForBind(const std::string& pod_namespace,
                                                            const std::string& pod_name,
                                                            const std::string& uid) {
-  if (auto known = FindPod(uid)) return known;
+  if (auto known = FindForBind(uid)) return known;
   if (!fetcher_) return std::nullopt;
   const std::optional<std::string> json = fetcher_(pod_namespace, pod_name);
   if (!json) return std::nullopt;
   auto pod = kube::DecodePod(*json);
   if (!pod || pod->uid != uid) return std::nullopt;  // gone, or replaced by another pod
   Upsert(*pod);
-  return FindPod(uid);
-}
-
-std::shared_ptr<const std::vector<kube::ContainerView>> PodStore::PendingPod(
-    const std::string& uid) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = pods_.find(state::PodUid(uid));
-  if (it == pods_.end() || !it->second.kept()) return nullptr;
-  const std::shared_ptr<const Kept>& kept = it->second.kept();
-  return {kept, &kept->containers};  // shares the Kept's ownership
+  return FindForBind(uid);
 }
 
 std::unordered_map<std::string, std::string> PodStore::UidsByName() const {

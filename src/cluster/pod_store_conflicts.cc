@@ -28,17 +28,42 @@ bool PodStore::DisplaceAssumedLocked(const state::Assignment& assignment,
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   const state::NodeState* node = snapshot->Find(node_name);
   if (node == nullptr) return false;
-  std::vector<state::Assignment> displaced;
+  // The binds not accepted yet that share a GPU with the record; only those whose devices
+  // cannot sit beside it lose them (a MIG slice or a share elsewhere on the same GPU stays).
+  std::vector<state::Assignment> sharing;
   for (const auto& [uid, held] : node->pods()) {
     if (uid == assignment.pod_uid || (held.gpus & assignment.gpus) == 0) continue;
-    if (cache_.Phase(uid) != state::PodPhase::kAssumed || cache_.BindDone(uid)) continue;
-    displaced.push_back(held);
+    const state::BindStage stage = cache_.Stage(uid);
+    if (stage != state::BindStage::kAssumed && stage != state::BindStage::kWriting &&
+        stage != state::BindStage::kUnknown) {
+      continue;
+    }
+    sharing.push_back(held);
   }
-  for (const state::Assignment& held : displaced) {
-    cache_.Forget(held.pod_uid);
-    metrics_.CountBindOutcome("displaced");
+  if (sharing.empty()) return false;
+  // The node without them (and without the pod's own old claim), with the record, then each
+  // of them put back in turn while it still fits.
+  state::NodeStatePtr trial = node->Remove(assignment.pod_uid);
+  for (const state::Assignment& held : sharing) trial = trial->Remove(held.pod_uid);
+  std::vector<const state::Assignment*> displaced;
+  if (auto with_record = trial->Apply(assignment)) {
+    trial = std::move(*with_record);
+    for (const state::Assignment& held : sharing) {
+      if (auto kept = trial->Apply(held)) {
+        trial = std::move(*kept);
+      } else {
+        displaced.push_back(&held);
+      }
+    }
+  } else {
+    // The record collides with more than these binds (guessed or reported devices too): they
+    // all make way, and the caller moves the weaker pods.
+    for (const state::Assignment& held : sharing) displaced.push_back(&held);
+  }
+  for (const state::Assignment* held : displaced) {
+    AdvanceBind(held->pod_uid, state::BindEvent::kRecordTookDevices);
     log::Warning("pod " + assignment.PodKey() + "'s committed record on " + node_name +
-                 " names devices that linkfit had planned for " + held.PodKey() +
+                 " names devices that linkfit had planned for " + held->PodKey() +
                  " (bind not accepted yet): the record counts, the plan is dropped");
   }
   return !displaced.empty();

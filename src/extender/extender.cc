@@ -337,6 +337,51 @@ std::optional<Extender::Scores> Extender::PrioritizeNamesAsSent(
   return reply;
 }
 
+namespace {
+
+std::string PodKeyOf(const BindTarget& target) {
+  return target.pod_namespace + "/" + target.pod_name;
+}
+
+// Bind's answer (empty: bound) once the lifecycle took `step` on the Binder's `reply`.
+std::string BindAnswer(const BindTarget& target, const BindReply& reply,
+                       const Result<state::BindStep>& step) {
+  const std::string what = "bind of " + PodKeyOf(target) + " to " + target.node;
+  if (!step) {
+    log::Error(what + ": " + step.error().message);
+    return what + " lost track of its own state: " + step.error().message;
+  }
+  switch (step->stage) {
+    case state::BindStage::kAccepted:
+    case state::BindStage::kConfirmed:
+    case state::BindStage::kReplaced:
+      if (reply.event == state::BindEvent::kConflictOtherRecord)
+        log::Warning(what + ": " + reply.detail);
+      // Bound where kube-scheduler asked is a success, whatever devices the record names; bound
+      // elsewhere (the API's object may have ended the bind first) is not.
+      return reply.bound_node.empty() || reply.bound_node == target.node ? "" : reply.detail;
+    case state::BindStage::kUnknown:
+      log::Warning(what +
+                   ": outcome unknown, devices stay reserved until the API server settles it: " +
+                   reply.detail);
+      return "the outcome of binding pod " + PodKeyOf(target) + " to " + target.node +
+             " is unknown (" + reply.detail +
+             "); its devices stay reserved until the API server's state settles it";
+    case state::BindStage::kForgotten:
+      break;
+    case state::BindStage::kAssumed:
+    case state::BindStage::kWriting:
+      return what + ": the binder answered " + std::string(state::EventName(reply.event)) +
+             ", which does not end a write";
+  }
+  const std::string why =
+      reply.detail.empty() ? "the pod is gone or its devices were taken meanwhile" : reply.detail;
+  log::Warning(what + " failed, devices released: " + why);
+  return why;
+}
+
+}  // namespace
+
 std::string Extender::Bind(const kube::BindingArgs& args) {
   const BindTarget target{args.pod_name, args.pod_namespace, args.pod_uid, args.node};
   // A repeated bind of a pod already on `args.node` is a success once the first bind is
@@ -361,13 +406,17 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
   }
   const bool gpu_less = pending->request.kind == GpuRequest::Kind::kNone;
   if (gpu_less && cache_.Snapshot()->Find(args.node) == nullptr) {
-    // A pod without GPUs on a node linkfit does not model: nothing to count.
-    auto bound = binder_.Bind(target, state::Assignment{});
-    if (!bound) return bound.error().message;
-    return bound->detail;  // empty unless the outcome is unknown or the pod was bound elsewhere
+    // A pod without GPUs on a node linkfit does not model: nothing to count, so the lifecycle's
+    // step is looked up here rather than carried out on the cache.
+    const BindReply reply = binder_.Bind(BindRequest{target, {}, nullptr, nullptr});
+    const Result<state::BindStep> step =
+        state::NextBindStep(state::BindStage::kWriting, reply.event);
+    if (step && !step->outcome.empty()) metrics_.CountBindOutcome(step->outcome);
+    return BindAnswer(target, reply, step);
   }
   // A pod without GPUs is still recorded (an assignment holding no GPU) so that its CPU and
   // memory count against the node when scoring; it never fails for lack of them.
+  state::NodeInfoPtr placed_on;
   auto assumed = cache_.Assume(
       args.pod_uid, args.node, [&](const state::NodeState& node) -> Result<state::Assignment> {
         state::Assignment assignment;
@@ -385,35 +434,26 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
         assignment.pod_name = args.pod_name;
         assignment.cpu_milli = pending->request.cpu_milli;
         assignment.memory_bytes = pending->request.memory_bytes;
+        placed_on = node.info_ptr();
         return assignment;
       });
   if (!assumed) return assumed.error().message;
   if (assumed->already) return repeated();
-  auto bound = binder_.Bind(target, assumed->assignment);
-  if (!bound) {
-    cache_.Forget(args.pod_uid);
-    log::Warning("bind of " + args.pod_namespace + "/" + args.pod_name + " to " + args.node +
-                 " failed, devices released: " + bound.error().message);
-    return bound.error().message;
+  if (auto writing = cache_.Advance(args.pod_uid, state::BindEvent::kWrite);
+      !writing || writing->late) {
+    // The bind ended before it was written: the watch showed the pod bound (by an earlier
+    // write), or a committed record took the devices.
+    if (const auto bound = cache_.Find(args.pod_uid); bound && writing) {
+      return bound->node == args.node
+                 ? ""
+                 : "pod " + args.pod_uid + " is already bound to node " + bound->node;
+    }
+    return "the devices planned for pod " + PodKeyOf(target) +
+           " were taken by a pod whose committed record names them; not sent";
   }
-  switch (bound->kind) {
-    case BindOutcome::Kind::kRecorded:
-      cache_.Confirm(args.pod_uid);
-      return "";
-    case BindOutcome::Kind::kAccepted:
-      cache_.MarkBound(args.pod_uid);
-      return "";
-    case BindOutcome::Kind::kSettled:
-      return bound->detail;
-    case BindOutcome::Kind::kUnknown:
-      break;
-  }
-  log::Warning(
-      "bind of " + args.pod_namespace + "/" + args.pod_name + " to " + args.node +
-      ": outcome unknown, devices stay reserved until the API server settles it: " + bound->detail);
-  return "the outcome of binding pod " + args.pod_namespace + "/" + args.pod_name + " to " +
-         args.node + " is unknown (" + bound->detail +
-         "); its devices stay reserved until the API server's state settles it";
+  const BindReply reply = binder_.Bind(BindRequest{target, std::move(assumed->assignment),
+                                                   std::move(placed_on), pending->containers});
+  return BindAnswer(target, reply, cache_.Advance(args.pod_uid, reply.event));
 }
 
 std::vector<kube::NodeVictims> Extender::Preempt(const kube::PreemptionArgs& args) const {

@@ -116,12 +116,10 @@ Result<void> StateFileBinder::Save() {
   return {};
 }
 
-Result<extender::BindOutcome> StateFileBinder::Bind(const extender::BindTarget& target,
-                                                    const state::Assignment& assignment) {
-  (void)target;
-  if (assignment.pod_uid.empty()) return {};  // no devices to record
-  if (auto saved = Save(); !saved) return tl::unexpected(saved.error());
-  return extender::BindOutcome{};
+extender::BindReply StateFileBinder::Bind(const extender::BindRequest& request) {
+  if (request.assignment.pod_uid.empty()) return {};  // no devices to record
+  if (auto saved = Save(); !saved) return {state::BindEvent::kRefused, saved.error().message};
+  return {};
 }
 
 void StateFileBinder::Released(const std::string& pod_uid) {

@@ -273,23 +273,47 @@ Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
   assignment->node = node;
   auto applied = ApplyLocked(std::make_shared<const Assignment>(*assignment));
   if (!applied) return tl::unexpected(applied.error());
-  pods_[PodUid(uid)] = PodEntry{PodPhase::kAssumed, false, std::move(*applied)};
+  pods_[PodUid(uid)] = PodEntry{PodPhase::kAssumed, BindStage::kAssumed, std::move(*applied)};
   ++assumed_;
   ReportLocked(node);
   ChangedLocked();
   return AssumeResult{std::move(*assignment), false};
 }
 
-void ClusterCache::MarkBound(const std::string& uid) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const auto pod = pods_.find(PodUid(uid));
-  if (pod != pods_.end() && pod->second.phase == PodPhase::kAssumed) pod->second.bind_done = true;
+Result<BindStep> ClusterCache::Advance(const std::string& uid, BindEvent event) {
+  Result<BindStep> step;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto pod = pods_.find(PodUid(uid));
+    const BindStage from = pod == pods_.end() ? BindStage::kForgotten : pod->second.stage;
+    step = NextBindStep(from, event);
+    if (!step || step->late) return step;
+    switch (step->effect) {
+      case BindEffect::kNone:
+        pod->second.stage = step->stage;
+        break;
+      case BindEffect::kConfirm:
+        pod->second.stage = step->stage;
+        pod->second.phase = PodPhase::kAdded;
+        --assumed_;
+        ChangedLocked();
+        break;
+      case BindEffect::kForget:
+      case BindEffect::kRemove:
+        ReleaseLocked(uid, pod->second);
+        pods_.erase(pod);
+        ChangedLocked();
+        break;
+    }
+  }
+  if (metrics_ != nullptr && !step->outcome.empty()) metrics_->CountBindOutcome(step->outcome);
+  return step;
 }
 
-bool ClusterCache::BindDone(const std::string& uid) const {
+BindStage ClusterCache::Stage(const std::string& uid) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto pod = pods_.find(PodUid(uid));
-  return pod != pods_.end() && pod->second.bind_done;
+  return pod == pods_.end() ? BindStage::kForgotten : pod->second.stage;
 }
 
 void ClusterCache::SetNodeProblem(const std::string& name, std::string reason) {
@@ -333,7 +357,8 @@ Result<void> ClusterCache::ReplaceBound(const Assignment& assignment) {
   if (pod == pods_.end()) {
     auto applied = ApplyLocked(std::move(record));
     if (!applied) return tl::unexpected(applied.error());
-    pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, false, std::move(*applied)};
+    pods_[PodUid(assignment.pod_uid)] =
+        PodEntry{PodPhase::kAdded, BindStage::kConfirmed, std::move(*applied)};
     ReportLocked(assignment.node);
     ChangedLocked();
     return {};
@@ -351,7 +376,9 @@ Result<void> ClusterCache::ReplaceBound(const Assignment& assignment) {
   }
   if (pod->second.phase == PodPhase::kAssumed) --assumed_;
   const std::string old_node = old->node;
-  pod->second = PodEntry{PodPhase::kAdded, false, std::move(*applied)};
+  // A bind the record ends here was replaced by it; an ended one keeps how it ended.
+  const BindStage stage = BindEnded(pod->second.stage) ? pod->second.stage : BindStage::kReplaced;
+  pod->second = PodEntry{PodPhase::kAdded, stage, std::move(*applied)};
   ReportLocked(old_node);
   ReportLocked(assignment.node);
   ChangedLocked();
@@ -363,6 +390,7 @@ void ClusterCache::Confirm(const std::string& uid) {
   const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end() || pod->second.phase != PodPhase::kAssumed) return;
   pod->second.phase = PodPhase::kAdded;
+  pod->second.stage = BindStage::kConfirmed;
   --assumed_;
   ChangedLocked();
 }
@@ -413,7 +441,8 @@ Result<void> ClusterCache::AddBound(const Assignment& assignment) {
   }
   auto applied = ApplyLocked(std::make_shared<const Assignment>(assignment));
   if (!applied) return tl::unexpected(applied.error());
-  pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, false, std::move(*applied)};
+  pods_[PodUid(assignment.pod_uid)] =
+      PodEntry{PodPhase::kAdded, BindStage::kConfirmed, std::move(*applied)};
   ReportLocked(assignment.node);
   ChangedLocked();
   return {};

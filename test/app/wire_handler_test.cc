@@ -29,8 +29,7 @@ constexpr const char* kRelease = R"({"PodUID":"u1"})";
 // (what a departure racing the state-file write does) and keeps its reply.
 class ReleasingBinder final : public extender::Binder {
  public:
-  Result<extender::BindOutcome> Bind(const extender::BindTarget&,
-                                     const state::Assignment&) override {
+  extender::BindReply Bind(const extender::BindRequest&) override {
     if (handler != nullptr) during_bind = handler->Release(kRelease);
     return {};
   }

@@ -73,13 +73,31 @@ struct Binding {
       return assignment;
     });
   }
-  Result<extender::BindOutcome> Bind(const json& pod, const std::string& node,
-                                     topology::GpuMask gpus) {
+  // What Extender::Bind does around the binder: assume, write, advance by the reply.
+  struct Outcome {
+    extender::BindReply reply;
+    state::BindStage stage;
+  };
+  Result<Outcome> Bind(const json& pod, const std::string& node, topology::GpuMask gpus) {
     auto assumed = Assume(pod, node, gpus);
     if (!assumed) return tl::unexpected(assumed.error());
-    const extender::BindTarget target{pod["metadata"]["name"], pod["metadata"]["namespace"],
-                                      pod["metadata"]["uid"], node};
-    return binder.Bind(target, assumed->assignment);
+    const std::string uid = pod["metadata"]["uid"];
+    if (auto writing = cache.Advance(uid, state::BindEvent::kWrite); !writing) {
+      return tl::unexpected(writing.error());
+    }
+    const extender::BindTarget target{pod["metadata"]["name"], pod["metadata"]["namespace"], uid,
+                                      node};
+    extender::BindReply reply = binder.Bind(Request(target, assumed->assignment));
+    auto step = cache.Advance(uid, reply.event);
+    if (!step) return tl::unexpected(step.error());
+    return Outcome{std::move(reply), step->stage};
+  }
+  extender::BindRequest Request(const extender::BindTarget& target,
+                                const state::Assignment& assignment) {
+    const state::SnapshotPtr snapshot = cache.Snapshot();
+    const state::NodeState* node = snapshot->Find(target.node);
+    EXPECT_NE(node, nullptr) << target.node;
+    return {target, assignment, node != nullptr ? node->info_ptr() : nullptr, nullptr};
   }
   topology::GpuMask HeldBy(const json& pod) {
     const auto held = cache.Find(pod["metadata"]["uid"]);
@@ -117,7 +135,7 @@ class BinderTest : public ::testing::Test {
     fake_->DropNext(1, linkfit::testing::DropMode::kAfterApply, {"POST", "/binding"});
     auto outcome = first.Bind(pending_, "a-0", Mask({0, 1, 2, 3}));
     ASSERT_TRUE(outcome.has_value()) << outcome.error().message;
-    EXPECT_EQ(outcome->kind, extender::BindOutcome::Kind::kUnknown);
+    EXPECT_EQ(outcome->stage, state::BindStage::kUnknown);
     const auto stored = fake_->GetPod("ml", "p");
     ASSERT_TRUE(stored.has_value());
     ASSERT_EQ((*stored)["spec"]["nodeName"], "a-0");
@@ -134,22 +152,24 @@ class BinderTest : public ::testing::Test {
   }
 
   FakeApiServerPtr fake_;
-  Result<extender::BindOutcome> again_;  // BindAgain's outcome
+  Result<Binding::Outcome> again_;  // BindAgain's outcome
   json pending_;
 };
 
 TEST_F(BinderTest, AConflictWithTheSameRecordIsTheEarlierAttemptsSuccess) {
   BindAgain("a-0", Mask({0, 1, 2, 3}));  // the same devices
   ASSERT_TRUE(again_.has_value());
-  EXPECT_EQ(again_->kind, extender::BindOutcome::Kind::kAccepted);
+  EXPECT_EQ(again_->reply.event, state::BindEvent::kConflictSameRecord);
+  EXPECT_EQ(again_->stage, state::BindStage::kAccepted);
   EXPECT_EQ(fake_->Bindings().back().status, 409);
 }
 
 TEST_F(BinderTest, AConflictWithAnotherRecordLeavesThePodHoldingWhatTheApiSays) {
   const std::unique_ptr<Binding> second = BindAgain("a-0", Mask({4, 5, 6, 7}));
   ASSERT_TRUE(again_.has_value());
-  EXPECT_EQ(again_->kind, extender::BindOutcome::Kind::kSettled);
-  EXPECT_EQ(again_->detail, "");  // bound where kube-scheduler asked
+  EXPECT_EQ(again_->reply.event, state::BindEvent::kConflictOtherRecord);
+  EXPECT_EQ(again_->stage, state::BindStage::kReplaced);
+  EXPECT_EQ(again_->reply.bound_node, "a-0");  // bound where kube-scheduler asked
   EXPECT_EQ(second->HeldBy(pending_), Mask({0, 1, 2, 3}));
   EXPECT_EQ(second->cache.Phase(pending_["metadata"]["uid"]), state::PodPhase::kAdded);
 }
@@ -157,8 +177,11 @@ TEST_F(BinderTest, AConflictWithAnotherRecordLeavesThePodHoldingWhatTheApiSays) 
 TEST_F(BinderTest, AConflictOnAnotherNodeIsAnErrorAndThePodCountsWhereItIs) {
   const std::unique_ptr<Binding> second = BindAgain("b-0", Mask({0, 1, 2, 3}));
   ASSERT_TRUE(again_.has_value());
-  EXPECT_EQ(again_->kind, extender::BindOutcome::Kind::kSettled);
-  EXPECT_NE(again_->detail.find("bound to a-0"), std::string::npos) << again_->detail;
+  // Ended (the store applied the API's object first, so the reply came late), never forgotten.
+  EXPECT_TRUE(state::BindEnded(again_->stage));
+  EXPECT_NE(again_->stage, state::BindStage::kForgotten);
+  EXPECT_EQ(again_->reply.bound_node, "a-0");
+  EXPECT_NE(again_->reply.detail.find("bound to a-0"), std::string::npos) << again_->reply.detail;
   const auto held = second->cache.Find(pending_["metadata"]["uid"]);
   ASSERT_TRUE(held.has_value());
   EXPECT_EQ(held->node, "a-0");
@@ -172,9 +195,10 @@ TEST_F(BinderTest, AConflictWithAReplacedPodIsRefused) {
   ASSERT_TRUE(fake_->DeletePod("ml", "p").has_value());
   ASSERT_TRUE(fake_->AddPod(PodObject({.name = "p", .gpus = 4})).has_value());
   auto outcome = binding.Bind(pending_, "a-0", Mask({0, 1, 2, 3}));
-  ASSERT_FALSE(outcome.has_value());
-  EXPECT_NE(outcome.error().message.find("409"), std::string::npos) << outcome.error().message;
-  EXPECT_NE(outcome.error().message.find("replaced"), std::string::npos) << outcome.error().message;
+  ASSERT_TRUE(outcome.has_value()) << outcome.error().message;
+  EXPECT_EQ(outcome->stage, state::BindStage::kForgotten);
+  EXPECT_NE(outcome->reply.detail.find("409"), std::string::npos) << outcome->reply.detail;
+  EXPECT_NE(outcome->reply.detail.find("replaced"), std::string::npos) << outcome->reply.detail;
 }
 
 TEST_F(BinderTest, AnUnknownOutcomeIsSettledByReadingThePodNeverByResending) {
@@ -184,14 +208,14 @@ TEST_F(BinderTest, AnUnknownOutcomeIsSettledByReadingThePodNeverByResending) {
   fake_->DropNext(1, linkfit::testing::DropMode::kAfterApply, {"POST", "/binding"});
   auto landed = binding.Bind(pending_, "a-0", Mask({0, 1, 2, 3}));
   ASSERT_TRUE(landed.has_value());
-  EXPECT_EQ(landed->kind, extender::BindOutcome::Kind::kUnknown);
+  EXPECT_EQ(landed->stage, state::BindStage::kUnknown);
   auto other = fake_->AddPod(PodObject({.name = "q", .gpus = 4}));
   ASSERT_TRUE(other.has_value());
   binding.See(*other);
   fake_->FailNext(1, 500, {"POST", "/binding"});
   auto failed = binding.Bind(*other, "a-0", Mask({4, 5, 6, 7}));
   ASSERT_TRUE(failed.has_value());
-  EXPECT_EQ(failed->kind, extender::BindOutcome::Kind::kUnknown);
+  EXPECT_EQ(failed->stage, state::BindStage::kUnknown);
   EXPECT_EQ(binding.binder.unsettled(), 2u);
   // Both stay assumed until their horizon (500 + 100 ms) has passed.
   EXPECT_EQ(binding.cache.Phase((*other)["metadata"]["uid"]), state::PodPhase::kAssumed);
@@ -206,8 +230,9 @@ TEST_F(BinderTest, AThrottledBindingIsNotRetriedBehindTheBindersBack) {
   binding.See(pending_);
   fake_->FailNext(1, 429, {"POST", "/binding"}, 1);
   auto outcome = binding.Bind(pending_, "a-0", Mask({0, 1, 2, 3}));
-  ASSERT_FALSE(outcome.has_value());
-  EXPECT_NE(outcome.error().message.find("429"), std::string::npos) << outcome.error().message;
+  ASSERT_TRUE(outcome.has_value()) << outcome.error().message;
+  EXPECT_EQ(outcome->stage, state::BindStage::kForgotten);
+  EXPECT_NE(outcome->reply.detail.find("429"), std::string::npos) << outcome->reply.detail;
   EXPECT_EQ(fake_->Bindings().size(), 1u);
 }
 
@@ -251,10 +276,9 @@ TEST_F(BinderTest, ACommittedRecordDisplacesAnAssumptionWhoseBindingWasNotSent) 
   planned.pod_uid = target.pod_uid;
   planned.node = "a-0";
   planned.gpus = Mask({0, 1, 2, 3});
-  auto outcome = binding.binder.Bind(target, planned);
-  ASSERT_FALSE(outcome.has_value());
-  EXPECT_NE(outcome.error().message.find("committed record"), std::string::npos)
-      << outcome.error().message;
+  const extender::BindReply outcome = binding.binder.Bind(binding.Request(target, planned));
+  EXPECT_EQ(outcome.event, state::BindEvent::kRecordTookDevices);
+  EXPECT_NE(outcome.detail.find("committed record"), std::string::npos) << outcome.detail;
   EXPECT_TRUE(fake_->Bindings().empty());
 }
 
@@ -296,10 +320,11 @@ TEST_F(BinderTest, WithoutTheBinderLeaseNothingIsSent) {
   Binding binding(*fake_, /*lease_enabled=*/true);
   binding.See(pending_);
   auto outcome = binding.Bind(pending_, "a-0", Mask({0, 1, 2, 3}));
-  ASSERT_FALSE(outcome.has_value());
-  EXPECT_NE(outcome.error().message.find("another linkfit (other) holds the binder lease"),
+  ASSERT_TRUE(outcome.has_value()) << outcome.error().message;
+  EXPECT_EQ(outcome->stage, state::BindStage::kForgotten);
+  EXPECT_NE(outcome->reply.detail.find("another linkfit (other) holds the binder lease"),
             std::string::npos)
-      << outcome.error().message;
+      << outcome->reply.detail;
   EXPECT_TRUE(fake_->Bindings().empty());
   EXPECT_EQ(binding.lease.status().binds_held, 1u);
 }

@@ -71,10 +71,7 @@ inline kube::FilterResult FilterWholeGpus(state::ClusterCache& cache, MetricsSin
                                           int gpus, const std::vector<std::string_view>& names) {
   extender::PodMemo memo({});
   struct NoBinder final : extender::Binder {
-    Result<extender::BindOutcome> Bind(const extender::BindTarget&,
-                                       const state::Assignment&) override {
-      return extender::BindOutcome{};
-    }
+    extender::BindReply Bind(const extender::BindRequest&) override { return {}; }
     void Released(const std::string&) override {}
   } binder;
   extender::Extender ext(cache, {}, binder, memo, metrics);

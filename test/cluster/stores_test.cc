@@ -9,6 +9,7 @@
 #include "linkfit/cluster/pod_store.h"
 #include "linkfit/extender/extender.h"
 #include "linkfit/kube/annotations.h"
+#include "linkfit/source/allocation.h"
 #include "testing/cluster.h"
 
 namespace linkfit::cluster {
@@ -175,7 +176,10 @@ TEST_F(StoresTest, PendingPodsAreFoundForBindAndCountInDemand) {
   ASSERT_TRUE(known.has_value());
   EXPECT_EQ(known->request.count, 4);
   EXPECT_EQ(known->pod_name, "p");
-  ASSERT_NE(pods_.PendingPod("up"), nullptr);
+  const auto for_bind = pods_.ResolveForBind("ml", "p", "up");
+  ASSERT_TRUE(for_bind.has_value());
+  ASSERT_NE(for_bind->containers, nullptr);
+  EXPECT_FALSE(for_bind->containers->empty());
   const extender::ShapeList shapes = pods_.demand().Shapes();
   bool four = false;
   for (const extender::Shape& shape : *shapes) four = four || shape.gpus == 4;
@@ -202,6 +206,67 @@ TEST_F(StoresTest, TheWatchConfirmsAnAssumedPodAndTheRecordWinsWhenItDiffers) {
   Pod(bound);
   EXPECT_EQ(cache_.Phase("up"), state::PodPhase::kAdded);
   EXPECT_EQ(WholeUsed("h100-0"), Mask({2, 3}));
+}
+
+TEST_F(StoresTest, TheWatchEndsBindsInFlight) {
+  Node(NodeObject("h100-0", TopologyDocument("dgx-h100")));
+  const auto in_flight = [&](const std::string& uid, topology::GpuMask gpus) {
+    Pod({.name = uid, .uid = uid, .gpus = 2}, kube::WatchEventType::kAdded);
+    auto assumed = cache_.Assume(uid, "h100-0", [&](const state::NodeState&) {
+      state::Assignment a;
+      a.pod_namespace = "ml";
+      a.pod_name = uid;
+      a.gpus = gpus;
+      return Result<state::Assignment>(a);
+    });
+    ASSERT_TRUE(assumed.has_value());
+    ASSERT_TRUE(cache_.Advance(uid, state::BindEvent::kWrite).has_value());
+  };
+  in_flight("bound", Mask({0, 1}));
+  in_flight("gone", Mask({2, 3}));
+  PodSpec bound{.name = "bound", .uid = "bound", .node = "h100-0", .gpus = 2};
+  bound.annotations[kube::kAnnotationAllocation] =
+      R"({"v":1,"pod":"ml/bound","uid":"bound","node":"h100-0","gpus":[0,1]})";
+  Pod(bound);  // the watch before the Binding's reply
+  EXPECT_EQ(cache_.Stage("bound"), state::BindStage::kConfirmed);
+  EXPECT_EQ(cache_.Phase("bound"), state::PodPhase::kAdded);
+  Pod({.name = "gone", .uid = "gone", .gpus = 2}, kube::WatchEventType::kDeleted);
+  EXPECT_EQ(cache_.Stage("gone"), state::BindStage::kForgotten);
+  EXPECT_EQ(WholeUsed("h100-0"), Mask({0, 1}));
+  // The replies come late and change nothing.
+  EXPECT_TRUE(cache_.Advance("bound", state::BindEvent::kCreated)->late);
+  EXPECT_TRUE(cache_.Advance("gone", state::BindEvent::kCreated)->late);
+  EXPECT_EQ(WholeUsed("h100-0"), Mask({0, 1}));
+}
+
+// A committed record takes only what it names: of two binds in flight on one MIG GPU, the one
+// planned on the record's slices loses them before it is sent; the other keeps its slice.
+TEST_F(StoresTest, ARecordDisplacesOnlyTheBindsWhoseDevicesItNames) {
+  Node(NodeObject("a100-0", TopologyDocument("dgx-a100"), "0,1"));
+  ASSERT_NE(Find("a100-0"), nullptr);
+  const auto in_flight = [&](const std::string& uid, int start) {
+    kube::AllocationRecord plan;
+    plan.pod = "ml/" + uid;
+    plan.uid = uid;
+    plan.node = "a100-0";
+    plan.devices.mig = {{0, "3g.20gb", start, ""}};
+    auto planned = source::AssignmentOf(plan, Find("a100-0")->info());
+    ASSERT_TRUE(planned.has_value()) << planned.error().message;
+    ASSERT_TRUE(
+        cache_.Assume(uid, "a100-0", [&](const state::NodeState&) { return planned; }).has_value());
+    ASSERT_TRUE(cache_.Advance(uid, state::BindEvent::kWrite).has_value());
+  };
+  in_flight("low", 0);
+  in_flight("high", 4);
+  PodSpec over{.name = "over", .uid = "over", .node = "a100-0"};
+  over.annotations[kube::kAnnotationAllocation] =
+      R"({"v":1,"pod":"ml/over","uid":"over","node":"a100-0",)"
+      R"("mig":[{"gpu":0,"profile":"3g.20gb","start":0}]})";
+  Pod(over, kube::WatchEventType::kAdded);
+  EXPECT_EQ(cache_.Phase("over"), state::PodPhase::kAdded);
+  EXPECT_EQ(cache_.Stage("low"), state::BindStage::kForgotten);
+  EXPECT_EQ(cache_.Stage("high"), state::BindStage::kWriting);
+  EXPECT_TRUE(pods_.collisions().empty());
 }
 
 TEST_F(StoresTest, AnUnusableRecordFallsBackToAnEstimate) {
@@ -334,11 +399,15 @@ TEST(BindingBody, CarriesTheRecordAndOnRequestTheNriMarkerOfEachPlannedContainer
   const std::string allocation = kube::EncodeAllocationRecord(record);
   std::string quoted;
   kube::AppendJsonString(quoted, allocation);
-  const std::string plain = ApiBinder::BindingBody(target, allocation);
+  EXPECT_EQ(
+      ApiBinder::BindingBody(target, nullptr),
+      R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":"train",)"
+      R"("namespace":"ml","uid":"u1"},"target":{"apiVersion":"v1","kind":"Node","name":"dgx-0"}})");
+  const std::string plain = ApiBinder::BindingBody(target, &record);
   EXPECT_EQ(plain, R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":"train",)"
                    R"("namespace":"ml","uid":"u1","annotations":{"linkfit.io/allocation":)" +
                        quoted + R"(}},"target":{"apiVersion":"v1","kind":"Node","name":"dgx-0"}})");
-  const std::string marked = ApiBinder::BindingBody(target, allocation, true);
+  const std::string marked = ApiBinder::BindingBody(target, &record, true);
   const auto body = nlohmann::json::parse(marked);
   const auto& annotations = body["metadata"]["annotations"];
   EXPECT_EQ(annotations["required-plugins.noderesource.dev/container.train"], R"(["linkfit"])");

@@ -138,15 +138,15 @@ TEST_F(BindTest, ReleaseFreesAndTellsTheBinder) {
 // A Binder whose calls wait until the test opens it, so that a bind can be caught in flight.
 class GatedBinder final : public Binder {
  public:
-  Result<BindOutcome> Bind(const BindTarget&, const state::Assignment&) override {
+  BindReply Bind(const BindRequest&) override {
     std::unique_lock<std::mutex> lock(mutex_);
     entered_ = true;
     changed_.notify_all();
     // Bounded: a broken test fails instead of hanging.
     if (!changed_.wait_for(lock, std::chrono::seconds(30), [this] { return opened_; })) {
-      return MakeError("gate never opened");
+      return {state::BindEvent::kRefused, "gate never opened"};
     }
-    if (!fail_with_.empty()) return MakeError(fail_with_);
+    if (!fail_with_.empty()) return {state::BindEvent::kRefused, fail_with_};
     return {};
   }
   void Released(const std::string&) override {}

@@ -17,10 +17,10 @@ namespace linkfit::extender::testing {
 
 class FakeBinder final : public Binder {
  public:
-  Result<BindOutcome> Bind(const BindTarget& target, const state::Assignment& assignment) override {
+  BindReply Bind(const BindRequest& request) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    binds_.push_back({target, assignment});
-    if (!fail_with_.empty()) return MakeError(fail_with_);
+    binds_.push_back({request.target, request.assignment});
+    if (!fail_with_.empty()) return {state::BindEvent::kRefused, fail_with_};
     return {};
   }
   void Released(const std::string& pod_uid) override {

@@ -189,10 +189,9 @@ TEST(ClusterCacheStressTest, ConcurrentAssumesNeverGiveADeviceTwice) {
 class CountingBinder final : public extender::Binder {
  public:
   explicit CountingBinder(int fail_every) : fail_every_(fail_every) {}
-  Result<extender::BindOutcome> Bind(const extender::BindTarget& target,
-                                     const Assignment&) override {
+  extender::BindReply Bind(const extender::BindRequest& request) override {
     if (calls_.fetch_add(1) % fail_every_ == fail_every_ - 1) {
-      return MakeError("injected failure for " + target.pod_uid);
+      return {state::BindEvent::kRefused, "injected failure for " + request.target.pod_uid};
     }
     return {};
   }

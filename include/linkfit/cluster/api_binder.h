@@ -6,28 +6,15 @@
 // those annotations into the pod in the same update that sets spec.nodeName
 // (../shared/spec/kube-api.md §4).
 //
-// The API's committed record is the truth; what linkfit assumed is only a promise. A bind's life
-// from the write on (Extender::Bind assumed the devices before; the pod store confirms):
-//
-//   Assumed --no binder lease (BinderLease::Permit)-----------------------------> Held (forgotten)
-//      |    --a committed record took the devices (no longer Assumed)-----------> Displaced
-//      | send, ?timeout=bind_timeout: lands by then or never
-//      v
-//     Sent --201------------------------------------------------------------------> Accepted
-//      |   --409: read the pod: bound here with this record ------------------------> Accepted
-//      |                        bound otherwise: the API's record applied ------------> Replaced
-//      |                        not bound (other UID, being deleted) ------------------> Refused
-//      |   --other 4xx (400, 403, 404, 429) ---------------------------------------------> Refused
-//      |   --5xx, 504, no reply after sending -----------------------------------------> Unknown
-//      v
-//   Unknown --after bind_timeout + margin (no Binding can land any more), read the pod:
-//             bound here with this record: Accepted; bound otherwise: Replaced; not bound or
-//             gone: Refused (settled). A read that fails is repeated; the Binding is never
-//             re-sent. The pod watch may settle it first (bound: confirmed; deleted: removed).
-//
-//   Accepted: the cache keeps the pod Assumed, marked bound, until the watch confirms it.
-//   Replaced: the pod is applied from the API's object (its record wins over the plan).
-//   Refused, Held, Displaced: the devices are forgotten and bind answers an error.
+// What a write leads to is the bind lifecycle's (state/bind_lifecycle.h): Bind answers the event
+// (201: kCreated; 409: the pod read back, kConflictSameRecord / kConflictOtherRecord / kRefused;
+// other 4xx or not reached: kRefused; 5xx, 504, no reply after sending: kNoAnswer; no binder
+// lease: kLeaseRefused; a committed record took the devices before sending: kRecordTookDevices).
+// A 409 is judged by the pod, never by the message. A Binding without an answer is kept until
+// no Binding can land any more (its deadline, ?timeout=bind_timeout, plus a margin); the settler
+// then reads the pod and advances the bind with kReadSameRecord / kReadOtherRecord /
+// kReadNotBound, or reads again later (kReadFailed). The Binding is never re-sent. The pod watch
+// may end the bind first; the settler then has nothing to do.
 //
 // Thread-safety: Bind may be called concurrently; the settler runs on its own thread.
 
@@ -78,13 +65,13 @@ class ApiBinder final : public extender::Binder {
   ApiBinder& operator=(const ApiBinder&) = delete;
 
   // The Binding's JSON: the pod, the node, and in metadata.annotations the allocation record
-  // (empty: no annotation; with require_nri_plugin, also the required-plugins marker of each
+  // (null: no annotation; with require_nri_plugin, also the required-plugins marker of each
   // container the record plans).
-  static std::string BindingBody(const extender::BindTarget& target, const std::string& allocation,
+  static std::string BindingBody(const extender::BindTarget& target,
+                                 const kube::AllocationRecord* record,
                                  bool require_nri_plugin = false);
 
-  Result<extender::BindOutcome> Bind(const extender::BindTarget& target,
-                                     const state::Assignment& assignment) override;
+  extender::BindReply Bind(const extender::BindRequest& request) override;
   // Departures are learnt from the pod watch; nothing to write.
   void Released(const std::string& pod_uid) override { (void)pod_uid; }
 
@@ -94,13 +81,14 @@ class ApiBinder final : public extender::Binder {
   std::size_t unsettled() const;
 
  private:
-  enum class Verdict { kAccepted, kReplaced, kRefused, kUnknown };
-  struct Answer {
-    Answer(Verdict v, std::string d, std::string node = "")
-        : verdict(v), detail(std::move(d)), bound_node(std::move(node)) {}
+  // What reading the pod back says of a Binding.
+  struct PodRead {
+    enum Verdict { kSameRecord, kOtherRecord, kNotBound, kFailed };
+    PodRead(Verdict v, std::string d, std::string n = "")
+        : verdict(v), detail(std::move(d)), node(std::move(n)) {}
     Verdict verdict;
     std::string detail;
-    std::string bound_node;  // kReplaced: where the API has the pod
+    std::string node;  // kOtherRecord: where the API has the pod
   };
   struct Pending {
     extender::BindTarget target;
@@ -108,12 +96,15 @@ class ApiBinder final : public extender::Binder {
     std::chrono::steady_clock::time_point due;
     std::chrono::milliseconds backoff{0};
   };
-  Answer Post(const extender::BindTarget& target, const std::string& body,
-              const std::string& allocation);
-  // Reads the pod and judges the Binding by what the API holds; `settled` when no Binding of
-  // it can land any more (an unbound pod then was refused). A bound pod is applied to the store.
-  Answer ReadPod(const extender::BindTarget& target, const std::string& allocation, bool settled);
+  extender::BindReply Post(const extender::BindTarget& target, const std::string& body,
+                           const std::string& allocation);
+  // Reads the pod and judges the Binding by what the API holds. A pod bound otherwise is applied
+  // to the store (which ends the bind as Replaced).
+  PodRead ReadPod(const extender::BindTarget& target, const std::string& allocation);
   void SettleLoop();
+  // Reads the pod of one Binding without an answer and advances its bind; false when it must be
+  // read again later.
+  bool Settle(const Pending& item);
 
   kube::ApiClient& client_;
   state::ClusterCache& cache_;

@@ -8,10 +8,13 @@
 //   pod event                      what the ClusterCache gets
 //   -----------------------------  --------------------------------------------------------------
 //   pending                        nothing (bind will assume it); its request counts in demand
-//   bound, Assumed by our bind     Confirm (same node; the record on the pod wins if it differs);
-//                                  bound elsewhere: Forget, then counted as below
-//   a record colliding with        the record counts: binds not yet accepted that planned those
-//   assumptions                    devices are forgotten (ApiBinder refuses or settles them)
+//   bound, Assumed by our bind     the bind ends (state/bind_lifecycle.h): with its record,
+//                                  kWatchBoundSameRecord (confirmed); with another record or on
+//                                  another node, kWatchBoundOtherRecord, and the record counts
+//   deleted, Assumed by our bind   kWatchDeleted: the bind ends, the devices are released
+//   a record colliding with        the record counts: binds not yet accepted whose devices cannot
+//   assumptions                    sit beside it end with kRecordTookDevices (not sent, or
+//                                  settled by the ApiBinder)
 //   a record colliding with        an allocation collision (must never happen): counted, logged
 //   another record                 once with both pods, an Event on the later pod, /inspect
 //   bound, linkfit.io/allocation   exactly those devices (AddBound / ReplaceBound)
@@ -37,7 +40,7 @@
 // pods, which bind needs for the per-container plan (bench/RESULTS.md, "heap per pod").
 //
 // Thread-safety: all methods are safe to call concurrently; the reflector calls the sink methods
-// from its own thread, bind calls FindPod/PendingPod from server threads.
+// from its own thread, bind calls FindPod/ResolveForBind from server threads.
 
 #include <atomic>
 #include <cstdint>
@@ -100,16 +103,13 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
 
   // PodSource.
   std::optional<extender::KnownPod> FindPod(const std::string& uid) const override;
-  // A pod the watch has not shown yet is read from the API server and applied first.
+  // With the pod's containers when the store keeps them (a pending GPU pod). A pod the watch has
+  // not shown yet is read from the API server and applied first.
   std::optional<extender::KnownPod> ResolveForBind(const std::string& pod_namespace,
                                                    const std::string& pod_name,
                                                    const std::string& uid) override;
   const extender::Demand& demand() const override { return demand_; }
   const char* where_pods_are_seen() const override { return "in the API server's pod list"; }
-
-  // The containers of a pending pod (bind's per-container plan, kube::PodView::containers), or
-  // null.
-  std::shared_ptr<const std::vector<kube::ContainerView>> PendingPod(const std::string& uid) const;
 
   std::size_t size() const;
   // "namespace/name" -> UID of every pod (tools and benchmarks; a full scan).
@@ -224,6 +224,11 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
     std::unique_ptr<Rare> rare_;  // null when both are
   };
 
+  // Moves the pod's bind on (ClusterCache::Advance); an error (a pair the bind lifecycle does
+  // not draw) is logged and returned.
+  Result<state::BindStep> AdvanceBind(const std::string& uid, state::BindEvent event);
+  // FindPod with the containers kept for bind.
+  std::optional<extender::KnownPod> FindForBind(const std::string& uid) const;
   // The pooled copy of `text`. REQUIRES: mutex_ held.
   Name InternLocked(const std::string& text);
 
@@ -251,8 +256,9 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   // The evictions of ReplaceEvictingLocked: estimated pods, and recorded ones for a reported
   // assignment. False when `assignment` still collides.
   bool EvictWeakerLocked(const state::Assignment& assignment, const std::string& node_name);
-  // Forgets the assumptions (binds not accepted yet) on the node that touch `assignment`'s GPUs;
-  // true when there were any.
+  // Ends the binds not accepted yet whose devices cannot sit beside `assignment` (the same whole
+  // GPU, an overlapping MIG slice, a share beyond the GPU's capacity: kRecordTookDevices); true
+  // when there were any.
   bool DisplaceAssumedLocked(const state::Assignment& assignment, const std::string& node_name);
   // `assignment` (the pod's record or report) could not be counted: logs it, and when it
   // collides with another pod's committed record, reports an allocation collision.

@@ -15,10 +15,12 @@
 
 #include <cstddef>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "linkfit/extender/gpu_request.h"
 #include "linkfit/extender/mig_fragmentation.h"
@@ -32,6 +34,9 @@ struct KnownPod {
   GpuRequest request;
   std::string pod_namespace;
   std::string pod_name;
+  // Its containers, where the source keeps them for bind's per-container plan (cluster mode's
+  // pending GPU pods, from ResolveForBind); null otherwise.
+  std::shared_ptr<const std::vector<kube::ContainerView>> containers = nullptr;
 };
 
 // The request shapes and MIG profiles to weigh fragmentation by.

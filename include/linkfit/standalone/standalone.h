@@ -67,8 +67,7 @@ std::string AllocationsToJson(const std::vector<state::Assignment>& assignments,
 class StateFileBinder final : public extender::Binder {
  public:
   StateFileBinder(std::string path, state::ClusterCache& cache);
-  Result<extender::BindOutcome> Bind(const extender::BindTarget& target,
-                                     const state::Assignment& assignment) override;
+  extender::BindReply Bind(const extender::BindRequest& request) override;
   void Released(const std::string& pod_uid) override;
 
  private:

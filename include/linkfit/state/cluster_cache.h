@@ -14,6 +14,8 @@
 //      +------------------------------------------+                                      v
 //      +<--------------------------------------------------------------------------- Deleted
 //
+// Within Assumed, a bind moves through the stages of state/bind_lifecycle.h (Advance), whose
+// effects are the transitions drawn here.
 // AddBound() enters Added directly (state rebuilt at start-up from annotations or a state file).
 // Every transition is idempotent: Assume of a UID already Assumed/Added on the same node returns
 // the existing assignment (a repeated bind is a success, not a second allocation); Forget and
@@ -43,6 +45,7 @@
 
 #include "linkfit/common/metrics.h"
 #include "linkfit/common/result.h"
+#include "linkfit/state/bind_lifecycle.h"
 #include "linkfit/state/name_index.h"
 #include "linkfit/state/node_state.h"
 #include "linkfit/state/pod_uid.h"
@@ -172,10 +175,15 @@ class ClusterCache {
   // ("no longer fits"), or an assignment that collides with the current state.
   Result<AssumeResult> Assume(const std::string& uid, const std::string& node,
                               const Placer& placer);
-  // An Assumed pod's write was accepted (cluster mode: the Binding answered 201); it stays
-  // Assumed until the watch shows it bound (Confirm), and a repeated bind is a success.
-  void MarkBound(const std::string& uid);
-  bool BindDone(const std::string& uid) const;
+  // The bind of pod `uid` moves on (state/bind_lifecycle.h): the step is looked up from the
+  // pod's stage and its effect carried out in one atomic step; its outcome is counted in the
+  // metrics sink. A pod the cache does not hold is in stage kForgotten (any event is late).
+  // Errors: the pair is not in the lifecycle's diagram (nothing changes).
+  Result<BindStep> Advance(const std::string& uid, BindEvent event);
+  // kForgotten for a pod the cache does not hold; Added pods are kConfirmed or kReplaced.
+  BindStage Stage(const std::string& uid) const;
+  // Stage kAccepted: the write was accepted, and a repeated bind is a success.
+  bool BindDone(const std::string& uid) const { return Stage(uid) == BindStage::kAccepted; }
   // Assumed -> Added. No-op in other phases.
   void Confirm(const std::string& uid);
   // Assumed -> Initial, freeing the devices. No-op for Added or unknown UIDs.
@@ -230,8 +238,8 @@ class ClusterCache {
   // index costs a pointer, not a copy).
   struct PodEntry {
     PodPhase phase = PodPhase::kInitial;
-    bool bind_done = false;  // Assumed, and its write was accepted
-    AssignmentPtr record;    // never null
+    BindStage stage = BindStage::kConfirmed;  // refines kAssumed: how far its bind went
+    AssignmentPtr record;                     // never null
     const std::string& node() const { return record->node; }
   };
   // REQUIRES: mutex_ held.
