@@ -1,6 +1,7 @@
 #include "linkfit/node/nri_frames.h"
 
-#include "linkfit/node/proto_wire.h"
+#include "node/proto_message.h"
+#include "ttrpc.pb.h"
 
 namespace linkfit::node {
 namespace {
@@ -125,114 +126,45 @@ std::optional<TtrpcFrame> TtrpcReader::Next() {
 }
 
 std::string EncodeTtrpcRequest(const TtrpcRequest& request) {
-  ProtoWriter out;
-  out.BytesIfSet(1, request.service);
-  out.BytesIfSet(2, request.method);
-  out.BytesIfSet(3, request.payload);
-  out.VarintIfSet(4, static_cast<std::uint64_t>(request.timeout_nano));
+  ttrpc::Request out;
+  out.set_service(request.service);
+  out.set_method(request.method);
+  out.set_payload(request.payload);
+  out.set_timeout_nano(request.timeout_nano);
   for (const auto& [key, value] : request.metadata) {
-    ProtoWriter pair;
-    pair.BytesIfSet(1, key);
-    pair.BytesIfSet(2, value);
-    out.Bytes(5, pair.data());
+    ttrpc::KeyValue& pair = *out.add_metadata();
+    pair.set_key(key);
+    pair.set_value(value);
   }
-  return out.Take();
+  return Serialize(out);
 }
-
-namespace {
-
-Result<std::string> StringField(const ProtoField& field, const char* what) {
-  if (field.wire_type != 2) {
-    return MakeError(std::string("ttrpc: ") + what + " is not length-delimited");
-  }
-  return std::string(field.bytes);
-}
-
-}  // namespace
 
 Result<TtrpcRequest> DecodeTtrpcRequest(std::string_view bytes) {
-  TtrpcRequest request;
-  ProtoReader reader(bytes);
-  for (;;) {
-    std::optional<ProtoField> field;
-    LINKFIT_ASSIGN_OR_RETURN(field, reader.Next());
-    if (!field) break;
-    switch (field->number) {
-      case 1:
-        LINKFIT_ASSIGN_OR_RETURN(request.service, StringField(*field, "Request.service"));
-        break;
-      case 2:
-        LINKFIT_ASSIGN_OR_RETURN(request.method, StringField(*field, "Request.method"));
-        break;
-      case 3:
-        LINKFIT_ASSIGN_OR_RETURN(request.payload, StringField(*field, "Request.payload"));
-        break;
-      case 4:
-        if (field->wire_type != 0) return MakeError("ttrpc: Request.timeout_nano is not a varint");
-        request.timeout_nano = static_cast<std::int64_t>(field->varint);
-        break;
-      case 5: {
-        if (field->wire_type != 2) return MakeError("ttrpc: Request.metadata is not a message");
-        std::pair<std::string, std::string> pair;
-        ProtoReader entry(field->bytes);
-        for (;;) {
-          std::optional<ProtoField> part;
-          LINKFIT_ASSIGN_OR_RETURN(part, entry.Next());
-          if (!part) break;
-          if (part->number == 1) LINKFIT_ASSIGN_OR_RETURN(pair.first, StringField(*part, "key"));
-          if (part->number == 2) LINKFIT_ASSIGN_OR_RETURN(pair.second, StringField(*part, "value"));
-        }
-        request.metadata.push_back(std::move(pair));
-        break;
-      }
-      default:
-        break;  // unknown fields are skipped, as protobuf does
-    }
-  }
-  if (request.service.empty() || request.method.empty()) {
+  ttrpc::Request in;
+  LINKFIT_ASSIGN_OR_RETURN(in, Parse<ttrpc::Request>(bytes, "ttrpc: Request"));
+  if (in.service().empty() || in.method().empty()) {
     return MakeError("ttrpc: a request without service or method");
+  }
+  TtrpcRequest request{in.service(), in.method(), in.payload(), in.timeout_nano(), {}};
+  for (const ttrpc::KeyValue& pair : in.metadata()) {
+    request.metadata.emplace_back(pair.key(), pair.value());
   }
   return request;
 }
 
 std::string EncodeTtrpcResponse(const TtrpcResponse& response) {
-  ProtoWriter out;
-  if (response.status_code != 0 || !response.status_message.empty()) {
-    ProtoWriter status;
-    status.VarintIfSet(1,
-                       static_cast<std::uint64_t>(static_cast<std::int64_t>(response.status_code)));
-    status.BytesIfSet(2, response.status_message);
-    out.Bytes(1, status.data());
-  }
-  out.BytesIfSet(2, response.payload);
-  return out.Take();
+  // The status is always there, also for OK (an empty message), as ttrpc's Go server writes it.
+  ttrpc::Response out;
+  out.mutable_status()->set_code(response.status_code);
+  out.mutable_status()->set_message(response.status_message);
+  out.set_payload(response.payload);
+  return Serialize(out);
 }
 
 Result<TtrpcResponse> DecodeTtrpcResponse(std::string_view bytes) {
-  TtrpcResponse response;
-  ProtoReader reader(bytes);
-  for (;;) {
-    std::optional<ProtoField> field;
-    LINKFIT_ASSIGN_OR_RETURN(field, reader.Next());
-    if (!field) break;
-    if (field->number == 1) {
-      if (field->wire_type != 2) return MakeError("ttrpc: Response.status is not a message");
-      ProtoReader status(field->bytes);
-      for (;;) {
-        std::optional<ProtoField> part;
-        LINKFIT_ASSIGN_OR_RETURN(part, status.Next());
-        if (!part) break;
-        if (part->number == 1 && part->wire_type == 0) {
-          response.status_code = static_cast<std::int32_t>(static_cast<std::int64_t>(part->varint));
-        } else if (part->number == 2) {
-          LINKFIT_ASSIGN_OR_RETURN(response.status_message, StringField(*part, "Status.message"));
-        }
-      }
-    } else if (field->number == 2) {
-      LINKFIT_ASSIGN_OR_RETURN(response.payload, StringField(*field, "Response.payload"));
-    }
-  }
-  return response;
+  ttrpc::Response in;
+  LINKFIT_ASSIGN_OR_RETURN(in, Parse<ttrpc::Response>(bytes, "ttrpc: Response"));
+  return TtrpcResponse{in.status().code(), in.status().message(), in.payload()};
 }
 
 }  // namespace linkfit::node

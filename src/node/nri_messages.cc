@@ -1,367 +1,201 @@
 #include "linkfit/node/nri_messages.h"
 
-#include <optional>
-
-#include "linkfit/node/proto_wire.h"
+#include "node/proto_message.h"
+#include "nri_api.pb.h"
 
 namespace linkfit::node {
 namespace {
 
-// Reads every field of `bytes`, calling `on_field`; a malformed message is an error naming `what`.
-template <typename OnField>
-Result<void> ForEachField(std::string_view bytes, const char* what, OnField&& on_field) {
-  ProtoReader reader(bytes);
-  for (;;) {
-    auto field = reader.Next();
-    if (!field) return WithContext(field.error(), what);
-    if (!*field) return {};
-    if (auto ok = on_field(**field); !ok) return WithContext(ok.error(), what);
-  }
+namespace api = nri::pkg::api::v1alpha1;
+
+std::map<std::string, std::string> MapOf(
+    const google::protobuf::Map<std::string, std::string>& in) {
+  return {in.begin(), in.end()};
 }
 
-Result<std::string> Text(const ProtoField& field) {
-  if (field.wire_type != 2) {
-    return MakeError("field " + std::to_string(field.number) + " is not length-delimited");
-  }
-  return std::string(field.bytes);
+void FillMap(google::protobuf::Map<std::string, std::string>& out,
+             const std::map<std::string, std::string>& in) {
+  for (const auto& [key, value] : in) out[key] = value;
 }
 
-// A map<string, string> entry {key = 1, value = 2}.
-Result<void> MapEntry(const ProtoField& field, std::map<std::string, std::string>& out) {
-  if (field.wire_type != 2) return MakeError("map entry is not a message");
-  std::string key;
-  std::string value;
-  auto read = ForEachField(field.bytes, "map entry", [&](const ProtoField& part) -> Result<void> {
-    if (part.number == 1) LINKFIT_ASSIGN_OR_RETURN(key, Text(part));
-    if (part.number == 2) LINKFIT_ASSIGN_OR_RETURN(value, Text(part));
-    return {};
-  });
-  if (!read) return read;
-  out[std::move(key)] = std::move(value);
-  return {};
+PodSandbox PodOf(const api::PodSandbox& in) {
+  return PodSandbox{in.id(),         in.name(),          in.uid(),
+                    in.namespace_(), MapOf(in.labels()), MapOf(in.annotations())};
 }
 
-void WriteMap(ProtoWriter& out, int field, const std::map<std::string, std::string>& map) {
-  for (const auto& [key, value] : map) {
-    ProtoWriter entry;
-    entry.BytesIfSet(1, key);
-    entry.BytesIfSet(2, value);
-    out.Bytes(field, entry.data());
-  }
+void FillPod(api::PodSandbox& out, const PodSandbox& in) {
+  out.set_id(in.id);
+  out.set_name(in.name);
+  out.set_uid(in.uid);
+  out.set_namespace_(in.pod_namespace);
+  FillMap(*out.mutable_labels(), in.labels);
+  FillMap(*out.mutable_annotations(), in.annotations);
 }
 
-Result<PodSandbox> DecodePodSandbox(std::string_view bytes) {
-  PodSandbox pod;
-  auto read = ForEachField(bytes, "PodSandbox", [&](const ProtoField& f) -> Result<void> {
-    switch (f.number) {
-      case 1:
-        LINKFIT_ASSIGN_OR_RETURN(pod.id, Text(f));
-        break;
-      case 2:
-        LINKFIT_ASSIGN_OR_RETURN(pod.name, Text(f));
-        break;
-      case 3:
-        LINKFIT_ASSIGN_OR_RETURN(pod.uid, Text(f));
-        break;
-      case 4:
-        LINKFIT_ASSIGN_OR_RETURN(pod.pod_namespace, Text(f));
-        break;
-      case 5:
-        return MapEntry(f, pod.labels);
-      case 6:
-        return MapEntry(f, pod.annotations);
-      default:
-        break;
-    }
-    return {};
-  });
-  if (!read) return tl::unexpected(read.error());
-  return pod;
+Container ContainerOf(const api::Container& in) {
+  return Container{in.id(),
+                   in.pod_sandbox_id(),
+                   in.name(),
+                   MapOf(in.annotations()),
+                   {in.env().begin(), in.env().end()}};
 }
 
-Result<Container> DecodeContainer(std::string_view bytes) {
-  Container container;
-  auto read = ForEachField(bytes, "Container", [&](const ProtoField& f) -> Result<void> {
-    switch (f.number) {
-      case 1:
-        LINKFIT_ASSIGN_OR_RETURN(container.id, Text(f));
-        break;
-      case 2:
-        LINKFIT_ASSIGN_OR_RETURN(container.pod_sandbox_id, Text(f));
-        break;
-      case 3:
-        LINKFIT_ASSIGN_OR_RETURN(container.name, Text(f));
-        break;
-      case 6:
-        return MapEntry(f, container.annotations);
-      case 8: {
-        std::string entry;
-        LINKFIT_ASSIGN_OR_RETURN(entry, Text(f));
-        container.env.push_back(std::move(entry));
-        break;
-      }
-      default:
-        break;
-    }
-    return {};
-  });
-  if (!read) return tl::unexpected(read.error());
-  return container;
+void FillContainer(api::Container& out, const Container& in) {
+  out.set_id(in.id);
+  out.set_pod_sandbox_id(in.pod_sandbox_id);
+  out.set_name(in.name);
+  FillMap(*out.mutable_annotations(), in.annotations);
+  for (const std::string& entry : in.env) out.add_env(entry);
 }
 
 }  // namespace
 
 std::string EncodeRegisterPlugin(std::string_view name, std::string_view index) {
-  ProtoWriter out;
-  out.BytesIfSet(1, name);
-  out.BytesIfSet(2, index);
-  return out.Take();
+  api::RegisterPluginRequest request;
+  request.set_plugin_name(std::string(name));
+  request.set_plugin_idx(std::string(index));
+  return Serialize(request);
 }
 
 Result<ConfigureRequest> DecodeConfigureRequest(std::string_view bytes) {
-  ConfigureRequest request;
-  auto read = ForEachField(bytes, "ConfigureRequest", [&](const ProtoField& f) -> Result<void> {
-    switch (f.number) {
-      case 1:
-        LINKFIT_ASSIGN_OR_RETURN(request.config, Text(f));
-        break;
-      case 2:
-        LINKFIT_ASSIGN_OR_RETURN(request.runtime_name, Text(f));
-        break;
-      case 3:
-        LINKFIT_ASSIGN_OR_RETURN(request.runtime_version, Text(f));
-        break;
-      default:
-        break;
-    }
-    return {};
-  });
-  if (!read) return tl::unexpected(read.error());
-  return request;
+  api::ConfigureRequest in;
+  LINKFIT_ASSIGN_OR_RETURN(in, Parse<api::ConfigureRequest>(bytes, "ConfigureRequest"));
+  return ConfigureRequest{in.config(), in.runtime_name(), in.runtime_version()};
 }
 
 std::string EncodeConfigureRequest(const ConfigureRequest& request) {
-  ProtoWriter out;
-  out.BytesIfSet(1, request.config);
-  out.BytesIfSet(2, request.runtime_name);
-  out.BytesIfSet(3, request.runtime_version);
-  return out.Take();
+  api::ConfigureRequest out;
+  out.set_config(request.config);
+  out.set_runtime_name(request.runtime_name);
+  out.set_runtime_version(request.runtime_version);
+  return Serialize(out);
 }
 
 std::string EncodeConfigureResponse(std::int32_t events) {
-  ProtoWriter out;
-  out.VarintIfSet(2, static_cast<std::uint64_t>(static_cast<std::uint32_t>(events)));
-  return out.Take();
+  api::ConfigureResponse out;
+  out.set_events(events);
+  return Serialize(out);
 }
 
 Result<SynchronizeRequest> DecodeSynchronizeRequest(std::string_view bytes) {
+  api::SynchronizeRequest in;
+  LINKFIT_ASSIGN_OR_RETURN(in, Parse<api::SynchronizeRequest>(bytes, "SynchronizeRequest"));
   SynchronizeRequest request;
-  auto read = ForEachField(bytes, "SynchronizeRequest", [&](const ProtoField& f) -> Result<void> {
-    if (f.number == 1) {
-      if (f.wire_type != 2) return MakeError("pods is not a message");
-      PodSandbox pod;
-      LINKFIT_ASSIGN_OR_RETURN(pod, DecodePodSandbox(f.bytes));
-      request.pods.push_back(std::move(pod));
-    } else if (f.number == 2) {
-      if (f.wire_type != 2) return MakeError("containers is not a message");
-      Container container;
-      LINKFIT_ASSIGN_OR_RETURN(container, DecodeContainer(f.bytes));
-      request.containers.push_back(std::move(container));
-    } else if (f.number == 3) {
-      request.more = f.varint != 0;
-    }
-    return {};
-  });
-  if (!read) return tl::unexpected(read.error());
+  for (const api::PodSandbox& pod : in.pods()) request.pods.push_back(PodOf(pod));
+  for (const api::Container& container : in.containers()) {
+    request.containers.push_back(ContainerOf(container));
+  }
+  request.more = in.more();
   return request;
 }
 
 std::string EncodeSynchronizeResponse(bool more) {
-  ProtoWriter out;
-  out.VarintIfSet(2, more ? 1 : 0);
-  return out.Take();
+  api::SynchronizeResponse out;
+  out.set_more(more);
+  return Serialize(out);
 }
 
 Result<ContainerEvent> DecodeContainerEvent(std::string_view bytes) {
-  ContainerEvent event;
-  bool has_pod = false;
-  bool has_container = false;
-  auto read = ForEachField(bytes, "container event", [&](const ProtoField& f) -> Result<void> {
-    if (f.number == 1 && f.wire_type == 2) {
-      LINKFIT_ASSIGN_OR_RETURN(event.pod, DecodePodSandbox(f.bytes));
-      has_pod = true;
-    } else if (f.number == 2 && f.wire_type == 2) {
-      LINKFIT_ASSIGN_OR_RETURN(event.container, DecodeContainer(f.bytes));
-      has_container = true;
-    }
-    return {};
-  });
-  if (!read) return tl::unexpected(read.error());
-  if (!has_pod || !has_container) return MakeError("container event: without pod or container");
-  return event;
+  api::CreateContainerRequest in;
+  LINKFIT_ASSIGN_OR_RETURN(in, Parse<api::CreateContainerRequest>(bytes, "container event"));
+  if (!in.has_pod() || !in.has_container()) {
+    return MakeError("container event: without pod or container");
+  }
+  return ContainerEvent{PodOf(in.pod()), ContainerOf(in.container())};
 }
 
 Result<PodSandbox> DecodePodSandboxEvent(std::string_view bytes) {
-  std::optional<PodSandbox> pod;
-  auto read = ForEachField(bytes, "pod sandbox event", [&](const ProtoField& f) -> Result<void> {
-    if (f.number == 1) {
-      if (f.wire_type != 2) return MakeError("pod is not a message");
-      LINKFIT_ASSIGN_OR_RETURN(pod, DecodePodSandbox(f.bytes));
-    }
-    return {};
-  });
-  if (!read) return tl::unexpected(read.error());
-  if (!pod) return MakeError("pod sandbox event: without pod");
-  return std::move(*pod);
+  api::PodSandboxRequest in;
+  LINKFIT_ASSIGN_OR_RETURN(in, Parse<api::PodSandboxRequest>(bytes, "pod sandbox event"));
+  if (!in.has_pod()) return MakeError("pod sandbox event: without pod");
+  return PodOf(in.pod());
 }
 
 std::string EncodePodSandboxEvent(const PodSandbox& pod) {
-  ProtoWriter out;
-  out.Bytes(1, EncodePodSandbox(pod));
-  return out.Take();
+  api::PodSandboxRequest out;
+  FillPod(*out.mutable_pod(), pod);
+  return Serialize(out);
 }
 
 Result<StateChange> DecodeStateChange(std::string_view bytes) {
-  StateChange change;
-  auto read = ForEachField(bytes, "StateChangeEvent", [&](const ProtoField& f) -> Result<void> {
-    if (f.number == 1 && f.wire_type == 0) change.event = static_cast<int>(f.varint);
-    if (f.number == 2 && f.wire_type == 2) {
-      LINKFIT_ASSIGN_OR_RETURN(change.pod, DecodePodSandbox(f.bytes));
-    }
-    if (f.number == 3 && f.wire_type == 2) {
-      LINKFIT_ASSIGN_OR_RETURN(change.container, DecodeContainer(f.bytes));
-    }
-    return {};
-  });
-  if (!read) return tl::unexpected(read.error());
-  return change;
+  api::StateChangeEvent in;
+  LINKFIT_ASSIGN_OR_RETURN(in, Parse<api::StateChangeEvent>(bytes, "StateChangeEvent"));
+  return StateChange{in.event(), PodOf(in.pod()), ContainerOf(in.container())};
 }
 
 std::string EncodeStateChange(const StateChange& change) {
-  ProtoWriter out;
-  out.VarintIfSet(1, static_cast<std::uint64_t>(change.event));
-  out.Bytes(2, EncodePodSandbox(change.pod));
-  if (!change.container.name.empty()) out.Bytes(3, EncodeContainer(change.container));
-  return out.Take();
+  api::StateChangeEvent out;
+  out.set_event(change.event);
+  FillPod(*out.mutable_pod(), change.pod);
+  if (!change.container.name.empty()) FillContainer(*out.mutable_container(), change.container);
+  return Serialize(out);
 }
 
 std::string EncodeCreateContainerResponse(const ContainerAdjustment& adjust) {
-  ProtoWriter adjustment;
-  WriteMap(adjustment, 2, adjust.annotations);
+  api::CreateContainerResponse out;
+  api::ContainerAdjustment& adjustment = *out.mutable_adjust();
+  FillMap(*adjustment.mutable_annotations(), adjust.annotations);
   for (const auto& [key, value] : adjust.env) {
-    ProtoWriter pair;
-    pair.BytesIfSet(1, key);
-    pair.BytesIfSet(2, value);
-    adjustment.Bytes(4, pair.data());
+    api::KeyValue& pair = *adjustment.add_env();
+    pair.set_key(key);
+    pair.set_value(value);
   }
-  if (!adjust.devices.empty()) {
-    ProtoWriter linux_adjustment;
-    for (const LinuxDevice& device : adjust.devices) {
-      ProtoWriter entry;
-      entry.BytesIfSet(1, device.path);
-      entry.BytesIfSet(2, device.type);
-      entry.VarintIfSet(3, static_cast<std::uint64_t>(device.major));
-      entry.VarintIfSet(4, static_cast<std::uint64_t>(device.minor));
-      if (device.file_mode != 0) {
-        ProtoWriter mode;
-        mode.Varint(1, device.file_mode);
-        entry.Bytes(5, mode.data());
-      }
-      linux_adjustment.Bytes(1, entry.data());
-    }
-    adjustment.Bytes(6, linux_adjustment.data());
+  for (const LinuxDevice& device : adjust.devices) {
+    api::LinuxDevice& entry = *adjustment.mutable_linux()->add_devices();
+    entry.set_path(device.path);
+    entry.set_type(device.type);
+    entry.set_major(device.major);
+    entry.set_minor(device.minor);
+    if (device.file_mode != 0) entry.mutable_file_mode()->set_value(device.file_mode);
   }
-  for (const std::string& name : adjust.cdi_devices) {
-    ProtoWriter device;
-    device.BytesIfSet(1, name);
-    adjustment.Bytes(8, device.data());
-  }
-  ProtoWriter out;
-  out.Bytes(1, adjustment.data());
-  return out.Take();
+  for (const std::string& name : adjust.cdi_devices) adjustment.add_cdi_devices()->set_name(name);
+  return Serialize(out);
 }
 
 Result<ContainerAdjustment> DecodeCreateContainerResponse(std::string_view bytes) {
+  api::CreateContainerResponse in;
+  LINKFIT_ASSIGN_OR_RETURN(in,
+                           Parse<api::CreateContainerResponse>(bytes, "CreateContainerResponse"));
   ContainerAdjustment adjust;
-  auto read = ForEachField(bytes, "CreateContainerResponse", [&](const ProtoField& f) {
-    if (f.number != 1 || f.wire_type != 2) return Result<void>{};
-    return ForEachField(f.bytes, "ContainerAdjustment", [&](const ProtoField& a) -> Result<void> {
-      if (a.number == 2) return MapEntry(a, adjust.annotations);
-      if (a.number == 4 && a.wire_type == 2) {
-        std::map<std::string, std::string> pair;
-        if (auto ok = MapEntry(a, pair); !ok) return ok;
-        for (auto& [key, value] : pair) adjust.env.emplace_back(key, value);
-      }
-      if (a.number == 6 && a.wire_type == 2) {
-        return ForEachField(a.bytes, "LinuxContainerAdjustment", [&](const ProtoField& l) {
-          if (l.number != 1 || l.wire_type != 2) return Result<void>{};
-          LinuxDevice& device = adjust.devices.emplace_back();
-          device.type.clear();
-          return ForEachField(l.bytes, "LinuxDevice", [&](const ProtoField& d) -> Result<void> {
-            if (d.number == 1 && d.wire_type == 2) device.path = std::string(d.bytes);
-            if (d.number == 2 && d.wire_type == 2) device.type = std::string(d.bytes);
-            if (d.number == 3 && d.wire_type == 0)
-              device.major = static_cast<std::int64_t>(d.varint);
-            if (d.number == 4 && d.wire_type == 0)
-              device.minor = static_cast<std::int64_t>(d.varint);
-            if (d.number == 5 && d.wire_type == 2) {
-              return ForEachField(d.bytes, "OptionalFileMode", [&](const ProtoField& m) {
-                if (m.number == 1 && m.wire_type == 0) {
-                  device.file_mode = static_cast<std::uint32_t>(m.varint);
-                }
-                return Result<void>{};
-              });
-            }
-            return {};
-          });
-        });
-      }
-      if (a.number == 8 && a.wire_type == 2) {
-        std::map<std::string, std::string> device;  // {name = 1}: read as a one-field entry
-        if (auto ok = MapEntry(a, device); !ok) return ok;
-        for (auto& [name, ignored] : device) adjust.cdi_devices.push_back(name);
-      }
-      return {};
-    });
-  });
-  if (!read) return tl::unexpected(read.error());
+  const api::ContainerAdjustment& from = in.adjust();
+  adjust.annotations = MapOf(from.annotations());
+  for (const api::KeyValue& pair : from.env()) adjust.env.emplace_back(pair.key(), pair.value());
+  for (const api::LinuxDevice& device : from.linux().devices()) {
+    adjust.devices.push_back(LinuxDevice{device.path(), device.type(), device.major(),
+                                         device.minor(), device.file_mode().value()});
+  }
+  for (const api::CDIDevice& device : from.cdi_devices())
+    adjust.cdi_devices.push_back(device.name());
   return adjust;
 }
 
 std::string EncodePodSandbox(const PodSandbox& pod) {
-  ProtoWriter out;
-  out.BytesIfSet(1, pod.id);
-  out.BytesIfSet(2, pod.name);
-  out.BytesIfSet(3, pod.uid);
-  out.BytesIfSet(4, pod.pod_namespace);
-  WriteMap(out, 5, pod.labels);
-  WriteMap(out, 6, pod.annotations);
-  return out.Take();
+  api::PodSandbox out;
+  FillPod(out, pod);
+  return Serialize(out);
 }
 
 std::string EncodeContainer(const Container& container) {
-  ProtoWriter out;
-  out.BytesIfSet(1, container.id);
-  out.BytesIfSet(2, container.pod_sandbox_id);
-  out.BytesIfSet(3, container.name);
-  WriteMap(out, 6, container.annotations);
-  for (const std::string& entry : container.env) out.Bytes(8, entry);
-  return out.Take();
+  api::Container out;
+  FillContainer(out, container);
+  return Serialize(out);
 }
 
 std::string EncodeContainerEvent(const ContainerEvent& event) {
-  ProtoWriter out;
-  out.Bytes(1, EncodePodSandbox(event.pod));
-  out.Bytes(2, EncodeContainer(event.container));
-  return out.Take();
+  api::CreateContainerRequest out;
+  FillPod(*out.mutable_pod(), event.pod);
+  FillContainer(*out.mutable_container(), event.container);
+  return Serialize(out);
 }
 
 std::string EncodeSynchronizeRequest(const SynchronizeRequest& request) {
-  ProtoWriter out;
-  for (const PodSandbox& pod : request.pods) out.Bytes(1, EncodePodSandbox(pod));
-  for (const Container& container : request.containers) out.Bytes(2, EncodeContainer(container));
-  out.VarintIfSet(3, request.more ? 1 : 0);
-  return out.Take();
+  api::SynchronizeRequest out;
+  for (const PodSandbox& pod : request.pods) FillPod(*out.add_pods(), pod);
+  for (const Container& container : request.containers) {
+    FillContainer(*out.add_containers(), container);
+  }
+  out.set_more(request.more);
+  return Serialize(out);
 }
 
 }  // namespace linkfit::node

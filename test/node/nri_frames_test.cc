@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include "linkfit/node/nri_frames.h"
-#include "linkfit/node/proto_wire.h"
 #include "node/go_ttrpc_reader.h"
 #include "node/node_testing.h"
 
@@ -80,8 +79,9 @@ TEST(NriFrames, AResponseWithAStatus) {
   auto decoded = DecodeTtrpcResponse(golden);
   ASSERT_TRUE(decoded) << decoded.error().message;
   EXPECT_EQ(*decoded, response);
-  // OK with a payload: no status at all, then field 2.
-  EXPECT_EQ(EncodeTtrpcResponse({0, "", "ab"}), Bytes({0x12, 0x02}) + "ab");
+  // OK with a payload: an empty status (ttrpc's Go server sets Status for OK too), then field 2.
+  EXPECT_EQ(EncodeTtrpcResponse({0, "", "ab"}), Bytes({0x0a, 0x00, 0x12, 0x02}) + "ab");
+  EXPECT_EQ(DecodeTtrpcResponse(Bytes({0x12, 0x02}) + "ab").value(), (TtrpcResponse{0, "", "ab"}));
 }
 
 TEST(NriFrames, EnvelopesRoundTripWithMetadataTimeoutsAndNegativeCodes) {
@@ -96,12 +96,9 @@ TEST(NriFrames, EnvelopesRoundTripWithMetadataTimeoutsAndNegativeCodes) {
   TtrpcResponse response{-3, "negative", ""};
   EXPECT_EQ(DecodeTtrpcResponse(EncodeTtrpcResponse(response)).value(), response);
   // Unknown fields (here 9 and 15) are skipped.
-  ProtoWriter extra;
-  extra.Bytes(1, "s");
-  extra.Bytes(2, "m");
-  extra.Varint(9, 7);
-  extra.Bytes(15, "later");
-  EXPECT_EQ(DecodeTtrpcRequest(extra.data())->method, "m");
+  const std::string extra = Bytes({0x0a, 0x01}) + "s" + Bytes({0x12, 0x01}) + "m" +
+                            Bytes({0x48, 0x07, 0x7a, 0x05}) + "later";
+  EXPECT_EQ(DecodeTtrpcRequest(extra)->method, "m");
 }
 
 TEST(NriFrames, MalformedInputIsRefusedWithAReason) {

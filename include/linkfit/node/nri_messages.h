@@ -1,9 +1,10 @@
 #pragma once
 
 // The NRI API messages linkfit's plugin reads and writes (containerd/nri pkg/api/api.proto,
-// package nri.pkg.api.v1alpha1), on the protobuf wire helpers of proto_wire.h; only the fields
-// linkfit uses (../shared/design/node-handoff.md §6 lists their numbers). Unknown fields are
-// skipped on reading; proto3 defaults are left out on writing.
+// package nri.pkg.api.v1alpha1) as linkfit's own values; the bytes are libprotobuf's, generated
+// from the subset in src/node/proto/nri_api.proto (only the fields linkfit uses;
+// ../shared/design/node-handoff.md §6 lists their numbers). Unknown fields are skipped on reading;
+// proto3 defaults are left out on writing, map entries are written sorted by key.
 //
 // Thread-safety: plain values and pure functions.
 
