@@ -8,3 +8,8 @@ target_compile_options(linkfit_warnings INTERFACE
 if(LINKFIT_WERROR)
   target_compile_options(linkfit_warnings INTERFACE -Werror)
 endif()
+# clang checks the locking contract the headers state (common/mutex.h: LINKFIT_GUARDED_BY,
+# LINKFIT_REQUIRES); the fuzz preset is the clang build CI runs.
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  target_compile_options(linkfit_warnings INTERFACE -Wthread-safety)
+endif()

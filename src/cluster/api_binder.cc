@@ -37,15 +37,15 @@ ApiBinder::~ApiBinder() { Stop(); }
 
 void ApiBinder::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   if (settler_.joinable()) settler_.join();
 }
 
 std::size_t ApiBinder::unsettled() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return pending_.size() + settling_;
 }
 
@@ -170,35 +170,35 @@ extender::BindReply ApiBinder::Bind(const extender::BindRequest& request) {
   extender::BindReply reply = Post(target, body, allocation);
   if (reply.event == state::BindEvent::kNoAnswer && !assignment.pod_uid.empty()) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       pending_.push_back({target, allocation, sent + settle_.horizon(), settle_.first_retry});
       metrics_.SetBindsInDoubt(pending_.size() + settling_);
     }
-    wake_.notify_all();
+    wake_.NotifyAll();
   }
   return reply;
 }
 
 void ApiBinder::SettleLoop() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   while (!stopping_) {
     if (pending_.empty()) {
-      wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+      wake_.Wait(mutex_);
       continue;
     }
     const auto next =
         std::min_element(pending_.begin(), pending_.end(),
                          [](const Pending& a, const Pending& b) { return a.due < b.due; });
     if (next->due > std::chrono::steady_clock::now()) {
-      wake_.wait_until(lock, next->due);
+      wake_.WaitUntil(mutex_, next->due);
       continue;
     }
     Pending item = std::move(*next);
     pending_.erase(next);
     ++settling_;
-    lock.unlock();
+    lock.Unlock();
     const bool done = Settle(item);
-    lock.lock();
+    lock.Lock();
     --settling_;
     if (!done) {
       item.due = std::chrono::steady_clock::now() + item.backoff;

@@ -62,16 +62,16 @@ void BinderLease::Start() {
 
 void BinderLease::Stop(milliseconds wait) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (stopping_) return;
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   if (keeper_.joinable()) keeper_.join();
   if (!options_.enabled) return;
   Clock::time_point horizon;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (!holding_) return;
     horizon = horizon_;
   }
@@ -80,7 +80,7 @@ void BinderLease::Stop(milliseconds wait) {
     if (horizon - now > wait) return;  // the lease lapses on its own
     std::this_thread::sleep_for(horizon - now);
   }
-  std::lock_guard<std::mutex> api(api_mutex_);
+  MutexLock api(api_mutex_);
   Release();
 }
 
@@ -145,14 +145,14 @@ bool BinderLease::WriteHolding(const Read& read, bool new_holder, Clock::time_po
     reply = client_.Patch(path_ + "/" + options_.name, patch.dump(), "lease");
   }
   if (!reply || (reply->status != 200 && reply->status != 201)) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     last_error_ = !reply ? reply.error().message
                          : "writing the lease answered " + std::to_string(reply->status) + ": " +
                                kube::StatusMessage(reply->body);
     return false;
   }
   const json stored = json::parse(reply->body, nullptr, false);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   own_version_ = stored.is_object() && stored.contains("metadata")
                      ? stored["metadata"].value("resourceVersion", "")
                      : "";
@@ -167,7 +167,7 @@ bool BinderLease::WriteHolding(const Read& read, bool new_holder, Clock::time_po
 void BinderLease::Refresh(bool want) {
   bool holding;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     holding = holding_;
   }
   if (holding) {
@@ -180,11 +180,11 @@ void BinderLease::Refresh(bool want) {
   // from before it sent that renewal, so an expiry counted from now is never earlier than its.
   const Clock::time_point answered = Clock::now();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     last_read_ = sent;
   }
   if (!read.ok) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     observed_holder_.clear();
     last_error_ = read.error;
     log::Warning("binder lease " + options_.lease_namespace + "/" + options_.name + ": " +
@@ -194,7 +194,7 @@ void BinderLease::Refresh(bool want) {
   bool take = false;
   bool takeover = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (!read.exists || read.holder.empty() || read.holder == options_.identity) {
       // Free (or ours already: a write whose reply was lost).
       observed_holder_ = read.holder;
@@ -211,7 +211,7 @@ void BinderLease::Refresh(bool want) {
   }
   if (!take) return;
   if (!WriteHolding(read, read.holder != options_.identity, sent)) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   metrics_.SetBinderLeaseHeld(true);
   if (takeover) {
     ++takeovers_;
@@ -231,7 +231,7 @@ void BinderLease::Renew() {
   for (int attempt = 0; attempt < 2; ++attempt) {
     Read read;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       if (!holding_) return;
       read.exists = true;
       read.resource_version = own_version_;
@@ -242,7 +242,7 @@ void BinderLease::Renew() {
     // or another process took the lease. Read it to tell which.
     const Read current = Get();
     if (!current.ok) return;  // keep the old expiry; Permit stops granting before it
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (current.exists && current.holder == options_.identity) {
       own_version_ = current.resource_version;
       continue;
@@ -265,7 +265,7 @@ void BinderLease::Renew() {
 void BinderLease::Release() {
   std::string version;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     // A Permit granted since the caller looked keeps the lease until its horizon.
     if (!holding_ || Clock::now() < horizon_) return;
     holding_ = false;  // no Permit is granted from here on
@@ -285,18 +285,18 @@ void BinderLease::Release() {
 
 void BinderLease::KeeperLoop() {
   const milliseconds tick = std::max(milliseconds(50), options_.duration / 5);
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (bool first = true; !stopping_; first = false) {
-    if (!first) wake_.wait_for(lock, std::min(tick, milliseconds(250)));
+    if (!first) wake_.WaitFor(mutex_, std::min(tick, milliseconds(250)));
     if (stopping_) break;
     const Clock::time_point now = Clock::now();
     const bool holding = holding_;
     const bool idle = now - last_wanted_ >= options_.idle_release && now >= horizon_;
     const bool renew_due = now - last_renew_sent_ >= tick;
     const bool read_due = first || now - last_read_ >= tick;
-    lock.unlock();
+    lock.Unlock();
     {
-      std::lock_guard<std::mutex> api(api_mutex_);
+      MutexLock api(api_mutex_);
       if (holding && idle) {
         Release();
       } else if (holding && renew_due) {
@@ -305,7 +305,7 @@ void BinderLease::KeeperLoop() {
         Refresh(/*want=*/false);  // a standby watches the lease, never takes it unasked
       }
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -320,17 +320,17 @@ bool BinderLease::GrantLocked(Clock::time_point now, milliseconds horizon) {
 Result<void> BinderLease::Permit(milliseconds horizon) {
   if (!options_.enabled) return {};
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     const Clock::time_point now = Clock::now();
     if (GrantLocked(now, horizon)) return {};
     last_wanted_ = now;
   }
   {
     // One bind at a time asks the API server; the others wait for its answer.
-    std::lock_guard<std::mutex> api(api_mutex_);
+    MutexLock api(api_mutex_);
     bool refresh;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       const Clock::time_point now = Clock::now();
       if (GrantLocked(now, horizon)) return {};
       refresh = holding_ || now - last_asked_ >= kMinRefreshInterval;
@@ -338,7 +338,7 @@ Result<void> BinderLease::Permit(milliseconds horizon) {
     }
     if (refresh) Refresh(/*want=*/true);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (GrantLocked(Clock::now(), horizon)) return {};
   ++binds_held_;
   metrics_.CountBindHeld();
@@ -365,7 +365,7 @@ std::string BinderLease::HeldMessage() const {
 }
 
 BinderLease::Status BinderLease::status() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   Status status;
   status.enabled = options_.enabled;
   status.holding = holding_;

@@ -53,16 +53,16 @@ void EventRecorder::Start() {
 
 void EventRecorder::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     stop_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void EventRecorder::Record(PodEvent event) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (stop_) return;
     if (queue_.size() >= limit_) {
       if (dropped_++ % 100 == 0) {
@@ -73,11 +73,11 @@ void EventRecorder::Record(PodEvent event) {
     }
     queue_.push_back(std::move(event));
   }
-  wake_.notify_one();
+  wake_.NotifyOne();
 }
 
 std::size_t EventRecorder::posted() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return posted_;
 }
 
@@ -85,8 +85,8 @@ void EventRecorder::Loop() {
   for (;;) {
     PodEvent event;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      MutexLock lock(mutex_);
+      while (!stop_ && queue_.empty()) wake_.Wait(mutex_);
       if (stop_) return;
       event = std::move(queue_.front());
       queue_.pop_front();
@@ -102,7 +102,7 @@ void EventRecorder::Loop() {
                  : reply.error().message));
       continue;
     }
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     ++posted_;
   }
 }

@@ -31,7 +31,7 @@ NodeStore::NodeStore(state::ClusterCache& cache, source::NodeModelFactory& facto
     : cache_(cache), factory_(factory), pods_(pods), metrics_(metrics) {}
 
 void NodeStore::BeginList() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   ++generation_;
 }
 
@@ -48,7 +48,7 @@ void NodeStore::ListItem(std::string_view object_json) {
 void NodeStore::EndList(std::string_view resource_version) {
   std::vector<std::string> gone;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     for (const auto& [name, entry] : nodes_) {
       if (entry.list_generation != generation_) gone.push_back(name);
     }
@@ -84,7 +84,7 @@ void NodeStore::UpdateReport(const kube::NodeView& node) {
     if (hash == 0) hash = 1;
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     const auto it = nodes_.find(node.name);
     if (it == nodes_.end() || it->second.devices_hash == hash) return;
     it->second.devices_hash = hash;
@@ -105,7 +105,7 @@ void NodeStore::UpdateReport(const kube::NodeView& node) {
 }
 
 void NodeStore::Upsert(const kube::NodeView& node) {
-  const Change change = UpsertLocked(node);
+  const Change change = UpsertEntry(node);
   // The pod store is told outside this store's lock (it takes its own, then the cache's). The
   // report first, so that pods applied when the node appears are counted on it.
   UpdateReport(node);
@@ -113,9 +113,9 @@ void NodeStore::Upsert(const kube::NodeView& node) {
   if (change == Change::kRemoved) pods_.NodeRemoved(node.name);
 }
 
-NodeStore::Change NodeStore::UpsertLocked(const kube::NodeView& node) {
+NodeStore::Change NodeStore::UpsertEntry(const kube::NodeView& node) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     Entry& entry = nodes_[node.name];
     entry.list_generation = generation_;
     const std::string* topology_text = Annotation(node, kube::kAnnotationTopology);
@@ -150,29 +150,20 @@ NodeStore::Change NodeStore::UpsertLocked(const kube::NodeView& node) {
     if (hash == 0) hash = 1;
     if (hash == entry.facts_hash) return Change::kNone;  // a status update: nothing changed
 
-    const auto refuse = [&](const std::string& what, const std::string& problem) {
-      const std::string reason = "node's " + what + " is unusable: " + problem;
-      log::Error("node " + node.name + ": " + reason + "; linkfit does not place on it");
-      metrics_.CountBadObject("node", what == kAnnotationMigMode ? "mig-mode" : "topology");
-      const bool was_modelled = entry.facts_hash != 0;
-      if (was_modelled) cache_.RemoveNode(node.name);
-      cache_.SetNodeProblem(node.name, reason);
-      entry.facts_hash = 0;
-      SetHandoffModeLocked(entry, kNoMode);
-      return was_modelled ? Change::kRemoved : Change::kNone;
-    };
     auto topology = factory_.TopologyFromText(
         *topology_text, "node " + node.name + " " + kube::kAnnotationTopology);
-    if (!topology) return refuse(kube::kAnnotationTopology, topology.error().message);
+    if (!topology)
+      return RefuseLocked(node.name, entry, kube::kAnnotationTopology, topology.error().message);
     topology::GpuMask mig = 0;
     if (mig_text != nullptr) {
       auto parsed = source::ParseMigMode(*mig_text, (*topology)->gpu_count());
-      if (!parsed) return refuse(kAnnotationMigMode, parsed.error().message);
+      if (!parsed)
+        return RefuseLocked(node.name, entry, kAnnotationMigMode, parsed.error().message);
       mig = *parsed;
     }
     auto info =
         factory_.Build({node.name, std::move(labels), *topology, mig, cpu_milli, memory_bytes});
-    if (!info) return refuse(kAnnotationMigMode, info.error().message);
+    if (!info) return RefuseLocked(node.name, entry, kAnnotationMigMode, info.error().message);
     cache_.SetNodeProblem(node.name, "");
     const int dropped = cache_.UpsertNode(std::move(*info));
     if (dropped > 0) metrics_.CountBadObject("node", "pods-dropped");
@@ -185,6 +176,19 @@ NodeStore::Change NodeStore::UpsertLocked(const kube::NodeView& node) {
     SetHandoffModeLocked(entry, mode_index);
     return Change::kModelled;
   }
+}
+
+NodeStore::Change NodeStore::RefuseLocked(const std::string& name, Entry& entry,
+                                          const std::string& what, const std::string& problem) {
+  const std::string reason = "node's " + what + " is unusable: " + problem;
+  log::Error("node " + name + ": " + reason + "; linkfit does not place on it");
+  metrics_.CountBadObject("node", what == kAnnotationMigMode ? "mig-mode" : "topology");
+  const bool was_modelled = entry.facts_hash != 0;
+  if (was_modelled) cache_.RemoveNode(name);
+  cache_.SetNodeProblem(name, reason);
+  entry.facts_hash = 0;
+  SetHandoffModeLocked(entry, kNoMode);
+  return was_modelled ? Change::kRemoved : Change::kNone;
 }
 
 void NodeStore::SetHandoffModeLocked(Entry& entry, int mode) {
@@ -200,7 +204,7 @@ void NodeStore::SetHandoffModeLocked(Entry& entry, int mode) {
 
 void NodeStore::Delete(const std::string& name) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (const auto it = nodes_.find(name); it != nodes_.end()) {
       SetHandoffModeLocked(it->second, kNoMode);
     }
@@ -213,19 +217,19 @@ void NodeStore::Delete(const std::string& name) {
 }
 
 std::size_t NodeStore::known() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return nodes_.size();
 }
 
 std::size_t NodeStore::modelled() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::size_t count = 0;
   for (const auto& [name, entry] : nodes_) count += entry.facts_hash != 0 ? 1 : 0;
   return count;
 }
 
 std::uint64_t NodeStore::lists_applied() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return lists_;
 }
 

@@ -19,7 +19,6 @@
 // Thread-safety: Bind may be called concurrently; the settler runs on its own thread.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -30,6 +29,7 @@
 #include "linkfit/cluster/binder_lease.h"
 #include "linkfit/cluster/pod_store.h"
 #include "linkfit/common/metrics.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/extender/binder.h"
 #include "linkfit/kube/api_client.h"
 #include "linkfit/state/cluster_cache.h"
@@ -115,12 +115,12 @@ class ApiBinder final : public extender::Binder {
   const SettleOptions settle_;
   const std::string timeout_query_;  // "?timeout=5000ms"
 
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Pending> pending_;  // GUARDED_BY(mutex_)
-  std::size_t settling_ = 0;     // GUARDED_BY(mutex_): taken from pending_, being read
+  mutable Mutex mutex_;
+  CondVar wake_;
+  std::deque<Pending> pending_ LINKFIT_GUARDED_BY(mutex_);
+  std::size_t settling_ LINKFIT_GUARDED_BY(mutex_) = 0;  // taken from pending_, being read
 
-  bool stopping_ = false;  // GUARDED_BY(mutex_)
+  bool stopping_ LINKFIT_GUARDED_BY(mutex_) = false;
   std::thread settler_;
 };
 

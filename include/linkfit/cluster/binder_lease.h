@@ -37,13 +37,13 @@
 // Thread-safety: Permit, status and Stop may be called from any thread; Start once.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "linkfit/common/metrics.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/common/result.h"
 #include "linkfit/kube/api_client.h"
 
@@ -112,17 +112,18 @@ class BinderLease {
   };
   Read Get();
   // Writes the lease as held by this process (create when `read` says it is absent, else an
-  // update conditional on its resourceVersion); true when it landed. REQUIRES: api_mutex_ held.
-  bool WriteHolding(const Read& read, bool new_holder, Clock::time_point sent);
-  // One step of keeping the lease (API calls). REQUIRES: api_mutex_ held.
-  void Refresh(bool want);
-  void Renew();
-  void Release();
+  // update conditional on its resourceVersion); true when it landed.
+  bool WriteHolding(const Read& read, bool new_holder, Clock::time_point sent)
+      LINKFIT_REQUIRES(api_mutex_);
+  // One step of keeping the lease (API calls).
+  void Refresh(bool want) LINKFIT_REQUIRES(api_mutex_);
+  void Renew() LINKFIT_REQUIRES(api_mutex_);
+  void Release() LINKFIT_REQUIRES(api_mutex_);
   void KeeperLoop();
   // Grants a Permit when this process holds the lease with more than `horizon` left.
-  // REQUIRES: mutex_ held.
-  bool GrantLocked(Clock::time_point now, std::chrono::milliseconds horizon);
-  std::string HeldMessage() const;  // REQUIRES: mutex_ held
+  bool GrantLocked(Clock::time_point now, std::chrono::milliseconds horizon)
+      LINKFIT_REQUIRES(mutex_);
+  std::string HeldMessage() const LINKFIT_REQUIRES(mutex_);
 
   kube::ApiClient& client_;
   BinderLeaseOptions options_;
@@ -130,28 +131,28 @@ class BinderLease {
   const std::string path_;
   const Clock::time_point started_;
 
-  std::mutex api_mutex_;  // serialises the lease's API calls
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  bool holding_ = false;                 // GUARDED_BY(mutex_)
-  Clock::time_point expiry_{};           // GUARDED_BY(mutex_): holding, by our clock
-  Clock::time_point last_renew_sent_{};  // GUARDED_BY(mutex_)
-  std::string own_version_;              // GUARDED_BY(mutex_): resourceVersion we wrote last
-  Clock::time_point horizon_{};          // GUARDED_BY(mutex_): the latest granted horizon
-  Clock::time_point last_wanted_{};      // GUARDED_BY(mutex_)
-  Clock::time_point last_read_{};        // GUARDED_BY(mutex_): not holding, the last GET
-  Clock::time_point last_asked_{};       // GUARDED_BY(mutex_): a refused Permit's last refresh
+  Mutex api_mutex_;  // serialises the lease's API calls
+  mutable Mutex mutex_;
+  CondVar wake_;
+  bool holding_ LINKFIT_GUARDED_BY(mutex_) = false;
+  Clock::time_point expiry_ LINKFIT_GUARDED_BY(mutex_){};  // holding, by our clock
+  Clock::time_point last_renew_sent_ LINKFIT_GUARDED_BY(mutex_){};
+  std::string own_version_ LINKFIT_GUARDED_BY(mutex_);      // resourceVersion we wrote last
+  Clock::time_point horizon_ LINKFIT_GUARDED_BY(mutex_){};  // the latest granted horizon
+  Clock::time_point last_wanted_ LINKFIT_GUARDED_BY(mutex_){};
+  Clock::time_point last_read_ LINKFIT_GUARDED_BY(mutex_){};   // not holding, the last GET
+  Clock::time_point last_asked_ LINKFIT_GUARDED_BY(mutex_){};  // a refused Permit's last refresh
   // The other holder's lease as last read: its resourceVersion and when we first read it.
-  std::string observed_holder_;                     // GUARDED_BY(mutex_)
-  std::string observed_version_;                    // GUARDED_BY(mutex_)
-  Clock::time_point observed_at_{};                 // GUARDED_BY(mutex_)
-  std::chrono::milliseconds observed_duration_{0};  // GUARDED_BY(mutex_)
-  bool stopping_ = false;                           // GUARDED_BY(mutex_)
-  std::string last_error_;                          // GUARDED_BY(mutex_): the last failed call
-  std::uint64_t binds_held_ = 0;                    // GUARDED_BY(mutex_)
-  std::uint64_t acquisitions_ = 0;                  // GUARDED_BY(mutex_)
-  std::uint64_t takeovers_ = 0;                     // GUARDED_BY(mutex_)
-  double first_grant_ = -1;                         // GUARDED_BY(mutex_)
+  std::string observed_holder_ LINKFIT_GUARDED_BY(mutex_);
+  std::string observed_version_ LINKFIT_GUARDED_BY(mutex_);
+  Clock::time_point observed_at_ LINKFIT_GUARDED_BY(mutex_){};
+  std::chrono::milliseconds observed_duration_ LINKFIT_GUARDED_BY(mutex_){0};
+  bool stopping_ LINKFIT_GUARDED_BY(mutex_) = false;
+  std::string last_error_ LINKFIT_GUARDED_BY(mutex_);  // the last failed call
+  std::uint64_t binds_held_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  std::uint64_t acquisitions_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  std::uint64_t takeovers_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  double first_grant_ LINKFIT_GUARDED_BY(mutex_) = -1;
   std::thread keeper_;
 };
 

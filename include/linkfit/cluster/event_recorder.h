@@ -7,13 +7,13 @@
 //
 // Thread-safety: Record() from any thread; Start/Stop from one controlling thread.
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "linkfit/common/mutex.h"
 #include "linkfit/kube/api_client.h"
 
 namespace linkfit::cluster {
@@ -53,12 +53,12 @@ class EventRecorder {
   kube::ApiClient& client_;
   const std::string instance_;
   const std::size_t limit_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<PodEvent> queue_;  // GUARDED_BY(mutex_)
-  bool stop_ = false;           // GUARDED_BY(mutex_)
-  std::size_t posted_ = 0;      // GUARDED_BY(mutex_)
-  std::size_t dropped_ = 0;     // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  CondVar wake_;
+  std::deque<PodEvent> queue_ LINKFIT_GUARDED_BY(mutex_);
+  bool stop_ LINKFIT_GUARDED_BY(mutex_) = false;
+  std::size_t posted_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  std::size_t dropped_ LINKFIT_GUARDED_BY(mutex_) = 0;
   std::thread thread_;
 };
 

@@ -25,6 +25,7 @@
 
 #include "linkfit/cluster/pod_store.h"
 #include "linkfit/common/metrics.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/kube/reflector.h"
 #include "linkfit/kube/types.h"
 #include "linkfit/source/node_model.h"
@@ -54,7 +55,8 @@ class NodeStore final : public kube::ReflectorSink {
 
  private:
   enum class Change { kNone, kModelled, kRemoved };
-  Change UpsertLocked(const kube::NodeView& node);
+  // Applies the node to its entry and the cache under the store's lock.
+  Change UpsertEntry(const kube::NodeView& node) LINKFIT_EXCLUDES(mutex_);
 
   struct Entry {
     std::uint64_t facts_hash = 0;  // 0 = not modelled
@@ -65,7 +67,10 @@ class NodeStore final : public kube::ReflectorSink {
   static constexpr int kNoMode = -1;
   static constexpr int kUnsaid = 4;  // modelled, its agent states no hand-off mode
   // Counts the entry under `mode` (kNoMode when it stops being modelled) and reports the totals.
-  void SetHandoffModeLocked(Entry& entry, int mode);
+  void SetHandoffModeLocked(Entry& entry, int mode) LINKFIT_REQUIRES(mutex_);
+  // The node's `what` cannot be used (`problem`): it is not modelled any more.
+  Change RefuseLocked(const std::string& name, Entry& entry, const std::string& what,
+                      const std::string& problem) LINKFIT_REQUIRES(mutex_);
   // Hands a changed linkfit.io/devices-in-use to the pod store.
   void UpdateReport(const kube::NodeView& node);
 
@@ -73,11 +78,11 @@ class NodeStore final : public kube::ReflectorSink {
   source::NodeModelFactory& factory_;
   PodStore& pods_;
   MetricsSink& metrics_;
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, Entry> nodes_;            // GUARDED_BY(mutex_)
-  std::uint64_t generation_ = 0;                            // GUARDED_BY(mutex_)
-  std::uint64_t lists_ = 0;                                 // GUARDED_BY(mutex_)
-  std::array<std::uint64_t, kUnsaid + 1> nodes_by_mode_{};  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::unordered_map<std::string, Entry> nodes_ LINKFIT_GUARDED_BY(mutex_);
+  std::uint64_t generation_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  std::uint64_t lists_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  std::array<std::uint64_t, kUnsaid + 1> nodes_by_mode_ LINKFIT_GUARDED_BY(mutex_){};
 };
 
 }  // namespace linkfit::cluster
