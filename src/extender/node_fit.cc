@@ -207,12 +207,14 @@ NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
     return fit;
   }
   // The GPUs of an accepted model (grouped per topology when it is loaded: a node of one model
-  // costs one substring test per accepted model); every bit when the pod names no model.
-  const topology::GpuMask allowed = request.gpu_models.empty()
-                                        ? kEveryGpu
-                                        : node.info().topology().GpusOfModels(request.gpu_models);
-  if ((allowed & ~node.info().unhealthy) == 0) {
-    return NotFit(DescribeModelMiss(request, node, allowed), true);
+  // costs one substring test per accepted model); every bit, and no look at the node's
+  // NodeInfo, when the pod names no model.
+  topology::GpuMask allowed = kEveryGpu;
+  if (!request.gpu_models.empty()) {
+    allowed = node.info().topology().GpusOfModels(request.gpu_models);
+    if ((allowed & ~node.info().unhealthy) == 0) {
+      return NotFit(DescribeModelMiss(request, node, allowed), true);
+    }
   }
   switch (request.kind) {
     case GpuRequest::Kind::kWhole:
