@@ -44,6 +44,7 @@ seeds_for() {
     fuzz_api_status) echo "test/data/api-status test/data/watch-streams" ;;
     fuzz_quantity) echo "test/data/quantities" ;;
     fuzz_config) echo "config" ;;
+    fuzz_gpu_models) echo "config" ;;
     fuzz_kubeconfig) echo "test/data/kubeconfigs" ;;
     *) echo "test/data/nvidia-smi config/topologies" ;;
   esac

@@ -327,55 +327,90 @@ void DescribeUnidentified(topology::TopologySpec& spec, const std::vector<unsign
   }
 }
 
-// Each figure from the machine where NVML stated it, else from linkfit's table of GPU models,
-// said once per figure and model in a warning.
+// Each figure from the machine where NVML stated it, else from the GPU model table
+// (config/gpus.json, or the operator's --gpu-models file), each GPU's `sources` saying which; a
+// figure the table had to give is a warning and a GuessedFigure, once per figure and model.
 void ApplyFacts(topology::TopologySpec& spec, const std::vector<Stated>& stated,
-                const nvml::LinkCounts& links, std::vector<std::string>& warnings) {
+                const nvml::LinkCounts& links, const topology::GpuModelTable& table,
+                Discovery& found) {
   std::set<std::string> said;
-  const auto say_once = [&](const std::string& warning) {
-    if (said.insert(warning).second) warnings.push_back(warning);
+  const auto guessed = [&](const std::string& figure, const std::string& model,
+                           const std::string& warning) {
+    if (!said.insert(figure + "\n" + model).second) return;
+    found.warnings.push_back(warning);
+    found.guessed.push_back({figure, model, warning});
   };
-  int table_generation = 0;
+  const auto table_source = [](bool known) {
+    return known ? topology::FigureSource::kTable : topology::FigureSource::kAssumed;
+  };
+  topology::TableFigure<int> table_generation;
+  std::string first_model;
   for (topology::GpuSpec& gpu : spec.gpus) {
-    const topology::ModelGuess guess = topology::GuessFromModelName(gpu.model, gpu.memory_mib);
+    const topology::GpuModelFacts facts = table.Lookup(gpu.model, gpu.memory_mib);
     const Stated& known = stated[static_cast<std::size_t>(gpu.index)];
+    gpu.sources.pcie = topology::FigureSource::kNvml;
     if (!known.pcie_generation) {
-      gpu.pcie_gen = guess.pcie_gen;
-      say_once("PCIe generation of " + gpu.model + " not stated by NVML; " +
-               (guess.pcie_gen > 0 ? "gen " + std::to_string(guess.pcie_gen) + " from"
-                                   : "gen 4 assumed, unknown to") +
-               " linkfit's GPU model table");
+      gpu.pcie_gen = facts.pcie_generation.value;
+      gpu.sources.pcie = table_source(facts.pcie_generation.known());
+      guessed(
+          "pcie", gpu.model,
+          "PCIe generation of " + gpu.model + " not stated by NVML; " +
+              (facts.pcie_generation.known()
+                   ? "gen " + std::to_string(facts.pcie_generation.value) +
+                         " from linkfit's GPU model table (" + facts.pcie_generation.source + ")"
+                   : "gen 4 assumed, unknown to linkfit's GPU model table"));
     }
+    gpu.sources.mig = topology::FigureSource::kNvml;
     if (known.mig_capability) {
       // The profile set is the catalogue of the model's MIG placements (config/mig/): looked up
       // by name, but only for a GPU the machine says is MIG-capable.
-      gpu.mig_profile_set = gpu.mig_capable ? guess.mig_profile_set : "";
-      if (gpu.mig_capable && gpu.mig_profile_set.empty()) {
-        say_once(gpu.model +
-                 " is MIG-capable but linkfit has no MIG profile set for it: its "
-                 "MIG instances are published with NVML's profile names, MIG placement is "
-                 "refused");
+      gpu.mig_profile_set = gpu.mig_capable ? facts.mig_profile_set.value : "";
+      if (gpu.mig_capable && gpu.mig_profile_set.empty() &&
+          said.insert("no MIG profile set\n" + gpu.model).second) {
+        found.warnings.push_back(gpu.model +
+                                 " is MIG-capable but linkfit has no MIG profile set for it: its "
+                                 "MIG instances are published with NVML's profile names, MIG "
+                                 "placement is refused");
       }
     } else {
-      gpu.mig_profile_set = guess.mig_profile_set;
-      gpu.mig_capable = !guess.mig_profile_set.empty();
-      say_once("MIG capability of " + gpu.model +
-               " not stated by NVML; taken from linkfit's GPU model table");
+      gpu.mig_profile_set = facts.mig_profile_set.value;
+      gpu.mig_capable = !gpu.mig_profile_set.empty();
+      gpu.sources.mig = table_source(facts.mig_profile_set.known());
+      guessed(
+          "mig", gpu.model,
+          "MIG capability of " + gpu.model + " not stated by NVML; " +
+              (facts.mig_profile_set.known()
+                   ? "taken from linkfit's GPU model table (" + facts.mig_profile_set.source + ")"
+                   : "not MIG-capable assumed, unknown to linkfit's GPU model table"));
     }
     // NVML's peer-to-peer status is not read: GeForce boards are known by name.
-    gpu.p2p_supported = guess.p2p_supported;
-    if (table_generation == 0) table_generation = guess.nvlink_generation;
+    gpu.p2p_supported = facts.p2p.value;
+    if (!table_generation.known() && facts.nvlink_generation.known()) {
+      table_generation = facts.nvlink_generation;
+      first_model = gpu.model;
+    }
   }
+  // No NVLink, or NVLink versions from NVML: the machine told; else the table, else assumed.
+  topology::FigureSource nvlink_source = topology::FigureSource::kNvml;
+  if (spec.fabric.kind != topology::NvlinkFabricKind::kNone && links.generations.empty()) {
+    nvlink_source = table_source(table_generation.known());
+  }
+  for (topology::GpuSpec& gpu : spec.gpus) gpu.sources.nvlink = nvlink_source;
   if (spec.fabric.kind == topology::NvlinkFabricKind::kNone) return;
   int generation = links.generations.empty() ? 0 : *links.generations.begin();  // the lowest
   if (generation == 0) {
-    generation = table_generation;
-    say_once("NVLink version not stated by NVML; " +
-             (generation > 0 ? "NVLink " + std::to_string(generation) + " from" : "unknown to") +
-             " linkfit's GPU model table");
+    generation = table_generation.value;
+    const std::string model = first_model.empty() ? spec.gpus.front().model : first_model;
+    guessed("nvlink", model,
+            "NVLink version not stated by NVML; " +
+                (generation > 0
+                     ? "NVLink " + std::to_string(generation) +
+                           " from linkfit's GPU model table (" + table_generation.source + ")"
+                     : std::string("unknown to linkfit's GPU model table")));
   } else if (links.links_without_version > 0) {
-    say_once(std::to_string(links.links_without_version) +
-             " NVLinks did not state their version; taken as NVLink " + std::to_string(generation));
+    found.warnings.push_back(std::to_string(links.links_without_version) +
+                             " NVLinks did not state their version; taken as NVLink " +
+                             std::to_string(generation));
   }
   spec.fabric.nvlink_generation = generation;
   spec.fabric.per_link_gbps = nvml::PerLinkGbps(generation);
@@ -400,8 +435,8 @@ void ApplyFacts(topology::TopologySpec& spec, const std::vector<Stated>& stated,
   }
   std::string list;
   for (const int g : links.generations) list += (list.empty() ? "" : ", ") + std::to_string(g);
-  warnings.push_back("NVLink versions differ between links (NVLink " + list +
-                     "): each NVLinked pair carries the lowest of its links");
+  found.warnings.push_back("NVLink versions differ between links (NVLink " + list +
+                           "): each NVLinked pair carries the lowest of its links");
 }
 
 }  // namespace
@@ -507,7 +542,10 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
         pairs ? topology::NvlinkFabricKind::kBridge : topology::NvlinkFabricKind::kDirect;
   }
   nvml::AssignSockets(spec, options.sysfs_root, found.warnings);
-  ApplyFacts(spec, probe.stated, links, found.warnings);
+  ApplyFacts(
+      spec, probe.stated, links,
+      options.gpu_models != nullptr ? *options.gpu_models : topology::GpuModelTable::Builtin(),
+      found);
   NameMigProfilesByNominalMemory(spec);
   for (const std::string& warning : found.warnings) spec.warnings.push_back(warning);
   return found;

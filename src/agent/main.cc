@@ -17,6 +17,7 @@
 #include "agent/agent_device_plugin.h"
 #include "agent/agent_devices.h"
 #include "agent/agent_nri.h"
+#include "linkfit/agent/agent_metrics.h"
 #include "linkfit/agent/discovery.h"
 #include "linkfit/agent/node_agent.h"
 #include "linkfit/agent/node_pods.h"
@@ -39,6 +40,12 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
   --pod-resources-socket PATH  the kubelet's PodResources socket
                                (default /var/lib/kubelet/pod-resources/kubelet.sock; "" = off)
   --nvml-library NAME          NVML to dlopen (default libnvidia-ml.so.1, via LD_LIBRARY_PATH)
+  --gpu-models FILE            the GPU model table for what the machine cannot tell (NVLink and
+                               PCIe generations, MIG capability where NVML does not answer, and
+                               all of them through nvidia-smi); default: config/gpus.json as built
+                               into the binary
+  --metrics-listen HOST:PORT   serve Prometheus metrics at GET /metrics (default off), e.g.
+                               linkfit_agent_guessed_figures_total{figure,model}
   --discover-interval SECONDS  re-discovery period (default 60)
   --devices-interval SECONDS   PodResources period (default 10)
   --nri-socket PATH            serve linkfit's NRI plugin on the runtime's socket
@@ -77,6 +84,8 @@ struct Flags {
   std::string context;
   std::string socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string nvml_library = "libnvidia-ml.so.1";
+  std::string gpu_models;
+  std::string metrics_listen;
   std::string nri_socket;
   std::string device_plugin_dir;
   std::string share_resource = node::kDefaultShareResource;
@@ -132,6 +141,10 @@ Result<Flags> ParseFlags(const std::vector<std::string>& args) {
       LINKFIT_ASSIGN_OR_RETURN(flags.share_resource, value());
     } else if (arg == "--nvml-library") {
       LINKFIT_ASSIGN_OR_RETURN(flags.nvml_library, value());
+    } else if (arg == "--gpu-models") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.gpu_models, value());
+    } else if (arg == "--metrics-listen") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.metrics_listen, value());
     } else if (arg == "--discover-interval") {
       ok = seconds(&flags.discover_interval_s);
     } else if (arg == "--devices-interval") {
@@ -178,6 +191,26 @@ bool IsSocket(const std::string& path) {
 int Run(const Flags& flags) {
   NvmlOptions nvml;
   nvml.library = flags.nvml_library;
+  std::shared_ptr<const topology::GpuModelTable> gpu_models;
+  if (!flags.gpu_models.empty()) {
+    auto loaded = topology::GpuModelTable::LoadFile(flags.gpu_models);
+    if (!loaded) {
+      std::cerr << "linkfit-agent: --gpu-models: " << loaded.error().message << "\n";
+      return 2;
+    }
+    gpu_models = std::make_shared<const topology::GpuModelTable>(std::move(*loaded));
+    nvml.gpu_models = gpu_models.get();
+  }
+  AgentMetrics metrics;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint;
+  if (!flags.metrics_listen.empty() && !flags.print) {
+    auto served = ServeMetrics(flags.metrics_listen, metrics);
+    if (!served) {
+      std::cerr << "linkfit-agent: " << served.error().message << "\n";
+      return 2;
+    }
+    metrics_endpoint = std::move(*served);
+  }
   const CommandRunner runner = SystemCommandRunner();
   // NRI where the runtime offers it; without it, the device plugin verifies instead (design §4.5).
   bool use_nri = !flags.nri_socket.empty();
@@ -186,7 +219,8 @@ int Run(const Flags& flags) {
                  " (the runtime runs no NRI): the device plugin runs in verify-only mode");
     use_nri = false;
   }
-  NodeAgent::DiscoverFn discover = [nvml, runner] { return Discover(nvml, runner); };
+  // `gpu_models` is captured so that the table outlives every discovery.
+  NodeAgent::DiscoverFn discover = [nvml, runner, gpu_models] { return Discover(nvml, runner); };
 
   NodePods pods;
   std::unique_ptr<kube::ApiClient> client;
@@ -266,6 +300,7 @@ int Run(const Flags& flags) {
   }
   NodePublisher publisher(*client, flags.node_name);
   NodeAgent agent(options, discover, devices, publisher);
+  agent.SetMetrics(&metrics);
   // Until the runtime configures the NRI plugin, another device plugin's choice stands.
   agent.SetHandoffMode(!use_nri && !flags.device_plugin_dir.empty() ? "verify" : "report");
   if (flags.once) {

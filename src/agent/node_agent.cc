@@ -26,6 +26,20 @@ topology::TopologySpec NodeAgent::WithHealthLocked(topology::TopologySpec spec) 
   return spec;
 }
 
+void NodeAgent::LogWarnings(const Discovery& found) {
+  std::set<std::string> guesses;
+  for (const GuessedFigure& guess : found.guessed) {
+    guesses.insert(guess.warning);
+    if (metrics_ != nullptr) metrics_->CountGuessedFigure(guess.figure, guess.model);
+    if (guesses_logged_.emplace(guess.figure, guess.model).second) {
+      log::Warning("discovery: " + guess.warning + " (said once)");
+    }
+  }
+  for (const std::string& warning : found.warnings) {
+    if (guesses.count(warning) == 0) log::Warning("discovery: " + warning);
+  }
+}
+
 Result<bool> NodeAgent::RunRound(bool force) {
   const auto now = std::chrono::steady_clock::now();
   bool have_discovery = false;
@@ -39,7 +53,7 @@ Result<bool> NodeAgent::RunRound(bool force) {
     next_discovery_ = now + options_.discover_interval;
     publisher_.Invalidate();
     if (found) {
-      for (const std::string& warning : found->warnings) log::Warning("discovery: " + warning);
+      LogWarnings(*found);
       std::lock_guard<std::mutex> lock(mutex_);
       discovery_ = std::move(*found);
     } else if (!have_discovery) {

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -130,12 +131,13 @@ void MarkUnhealthy(topology::GpuSpec& gpu, const std::string& problem) {
 
 // GPUs the query lists beyond topo -m's matrix join unhealthy, with SYS links to all others.
 Result<void> AddGpusMissingFromMatrix(topology::TopologySpec& spec,
-                                      std::vector<topology::GpuSpec> extras) {
+                                      std::vector<topology::GpuSpec> extras,
+                                      const topology::GpuModelTable& table) {
   std::sort(extras.begin(), extras.end(),
             [](const auto& a, const auto& b) { return a.index < b.index; });
   topology::TopologySpec facts;  // model facts of the newcomers alone
   facts.gpus = extras;
-  topology::FillModelFacts(facts);
+  topology::FillModelFacts(facts, table);
   for (topology::GpuSpec& extra : facts.gpus) {
     if (extra.index != static_cast<int>(spec.gpus.size())) {
       return MakeError(Quoted(kQuery) + " lists GPU " + std::to_string(extra.index) +
@@ -158,13 +160,14 @@ Result<void> AddGpusMissingFromMatrix(topology::TopologySpec& spec,
   return {};
 }
 
-Result<topology::TopologySpec> ParseTopology(const std::string& topo, const std::string& query) {
-  auto shape = topology::ParseNvidiaSmi(topo, "");
+Result<topology::TopologySpec> ParseTopology(const std::string& topo, const std::string& query,
+                                             const topology::GpuModelTable& table) {
+  auto shape = topology::ParseNvidiaSmi(topo, "", table);
   if (!shape) return WithContext(shape.error(), Quoted(kTopo));
   const int matrix_gpus = static_cast<int>(shape->gpus.size());
   if (matrix_gpus == 0) return MakeError(Quoted(kTopo) + " lists no GPUs");
   PreparedQuery prepared = PrepareQueryCsv(query, matrix_gpus);
-  auto spec = topology::ParseNvidiaSmi(topo, prepared.csv);
+  auto spec = topology::ParseNvidiaSmi(topo, prepared.csv, table);
   if (!spec) return WithContext(spec.error(), Quoted(kQuery));
   if (std::all_of(spec->gpus.begin(), spec->gpus.end(),
                   [](const topology::GpuSpec& gpu) { return gpu.model.empty(); })) {
@@ -173,7 +176,8 @@ Result<topology::TopologySpec> ParseTopology(const std::string& topo, const std:
                           ? std::string()
                           : ": " + prepared.device_handle_errors.front()));
   }
-  if (auto added = AddGpusMissingFromMatrix(*spec, std::move(prepared.beyond_matrix)); !added) {
+  if (auto added = AddGpusMissingFromMatrix(*spec, std::move(prepared.beyond_matrix), table);
+      !added) {
     return tl::unexpected(added.error());
   }
   for (const auto& [gpu, problem] : prepared.problems) {
@@ -286,19 +290,44 @@ void AddDriverVersion(const CommandRunner& run, Discovery& found) {
   found.driver_version = version;
 }
 
+// nvidia-smi tells no generation and no MIG capability: each such figure of each model came
+// from the table (or was assumed), said once per figure and model.
+void NoteGuessedFigures(Discovery& found) {
+  std::set<std::pair<std::string, std::string>> said;
+  for (const topology::GpuSpec& gpu : found.spec.gpus) {
+    const std::pair<const char*, topology::FigureSource> figures[] = {
+        {"nvlink", gpu.sources.nvlink}, {"pcie", gpu.sources.pcie}, {"mig", gpu.sources.mig}};
+    for (const auto& [figure, source] : figures) {
+      if (source != topology::FigureSource::kTable && source != topology::FigureSource::kAssumed) {
+        continue;
+      }
+      if (!said.emplace(figure, gpu.model).second) continue;
+      const std::string warning = std::string(figure) + " figure of " + gpu.model +
+                                  " not told by nvidia-smi; " +
+                                  (source == topology::FigureSource::kTable
+                                       ? "taken from linkfit's GPU model table"
+                                       : "assumed, unknown to linkfit's GPU model table");
+      found.warnings.push_back(warning);
+      found.guessed.push_back({figure, gpu.model, warning});
+    }
+  }
+}
+
 }  // namespace
 
-Result<Discovery> DiscoverWithNvidiaSmi(const CommandRunner& run) {
+Result<Discovery> DiscoverWithNvidiaSmi(const CommandRunner& run,
+                                        const topology::GpuModelTable& table) {
   Result<std::string> topo = Run(run, kTopo);
   if (!topo) return tl::unexpected(topo.error());
   Result<std::string> query = Run(run, kQuery);
   if (!query) return tl::unexpected(query.error());
   Discovery found;
   found.source = "nvidia-smi";
-  LINKFIT_ASSIGN_OR_RETURN(found.spec, ParseTopology(*topo, *query));
+  LINKFIT_ASSIGN_OR_RETURN(found.spec, ParseTopology(*topo, *query, table));
   MarkAsymmetricPairs(found.spec);
   if (auto mig = AddMigFacts(run, found); !mig) return tl::unexpected(mig.error());
   AddDriverVersion(run, found);
+  NoteGuessedFigures(found);
   // The parser's findings first, then the agent's; both lists end up the same.
   for (const std::string& warning : found.warnings) found.spec.warnings.push_back(warning);
   found.warnings = found.spec.warnings;
@@ -309,7 +338,9 @@ Result<Discovery> Discover(const NvmlOptions& options, const CommandRunner& run)
   auto nvml = DiscoverWithNvml(options);
   if (nvml) return nvml;
   log::Warning("NVML unusable (" + nvml.error().message + "); discovering through nvidia-smi");
-  auto smi = DiscoverWithNvidiaSmi(run);
+  auto smi = DiscoverWithNvidiaSmi(run, options.gpu_models != nullptr
+                                            ? *options.gpu_models
+                                            : topology::GpuModelTable::Builtin());
   if (smi) return smi;
   return MakeError("no GPU discovery worked: NVML: " + nvml.error().message +
                    "; nvidia-smi: " + smi.error().message);

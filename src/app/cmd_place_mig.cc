@@ -75,9 +75,11 @@ int PlaceMig(const Flags& flags, const topology::TopologyPtr& topo, bool json, s
   const std::string profile_name = *flags.Get("mig-profile");
   // All MIG-capable GPUs of one model share a profile set; take the first one's.
   std::string set_id;
+  std::string set_model;
   for (int i = 0; i < topo->gpu_count(); ++i) {
     if (topo->gpu(i).mig_capable && !topo->gpu(i).mig_profile_set.empty()) {
       set_id = topo->gpu(i).mig_profile_set;
+      set_model = topo->gpu(i).model;
       break;
     }
   }
@@ -85,10 +87,9 @@ int PlaceMig(const Flags& flags, const topology::TopologyPtr& topo, bool json, s
   if (planner == nullptr) return Fail(json, "node has no MIG-capable GPUs", {}, out, err, 1);
   const int profile = planner->set().FindProfile(profile_name);
   if (profile < 0) {
-    return Fail(
-        json,
-        "MIG profile " + QuoteForMessage(profile_name) + " does not exist on " + topo->gpu(0).model,
-        {}, out, err, 1);
+    return Fail(json,
+                "MIG profile " + QuoteForMessage(profile_name) + " does not exist on " + set_model,
+                {}, out, err, 1);
   }
   auto used = ParseMigUsed(flags.Get("mig-used").value_or(""), *topo, *catalog);
   if (!used) return Fail(json, used.error().message, {}, out, err, 2);

@@ -83,7 +83,7 @@ nlohmann::json NodeJson(const state::NodeState& node) {
   nlohmann::json gpus = nlohmann::json::array();
   for (int g = 0; g < node.info().gpu_count(); ++g) gpus.push_back(GpuJson(node, g));
   nlohmann::json json = {{"name", node.name()},
-                         {"model", node.info().topology().gpu(0).model},
+                         {"model", node.info().own_topology().summary_model()},
                          {"topology", node.info().topology().spec().id},
                          {"fingerprint", node.info().topology().fingerprint()},
                          {"labels", node.info().labels},

@@ -15,25 +15,41 @@ NodeFit NotFit(std::string reason, bool unresolvable) {
   return fit;
 }
 
+constexpr auto kEveryGpu = static_cast<topology::GpuMask>(~0u);
+
+// Whether `allowed` holds every GPU of the node (the pod's model constraint excludes none).
+bool AllOf(const state::NodeState& node, topology::GpuMask allowed) {
+  const topology::GpuMask all = node.info().topology().all_gpus();
+  return (allowed & all) == all;
+}
+
 // The GPUs that can ever serve whole or shared pods: healthy, not configured in MIG mode.
 topology::GpuMask NonMigGpus(const state::NodeState& node) {
   return static_cast<topology::GpuMask>(node.info().topology().all_gpus() &
                                         ~(node.info().mig_enabled | node.info().unhealthy));
 }
 
-NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node,
-                 const FitOptions& options) {
+// `allowed`: the GPUs of a model the pod accepts (every GPU when it names none).
+NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node, const FitOptions& options,
+                 topology::GpuMask allowed) {
   const alloc::WholeGpuRequest whole{request.count, request.closeness, request.policy,
                                      options.explain};
-  const alloc::WholeGpuPlacement placement =
-      alloc::PlaceWholeGpus(*node.info().table, node.whole_free(), whole);
+  const alloc::WholeGpuPlacement placement = alloc::PlaceWholeGpus(
+      *node.info().table, static_cast<topology::GpuMask>(node.whole_free() & allowed), whole);
   if (!placement.fits) {
     // Unresolvable also when it would not fit even with every pod gone: GPUs in MIG mode never
-    // serve whole-GPU pods, so evicting pods (preemption) cannot help.
-    const bool never = placement.unresolvable ||
-                       !alloc::PlaceWholeGpus(*node.info().table, NonMigGpus(node), whole).fits;
+    // serve whole-GPU pods, nor GPUs of another model, so evicting pods (preemption) cannot help.
+    const bool never =
+        placement.unresolvable ||
+        !alloc::PlaceWholeGpus(*node.info().table,
+                               static_cast<topology::GpuMask>(NonMigGpus(node) & allowed), whole)
+             .fits;
     std::string reason = placement.reason;
     if (!options.explain) return NotFit(std::move(reason), never);
+    if (!AllOf(node, allowed)) {
+      reason +=
+          " (of the GPUs " + JoinInts(alloc::MaskToIndexes(allowed)) + " of the requested model)";
+    }
     if (never && !placement.unresolvable && node.info().mig_enabled != 0) {
       reason +=
           " (GPUs " + JoinInts(alloc::MaskToIndexes(node.info().mig_enabled)) + " are in MIG mode)";
@@ -54,7 +70,7 @@ NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node,
   return fit;
 }
 
-NodeFit FitMig(const GpuRequest& request, const state::NodeState& node) {
+NodeFit FitMig(const GpuRequest& request, const state::NodeState& node, topology::GpuMask allowed) {
   const alloc::MigPlanner* planner = node.info().mig;
   if (planner == nullptr) {
     return NotFit("node's GPUs (" + NodeGpuModel(node) + ") are not MIG-capable", true);
@@ -74,6 +90,7 @@ NodeFit FitMig(const GpuRequest& request, const state::NodeState& node) {
   for (int g = 0; g < node.info().gpu_count(); ++g) {
     if (node.info().topology().gpu(g).mig_profile_set != planner->set().id) continue;
     if (((node.info().unhealthy >> g) & 1) != 0) continue;  // never placed on
+    if (((allowed >> g) & 1) == 0) continue;                // a model the pod does not accept
     alloc::MigGpuView view;
     view.index = g;
     view.mig_enabled = ((node.info().mig_enabled >> g) & 1) != 0;
@@ -112,16 +129,19 @@ NodeFit FitMig(const GpuRequest& request, const state::NodeState& node) {
 }
 
 NodeFit FitShared(const GpuRequest& request, const state::NodeState& node,
-                  const FitOptions& options) {
-  const int usable = __builtin_popcount(NonMigGpus(node));
+                  const FitOptions& options, topology::GpuMask allowed) {
+  const int usable = __builtin_popcount(NonMigGpus(node) & allowed);
   if (request.count > usable) {
-    return NotFit("node has " + std::to_string(usable) + " GPUs that can be shared (" +
+    const bool of_model = !AllOf(node, allowed);
+    return NotFit("node has " + std::to_string(usable) + " GPUs" +
+                      (of_model ? " of the requested model" : "") + " that can be shared (" +
                       std::to_string(node.info().gpu_count()) + " in all), shares on " +
                       std::to_string(request.count) + " distinct GPUs requested",
                   true);
   }
   std::vector<alloc::SharedGpuView> views;
-  const topology::GpuMask eligible = node.share_eligible();
+  const topology::GpuMask eligible =
+      static_cast<topology::GpuMask>(node.share_eligible() & allowed);
   for (int g = 0; g < node.info().gpu_count(); ++g) {
     alloc::SharedGpuView view;
     view.index = g;
@@ -147,10 +167,36 @@ NodeFit FitShared(const GpuRequest& request, const state::NodeState& node,
   return fit;
 }
 
+// Why no GPU of the node serves a pod that accepts only `request.gpu_models`: the node's models
+// and their GPUs ("GPU model NVIDIA A10 is not one of a100" on a node of one model).
+std::string DescribeModelMiss(const GpuRequest& request, const state::NodeState& node,
+                              topology::GpuMask allowed) {
+  std::string wanted;
+  for (const std::string& model : request.gpu_models) wanted += (wanted.empty() ? "" : "|") + model;
+  const topology::GpuMask unhealthy = node.info().unhealthy;
+  if (allowed != 0) {  // every GPU of an accepted model is unhealthy
+    return "the GPUs of model " + wanted + " (" + JoinInts(alloc::MaskToIndexes(allowed)) +
+           ") are unhealthy";
+  }
+  const auto& groups = node.info().own_topology().model_groups();
+  if (groups.size() == 1) return "GPU model " + groups[0].model + " is not one of " + wanted;
+  std::string models;
+  for (const topology::Topology::ModelGroup& group : groups) {
+    const auto sick = static_cast<topology::GpuMask>(group.gpus & unhealthy);
+    models += (models.empty() ? "" : ", ") + group.model + " (GPUs " +
+              JoinInts(alloc::MaskToIndexes(group.gpus)) +
+              (sick == 0            ? ""
+               : sick == group.gpus ? ", unhealthy"
+                                    : "; " + JoinInts(alloc::MaskToIndexes(sick)) + " unhealthy") +
+              ")";
+  }
+  return "GPU models " + models + ": none is one of " + wanted;
+}
+
 }  // namespace
 
 const std::string& NodeGpuModel(const state::NodeState& node) {
-  return node.info().topology().gpu(0).model;
+  return node.info().own_topology().summary_model();
 }
 
 NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
@@ -160,19 +206,23 @@ NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
     fit.fits = true;
     return fit;
   }
-  if (!ModelAllowed(request, NodeGpuModel(node))) {
-    std::string allowed;
-    for (const std::string& model : request.gpu_models)
-      allowed += (allowed.empty() ? "" : "|") + model;
-    return NotFit("GPU model " + NodeGpuModel(node) + " is not one of " + allowed, true);
+  // The GPUs of an accepted model (grouped per topology when it is loaded: a node of one model
+  // costs one substring test per accepted model); every bit, and no look at the node's
+  // NodeInfo, when the pod names no model.
+  topology::GpuMask allowed = kEveryGpu;
+  if (!request.gpu_models.empty()) {
+    allowed = node.info().topology().GpusOfModels(request.gpu_models);
+    if ((allowed & ~node.info().unhealthy) == 0) {
+      return NotFit(DescribeModelMiss(request, node, allowed), true);
+    }
   }
   switch (request.kind) {
     case GpuRequest::Kind::kWhole:
-      return FitWhole(request, node, options);
+      return FitWhole(request, node, options, allowed);
     case GpuRequest::Kind::kMig:
-      return FitMig(request, node);
+      return FitMig(request, node, allowed);
     case GpuRequest::Kind::kShared:
-      return FitShared(request, node, options);
+      return FitShared(request, node, options, allowed);
     case GpuRequest::Kind::kNone:
       break;
   }

@@ -37,20 +37,18 @@ FreeView ViewOf(const state::NodeState& node) {
   return view;
 }
 
-// Bit i set: shape i's GPU model constraint allows the node's GPUs.
+// Bit i set: shape i's GPU model constraint allows some healthy GPU of the node. On a node of
+// mixed models the shape's hosts are then counted over all its GPUs, an estimate that
+// fragmentation scoring accepts (filter places such a pod on its models' GPUs only).
 using ShapeMask = std::uint64_t;
 
 ShapeMask ModelMask(const state::NodeState& node, const std::vector<Shape>& shapes) {
   ShapeMask mask = 0;
-  std::string model;  // lower-cased on first need
+  const topology::Topology& topology = node.info().topology();
   for (std::size_t i = 0; i < shapes.size() && i < 64; ++i) {
-    bool allowed = shapes[i].gpu_models.empty();
-    if (!allowed) {
-      if (model.empty()) model = ToLower(NodeGpuModel(node));
-      for (const std::string& substring : shapes[i].gpu_models) {
-        allowed = allowed || model.find(substring) != std::string::npos;
-      }
-    }
+    const bool allowed =
+        shapes[i].gpu_models.empty() ||
+        (topology.GpusOfModels(shapes[i].gpu_models) & ~node.info().unhealthy) != 0;
     if (allowed) mask |= ShapeMask{1} << i;
   }
   return mask;

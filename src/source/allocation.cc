@@ -155,7 +155,8 @@ Result<state::Assignment> AssignmentOf(const Record& record, const state::NodeIn
       if (auto ok = check_gpu(mig.gpu); !ok) return tl::unexpected(ok.error());
       const int profile = node.mig->set().FindProfile(mig.profile);
       if (profile < 0) {
-        return MakeError(mig.profile + " is not a MIG profile of " + node.topology().gpu(0).model);
+        return MakeError(mig.profile + " is not a MIG profile of GPU " + std::to_string(mig.gpu) +
+                         " (" + node.topology().gpu(mig.gpu).model + ")");
       }
       a.mig.push_back({mig.gpu, alloc::MigInstance{profile, mig.start}});
       mask |= 1u << mig.gpu;

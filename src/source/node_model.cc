@@ -4,6 +4,32 @@
 #include "linkfit/common/strings.h"
 
 namespace linkfit::source {
+namespace {
+
+// The MIG profile set that most healthy GPUs name (ties: the first GPU's), else the one most
+// GPUs name, else empty: a GPU lost at the query level (no set) or a few GPUs of another model
+// do not take MIG away from the rest. A node has one planner; GPUs of another set are skipped.
+const std::string& MigProfileSetOf(const topology::Topology& topo) {
+  static const std::string kNone;
+  const std::string* best = &kNone;
+  int best_weight = 0;
+  for (int g = 0; g < topo.gpu_count(); ++g) {
+    const std::string& set = topo.gpu(g).mig_profile_set;
+    if (set.empty()) continue;
+    int weight = 0;
+    for (int h = 0; h < topo.gpu_count(); ++h) {
+      if (topo.gpu(h).mig_profile_set == set)
+        weight += topo.gpu(h).healthy ? 1 + topology::kMaxGpus : 1;
+    }
+    if (weight > best_weight) {
+      best = &set;
+      best_weight = weight;
+    }
+  }
+  return *best;
+}
+
+}  // namespace
 
 NodeModelFactory::NodeModelFactory(alloc::ModelRegistry& registry, const alloc::MigCatalog& catalog,
                                    topology::BandwidthModel bandwidth)
@@ -43,10 +69,12 @@ Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
   if ((facts.mig_enabled & ~topo.all_gpus()) != 0) {
     return MakeError("MIG mode names GPUs beyond the node's " + std::to_string(topo.gpu_count()));
   }
-  const alloc::MigPlanner* planner = catalog_.FindPlanner(topo.gpu(0).mig_profile_set);
+  const std::string& profile_set = MigProfileSetOf(topo);
+  const alloc::MigPlanner* planner = catalog_.FindPlanner(profile_set);
   if (facts.mig_enabled != 0 && planner == nullptr) {
-    return MakeError("GPUs of " + topo.gpu(0).model + " are not MIG-capable (no MIG profile set " +
-                     QuoteForMessage(topo.gpu(0).mig_profile_set) + " is known)");
+    return MakeError("GPUs of " + topo.summary_model() +
+                     " are not MIG-capable (no MIG profile set " + QuoteForMessage(profile_set) +
+                     " is known)");
   }
   auto info = std::make_shared<state::NodeInfo>();
   info->name = std::move(facts.name);

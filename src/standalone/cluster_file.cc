@@ -269,7 +269,8 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
       const int index = node->mig->set().FindProfile(profile);
       if (index < 0) {
         return MakeError(Where(source, slot["profile"]) + ": " + path + ".mig[].profile: " +
-                         profile + " is not a MIG profile of " + node->topology().gpu(0).model);
+                         profile + " is not a MIG profile of GPU " + std::to_string(gpu) + " (" +
+                         node->topology().gpu(static_cast<int>(gpu)).model + ")");
       }
       a.mig.push_back({static_cast<int>(gpu), alloc::MigInstance{index, static_cast<int>(start)}});
       mask |= 1u << gpu;

@@ -120,7 +120,7 @@ void ClusterCache::ReportLocked(const std::string& node_name) {
   if (position == NameIndex::kNotFound) return;
   const NodeState& node = *NodeAtLocked(position);
   const double used = node.UsedGpuEquivalents();
-  metrics_->SetNodeDevices(node.name(), node.info().topology().gpu(0).model, used,
+  metrics_->SetNodeDevices(node.name(), node.info().own_topology().summary_model(), used,
                            node.info().gpu_count() - used);
   // Fragmentation: free whole GPUs outside the node's largest well-connected free set (NVLink on
   // nodes that have it, one socket otherwise) can only serve small pods.

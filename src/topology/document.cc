@@ -183,7 +183,32 @@ Result<MigInstanceSpec> ParseMigInstance(const json& item, const std::string& pa
 }
 
 // The node agent's per-GPU facts (spec.h): health, MIG mode, the MIG instances that exist.
+// "sources": {"nvlink": "nvml", "pcie": "table", "mig": "nvml"}: where the agent took each
+// figure (FigureSource); every key optional, no other key, no other value.
+Result<FigureSources> ReadSources(const json& item, const std::string& path) {
+  auto field = Field(item, "sources", path, false);
+  if (!field) return tl::unexpected(field.error());
+  FigureSources sources;
+  if (*field == nullptr) return sources;
+  const std::string where = path + ".sources";
+  if (!(*field)->is_object()) return MakeError(where + ": expected an object");
+  for (const auto& [key, value] : (*field)->items()) {
+    FigureSource* slot = key == "nvlink" ? &sources.nvlink
+                         : key == "pcie" ? &sources.pcie
+                         : key == "mig"  ? &sources.mig
+                                         : nullptr;
+    if (slot == nullptr)
+      return MakeError(where + "." + key + ": unknown figure (nvlink, pcie, mig)");
+    if (!value.is_string()) return MakeError(where + "." + key + ": expected a string");
+    auto source = ParseFigureSource(value.get<std::string>());
+    if (!source) return MakeError(where + "." + key + ": " + source.error().message);
+    *slot = *source;
+  }
+  return sources;
+}
+
 Result<void> ParseAgentFacts(const json& item, const std::string& path, GpuSpec& gpu) {
+  LINKFIT_ASSIGN_OR_RETURN(gpu.sources, ReadSources(item, path));
   LINKFIT_ASSIGN_OR_RETURN(gpu.healthy, ReadBool(item, "healthy", path, true));
   LINKFIT_ASSIGN_OR_RETURN(gpu.health_problem, ReadString(item, "health_problem", path, false));
   if (!gpu.healthy && gpu.health_problem.empty()) gpu.health_problem = "reported unhealthy";
@@ -427,6 +452,15 @@ Result<TopologySpec> ParseTopologyDocument(std::string_view json_text) {
 namespace {
 
 void AddAgentFacts(const GpuSpec& gpu, json& item) {
+  if (gpu.sources.stated()) {
+    json sources = json::object();
+    const std::pair<const char*, FigureSource> figures[] = {
+        {"nvlink", gpu.sources.nvlink}, {"pcie", gpu.sources.pcie}, {"mig", gpu.sources.mig}};
+    for (const auto& [figure, source] : figures) {
+      if (source != FigureSource::kUnstated) sources[figure] = ToString(source);
+    }
+    item["sources"] = std::move(sources);
+  }
   if (!gpu.healthy) {
     item["healthy"] = false;
     item["health_problem"] = gpu.health_problem;

@@ -551,7 +551,8 @@ void InferFabric(TopologySpec& spec) {
   }
 }
 
-Result<TopologySpec> ParseNvidiaSmiImpl(std::string_view topo_text, std::string_view csv) {
+Result<TopologySpec> ParseNvidiaSmiImpl(std::string_view topo_text, std::string_view csv,
+                                        const GpuModelTable& table) {
   if (topo_text.size() > kMaxTextBytes || csv.size() > kMaxTextBytes) {
     return MakeError("nvidia-smi text is larger than " + std::to_string(kMaxTextBytes >> 20) +
                      " MiB");
@@ -600,16 +601,16 @@ Result<TopologySpec> ParseNvidiaSmiImpl(std::string_view topo_text, std::string_
                             "socket and SYS across sockets");
   }
   InferFabric(spec);
-  FillModelFacts(spec);
+  FillModelFacts(spec, table);
   return spec;
 }
 
 }  // namespace
 
 Result<TopologySpec> ParseNvidiaSmi(std::string_view topo_matrix_text,
-                                    std::string_view query_gpu_csv) {
+                                    std::string_view query_gpu_csv, const GpuModelTable& table) {
   try {
-    return ParseNvidiaSmiImpl(topo_matrix_text, query_gpu_csv);
+    return ParseNvidiaSmiImpl(topo_matrix_text, query_gpu_csv, table);
   } catch (const std::exception& e) {
     // Only allocation failures can get here; the parser itself does not throw.
     return MakeError(std::string("nvidia-smi text: ") + e.what());

@@ -74,4 +74,29 @@ std::string_view ToString(MigMode mode) {
   return "unknown";
 }
 
+Result<FigureSource> ParseFigureSource(std::string_view text) {
+  for (const FigureSource source : {FigureSource::kNvml, FigureSource::kNvidiaSmi,
+                                    FigureSource::kTable, FigureSource::kAssumed}) {
+    if (text == ToString(source)) return source;
+  }
+  return MakeError(QuoteForMessage(text) + " is not a figure source (nvml, nvidia-smi, table, " +
+                   "assumed)");
+}
+
+std::string_view ToString(FigureSource source) {
+  switch (source) {
+    case FigureSource::kNvml:
+      return "nvml";
+    case FigureSource::kNvidiaSmi:
+      return "nvidia-smi";
+    case FigureSource::kTable:
+      return "table";
+    case FigureSource::kAssumed:
+      return "assumed";
+    case FigureSource::kUnstated:
+      break;
+  }
+  return "unstated";
+}
+
 }  // namespace linkfit::topology

@@ -1,7 +1,9 @@
 #include "linkfit/topology/topology.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -135,12 +137,50 @@ std::vector<GpuMask> GroupBy(const TopologySpec& spec, bool by_socket) {
   return out;
 }
 
+// The distinct models by their lowest GPU, and the one of most healthy GPUs (most GPUs when none
+// is healthy; ties: the earliest group).
+void GroupByModel(const TopologySpec& spec, Topology::Derived& derived) {
+  std::vector<int> healthy;
+  for (const GpuSpec& gpu : spec.gpus) {
+    auto group = std::find_if(derived.model_groups.begin(), derived.model_groups.end(),
+                              [&](const Topology::ModelGroup& g) { return g.model == gpu.model; });
+    if (group == derived.model_groups.end()) {
+      derived.model_groups.push_back({gpu.model, ToLower(gpu.model), 0});
+      healthy.push_back(0);
+      group = std::prev(derived.model_groups.end());
+    }
+    group->gpus = static_cast<GpuMask>(group->gpus | Bit(gpu.index));
+    if (gpu.healthy) ++healthy[static_cast<std::size_t>(group - derived.model_groups.begin())];
+  }
+  const bool any_healthy = std::any_of(healthy.begin(), healthy.end(), [](int h) { return h > 0; });
+  auto weight = [&](std::size_t i) {
+    return any_healthy ? healthy[i] : std::popcount(derived.model_groups[i].gpus);
+  };
+  for (std::size_t i = 1; i < derived.model_groups.size(); ++i) {
+    if (weight(i) > weight(derived.summary_group)) derived.summary_group = i;
+  }
+}
+
 }  // namespace
 
 Topology::Topology(TopologySpec spec, Derived derived)
     : spec_(std::move(spec)),
       gpu_count_(static_cast<int>(spec_.gpus.size())),
       d_(std::move(derived)) {}
+
+GpuMask Topology::GpusOfModels(const std::vector<std::string>& lowered_substrings) const {
+  if (lowered_substrings.empty()) return all_gpus();
+  GpuMask gpus = 0;
+  for (const ModelGroup& group : d_.model_groups) {
+    for (const std::string& substring : lowered_substrings) {
+      if (group.lower.find(substring) != std::string::npos) {
+        gpus = static_cast<GpuMask>(gpus | group.gpus);
+        break;
+      }
+    }
+  }
+  return gpus;
+}
 
 int Topology::NumaSpan(GpuMask mask) const {
   int span = 0;
@@ -215,6 +255,7 @@ Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandw
   derived.switch_groups = std::move(graph.pcie_switch_groups);
   derived.numa_groups = GroupBy(spec, /*by_socket=*/false);
   derived.socket_groups = GroupBy(spec, /*by_socket=*/true);
+  GroupByModel(spec, derived);
 
   std::string canonical = std::to_string(n);
   for (const GpuSpec& gpu : spec.gpus) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kube/fake_api_server.h"
+#include "linkfit/agent/agent_metrics.h"
 #include "linkfit/agent/node_agent.h"
 #include "linkfit/agent/node_publisher.h"
 #include "linkfit/kube/annotations.h"
@@ -208,6 +209,42 @@ TEST_F(NodeAgentTest, PublishesOnChangeOnly) {
   EXPECT_FALSE(*degraded);
   EXPECT_EQ(Annotations()[kube::kAnnotationDevicesInUse], devices);
   EXPECT_EQ(Published().gpus.size(), 8u);
+}
+
+// A figure the machine did not tell is counted every discovery and logged once per figure and
+// model; the agent's other warnings are logged every discovery.
+TEST_F(NodeAgentTest, GuessedFiguresAreCountedEachRoundAndLoggedOnce) {
+  NodePublisher publisher(*client_, "gpu-0");
+  NodeAgent agent(
+      {},
+      [this]() -> Result<Discovery> {
+        Discovery found = Found();
+        const std::string guess = "PCIe generation of NVIDIA A100-SXM4-40GB not stated by NVML";
+        found.guessed.push_back({"pcie", "NVIDIA A100-SXM4-40GB", guess});
+        found.warnings = {guess, "an ordinary warning"};
+        return found;
+      },
+      {}, publisher);
+  AgentMetrics metrics;
+  agent.SetMetrics(&metrics);
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(agent.RunRound(true));
+  ASSERT_TRUE(agent.RunRound(true));
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  const auto count = [&](const std::string& text) {
+    std::size_t n = 0;
+    for (std::size_t at = logged.find(text); at != std::string::npos;
+         at = logged.find(text, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("PCIe generation of NVIDIA A100-SXM4-40GB not stated by NVML"), 1u) << logged;
+  EXPECT_EQ(count("an ordinary warning"), 2u) << logged;
+  EXPECT_NE(metrics.Render().find("linkfit_agent_guessed_figures_total{figure=\"pcie\",model="
+                                  "\"NVIDIA A100-SXM4-40GB\"} 2"),
+            std::string::npos)
+      << metrics.Render();
 }
 
 TEST_F(NodeAgentTest, AFirstDiscoveryThatFailsIsAnError) {

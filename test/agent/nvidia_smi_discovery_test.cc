@@ -116,6 +116,19 @@ TEST(NvidiaSmiDiscovery, DgxA100WithMigInstances) {
   expected.gpus[7].mig_mode_pending = MigMode::kEnabled;
   EXPECT_EQ(Published(found->spec), Published(expected));
   ExpectLinkfitReads(found->spec);
+  // nvidia-smi tells no generation and no MIG capability: each came from the table, once per
+  // figure and model.
+  for (const topology::GpuSpec& gpu : found->spec.gpus) {
+    EXPECT_EQ(gpu.sources.nvlink, topology::FigureSource::kTable);
+    EXPECT_EQ(gpu.sources.pcie, topology::FigureSource::kTable);
+    EXPECT_EQ(gpu.sources.mig, topology::FigureSource::kTable);
+  }
+  ASSERT_EQ(found->guessed.size(), 3u);
+  EXPECT_EQ(found->guessed[0].figure, "nvlink");
+  EXPECT_EQ(found->guessed[0].model, "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ(found->guessed[2].warning,
+            "mig figure of NVIDIA A100-SXM4-40GB not told by nvidia-smi; taken from linkfit's GPU "
+            "model table");
 }
 
 TEST(NvidiaSmiDiscovery, MigCapableButNoGpuInMigModeNeedsNoInstanceTable) {

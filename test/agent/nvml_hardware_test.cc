@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fake_nvml/nvml_test_support.h"
+#include "linkfit/topology/gpu_models.h"
 #include "recording.h"
 
 namespace linkfit::agent {
@@ -46,6 +47,12 @@ TEST(NvmlHardware, AModelTheTableLacksIsDescribedFromNvmlAlone) {
   ASSERT_TRUE(found) << found.error().message;
   ExpectPublished(*found, Expected("p100-4x-nvlink1-2socket"));
   EXPECT_FALSE(Warned(*found, "not stated by NVML"));
+  EXPECT_TRUE(found->guessed.empty());
+  for (const topology::GpuSpec& gpu : found->spec.gpus) {
+    EXPECT_EQ(gpu.sources.nvlink, topology::FigureSource::kNvml);
+    EXPECT_EQ(gpu.sources.pcie, topology::FigureSource::kNvml);
+    EXPECT_EQ(gpu.sources.mig, topology::FigureSource::kNvml);
+  }
   const topology::TopologyPtr built = Build(*found);
   ASSERT_NE(built, nullptr);
   EXPECT_EQ(built->bandwidth_mbps(0, 3), 6000u);
@@ -88,8 +95,22 @@ TEST(NvmlHardware, WithoutTheLinkCallsTheTableIsTheFallback) {
     EXPECT_TRUE(Warned(*found, "this NVML lacks NVLink versions or PCIe link generation/width"));
     EXPECT_TRUE(Warned(*found,
                        "PCIe generation of NVIDIA H100 80GB HBM3 not stated by NVML; "
-                       "gen 5 from linkfit's GPU model table"));
+                       "gen 5 from linkfit's GPU model table (NVIDIA H100 Tensor Core GPU "
+                       "datasheet"));
     EXPECT_TRUE(Warned(*found, "NVLink version not stated by NVML; NVLink 4 from"));
+    // One guess per figure and model, not per GPU; each GPU says where its figures came from.
+    ASSERT_EQ(found->guessed.size(), 2u);
+    EXPECT_EQ(found->guessed[0].figure, "pcie");
+    EXPECT_EQ(found->guessed[0].model, "NVIDIA H100 80GB HBM3");
+    EXPECT_EQ(found->guessed[1].figure, "nvlink");
+    for (const topology::GpuSpec& gpu : found->spec.gpus) {
+      EXPECT_EQ(gpu.sources.nvlink, topology::FigureSource::kTable);
+      EXPECT_EQ(gpu.sources.pcie, topology::FigureSource::kTable);
+      EXPECT_EQ(gpu.sources.mig, topology::FigureSource::kNvml);
+    }
+    const std::string published = topology::ToTopologyDocument(found->spec);
+    EXPECT_NE(published.find(R"("sources":{"mig":"nvml","nvlink":"table","pcie":"table"})"),
+              std::string::npos);
     EXPECT_EQ(found->spec.fabric.nvlink_generation, 4);
     EXPECT_EQ(found->spec.gpus[0].pcie_width, 0);
     testing::ExpectSameModel(*Build(*found), *linkfit::testing::LoadFixture("dgx-h100"));
@@ -103,7 +124,35 @@ TEST(NvmlHardware, WithoutTheLinkCallsTheTableIsTheFallback) {
                        "4 assumed, unknown to linkfit's GPU model table"));
     EXPECT_TRUE(Warned(*found, "NVLink version not stated by NVML; unknown to"));
     EXPECT_EQ(found->spec.gpus[0].pcie_gen, 0);
+    EXPECT_EQ(found->spec.gpus[0].sources.pcie, topology::FigureSource::kAssumed);
+    EXPECT_EQ(found->spec.gpus[0].sources.nvlink, topology::FigureSource::kAssumed);
   }
+}
+
+// An operator's table (--gpu-models) stands in for the built-in one: a P100 it describes gets
+// its figures, and the warning names the operator's source.
+TEST(NvmlHardware, AnOperatorsTableReplacesTheBuiltinOne) {
+  auto table = topology::GpuModelTable::Parse(R"({"schema": "linkfit-gpu-models/v1", "models": [
+      {"name": "P100", "match": ["P100"], "nvlink_generation": 1, "pcie_generation": 3,
+       "source": "NVIDIA Tesla P100 datasheet"}]})",
+                                              "ops.json");
+  ASSERT_TRUE(table) << table.error().message;
+  NvmlOptions options = Fake("p100-4x-nvlink1-2socket", LINKFIT_FAKE_NVML_WITHOUT_LINK_FACTS);
+  options.gpu_models = &*table;
+  auto found = DiscoverWithNvml(options);
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_EQ(found->spec.gpus[0].pcie_gen, 3);
+  EXPECT_EQ(found->spec.fabric.nvlink_generation, 1);
+  EXPECT_EQ(found->spec.gpus[0].sources.pcie, topology::FigureSource::kTable);
+  EXPECT_TRUE(Warned(*found, "gen 3 from linkfit's GPU model table (NVIDIA Tesla P100 datasheet)"));
+  // The published document is the expected one but for where the two figures came from.
+  nlohmann::json expected = Expected("p100-4x-nvlink1-2socket");
+  for (auto& gpu : expected["gpus"]) {
+    gpu["sources"]["pcie"] = "table";
+    gpu["sources"]["nvlink"] = "table";
+    gpu.erase("pcie_width");  // the width call is missing too
+  }
+  ExpectPublished(*found, expected);
 }
 
 // Drivers that export a symbol without implementing it answer NVML_ERROR_FUNCTION_NOT_FOUND

@@ -21,6 +21,8 @@ TopologySpec A100WithAgentFacts() {
   spec.gpus[4].mig_mode = MigMode::kEnabled;
   spec.gpus[4].mig_instances = {{"3g.20gb", 0, 4, "MIG-4a", 1}, {"1g.5gb", 6, 1, "", -1}};
   spec.gpus[5].mig_mode_pending = MigMode::kEnabled;
+  spec.gpus[0].sources = {FigureSource::kNvml, FigureSource::kTable, FigureSource::kAssumed};
+  spec.gpus[1].sources.pcie = FigureSource::kNvidiaSmi;
   spec.handoff_mode = "nri-cdi";
   return spec;
 }
@@ -37,7 +39,12 @@ TEST(AgentFacts, RoundTripThroughTheCompactDocument) {
     EXPECT_EQ(parsed->gpus[i].mig_mode, spec.gpus[i].mig_mode) << i;
     EXPECT_EQ(parsed->gpus[i].mig_mode_pending, spec.gpus[i].mig_mode_pending) << i;
     EXPECT_EQ(parsed->gpus[i].mig_instances, spec.gpus[i].mig_instances) << i;
+    EXPECT_EQ(parsed->gpus[i].sources, spec.gpus[i].sources) << i;
   }
+  EXPECT_NE(text.find(R"("sources":{"mig":"assumed","nvlink":"nvml","pcie":"table"})"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"("sources":{"pcie":"nvidia-smi"})"), std::string::npos) << text;
   EXPECT_EQ(parsed->handoff_mode, "nri-cdi");
   // Canonical: serialising the parsed document gives the same text (the agent patches only
   // when this text changes).
@@ -68,6 +75,7 @@ TEST(AgentFacts, FixturesWithoutThemMeanHealthyAndModeUnknown) {
     EXPECT_TRUE(gpu.mig_instances.empty());
   }
   EXPECT_EQ(ToTopologyDocument(plain->spec()).find("healthy"), std::string::npos);
+  EXPECT_EQ(ToTopologyDocument(plain->spec()).find("sources"), std::string::npos);
 }
 
 struct BadFact {
@@ -106,7 +114,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "mig_instances[1]: overlaps"},
         BadFact{
             R"("mig_mode":"disabled","mig_instances":[{"profile":"1g.5gb","start":0,"size":1}])",
-            "not \"enabled\""}));
+            "not \"enabled\""},
+        BadFact{R"("sources":"nvml")", "gpus[0].sources: expected an object"},
+        BadFact{R"("sources":{"memory":"nvml"})",
+                "gpus[0].sources.memory: unknown figure (nvlink, pcie, mig)"},
+        BadFact{R"("sources":{"pcie":4})", "gpus[0].sources.pcie: expected a string"},
+        BadFact{R"("sources":{"mig":"guess"})",
+                "gpus[0].sources.mig: \"guess\" is not a figure source (nvml, nvidia-smi, "
+                "table, assumed)"},
+        BadFact{R"("sources":{"mig":"unstated"})", "gpus[0].sources.mig: \"unstated\" is not"}));
 
 }  // namespace
 }  // namespace linkfit::topology

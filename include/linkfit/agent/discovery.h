@@ -26,16 +26,28 @@
 
 namespace linkfit::agent {
 
+// A figure placement uses that the machine did not tell: taken from the GPU model table, or
+// assumed where the table does not know the model. One per (figure, model) and discovery.
+struct GuessedFigure {
+  std::string figure;   // "nvlink" | "pcie" | "mig" (the keys of a GPU's "sources")
+  std::string model;    // the GPU model name
+  std::string warning;  // what was taken from where (also in Discovery::warnings)
+};
+
 struct Discovery {
   topology::TopologySpec spec;        // GPUs with health and MIG facts; passes BuildTopology
   std::string source;                 // "nvml" or "nvidia-smi"
   std::string driver_version;         // e.g. "550.54.15", when known
   std::vector<std::string> warnings;  // also copied into spec.warnings
+  std::vector<GuessedFigure> guessed;
 };
 
 struct NvmlOptions {
   std::string library = "libnvidia-ml.so.1";  // dlopen name (found through LD_LIBRARY_PATH)
   std::string sysfs_root = "/sys";            // NUMA node of a PCI device when NVML has none
+  // What the machine cannot tell, by model name (nullptr: the built-in config/gpus.json); also
+  // used by the nvidia-smi fallback of Discover(). Must outlive the calls.
+  const topology::GpuModelTable* gpu_models = nullptr;
 };
 
 // Loads NVML and discovers the node. An error when the library cannot be loaded or lacks a
@@ -47,8 +59,10 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options);
 using CommandRunner = std::function<Result<std::string>(const std::vector<std::string>& argv)>;
 CommandRunner SystemCommandRunner();
 
-// Discovers through nvidia-smi (the fallback).
-Result<Discovery> DiscoverWithNvidiaSmi(const CommandRunner& run);
+// Discovers through nvidia-smi (the fallback); generations and MIG capability come from `table`.
+Result<Discovery> DiscoverWithNvidiaSmi(
+    const CommandRunner& run,
+    const topology::GpuModelTable& table = topology::GpuModelTable::Builtin());
 
 // NVML first, nvidia-smi when NVML cannot be loaded; the error names why both failed.
 Result<Discovery> Discover(const NvmlOptions& options, const CommandRunner& run);

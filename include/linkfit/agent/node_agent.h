@@ -6,6 +6,8 @@
 //                             per-GPU health, MIG mode and MIG instances -> linkfit.io/topology
 //   every devices_interval    the kubelet's PodResources: the devices each pod really holds
 //                             -> linkfit.io/devices-in-use
+//   (a figure the machine did not tell, taken from the GPU model table, is logged once per figure
+//   and model, and counted in AgentMetrics every discovery)
 //   on an Xid event           the GPU is marked unhealthy (sticky until the agent restarts, as
 //                             NVIDIA's device plugin does) and the document republished at once
 //
@@ -23,8 +25,11 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 
+#include "linkfit/agent/agent_metrics.h"
 #include "linkfit/agent/discovery.h"
 #include "linkfit/agent/node_publisher.h"
 #include "linkfit/common/result.h"
@@ -53,6 +58,10 @@ class NodeAgent {
   // publishing failed.
   Result<bool> RunRound(bool force = false);
 
+  // Counts guessed figures (Discovery::guessed) of every discovery in `metrics` (may be null;
+  // must outlive the agent). Call before the first round.
+  void SetMetrics(AgentMetrics* metrics) { metrics_ = metrics; }
+
   // Runs rounds until Stop(), sleeping between them (backing off after errors).
   void Run();
   void Stop();
@@ -70,6 +79,8 @@ class NodeAgent {
 
  private:
   topology::TopologySpec WithHealthLocked(topology::TopologySpec spec) const;
+  // Logs a discovery's warnings; a guessed figure once per (figure, model) and process.
+  void LogWarnings(const Discovery& found);
 
   const AgentOptions options_;
   const DiscoverFn discover_;
@@ -87,6 +98,8 @@ class NodeAgent {
   std::optional<std::string> devices_json_;   // GUARDED_BY(mutex_)
 
   // Loop-thread only.
+  AgentMetrics* metrics_ = nullptr;
+  std::set<std::pair<std::string, std::string>> guesses_logged_;  // (figure, model)
   std::chrono::steady_clock::time_point next_discovery_{};
   std::chrono::steady_clock::time_point next_devices_{};
 };

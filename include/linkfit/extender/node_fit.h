@@ -33,7 +33,8 @@ struct FitOptions {
   bool explain = true;
 };
 
-// The GPU model name of a node (its first GPU's model).
+// The GPU model name of a node for messages and display: the model of most of its healthy GPUs.
+// Decisions read each GPU's model (a pod that names models is placed only on GPUs of those).
 const std::string& NodeGpuModel(const state::NodeState& node);
 
 NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "linkfit/common/result.h"
+#include "linkfit/topology/gpu_models.h"
 
 namespace linkfit::topology {
 
@@ -50,6 +51,28 @@ struct NvlinkFabric {
 enum class MigMode : std::uint8_t { kUnknown, kDisabled, kEnabled };
 Result<MigMode> ParseMigMode(std::string_view text);  // "enabled" | "disabled"
 std::string_view ToString(MigMode mode);
+
+// Where a figure placement uses came from, as the node agent publishes it per GPU
+// ("sources": {"nvlink": "nvml", "pcie": "table", "mig": "nvml"}):
+//   nvml        the driver's NVML answered
+//   nvidia-smi  nvidia-smi's output told it (the agent's fallback)
+//   table       linkfit's GPU model table (config/gpus.json) by the model name: a guess
+//   assumed     neither told it: a default (PCIe gen 4, NVLink of the model's era, no MIG)
+// Fixtures and documents typed by hand state none (kUnstated).
+enum class FigureSource : std::uint8_t { kUnstated, kNvml, kNvidiaSmi, kTable, kAssumed };
+Result<FigureSource> ParseFigureSource(std::string_view text);
+std::string_view ToString(FigureSource source);
+
+struct FigureSources {
+  FigureSource nvlink = FigureSource::kUnstated;  // NVLink generation of the GPU's links
+  FigureSource pcie = FigureSource::kUnstated;    // PCIe generation
+  FigureSource mig = FigureSource::kUnstated;     // MIG capability and profile set
+  bool stated() const {
+    return nvlink != FigureSource::kUnstated || pcie != FigureSource::kUnstated ||
+           mig != FigureSource::kUnstated;
+  }
+  friend bool operator==(const FigureSources&, const FigureSources&) = default;
+};
 
 // One MIG GPU instance that exists on a GPU (nvmlDeviceGetGpuInstances + its placement).
 struct MigInstanceSpec {
@@ -93,6 +116,7 @@ struct GpuSpec {
   MigMode mig_mode = MigMode::kUnknown;          // current
   MigMode mig_mode_pending = MigMode::kUnknown;  // after the next GPU reset; kUnknown = same
   std::vector<MigInstanceSpec> mig_instances;    // GPU instances that exist now
+  FigureSources sources;                         // where its figures came from
 };
 
 // One unordered GPU pair (a < b). Pairs missing from TopologySpec::links are an error.
@@ -135,23 +159,16 @@ Result<TopologySpec> ParseTopologyDocument(std::string_view json_text);
 // Parses `nvidia-smi topo -m` text and, optionally, the CSV printed by
 // `nvidia-smi --query-gpu=index,uuid,name,memory.total,pci.bus_id --format=csv` (with or without
 // the header, with or without units). An empty `query_gpu_csv` leaves models and UUIDs unknown.
+// What topo -m cannot tell (generations, MIG capability) comes from `table` (FillModelFacts).
 Result<TopologySpec> ParseNvidiaSmi(std::string_view topo_matrix_text,
-                                    std::string_view query_gpu_csv);
+                                    std::string_view query_gpu_csv,
+                                    const GpuModelTable& table = GpuModelTable::Builtin());
 
-// What a GPU's model name tells, from linkfit's table of the models it knows: a guess, for where
-// the machine cannot say (nvidia-smi text, an NVML without the call). 0 / empty = unknown.
-struct ModelGuess {
-  int nvlink_generation = 0;
-  int pcie_gen = 0;
-  std::string mig_profile_set;  // a MIG profile set of config/mig/, for MIG-capable models
-  bool p2p_supported = true;
-};
-ModelGuess GuessFromModelName(std::string_view model, std::uint64_t memory_mib);
-
-// Fills what the GPU model names tell, as the nvidia-smi parser does: each GPU's PCIe generation,
-// MIG profile set (mig_capable), peer-to-peer support, and the fabric's NVLink and NVSwitch
-// generations.
-void FillModelFacts(TopologySpec& spec);
+// Fills what the GPU model names tell from `table` (config/gpus.json), as the nvidia-smi parser
+// does: each GPU's PCIe generation, MIG profile set (mig_capable), peer-to-peer support, and the
+// fabric's NVLink and NVSwitch generations; each GPU's `sources` says "table" where the table
+// knew the figure and "assumed" where it did not.
+void FillModelFacts(TopologySpec& spec, const GpuModelTable& table);
 
 // Detects which of the above `text` is: a JSON document (first non-space character '{'), or
 // nvidia-smi text, optionally followed by the query-gpu CSV in the same file (the CSV starts at

@@ -77,6 +77,23 @@ class Topology {
   // The number of distinct NUMA nodes the GPUs of `mask` touch.
   int NumaSpan(GpuMask mask) const;
 
+  // The GPUs of one model name (a node may mix models; a GPU lost at the query level reads
+  // "unknown"): the distinct models in order of their lowest GPU, with their lower-cased name.
+  struct ModelGroup {
+    std::string model;
+    std::string lower;
+    GpuMask gpus = 0;
+  };
+  const std::vector<ModelGroup>& model_groups() const { return d_.model_groups; }
+  // The GPUs whose lower-cased model contains one of `lowered_substrings`; every GPU when the
+  // list is empty. One substring test per (distinct model, substring): nodes of one model pay
+  // what a single model name costs.
+  GpuMask GpusOfModels(const std::vector<std::string>& lowered_substrings) const;
+  // The node's model for display and metrics, not for decisions (those use GpusOfModels): the
+  // model of most healthy GPUs (ties: the one whose first GPU comes first), or of most GPUs
+  // when none is healthy.
+  const std::string& summary_model() const { return d_.model_groups[d_.summary_group].model; }
+
   // A stable hash of everything placement depends on (GPU count, models, NUMA/socket layout,
   // groups and the bandwidth matrix); equal fingerprints mean interchangeable topologies.
   const std::string& fingerprint() const { return d_.fingerprint; }
@@ -95,6 +112,8 @@ class Topology {
     std::vector<GpuMask> switch_groups;
     std::vector<GpuMask> numa_groups;
     std::vector<GpuMask> socket_groups;
+    std::vector<ModelGroup> model_groups;
+    std::size_t summary_group = 0;  // index into model_groups
     std::string fingerprint;
   };
   Topology(TopologySpec spec, Derived derived);
