@@ -95,6 +95,7 @@ Result<void> Service::LoadStandalone() {
   extender::ExtenderOptions options;
   LINKFIT_ASSIGN_OR_RETURN(options, ExtenderOptionsFrom(config_));
   memo_ = std::make_unique<extender::PodMemo>(options.defaults);
+  memo_->LearnHeld(*cache_);
   extender_ =
       std::make_unique<extender::Extender>(*cache_, std::move(options), *binder_, *memo_, metrics_);
   handler_ = std::make_unique<WireHandler>(*extender_, memo_.get());

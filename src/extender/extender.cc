@@ -443,6 +443,9 @@ std::vector<kube::NodeVictims> Extender::Preempt(const kube::PreemptionArgs& arg
 state::RemoveOutcome Extender::Release(const std::string& pod_uid) {
   const state::RemoveOutcome outcome = cache_.RemoveBound(pod_uid);
   if (outcome == state::RemoveOutcome::kRemoved) binder_.Released(pod_uid);
+  // A pod released without devices (never bound) leaves as well; one whose bind is in flight
+  // stays.
+  if (outcome != state::RemoveOutcome::kBindInFlight) pods_.PodLeft(pod_uid);
   return outcome;
 }
 

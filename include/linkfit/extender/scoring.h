@@ -97,13 +97,12 @@ class ShapeStats {
  public:
   // With `power_of_two_prior`, whole 1, 2, 4 and 8 GPUs always count as one request each (so
   // that, with little history, an idle 8-GPU node is not broken up for a 2-GPU pod when a
-  // partly used node offers the same ring); cluster mode uses it, standalone mode does not.
+  // partly used node offers the same ring); Demand (pod_source.h) uses it in both modes.
   explicit ShapeStats(bool power_of_two_prior = false) : prior_(power_of_two_prior) {}
 
-  // Counts one request (standalone: pods seen by filter, retries count again, which is harmless;
-  // cluster: every pending or running pod the API shows). CPU is bucketed by whole cores up to
-  // 32 (then 8 cores), memory by powers of two GiB; a bucket's shape carries the mean request of
-  // its members.
+  // Counts one request: one pod a PodSource knows (pod_source.h: each pod once, retries never
+  // again). CPU is bucketed by whole cores up to 32 (then 8 cores), memory by powers of two GiB;
+  // a bucket's shape carries the mean request of its members.
   void Record(const GpuRequest& request);
   // Uncounts a request counted before (a pod that left).
   void Remove(const GpuRequest& request);
