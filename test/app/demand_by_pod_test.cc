@@ -46,8 +46,8 @@ class DemandByPodTest : public ::testing::Test {
     cache.UpsertNode(linkfit::testing::MakeNodeInfo("ws", "ws-4x-rtxa6000-nvlink-pairs"));
     handler.SetReady(true);
   }
-  // Every prioritize score of the probes (1, 2 and 4 GPUs), as the wire writes them. The probes
-  // are pods too: the first call makes them known (and counted), later calls change nothing.
+  // Every prioritize score of the probes (1, 2 and 4 GPUs), as the wire writes them (prioritize
+  // learns no pod: the probes never count).
   std::vector<std::string> Scores() {
     std::vector<std::string> bodies;
     for (const int gpus : {1, 2, 4}) {
@@ -68,7 +68,6 @@ class DemandByPodTest : public ::testing::Test {
 TEST_F(DemandByPodTest, ARetriedFilterCallChangesNoScore) {
   // Pods of other shapes, so that the 8-GPU pod's weight is a share that its retries would grow.
   for (int k = 0; k < 4; ++k) handler.Filter(Args(PodJson("small-" + std::to_string(k), 1)));
-  Scores();  // the probes known
   ASSERT_EQ(handler.Filter(Args(PodJson("big", 8))).status, 200);
   const std::vector<std::string> once = Scores();
   for (int retry = 0; retry < 10; ++retry) {
@@ -76,8 +75,8 @@ TEST_F(DemandByPodTest, ARetriedFilterCallChangesNoScore) {
     ASSERT_EQ(handler.Prioritize(Args(PodJson("big", 8))).status, 200);
     EXPECT_EQ(Scores(), once) << "after retry " << retry;
   }
-  // Eight pods: the four small ones, "big" and the three probes (seen by prioritize).
-  EXPECT_EQ(memo.size(), 8u);
+  // Five pods: the four small ones and "big" (prioritize learns none).
+  EXPECT_EQ(memo.size(), 5u);
   // The same pod under another UID is another pod: it weighs (the check above can fail).
   for (int k = 0; k < 10; ++k) handler.Filter(Args(PodJson("big-" + std::to_string(k), 8)));
   EXPECT_NE(Scores(), once);
@@ -85,7 +84,6 @@ TEST_F(DemandByPodTest, ARetriedFilterCallChangesNoScore) {
 
 TEST_F(DemandByPodTest, APodThatLeavesTakesItsWeight) {
   for (int k = 0; k < 4; ++k) handler.Filter(Args(PodJson("small-" + std::to_string(k), 1)));
-  Scores();  // the probes known
   const std::vector<std::string> before = Scores();
   const extender::ShapeList shapes_before = memo.demand().Shapes();
   // Three 8-GPU pods arrive, two are bound, all three leave (one never bound).

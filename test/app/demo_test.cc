@@ -91,11 +91,16 @@ TEST_F(DemoTest, EveryPodKindIsPlaced) {
 }
 
 // The 2-GPU job and the notebook go to the partly used A100 (GPUs 0-3 in MIG mode, never an
-// 8-GPU host), not to the idle one; the 8-GPU job then finds its machine.
+// 8-GPU host), not to the idle one, and the story says why; the 8-GPU job then finds its machine.
 TEST_F(DemoTest, SmallPodsKeepTheWholeMachineTheBigJobNeeds) {
   const std::string finetune = Paragraph(out_, "2) demo/finetune-2gpu");
   EXPECT_NE(Field(finetune, "placed:").find("placed: dgx-a100-mig-0, GPUs "), std::string::npos)
       << finetune;
+  const std::string why = Field(finetune, "why:");
+  EXPECT_NE(why.find("Whole machines kept"), std::string::npos) << finetune;
+  EXPECT_NE(why.find("dgx-a100-0"), std::string::npos) << finetune;
+  EXPECT_NE(why.find("idle whole machine"), std::string::npos) << finetune;
+  EXPECT_NE(why.find("policy.whole_machines"), std::string::npos) << finetune;
   const std::string share = Field(Paragraph(out_, "4) demo/notebook-share"), "placed:");
   EXPECT_EQ(share.find("dgx-a100-0,"), std::string::npos) << share;
   const std::string big = Paragraph(out_, "5) demo/train-8gpu");

@@ -120,8 +120,7 @@ class MemoExtender {
     return extender_.Filter(args);
   }
   std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) {
-    memo_.Seen(args.pod);
-    return extender_.Prioritize(args);
+    return extender_.Prioritize(args);  // as WireHandler: prioritize learns nothing
   }
   std::string Bind(const kube::BindingArgs& args) { return extender_.Bind(args); }
   std::vector<kube::NodeVictims> Preempt(const kube::PreemptionArgs& args) const {

@@ -7,7 +7,7 @@
 //   - prioritize weighs the request shapes and MIG profiles the cluster asks for (Demand).
 //
 //   standalone mode  PodMemo: the pods linkfit knows without an API server: pending once a
-//                    filter or prioritize request shows them, running once bound (or listed in
+//                    filter request shows them, running once bound (or listed in
 //                    the cluster or state file), gone once released (POST /standalone/release)
 //   cluster mode     cluster::PodStore: pods from the API server's watch, so scores survive a
 //                    restart
@@ -100,7 +100,8 @@ class PodMemo final : public PodSource {
   explicit PodMemo(RequestDefaults defaults, std::size_t capacity = 65536)
       : defaults_(std::move(defaults)), capacity_(capacity) {}
 
-  // A pod a filter or prioritize request shows (pending, as standalone mode learns of pods):
+  // A pod a filter request shows (pending, as standalone mode learns of pods; kube-scheduler
+  // filters every pod before it prioritizes it, and prioritize changes nothing):
   // known from its first sighting, counted in demand once however often kube-scheduler asks about
   // it; a later sighting with another request (changed hints) replaces its weight. Not learnt: a
   // pod without a UID (it could not be told from a retry) or whose hints do not parse (filter
