@@ -185,6 +185,8 @@ class Api {
 struct Outcome {
   std::string asks;                  // the request as linkfit understood it
   std::map<std::string, int> rings;  // node -> ring GB/s of its best set (from /explain)
+  // node -> why it loses the whole-machine points ("loses 70 of 140 points: it would break ...")
+  std::map<std::string, std::string> losses;
   std::vector<std::string> passed;
   std::vector<std::pair<std::string, std::string>> failed;  // node, reason; in node order
   std::set<std::string> unresolvable;
@@ -206,6 +208,9 @@ void ReadExplain(const json& reply, Outcome& outcome) {
       continue;
     }
     const auto colon = line.find(": ");
+    if (const auto loses = line.find("; loses "); colon != line.npos && loses != line.npos) {
+      outcome.losses[line.substr(0, colon)] = line.substr(loses + 2);
+    }
     const auto ring = line.find("(ring ");
     if (colon == line.npos || ring == line.npos) continue;
     int gbps = 0;
@@ -329,6 +334,41 @@ std::string ScoreOf(const Outcome& outcome, const std::string& node) {
   return "?";
 }
 
+// The text between `from` and `to` in `text` ("" when either is missing).
+std::string Between(const std::string& text, const std::string& from, const std::string& to) {
+  const auto begin = text.find(from);
+  if (begin == std::string::npos) return "";
+  const auto end = text.find(to, begin + from.size());
+  return end == std::string::npos ? ""
+                                  : text.substr(begin + from.size(), end - begin - from.size());
+}
+
+// " Whole machines kept: ..." when candidates lost the whole-machine points (/explain's clause
+// "loses P of R points: it would break WHAT while KEEPER serves the pod HOW (policy...)").
+std::string WholeMachinesKept(const Outcome& outcome) {
+  std::vector<std::string> nodes;
+  std::set<std::string> what;
+  std::string clause;
+  for (const std::string& node : outcome.passed) {
+    const auto loss = outcome.losses.find(node);
+    if (loss == outcome.losses.end() || node == outcome.node) continue;
+    nodes.push_back(node);
+    const std::string broken = Between(loss->second, "would break ", " while ");
+    what.insert(broken.substr(0, broken.find(" (")));  // "an idle whole machine", sizes apart
+    clause = loss->second;
+  }
+  if (nodes.empty()) return "";
+  const std::string last = nodes.back();
+  nodes.pop_back();
+  const std::string where = nodes.empty() ? last : Join(nodes, ", ") + " or " + last;
+  return " Whole machines kept: on " + where + " the pod would break " +
+         (what.size() == 1 ? *what.begin() : std::string("a whole machine or NVLink island")) +
+         ", which costs " + Between(clause, "loses ", ": ") + " while " +
+         Between(clause, " while ", " serves ") + " serves it " +
+         Between(clause, " serves the pod ", " (policy") + " (policy" +
+         Between(clause, "(policy", ")") + "), so big pods keep their machines.";
+}
+
 // Says why the chosen node is a good choice, from the rings and scores the pod was offered.
 std::string Why(const Outcome& outcome) {
   if (outcome.passed.size() == 1) return "it is the only node that can host this pod now.";
@@ -361,7 +401,7 @@ std::string Why(const Outcome& outcome) {
       groups.push_back(group);
     }
     why += Join(groups, ", ") + ".";
-    if (equal_ring_scored_lower) {
+    if (equal_ring_scored_lower && outcome.losses.empty()) {
       why += " At equal bandwidth the packing and fragmentation terms decided.";
     }
   }
@@ -375,7 +415,7 @@ std::string Why(const Outcome& outcome) {
            "; ties go to the first node here (kube-scheduler picks one at random).";
   }
   if (why.empty()) why = "the highest score.";
-  return why;
+  return why + WholeMachinesKept(outcome);
 }
 
 void Tell(std::ostream& out, int number, const DemoPod& pod, const Outcome& outcome,

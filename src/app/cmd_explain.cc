@@ -97,6 +97,7 @@ int RunExplain(const std::vector<std::string>& args, std::ostream& out, std::ost
   }
   NoBinder binder;
   extender::PodMemo memo(options->defaults);
+  memo.LearnHeld(cache);  // the pods already holding devices weigh in demand, as in `serve`
   extender::Extender extender(cache, std::move(*options), binder, memo, metrics);
   for (const std::string& line : extender.Explain(decoded->pod)) out << line << "\n";
   return 0;

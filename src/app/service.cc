@@ -18,8 +18,13 @@ Result<extender::ExtenderOptions> ExtenderOptionsFrom(const Config& config) {
                            alloc::ParseClosenessPolicy(config.policy.default_closeness_policy));
   options.fit.share_policy = config.policy.share_policy == "spread" ? alloc::SharePolicy::kSpread
                                                                     : alloc::SharePolicy::kPack;
-  options.weights = {config.policy.weights.topology, config.policy.weights.packing,
-                     config.policy.weights.fragmentation, config.policy.weights.balance};
+  options.weights.topology = config.policy.weights.topology;
+  options.weights.packing = config.policy.weights.packing;
+  options.weights.fragmentation = config.policy.weights.fragmentation;
+  options.weights.balance = config.policy.weights.balance;
+  LINKFIT_ASSIGN_OR_RETURN(options.weights.whole_machines,
+                           extender::ParseWholeMachinePolicy(config.policy.whole_machines));
+  options.weights.whole_machine_penalty = config.policy.whole_machine_penalty;
   options.score_range = config.policy.score_range;
   return options;
 }
@@ -95,6 +100,9 @@ Result<void> Service::LoadStandalone() {
   extender::ExtenderOptions options;
   LINKFIT_ASSIGN_OR_RETURN(options, ExtenderOptionsFrom(config_));
   memo_ = std::make_unique<extender::PodMemo>(options.defaults);
+  // The allocations already held are pods linkfit knows: they count in demand from the start,
+  // as running pods do in cluster mode.
+  memo_->LearnHeld(*cache_);
   extender_ =
       std::make_unique<extender::Extender>(*cache_, std::move(options), *binder_, *memo_, metrics_);
   handler_ = std::make_unique<WireHandler>(*extender_, memo_.get());

@@ -151,7 +151,7 @@ server::HttpReply WireHandler::Filter(server::Body body) {
   if (const std::string reason = NotReadyReason(); !reason.empty()) {
     return server::HttpReply{200, kube::EncodeFilterError(reason)};
   }
-  if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/true);
+  if (memo_ != nullptr) memo_->Seen(args->pod);  // once per pod: retries change nothing
   std::optional<std::string> reply = extender_.FilterReplyNamesAsSent(*args);
   if (!reply) {
     args = kube::DecodeExtenderArgs(body.text, kube::NameCheck::kAtDecode, body.readable_after);
@@ -173,7 +173,8 @@ server::HttpReply WireHandler::Prioritize(server::Body body) {
     return server::HttpReply{
         200, kube::EncodeHostScores(args->node_names, zeros, args->node_names_escape_free)};
   }
-  if (memo_ != nullptr) memo_->Observe(args->pod, /*filtered=*/false);
+  // Prioritize changes nothing, demand included: kube-scheduler filters every pod before it
+  // prioritizes it, and filter made the pod known.
   std::optional<extender::Extender::Scores> scores = extender_.PrioritizeNamesAsSent(*args);
   if (!scores) {
     args = kube::DecodeExtenderArgs(body.text, kube::NameCheck::kAtDecode, body.readable_after);

@@ -20,8 +20,9 @@ namespace linkfit::app {
 
 class WireHandler final : public server::ExtenderHandler {
  public:
-  // `memo` (standalone mode; null in cluster mode) learns each pod of a filter or prioritize
-  // request before the extender reads it, so that bind can resolve it.
+  // `memo` (standalone mode; null in cluster mode) learns each pod of a filter request before the
+  // extender reads it, so that bind can resolve it and demand counts it (once per pod,
+  // PodMemo::Seen: a retried request changes nothing). Prioritize changes nothing.
   explicit WireHandler(extender::Extender& extender, extender::PodMemo* memo = nullptr)
       : extender_(extender), memo_(memo) {}
 

@@ -1,6 +1,7 @@
 #include "linkfit/extender/extender.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -271,6 +272,7 @@ std::optional<Extender::Scores> Extender::PrioritizeNamesAsSent(
   ScoreInputs inputs{request->cpu_milli,
                      request->memory_bytes,
                      {},
+                     {},
                      std::vector<std::uint32_t>(snapshot->kinds().size()),
                      snapshot->shared_kinds(),
                      pods_.demand().Shapes(),
@@ -281,6 +283,8 @@ std::optional<Extender::Scores> Extender::PrioritizeNamesAsSent(
     inputs.candidates_by_kind[terms.kind] += by_fit[f + 1];
     inputs.best.ring_mbps = std::max(inputs.best.ring_mbps, terms.ring_mbps);
     inputs.best.sum_mbps = std::max(inputs.best.sum_mbps, terms.sum_mbps);
+    std::uint32_t& kept = inputs.kept_by_level[terms.keeper_gpus_broken];
+    kept = std::max(kept, terms.ring_mbps + 1);
   }
   // Steady state: the last call's context, and every candidate's score guessed right.
   if (guess != nullptr && missing == 0 && unscored == 0 && inputs == fits.last_inputs) {
@@ -292,6 +296,11 @@ std::optional<Extender::Scores> Extender::PrioritizeNamesAsSent(
     figures.AddKind(static_cast<std::uint32_t>(kind), inputs.candidates_by_kind[kind]);
   }
   figures.AddQuality(inputs.best);  // the figures read the ring and sum
+  for (std::size_t level = 0; level < inputs.kept_by_level.size(); ++level) {
+    if (inputs.kept_by_level[level] != 0) {
+      figures.AddKept(static_cast<int>(level), inputs.kept_by_level[level] - 1);
+    }
+  }
   const ShapeList& shapes = inputs.shapes;
   const MigProfileWeightsPtr& mig_weights = inputs.mig_weights;
   std::vector<Candidate> to_score;
@@ -480,9 +489,38 @@ std::vector<kube::NodeVictims> Extender::Preempt(const kube::PreemptionArgs& arg
   return kept;
 }
 
+std::string Extender::WholeMachineLoss(const state::NodeState& node, const NodeFit& fit,
+                                       const std::vector<NodeFit>& fits,
+                                       const state::Snapshot& snapshot, bool ring_decides) const {
+  const int level = fit.keeper_gpus_broken;
+  std::string what = "an intact NVLink island (" + std::to_string(level) + " free GPUs)";
+  if (!fit.assignment.mig.empty()) {
+    what = "a MIG GPU whose slices are all free (the largest MIG profile)";
+  } else if (level == node.gpu_count()) {
+    what = "an idle whole machine (" + std::to_string(level) + " GPUs)";
+  }
+  // The first node that breaks less and serves the pod as well: the one the rule keeps to.
+  std::string keeper;
+  for (std::size_t n = 0; n < fits.size() && keeper.empty(); ++n) {
+    const NodeFit& other = fits[n];
+    if (other.fits && other.keeper_gpus_broken < level &&
+        (!ring_decides || other.quality.ring_mbps >= fit.quality.ring_mbps)) {
+      keeper = snapshot.nodes()[n]->name();
+    }
+  }
+  const auto points = std::lround(options_.weights.whole_machine_penalty * options_.score_range);
+  return "loses " + std::to_string(points) + " of " + std::to_string(options_.score_range) +
+         " points: it would break " + what + " while " + keeper + " serves the pod " +
+         (ring_decides ? "with a ring as fast" : "without breaking one") +
+         " (policy.whole_machines: " + std::string(ToString(options_.weights.whole_machines)) + ")";
+}
+
 state::RemoveOutcome Extender::Release(const std::string& pod_uid) {
   const state::RemoveOutcome outcome = cache_.RemoveBound(pod_uid);
   if (outcome == state::RemoveOutcome::kRemoved) binder_.Released(pod_uid);
+  // A pod released without devices (never bound) leaves as well; one whose bind is in flight
+  // stays.
+  if (outcome != state::RemoveOutcome::kBindInFlight) pods_.PodLeft(pod_uid);
   return outcome;
 }
 
@@ -495,15 +533,31 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
   }
   lines.push_back("pod " + pod.pod_namespace + "/" + pod.name + " asks for " + request->Describe());
   const state::SnapshotPtr snapshot = cache_.Snapshot();
+  std::vector<NodeFit> fits;
+  fits.reserve(snapshot->nodes().size());
+  KeptAlternatives kept;
   for (const state::NodeStatePtr& node : snapshot->nodes()) {
-    const NodeFit fit = FitOnNode(*request, *node, options_.fit);
-    std::string line = node->name() + ": ";
+    const NodeFit& fit = fits.emplace_back(FitOnNode(*request, *node, options_.fit));
+    if (fit.fits) kept.Add(fit.keeper_gpus_broken, fit.quality.ring_mbps);
+  }
+  const KeptAlternatives::Rings below = kept.Below();
+  const WholeMachinePolicy policy = options_.weights.whole_machines;
+  const bool ring_decides = RingDecides(*request, policy);
+  for (std::size_t n = 0; n < fits.size(); ++n) {
+    const state::NodeState& node = *snapshot->nodes()[n];
+    const NodeFit& fit = fits[n];
+    std::string line = node.name() + ": ";
     if (fit.fits) {
       line += "fits on " + DescribeDevices(fit.assignment);
       if (fit.quality.ring_mbps > 0) {
         line += " (ring " + std::to_string(fit.quality.ring_mbps / 1000) + " GB/s)";
       }
       if (!fit.reason.empty()) line += "; preferred closeness missed: " + fit.reason;
+      if (policy != WholeMachinePolicy::kOff &&
+          LosesWholeMachinePoints(fit.keeper_gpus_broken, fit.quality.ring_mbps, below,
+                                  ring_decides)) {
+        line += "; " + WholeMachineLoss(node, fit, fits, *snapshot, ring_decides);
+      }
     } else {
       line += std::string(fit.unresolvable ? "never fits: " : "does not fit now: ") + fit.reason;
     }

@@ -4,6 +4,7 @@
 
 #include "extender/mig_layout.h"
 #include "linkfit/common/strings.h"
+#include "linkfit/extender/whole_machines.h"
 
 namespace linkfit::extender {
 namespace {
@@ -216,17 +217,24 @@ NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
       return NotFit(DescribeModelMiss(request, node, allowed), true);
     }
   }
+  NodeFit fit;
   switch (request.kind) {
     case GpuRequest::Kind::kWhole:
-      return FitWhole(request, node, options, allowed);
-    case GpuRequest::Kind::kMig:
-      return FitMig(request, node, allowed);
-    case GpuRequest::Kind::kShared:
-      return FitShared(request, node, options, allowed);
-    case GpuRequest::Kind::kNone:
+      fit = FitWhole(request, node, options, allowed);
       break;
+    case GpuRequest::Kind::kMig:
+      fit = FitMig(request, node, allowed);
+      break;
+    case GpuRequest::Kind::kShared:
+      fit = FitShared(request, node, options, allowed);
+      break;
+    case GpuRequest::Kind::kNone:
+      return NotFit("unknown request kind", true);
   }
-  return NotFit("unknown request kind", true);
+  if (fit.fits) {
+    fit.keeper_gpus_broken = static_cast<std::uint8_t>(BrokenKeeperGpus(node, fit.assignment));
+  }
+  return fit;
 }
 
 }  // namespace linkfit::extender

@@ -208,132 +208,6 @@ double LookaheadRing(const alloc::PlacementTable& table, topology::GpuMask free)
 
 }  // namespace
 
-namespace {
-
-// CPU buckets: whole cores up to 32, then 8 cores; memory buckets: powers of two GiB.
-int CpuBucket(std::int64_t milli) {
-  const std::int64_t cores = (std::max<std::int64_t>(0, milli) + 999) / 1000;
-  if (cores <= 32) return static_cast<int>(cores);
-  return static_cast<int>(32 + std::min<std::int64_t>((cores - 32 + 7) / 8, 1 << 20));
-}
-
-int MemoryBucket(std::int64_t bytes) {
-  const std::int64_t gib = (std::max<std::int64_t>(0, bytes) + (std::int64_t{1} << 30) - 1) >> 30;
-  int bucket = 0;
-  while (bucket < 62 && (std::int64_t{1} << bucket) < gib) ++bucket;
-  return gib == 0 ? -1 : bucket;
-}
-
-}  // namespace
-
-std::optional<ShapeStats::Key> ShapeStats::KeyOf(const GpuRequest& request) {
-  Key key;
-  switch (request.kind) {
-    case GpuRequest::Kind::kWhole:
-      key.gpus = std::clamp(request.count, 1, topology::kMaxGpus);
-      key.milli = 1000;
-      break;
-    case GpuRequest::Kind::kShared:
-      key.gpus = std::clamp(request.count, 1, topology::kMaxGpus);
-      key.milli = std::clamp((request.share_milli + 49) / 50, 1, 20) * 50;
-      break;
-    case GpuRequest::Kind::kNone:
-      break;
-    case GpuRequest::Kind::kMig:
-      return std::nullopt;  // MIG GPUs are outside whole/share fragmentation
-  }
-  key.cpu_bucket = CpuBucket(request.cpu_milli);
-  key.memory_bucket = MemoryBucket(request.memory_bytes);
-  for (const std::string& model : request.gpu_models) key.models += model + "|";
-  return key;
-}
-
-void ShapeStats::Record(const GpuRequest& request) {
-  const std::optional<Key> key = KeyOf(request);
-  if (!key) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  Tally& tally = tallies_[*key];
-  if (tally.count == 0) tally.models = request.gpu_models;
-  ++tally.count;
-  tally.cpu_sum += static_cast<double>(request.cpu_milli);
-  tally.memory_sum += static_cast<double>(request.memory_bytes);
-  ++total_;
-  ++changes_;
-}
-
-void ShapeStats::Remove(const GpuRequest& request) {
-  const std::optional<Key> key = KeyOf(request);
-  if (!key) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = tallies_.find(*key);
-  if (it == tallies_.end() || it->second.count == 0) return;
-  Tally& tally = it->second;
-  --tally.count;
-  tally.cpu_sum -= static_cast<double>(request.cpu_milli);
-  tally.memory_sum -= static_cast<double>(request.memory_bytes);
-  if (tally.count == 0) tallies_.erase(it);
-  --total_;
-  ++changes_;
-}
-
-ShapeList ShapeStats::Typical() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  // Rebuilt once the counts have changed by 0.5 % (with records only, changes_ == total_).
-  if (typical_ && changes_ < typical_changes_ + std::max<std::uint64_t>(1, typical_total_ / 200)) {
-    return typical_;
-  }
-  auto typical = std::make_shared<std::vector<Shape>>();
-  typical_total_ = total_;
-  typical_changes_ = changes_;
-  if (total_ == 0) {
-    for (const auto& [gpus, milli] : {std::pair{1, 1000}, std::pair{2, 1000}, std::pair{4, 1000},
-                                      std::pair{8, 1000}, std::pair{1, 500}}) {
-      if (prior_ && milli != 1000) continue;
-      Shape shape;
-      shape.gpus = gpus;
-      shape.milli = milli;
-      shape.weight = prior_ ? 0.25 : 0.2;
-      typical->push_back(std::move(shape));
-    }
-    typical_ = std::move(typical);
-    return typical_;
-  }
-  std::vector<Shape> shapes;
-  shapes.reserve(tallies_.size() + 4);
-  double total = static_cast<double>(total_);
-  for (const auto& [key, tally] : tallies_) {
-    const double count = static_cast<double>(tally.count);
-    Shape shape;
-    shape.gpus = key.gpus;
-    shape.milli = key.milli;
-    shape.weight = count;
-    shape.cpu_milli = std::llround(tally.cpu_sum / count);
-    shape.memory_bytes = std::llround(tally.memory_sum / count);
-    shape.gpu_models = tally.models;
-    shapes.push_back(std::move(shape));
-  }
-  if (prior_) {
-    for (int gpus : {1, 2, 4, 8}) {
-      Shape shape;
-      shape.gpus = gpus;
-      shape.weight = 1;
-      shapes.push_back(std::move(shape));
-      total += 1;
-    }
-  }
-  std::stable_sort(shapes.begin(), shapes.end(),
-                   [](const Shape& a, const Shape& b) { return a.weight > b.weight; });
-  double covered = 0;
-  for (Shape& shape : shapes) {
-    if (covered >= 0.95 * total || typical->size() >= kMaxShapes) break;
-    covered += shape.weight;
-    typical->push_back(std::move(shape));
-  }
-  for (Shape& shape : *typical) shape.weight /= covered;
-  typical_ = std::move(typical);
-  return typical_;
-}
-
 double Fragmentation(const state::NodeState& node, const std::vector<Shape>& shapes) {
   const ShapeNeeds needs = NeedsOf(shapes);
   const FreeView view = ViewOf(node);
@@ -466,6 +340,8 @@ struct CandidateScorer::Impl {
   const int score_range;
   Scarcity scarcity;
   CandidateBests bests;
+  KeptAlternatives::Rings kept_below{};
+  bool ring_decides = false;
   // Nodes of one placement table (topology) share one GPU model: one model mask per table (a
   // handful per cluster), not per node.
   std::vector<std::pair<const alloc::PlacementTable*, ShapeMask>> masks;
@@ -506,7 +382,7 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
                                  int score_range, const MigProfileWeightsPtr& mig_weights)
     : CandidateScorer(request, candidates, shapes, weights, score_range, mig_weights, [&] {
         CandidateFigures figures;
-        for (const Candidate& c : candidates) figures.Add(c.fit->quality, c.node->machine_kind());
+        for (const Candidate& c : candidates) figures.Add(*c.fit, c.node->machine_kind());
         return figures;
       }()) {}
 
@@ -521,6 +397,10 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
   CandidateBests& bests = impl_->bests;
   bests.ring = gathered.best_ring_;
   bests.sum = gathered.best_sum_;
+  if (weights.whole_machines != WholeMachinePolicy::kOff) {
+    impl_->kept_below = gathered.kept_.Below();
+    impl_->ring_decides = RingDecides(request, weights.whole_machines);
+  }
   // Look-aheads of idle nodes by placement table: a handful of tables serve every node.
   if (request.kind == GpuRequest::Kind::kWhole) {
     gathered.supply_->supply.ForEachTable([&](const alloc::PlacementTable* table) {
@@ -534,8 +414,14 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
 CandidateScorer::~CandidateScorer() = default;
 
 CandidateScorer::Figures CandidateScorer::figures() const {
-  return Figures{impl_->bests.ring, impl_->bests.sum, impl_->bests.idle_ahead_max,
-                 impl_->scarcity.cpu, impl_->scarcity.memory};
+  return Figures{impl_->bests.ring,   impl_->bests.sum,       impl_->bests.idle_ahead_max,
+                 impl_->scarcity.cpu, impl_->scarcity.memory, impl_->kept_below};
+}
+
+bool CandidateScorer::LosesWholeMachinePoints(std::size_t i) const {
+  const NodeFit& fit = *impl_->candidates[i].fit;
+  return extender::LosesWholeMachinePoints(fit.keeper_gpus_broken, fit.quality.ring_mbps,
+                                           impl_->kept_below, impl_->ring_decides);
 }
 
 std::int64_t CandidateScorer::Score(std::size_t i) {
@@ -565,12 +451,13 @@ std::int64_t CandidateScorer::Score(std::size_t i) {
   const double balance = Balance(node, request, in.scarcity);
   const ScoreWeights& weights = in.weights;
   const double weight_total = in.weight_total;
-  const double combined =
+  double combined =
       weight_total <= 0
           ? 0.0
           : (weights.topology * terms.topology + weights.packing * terms.packing +
              weights.fragmentation * terms.fragmentation + weights.balance * balance) /
                 weight_total;
+  if (LosesWholeMachinePoints(i)) combined -= weights.whole_machine_penalty;
   return static_cast<std::int64_t>(std::lround(std::clamp(combined, 0.0, 1.0) * in.score_range));
 }
 

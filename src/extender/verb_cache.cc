@@ -63,6 +63,11 @@ std::string ScoreContext(const std::string& signature, const GpuRequest& request
   AppendBits(out, figures.idle_ahead_max);
   AppendBits(out, figures.scarcity_cpu);
   AppendBits(out, figures.scarcity_memory);
+  for (std::size_t level = 0; level < figures.kept_below.size(); ++level) {
+    if (figures.kept_below[level] == 0) continue;  // most levels: no candidate breaks less
+    AppendNumber(out, static_cast<std::int64_t>(level));
+    AppendNumber(out, figures.kept_below[level]);
+  }
   AppendAddress(out, shapes.get());
   AppendAddress(out, mig_weights.get());
   out += signature;
@@ -81,7 +86,11 @@ KeptReason* FitTable::Intern(const std::string& text) {
 FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason, std::uint32_t kind) {
   const auto index = static_cast<std::uint32_t>(fits.size());
   fits.push_back(CachedFit{&fit, reason});
-  terms.push_back(FitTerms{kind, fit.quality.ring_mbps, fit.quality.sum_mbps});
+  FitTerms& head = terms.emplace_back();
+  head.kind = kind & 0xFFFFFFu;  // kinds are far fewer than 2^24 (a cluster has a handful)
+  head.keeper_gpus_broken = fit.keeper_gpus_broken;
+  head.ring_mbps = fit.quality.ring_mbps;
+  head.sum_mbps = fit.quality.sum_mbps;
   reason_by_slot.push_back(static_cast<std::uint16_t>(reason != nullptr ? reason->number : 0));
   return FitRef(index, fit);
 }

@@ -29,6 +29,7 @@
 
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/extender/scoring.h"
+#include "linkfit/extender/whole_machines.h"
 #include "linkfit/state/cluster_cache.h"
 
 namespace linkfit::extender {
@@ -92,14 +93,17 @@ struct CachedFit {
 // What prioritize's figures read of every distinct fit its candidates have (a few hundred of a
 // table's thousand or more, in index order): the machine kind number (Snapshot::KindAt) of the
 // nodes the fit was computed for (a fit is shared only by nodes of one kind, so that prioritize
-// counts its candidates' kinds by fit) and the fit's ring and sum bandwidths. Twelve bytes, apart
-// from the rest of the fit's head, so that five share a line: with the caches cold, reading these
-// within 32-byte heads cost ~400 more memory reads a call at 5,000 names.
+// counts its candidates' kinds by fit), its break level (NodeFit::keeper_gpus_broken, in the
+// kind's top byte) and the fit's ring and sum bandwidths. Twelve bytes, apart from the rest of the
+// fit's head, so that five share a line: with the caches cold, reading these within 32-byte heads
+// cost ~400 more memory reads a call at 5,000 names.
 struct FitTerms {
-  std::uint32_t kind = 0;
+  std::uint32_t kind : 24 = 0;  // machine kinds are far fewer than 2^24
+  std::uint32_t keeper_gpus_broken : 8 = 0;
   std::uint32_t ring_mbps = 0;  // NodeFit::quality
   std::uint32_t sum_mbps = 0;
 };
+static_assert(sizeof(FitTerms) == 12);
 
 // A kept fit as the verbs read it first, in four bytes: its index in its table
 // (FitTable::fits), and whether it fits and whether a failure is unresolvable, so that a passing
@@ -139,6 +143,7 @@ struct ScoreInputs {
   std::int64_t cpu_milli = 0;
   std::int64_t memory_bytes = 0;
   alloc::SetQuality best;                         // the candidates' best ring and sum
+  KeptAlternatives::Rings kept_by_level{};        // their best ring + 1 by break level
   std::vector<std::uint32_t> candidates_by_kind;  // by kind number in `kinds`
   std::shared_ptr<const state::MachineKinds> kinds;
   ShapeList shapes;

@@ -129,8 +129,9 @@ std::unique_ptr<Candidates> CandidatesFor(const GpuRequest& request,
 std::vector<std::int64_t> BalanceScores(const GpuRequest& request,
                                         const std::vector<const state::NodeState*>& nodes,
                                         const std::vector<Shape>& shapes = {}) {
-  return ScoreNodes(request, CandidatesFor(request, nodes)->list, shapes, ScoreWeights{0, 0, 0, 1},
-                    1000);
+  ScoreWeights balance_only{0, 0, 0, 1};
+  balance_only.whole_machines = WholeMachinePolicy::kOff;  // the term alone
+  return ScoreNodes(request, CandidatesFor(request, nodes)->list, shapes, balance_only, 1000);
 }
 
 Shape OneGpuShape(std::int64_t cpu_milli) {

@@ -116,12 +116,11 @@ class MemoExtender {
                MetricsSink& metrics)
       : memo_(options.defaults), extender_(cache, options, binder, memo_, metrics) {}
   kube::FilterResult Filter(const kube::ExtenderArgs& args) {
-    memo_.Observe(args.pod, /*filtered=*/true);
+    memo_.Seen(args.pod);
     return extender_.Filter(args);
   }
   std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) {
-    memo_.Observe(args.pod, /*filtered=*/false);
-    return extender_.Prioritize(args);
+    return extender_.Prioritize(args);  // as WireHandler: prioritize learns nothing
   }
   std::string Bind(const kube::BindingArgs& args) { return extender_.Bind(args); }
   std::vector<kube::NodeVictims> Preempt(const kube::PreemptionArgs& args) const {

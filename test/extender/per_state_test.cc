@@ -261,7 +261,7 @@ TEST_F(PerStateTest, PrioritizeScoresEveryNodeAsItsOwnFitDoes) {
   std::mt19937 rng(11);
   BuildCluster(rng, 150);
   // Learn a demand first, so that fragmentation and balance have shapes with CPU and memory.
-  for (const kube::PodView& pod : Pods()) memo_.Observe(pod, /*filtered=*/true);
+  for (const kube::PodView& pod : Pods()) memo_.Seen(pod);
   for (const kube::PodView& pod : Pods()) CheckPrioritize(pod);
 }
 
@@ -282,7 +282,7 @@ int PerStateTest::CheckRandomChanges(std::mt19937& rng) {
         kube::PodView placed = next;
         placed.uid = next.uid + "-" + std::to_string(round);
         placed.name = "pod-" + placed.uid;
-        memo_.Observe(placed, /*filtered=*/true);  // as the wire handler does: bind knows it
+        memo_.Seen(placed);  // as the wire handler does: bind knows it
         const std::string node(passed.node_names[rng() % passed.node_names.size()]);
         if (extender_.Bind(testing::BindArgs(placed, node)).empty()) {
           bound.push_back(placed.uid);
@@ -296,8 +296,12 @@ int PerStateTest::CheckRandomChanges(std::mt19937& rng) {
           bound.pop_back();
         }
         break;
-      case 2:  // new demand: more of one shape
-        for (int k = 0; k < 20; ++k) memo_.Observe(pods[rng() % pods.size()], true);
+      case 2:                           // new demand: more of one shape
+        for (int k = 0; k < 20; ++k) {  // new pods (a pod seen again weighs nothing more)
+          kube::PodView more = pods[rng() % pods.size()];
+          more.uid += "-more-" + std::to_string(round) + "-" + std::to_string(k);
+          memo_.Seen(more);
+        }
         break;
       case 3: {  // CPU and memory of pods linkfit does not place
         const std::string& node = names_[rng() % names_.size()];
@@ -443,7 +447,7 @@ TEST_F(PerStateTest, ScoresAreReusedOnlyForEqualInputs) {
       CheckPrioritize(pod);  // back to the first inputs, after another call's
     }
     // New demand: other shapes, the same candidates.
-    memo_.Observe(testing::GpuPod("demand-" + std::to_string(round), 1 + 3 * round), true);
+    memo_.Seen(testing::GpuPod("demand-" + std::to_string(round), 1 + 3 * round));
   }
 }
 

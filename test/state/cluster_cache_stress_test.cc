@@ -257,7 +257,7 @@ TEST(ClusterCacheStressTest, ConcurrentFilterAndBindThroughTheExtender) {
         args.pod = PodFor(uid, RandomRequest(rng));
         args.node_names_given = true;
         for (const std::string& name : kNodes) args.node_names.push_back(name);
-        memo.Observe(args.pod, /*filtered=*/true);
+        memo.Seen(args.pod);
         const kube::FilterResult filtered = ext.Filter(args);
         if (filtered.node_names.empty()) continue;
         // Bind to a passing node; other threads may have taken it since (then bind fails).

@@ -51,7 +51,11 @@ struct PolicyConfig {
   std::string default_closeness = "node";              // nvlink|pcie-switch|numa|socket|node
   std::string default_closeness_policy = "preferred";  // required|preferred
   std::string share_policy = "pack";                   // pack|spread
-  int score_range = 140;                               // highest prioritize score
+  // Whole machines (extender/whole_machines.h): keep|ring|off.
+  std::string whole_machines = "ring";
+  // The share of score_range a node loses for breaking a whole machine (whole_machines.h).
+  double whole_machine_penalty = 0.5;
+  int score_range = 140;  // highest prioritize score
 };
 
 struct KubernetesConfig {

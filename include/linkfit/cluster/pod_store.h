@@ -279,7 +279,7 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   const extender::RequestDefaults defaults_;
   const extender::FitOptions fit_;
   MetricsSink& metrics_;
-  extender::Demand demand_{/*power_of_two_prior=*/true};
+  extender::Demand demand_;
   PodFetcher fetcher_;  // set before serving
   EventRecorder* events_ = nullptr;
 

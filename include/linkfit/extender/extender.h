@@ -33,6 +33,7 @@
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/extender/pod_source.h"
 #include "linkfit/extender/scoring.h"
+#include "linkfit/extender/whole_machines.h"
 #include "linkfit/kube/codec.h"
 #include "linkfit/state/cluster_cache.h"
 
@@ -91,13 +92,20 @@ class Extender {
   // nothing, kBindInFlight (nothing freed) while the pod's bind is still being recorded.
   state::RemoveOutcome Release(const std::string& pod_uid);
 
-  // One line per known node saying whether and how the pod fits.
+  // One line per known node saying whether and how the pod fits, and, where it would lose the
+  // whole-machine points (whole_machines.h), what it would break and which node keeps it.
   std::vector<std::string> Explain(const kube::PodView& pod) const;
 
   state::ClusterCache& cache() const { return cache_; }
   const ExtenderOptions& options() const { return options_; }
 
  private:
+  // Explain's clause for a node that loses the whole-machine points among `fits` (by snapshot
+  // position).
+  std::string WholeMachineLoss(const state::NodeState& node, const NodeFit& fit,
+                               const std::vector<NodeFit>& fits, const state::Snapshot& snapshot,
+                               bool ring_decides) const;
+
   state::ClusterCache& cache_;
   const ExtenderOptions options_;
   Binder& binder_;

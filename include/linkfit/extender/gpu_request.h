@@ -60,6 +60,7 @@ struct GpuRequest {
   std::string Describe() const;
   // Whole-GPU equivalents requested (for packing scores).
   double GpuEquivalents() const;
+  friend bool operator==(const GpuRequest&, const GpuRequest&) = default;
 };
 
 struct RequestDefaults {

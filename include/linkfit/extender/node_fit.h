@@ -20,6 +20,9 @@ struct NodeFit {
   // Set when !fits and no change of occupancy can help (wrong model, too few GPUs in the node,
   // a required closeness the hardware lacks, no MIG support): FailedAndUnresolvableNodes.
   bool unresolvable = false;
+  // When it fits: the GPUs of the largest keeper (whole machine, NVLink island, free MIG GPU) the
+  // assignment breaks, 0 for none (whole_machines.h).
+  std::uint8_t keeper_gpus_broken = 0;
   // Whole GPUs: the chosen set's quality. Beside `fits`, in the first cache line: prioritize
   // reads both of every candidate's fit, and nothing else of it unless it scores afresh.
   alloc::SetQuality quality;

@@ -6,26 +6,38 @@
 //   - bind resolves the pod by UID (ExtenderBindingArgs carries only names and the UID);
 //   - prioritize weighs the request shapes and MIG profiles the cluster asks for (Demand).
 //
-//   standalone mode  PodMemo: pods seen in filter/prioritize requests (there is no API server);
-//                    demand counts every filtered pod, as the benchmark harness was measured
-//   cluster mode     cluster::PodStore: pods from the API server's watch; demand counts the
-//                    pending and running pods the API shows, so scores survive a restart
+//   standalone mode  PodMemo: the pods linkfit knows without an API server: pending once a
+//                    filter request shows them, running once bound (or listed in
+//                    the cluster or state file), gone once released (POST /standalone/release)
+//   cluster mode     cluster::PodStore: pods from the API server's watch, so scores survive a
+//                    restart
+//
+// One demand model in both modes: each known pod counts once, by its UID, from the moment it is
+// known until it leaves, however often kube-scheduler asks about it (a pod retried ten times
+// weighs one pod), with the same power-of-two prior. Filter and prioritize change no demand: the
+// extender only reads it; the sources record pods where they become known. (Cluster mode counts
+// only pods that ask for GPUs; standalone mode counts every pod it is shown, CPU-only pods
+// included, as the benchmark harness measures FGD's workloads.)
 //
 // Thread-safety: implementations must be safe for concurrent use.
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "linkfit/extender/gpu_request.h"
 #include "linkfit/extender/mig_fragmentation.h"
 #include "linkfit/extender/scoring.h"
 #include "linkfit/kube/types.h"
+#include "linkfit/state/cluster_cache.h"
+#include "linkfit/state/node_state.h"
 
 namespace linkfit::extender {
 
@@ -39,10 +51,16 @@ struct KnownPod {
   std::shared_ptr<const std::vector<kube::ContainerView>> containers = nullptr;
 };
 
-// The request shapes and MIG profiles to weigh fragmentation by.
+// What a pod holding `assignment` on `node` asked for, as far as demand weighs it: its whole GPUs,
+// shares or MIG instances (their profile named by the node's MIG table), CPU and memory.
+KnownPod KnownPodOf(const state::Assignment& assignment, const state::NodeState& node);
+
+// The request shapes and MIG profiles to weigh fragmentation by: each pod a source knows counts
+// once (Add when it becomes known, Remove when it leaves), with whole 1, 2, 4 and 8 GPUs counted
+// as one pod each (ShapeStats' power-of-two prior), in both modes.
 class Demand {
  public:
-  explicit Demand(bool power_of_two_prior = false) : shapes_(power_of_two_prior) {}
+  Demand() : shapes_(/*power_of_two_prior=*/true) {}
   void Add(const GpuRequest& request) {
     shapes_.Record(request);
     mig_profiles_.Record(request);
@@ -75,31 +93,53 @@ class PodSource {
     (void)pod_namespace, (void)pod_name;
     return FindPod(uid);
   }
+  // A pod left (standalone: released through the extender, Extender::Release): its weight leaves
+  // demand. Cluster mode learns departures from the pod watch and ignores this.
+  virtual void PodLeft(const std::string& uid) { (void)uid; }
 };
 
-// Standalone mode's PodSource: the latest request of each pod seen by filter or prioritize (by
-// UID, the oldest forgotten beyond `capacity`), and the demand of every filtered pod.
+// Standalone mode's PodSource: the pods linkfit knows by UID (the oldest forgotten beyond
+// `capacity`, its weight with it) and their demand, each pod counted once while known.
 class PodMemo final : public PodSource {
  public:
   explicit PodMemo(RequestDefaults defaults, std::size_t capacity = 65536)
       : defaults_(std::move(defaults)), capacity_(capacity) {}
 
-  // Records a pod from a request. `filtered`: it came in a filter call (its shape counts once
-  // per call, as the harness's figures were measured); prioritize only refreshes the memo. A pod
-  // whose hints do not parse is not recorded (filter answers with the reason).
-  void Observe(const kube::PodView& pod, bool filtered);
+  // A pod a filter request shows (pending, as standalone mode learns of pods; kube-scheduler
+  // filters every pod before it prioritizes it, and prioritize changes nothing):
+  // known from its first sighting, counted in demand once however often kube-scheduler asks about
+  // it; a later sighting with another request (changed hints) replaces its weight. Not learnt: a
+  // pod without a UID (it could not be told from a retry) or whose hints do not parse (filter
+  // answers with the reason).
+  void Seen(const kube::PodView& pod);
+  // A pod that already holds devices (the cluster or state file's allocations at start-up),
+  // counted like a seen one.
+  void Running(const std::string& uid, KnownPod pod);
+  // Running() for every allocation `cache` holds (KnownPodOf). REQUIRES: before serving.
+  void LearnHeld(const state::ClusterCache& cache);
+  // A pod left: forgotten, its weight out of demand.
+  void PodLeft(const std::string& uid) override;
 
   std::optional<KnownPod> FindPod(const std::string& uid) const override;
   const Demand& demand() const override { return demand_; }
   const char* where_pods_are_seen() const override { return "in a filter call"; }
+  // Pods known (tests).
+  std::size_t size() const;
 
  private:
+  struct Entry {
+    KnownPod pod;
+    std::uint64_t sequence = 0;  // its place in order_ (an older place there is stale)
+  };
+  void LearnLocked(const std::string& uid, KnownPod pod);
+
   const RequestDefaults defaults_;
   const std::size_t capacity_;
   Demand demand_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, KnownPod> pods_;  // GUARDED_BY(mutex_)
-  std::deque<std::string> order_;                   // GUARDED_BY(mutex_)
+  std::unordered_map<std::string, Entry> pods_;              // GUARDED_BY(mutex_)
+  std::deque<std::pair<std::string, std::uint64_t>> order_;  // GUARDED_BY(mutex_)
+  std::uint64_t sequence_ = 0;                               // GUARDED_BY(mutex_)
 };
 
 }  // namespace linkfit::extender

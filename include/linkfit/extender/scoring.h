@@ -42,7 +42,23 @@
 //      experiment, the change alone gave back half the openb gain. It replaced a CPU best-fit
 //      part of P, which packed cores onto few nodes and stranded their GPUs.
 //
-//   score = round(score_range * (wt*T + wp*P + wf*F + wb*B) / (wt + wp + wf + wb))
+//   W  whole machines (whole_machines.h): 1 when the candidate loses the whole-machine points,
+//      i.e. its placement breaks a keeper (an idle whole machine, an intact NVLink island, a free
+//      MIG GPU) while another candidate that breaks less serves the pod as well (under
+//      policy.whole_machines `ring`, the default: one with a ring at least as fast; under
+//      `keep`: any such candidate for a pod without a closeness hint, one with a ring at least
+//      as fast for a pod with a hint; `off`: never); else 0.
+//
+//   score = round(score_range * max(0, (wt*T + wp*P + wf*F + wb*B) / (wt + wp + wf + wb)
+//                                        - penalty*W)),  penalty = whole_machine_penalty (0.5,
+//                                                        policy.whole_machine_penalty)
+//
+// The penalty is half the range: a candidate that loses it scores below every candidate that
+// keeps the machine whole unless the terms differ by more than half the range between the two
+// (at equal ring they differ by far less: packing and fragmentation already lean the same way),
+// so a small pod does not break an idle machine a partly used node can take, however few pods
+// of the big shapes linkfit has seen (the shapes learnt from demand alone let that happen when
+// only small pods had been seen).
 //
 // CPU and memory: linkfit never filters on them (kube-scheduler's in-tree plugins own that);
 // it learns a node's allocatable from the cluster file (NodeInfo) and every bound pod's requests
@@ -69,6 +85,7 @@
 #include "linkfit/extender/gpu_request.h"
 #include "linkfit/extender/mig_fragmentation.h"
 #include "linkfit/extender/node_fit.h"
+#include "linkfit/extender/whole_machines.h"
 #include "linkfit/state/node_state.h"
 
 namespace linkfit::extender {
@@ -79,6 +96,10 @@ struct ScoreWeights {
   double packing = 1.0;
   double fragmentation = 3.0;
   double balance = 3.0;
+  // The whole-machines rule (W above): who serves a pod as well, and the share of the score
+  // range a candidate loses for breaking a keeper while one serves it as well.
+  WholeMachinePolicy whole_machines = WholeMachinePolicy::kRing;
+  double whole_machine_penalty = 0.5;
 };
 
 // A request shape for fragmentation: `gpus` whole GPUs (milli == 1000), `gpus` GPU shares of
@@ -97,13 +118,12 @@ class ShapeStats {
  public:
   // With `power_of_two_prior`, whole 1, 2, 4 and 8 GPUs always count as one request each (so
   // that, with little history, an idle 8-GPU node is not broken up for a 2-GPU pod when a
-  // partly used node offers the same ring); cluster mode uses it, standalone mode does not.
+  // partly used node offers the same ring); Demand (pod_source.h) uses it in both modes.
   explicit ShapeStats(bool power_of_two_prior = false) : prior_(power_of_two_prior) {}
 
-  // Counts one request (standalone: pods seen by filter, retries count again, which is harmless;
-  // cluster: every pending or running pod the API shows). CPU is bucketed by whole cores up to
-  // 32 (then 8 cores), memory by powers of two GiB; a bucket's shape carries the mean request of
-  // its members.
+  // Counts one request: one pod a PodSource knows (pod_source.h: each pod once, retries never
+  // again). CPU is bucketed by whole cores up to 32 (then 8 cores), memory by powers of two GiB;
+  // a bucket's shape carries the mean request of its members.
   void Record(const GpuRequest& request);
   // Uncounts a request counted before (a pod that left).
   void Remove(const GpuRequest& request);
@@ -176,6 +196,13 @@ class CandidateFigures {
   CandidateFigures& operator=(CandidateFigures&&) noexcept;
   // A candidate whose fit's quality is `quality` (NodeFit::quality), of machine kind `kind`.
   void Add(const alloc::SetQuality& quality, const state::MachineKind& kind);
+  // A candidate's fit, as Add above, with its break level (NodeFit::keeper_gpus_broken).
+  void Add(const NodeFit& fit, const state::MachineKind& kind) {
+    Add(fit.quality, kind);
+    AddKept(fit.keeper_gpus_broken, fit.quality.ring_mbps);
+  }
+  // A distinct fit's break level and ring (like AddQuality: once or many times counts the same).
+  void AddKept(int level, std::uint32_t ring_mbps) { kept_.Add(level, ring_mbps); }
   // A candidate's two parts apart, for a caller that has many candidates of few distinct fits:
   // `count` candidates of the kind numbered `kind` in `kinds`, and each distinct quality among
   // the candidates' fits once (the figures take the best ring and sum, maxima, so a quality added
@@ -193,6 +220,7 @@ class CandidateFigures {
 
   double best_ring_ = 0;
   double best_sum_ = 0;
+  KeptAlternatives kept_;
   const state::MachineKinds* kinds_ = nullptr;
   std::vector<std::uint32_t> counts_;  // candidates by kind number
   std::unique_ptr<Supply> supply_;     // also knows the distinct tables, for the idle look-ahead
@@ -222,8 +250,14 @@ class CandidateScorer {
     double idle_ahead_max = 0;
     double scarcity_cpu = 0;
     double scarcity_memory = 0;
+    // By break level, the best ring + 1 of the candidates that break less (0 = none), all zero
+    // under policy `off`: whole_machines.h.
+    KeptAlternatives::Rings kept_below{};
   };
   Figures figures() const;
+
+  // Whether candidate `i` loses the whole-machine points (W = 1).
+  bool LosesWholeMachinePoints(std::size_t i) const;
 
   // The score of candidate `i`, in [0, score_range].
   std::int64_t Score(std::size_t i);

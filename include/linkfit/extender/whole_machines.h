@@ -1,0 +1,84 @@
+#pragma once
+
+// Whole machines are worth keeping. Each node kind has shapes that only an intact free set of it
+// can host: its NVLink islands of two or more GPUs (the whole machine on an NVSwitch or hybrid
+// cube-mesh machine, the pairs of a bridged workstation), intact while every GPU of the island
+// is free for whole placement (none held, shared, in MIG mode or unhealthy), and, on a GPU in
+// MIG mode, the largest MIG profile (the GPU's slices all free). A placement *breaks* such a
+// keeper when the keeper is intact before and not after; its break level is the size in GPUs of
+// the largest keeper it breaks (1 for a free MIG GPU, 0 when it breaks none). A machine without
+// NVLink has no keeper: any of its free GPUs serve a big pod alike, and FGD's fragmentation
+// (scoring.h) already weighs how many stay free together; on the FGD paper's openb cluster (no
+// NVLink) the rule never fires (counting PCIe-only whole machines too cost 0.6-1.1 points of
+// openb's GPU allocation, bench/RESULTS.md).
+//
+// The rule (prioritize, scoring.h): a candidate whose placement breaks a keeper loses
+// ScoreWeights::whole_machine_penalty of the score range while another candidate of a lower break
+// level serves the pod as well:
+//
+//   keep             a pod without a closeness hint (closeness `node`, the loosest) is served as
+//                    well by any such candidate, whatever its ring: a small pod never breaks an
+//                    idle machine, an NVLink island or a free MIG GPU while a node that keeps them
+//                    can take it, even for a faster ring it did not ask for. A pod with a hint:
+//                    as `ring`.
+//   ring  (default)  served as well = a ring at least as fast for the pod's size (closeness is
+//                    met on every candidate filter passed): a keeper is broken for a faster ring,
+//                    kept at an equal one. The default because `keep` sent unhinted multi-GPU
+//                    pods to PCIe machines in the topology experiment (NVLink ring rate 0.94 ->
+//                    0.67, bench/RESULTS.md); `ring` left it at 0.94.
+//   off              no keeper counts (the scores before the rule).
+//
+// A node that can never host the big shapes (GPUs in MIG mode, fewer GPUs, NVLink islands already
+// broken) breaks nothing and is where small pods go. The break level is a property of the fit (of
+// the node's GPU state and the chosen devices), so it is computed with the fit and kept with it
+// (verb_cache.h), never per call.
+//
+// Thread-safety: plain values and pure functions; KeptAlternatives is one thread's.
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "linkfit/common/result.h"
+#include "linkfit/extender/gpu_request.h"
+#include "linkfit/state/node_state.h"
+
+namespace linkfit::extender {
+
+enum class WholeMachinePolicy : std::uint8_t { kKeep, kRing, kOff };
+// "keep", "ring", "off".
+Result<WholeMachinePolicy> ParseWholeMachinePolicy(std::string_view text);
+std::string_view ToString(WholeMachinePolicy policy);
+
+// The GPUs of the largest keeper intact on `node` that `assignment` (a fit's devices on it)
+// breaks, in [0, topology::kMaxGpus]; 0 when it breaks none.
+int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assignment);
+
+// Whether the ring decides who serves a pod as well (else any candidate of a lower break level
+// does): under `ring`, and for a pod with a closeness hint under `keep`.
+bool RingDecides(const GpuRequest& request, WholeMachinePolicy policy);
+
+// One prioritize call's alternatives: per break level, the best ring (+1; 0 = no candidate) among
+// the candidates of that level, gathered in any order; then, per level, the best ring among the
+// candidates of every lower level (Seal).
+class KeptAlternatives {
+ public:
+  static constexpr int kLevels = topology::kMaxGpus + 1;
+  using Rings = std::array<std::uint32_t, kLevels>;
+
+  void Add(int level, std::uint32_t ring_mbps);
+  // The candidates added: by level, their best ring + 1 (0 = none of that level).
+  const Rings& by_level() const { return by_level_; }
+  // By level, the best ring + 1 among candidates of a lower level (0 = none), from by_level().
+  Rings Below() const;
+
+ private:
+  Rings by_level_{};
+};
+
+// Whether a candidate of break `level` and ring `ring_mbps` loses the whole-machine points, given
+// `below` (KeptAlternatives::Below of the call's candidates).
+bool LosesWholeMachinePoints(int level, std::uint32_t ring_mbps,
+                             const KeptAlternatives::Rings& below, bool ring_decides);
+
+}  // namespace linkfit::extender

@@ -1,0 +1,85 @@
+#include "linkfit/extender/whole_machines.h"
+
+#include <algorithm>
+#include <bit>
+#include <string>
+
+namespace linkfit::extender {
+namespace {
+
+int Gpus(topology::GpuMask mask) { return std::popcount(static_cast<unsigned>(mask)); }
+
+}  // namespace
+
+Result<WholeMachinePolicy> ParseWholeMachinePolicy(std::string_view text) {
+  if (text == "keep") return WholeMachinePolicy::kKeep;
+  if (text == "ring") return WholeMachinePolicy::kRing;
+  if (text == "off") return WholeMachinePolicy::kOff;
+  return MakeError("whole_machines must be keep, ring or off, not \"" + std::string(text) + "\"");
+}
+
+std::string_view ToString(WholeMachinePolicy policy) {
+  switch (policy) {
+    case WholeMachinePolicy::kKeep:
+      return "keep";
+    case WholeMachinePolicy::kRing:
+      return "ring";
+    case WholeMachinePolicy::kOff:
+      return "off";
+  }
+  return "keep";
+}
+
+int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assignment) {
+  if (!assignment.mig.empty()) {
+    // The largest MIG profile needs a MIG GPU whose slices are all free.
+    for (const state::Assignment::MigSlot& slot : assignment.mig) {
+      if (node.mig_state(slot.gpu).slice_mask() == 0) return 1;
+    }
+    return 0;
+  }
+  const topology::GpuMask touched = assignment.gpus;
+  if (touched == 0) return 0;
+  const topology::GpuMask free = node.whole_free();
+  // An NVLink island (on an NVSwitch or hybrid-mesh machine, the whole machine) is intact while
+  // every GPU of it is free for whole placement (none held, shared, in MIG mode or unhealthy); a
+  // placement on it breaks it unless it takes all of it.
+  int level = 0;
+  for (const topology::GpuMask island : node.info().topology().nvlink_islands()) {
+    if (Gpus(island) >= 2 && (island & ~free) == 0 && (island & touched) != 0 &&
+        (island & ~touched) != 0) {
+      level = std::max(level, Gpus(island));
+    }
+  }
+  return level;
+}
+
+bool RingDecides(const GpuRequest& request, WholeMachinePolicy policy) {
+  return policy == WholeMachinePolicy::kRing || request.closeness != alloc::Closeness::kNode;
+}
+
+void KeptAlternatives::Add(int level, std::uint32_t ring_mbps) {
+  const auto at = static_cast<std::size_t>(std::clamp(level, 0, kLevels - 1));
+  by_level_[at] = std::max(by_level_[at], ring_mbps + 1);
+}
+
+KeptAlternatives::Rings KeptAlternatives::Below() const {
+  Rings below{};
+  std::uint32_t best = 0;
+  for (std::size_t level = 0; level < below.size(); ++level) {
+    below[level] = best;
+    best = std::max(best, by_level_[level]);
+  }
+  return below;
+}
+
+bool LosesWholeMachinePoints(int level, std::uint32_t ring_mbps,
+                             const KeptAlternatives::Rings& below, bool ring_decides) {
+  if (level <= 0) return false;
+  const std::uint32_t alternative =
+      below[static_cast<std::size_t>(std::min(level, KeptAlternatives::kLevels - 1))];
+  if (alternative == 0) return false;  // every candidate breaks as much
+  return !ring_decides || alternative - 1 >= ring_mbps;
+}
+
+}  // namespace linkfit::extender

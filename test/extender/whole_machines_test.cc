@@ -1,0 +1,208 @@
+// Whole machines are worth keeping (whole_machines.h): which keeper a placement breaks, and, on
+// small random clusters where a placement of every pod exists, a stream of small pods never
+// takes the idle machine the big pod at its end needs. Both sides of the `ring` trade-off.
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "extender/extender_testing.h"
+
+namespace linkfit::extender {
+namespace {
+
+using linkfit::testing::Mask;
+using testing::GpuPod;
+using testing::NamesArgs;
+using testing::NvlinkRequired;
+
+state::Assignment Whole(topology::GpuMask gpus) {
+  state::Assignment a;
+  a.gpus = gpus;
+  return a;
+}
+
+class BrokenKeeperTest : public testing::ExtenderFixture {
+ protected:
+  int Broken(const std::string& node, topology::GpuMask gpus) {
+    const state::SnapshotPtr snapshot = cache_.Snapshot();
+    return BrokenKeeperGpus(*snapshot->Find(node), Whole(gpus));
+  }
+};
+
+TEST_F(BrokenKeeperTest, NvlinkIslandsWholeMachinesIncluded) {
+  AddNode("a100", "dgx-a100");
+  AddNode("a100-mig", "dgx-a100", Mask({0, 1, 2, 3}));
+  AddNode("ws", "ws-4x-rtxa6000-nvlink-pairs");
+  AddNode("ws-used", "ws-4x-rtxa6000-nvlink-pairs");
+  AddNode("l40s", "pcie-8x-l40s-2socket");
+  Hold("held", "ws-used", Mask({0}));
+  EXPECT_EQ(Broken("a100", Mask({0, 1})), 8);                    // an idle machine
+  EXPECT_EQ(Broken("a100", Mask({0, 1, 2, 3, 4, 5, 6, 7})), 0);  // taken whole, not broken
+  EXPECT_EQ(Broken("a100-mig", Mask({4, 5})), 0);  // never an 8-GPU host: nothing to keep
+  EXPECT_EQ(Broken("ws", Mask({0})), 2);  // breaks the NVLink pair 0-1 (4 GPUs, not all NVLink)
+  EXPECT_EQ(Broken("ws-used", Mask({2})), 2);  // breaks the intact NVLink pair 2-3
+  EXPECT_EQ(Broken("ws-used", Mask({1})), 0);  // the pair 0-1 is broken already
+  EXPECT_EQ(Broken("l40s", Mask({0, 1})), 0);  // no NVLink: FGD's fragmentation decides
+  Hold("a100-one", "a100", Mask({7}));
+  EXPECT_EQ(Broken("a100", Mask({0, 1})), 0);  // partly used: nothing whole left
+}
+
+// Random clusters: partly used DGX A100s with GPUs 0-3 in MIG mode (never an 8-GPU host) or
+// 4-GPU workstations with NVLink pairs (fewer GPUs, slower rings), one or two idle DGX A100s,
+// a stream of 1- and 2-GPU pods (sometimes a 4-GPU pod first, some with a closeness hint) that
+// the partly used machines can absorb in any order, then one 8-GPU NVLink-required A100 pod;
+// linkfit has seen 200 small pods before and no big one.
+// Each pod goes to a top-scoring node (ties at random, as kube-scheduler breaks them).
+struct Outcome {
+  int scenarios = 0;
+  int big_placed = 0;
+  int small_on_idle = 0;  // small pods that opened an idle A100
+};
+
+Outcome RunScenarios(WholeMachinePolicy policy, bool workstations, bool hinted, int count) {
+  Outcome outcome;
+  for (int seed = 0; seed < count; ++seed) {
+    std::mt19937 rng(static_cast<std::uint32_t>(seed) * 7919u + (workstations ? 1u : 0u));
+    ExtenderOptions options;
+    options.weights.whole_machines = policy;
+    state::ClusterCache cache;
+    testing::FakeBinder binder;
+    NullMetrics metrics;
+    testing::MemoExtender extender(cache, options, binder, metrics);
+    std::vector<std::string> names;
+    std::vector<std::string> idle;
+    int budget = 0;  // GPUs the small pods may take, in any order (one spare per machine)
+    bool four_fits = false;
+    const int partly_used = 1 + static_cast<int>(rng() % 3);
+    for (int m = 0; m < partly_used; ++m) {
+      const std::string name = "used-" + std::to_string(m);
+      const bool ws = workstations;
+      cache.UpsertNode(linkfit::testing::MakeNodeInfo(
+          name, ws ? "ws-4x-rtxa6000-nvlink-pairs" : "dgx-a100", ws ? 0 : Mask({0, 1, 2, 3})));
+      const int first = ws ? 0 : 4;
+      const int held = static_cast<int>(rng() % 2);  // GPUs already held on the whole side
+      if (held > 0) {
+        state::Assignment a;
+        a.pod_uid = name + "-held";
+        a.pod_namespace = "ml";
+        a.pod_name = a.pod_uid;
+        a.node = name;
+        a.gpus = Mask({first});
+        EXPECT_TRUE(cache.AddBound(a).has_value());
+      }
+      budget += 4 - held - 1;
+      four_fits = four_fits || held == 0;
+      names.push_back(name);
+    }
+    const int idle_count = 1 + static_cast<int>(rng() % 2);
+    for (int m = 0; m < idle_count; ++m) {
+      idle.push_back("idle-" + std::to_string(m));
+      cache.UpsertNode(linkfit::testing::MakeNodeInfo(idle.back(), "dgx-a100"));
+      names.push_back(idle.back());
+    }
+    std::shuffle(names.begin(), names.end(), rng);
+    // The demand linkfit knows: many small pods running elsewhere, no big one (the case where
+    // fragmentation alone found breaking an idle machine cheap).
+    for (int k = 0; k < 200; ++k) {
+      extender.Filter(NamesArgs(GpuPod("elsewhere-" + std::to_string(k), 1 + k % 2), {}));
+    }
+    std::vector<int> sizes;
+    if (four_fits && rng() % 3 == 0) {
+      sizes.push_back(4);
+      budget -= 4;
+    }
+    while (budget > 0) {
+      const int size = std::min(budget, 1 + static_cast<int>(rng() % 2));
+      sizes.push_back(size);
+      budget -= size;
+    }
+    sizes.push_back(8);
+    ++outcome.scenarios;
+    for (std::size_t p = 0; p < sizes.size(); ++p) {
+      const bool big = sizes[p] == 8;
+      kube::StringMap hints;
+      if (big) {
+        hints = NvlinkRequired();
+        hints["linkfit.io/gpu-model"] = "A100";
+      } else if (hinted && sizes[p] >= 2) {
+        hints = {{"linkfit.io/closeness", "nvlink"}};
+      }
+      const kube::PodView pod = GpuPod("pod-" + std::to_string(p), sizes[p], hints);
+      const kube::FilterResult passed = extender.Filter(NamesArgs(pod, names));
+      if (passed.node_names.empty()) break;  // the big pod found no machine
+      std::vector<std::string> passing(passed.node_names.begin(), passed.node_names.end());
+      const std::vector<kube::HostPriority> scores = extender.Prioritize(NamesArgs(pod, passing));
+      std::int64_t best = -1;
+      std::vector<std::string> top;
+      for (const kube::HostPriority& score : scores) {
+        if (static_cast<std::int64_t>(score.score) > best) top.clear();
+        best = std::max(best, static_cast<std::int64_t>(score.score));
+        if (static_cast<std::int64_t>(score.score) == best) top.emplace_back(score.host);
+      }
+      const std::string node = top[rng() % top.size()];
+      EXPECT_EQ(extender.Bind(testing::BindArgs(pod, node)), "");
+      if (big) ++outcome.big_placed;
+      if (!big && std::find(idle.begin(), idle.end(), node) != idle.end()) {
+        ++outcome.small_on_idle;
+      }
+    }
+  }
+  return outcome;
+}
+
+TEST(WholeMachinesTest, SmallPodsNeverTakeTheMachineTheBigPodNeeds) {
+  // Same model, GPUs 0-3 in MIG mode: each small pod gets the same ring as on an idle machine.
+  for (const bool hinted : {false, true}) {
+    for (const WholeMachinePolicy policy : {WholeMachinePolicy::kKeep, WholeMachinePolicy::kRing}) {
+      const Outcome outcome = RunScenarios(policy, /*workstations=*/false, hinted, 150);
+      EXPECT_EQ(outcome.big_placed, outcome.scenarios)
+          << "policy " << ToString(policy) << ", hinted " << hinted;
+      EXPECT_EQ(outcome.small_on_idle, 0) << "policy " << ToString(policy);
+    }
+  }
+}
+
+TEST(WholeMachinesTest, PodsWithoutAHintKeepMachinesOverAFasterRingUnderKeepOnly) {
+  // Workstations (fewer GPUs, NVLink pairs at a fraction of the A100's ring): under `keep` a pod
+  // without a hint still leaves the idle A100s whole; under `ring` its 2-GPU pods take them for
+  // the faster ring (the trade-off, made on purpose), and the big pod then waits sometimes.
+  const Outcome keep = RunScenarios(WholeMachinePolicy::kKeep, true, false, 150);
+  EXPECT_EQ(keep.big_placed, keep.scenarios);
+  EXPECT_EQ(keep.small_on_idle, 0);
+  const Outcome ring = RunScenarios(WholeMachinePolicy::kRing, true, false, 150);
+  EXPECT_GT(ring.small_on_idle, 0);
+  EXPECT_LT(ring.big_placed, ring.scenarios);
+  // Without the rule at all, small pods take idle machines even at equal rings.
+  const Outcome off = RunScenarios(WholeMachinePolicy::kOff, false, false, 150);
+  EXPECT_GT(off.small_on_idle, 0);
+  std::printf("big pods placed: keep %d/%d, ring %d/%d (workstations); off %d/%d (MIG A100s)\n",
+              keep.big_placed, keep.scenarios, ring.big_placed, ring.scenarios, off.big_placed,
+              off.scenarios);
+}
+
+// `linkfit explain` says which node loses the points, what it would break and who keeps it.
+TEST_F(BrokenKeeperTest, ExplainSaysWhoLosesPointsForBreakingAWholeMachine) {
+  AddNode("a100", "dgx-a100");
+  AddNode("a100-mig", "dgx-a100", Mask({0, 1, 2, 3}));
+  const std::vector<std::string> lines = extender_.Explain(GpuPod("p", 2));
+  std::string a100;
+  std::string mig;
+  for (const std::string& line : lines) {
+    if (line.rfind("a100: ", 0) == 0) a100 = line;
+    if (line.rfind("a100-mig: ", 0) == 0) mig = line;
+  }
+  EXPECT_NE(a100.find("loses 70 of 140 points: it would break an idle whole machine (8 GPUs) "
+                      "while a100-mig serves the pod with a ring as fast "
+                      "(policy.whole_machines: ring)"),
+            std::string::npos)
+      << a100;
+  EXPECT_EQ(mig.find("loses"), std::string::npos) << mig;
+}
+
+}  // namespace
+}  // namespace linkfit::extender
