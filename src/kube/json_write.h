@@ -26,6 +26,10 @@
 #include "linkfit/common/strings.h"
 
 namespace linkfit::kube::json_write {
+// Internal linkage, as when these lived in codec_encode.cc: GCC inlines a function with
+// internal linkage called once more readily than an inline one (the prioritize reply was 7 %
+// slower with external linkage).
+namespace {
 
 // Bytes that cannot be copied as they are (JsonWriterLooksAt: control characters, `"`, `\`, `<`,
 // `>`, `&` and every non-ASCII byte, checked as UTF-8).
@@ -507,4 +511,5 @@ class ReasonCache {
   std::size_t next_ = 0;
 };
 
+}  // namespace
 }  // namespace linkfit::kube::json_write
