@@ -1,5 +1,7 @@
 #include "linkfit/cluster/pod_store.h"
 
+#include <algorithm>
+
 #include <functional>
 #include <set>
 
@@ -32,6 +34,23 @@ std::uint64_t HashOf(const std::string* text) {
 bool SameDevices(const state::Assignment& a, const state::Assignment& b) {
   return a.node == b.node && a.kind == b.kind && a.gpus == b.gpus && a.mig == b.mig &&
          a.shares == b.shares;
+}
+
+// Whether every device of `part` is one of `whole`'s: what a node reports while a pod's
+// containers are still being created (those started so far hold part of its record).
+bool PartOf(const state::Assignment& part, const state::Assignment& whole) {
+  if (part.node != whole.node || part.kind != whole.kind || (part.gpus & ~whole.gpus) != 0) {
+    return false;
+  }
+  for (const auto& slot : part.mig) {
+    if (std::find(whole.mig.begin(), whole.mig.end(), slot) == whole.mig.end()) return false;
+  }
+  for (const auto& share : part.shares) {
+    const auto held = std::find_if(whole.shares.begin(), whole.shares.end(),
+                                   [&](const auto& s) { return s.gpu == share.gpu; });
+    if (held == whole.shares.end() || held->milli < share.milli) return false;
+  }
+  return true;
 }
 
 const std::string kEmptyName;
@@ -354,6 +373,12 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   // the pod's next event apply its record.
   entry.record_hash = pod != nullptr ? record_hash : 0;
   std::optional<state::Assignment> reported = ReportedLocked(uid, entry, node_name, node);
+  // A report that holds part of the record is a pod whose other containers are still being
+  // created: the record counts until the report covers it (counting the report would free
+  // devices those containers are about to get), and it is no mismatch.
+  if (reported && recorded && !SameDevices(*reported, *recorded) && PartOf(*reported, *recorded)) {
+    reported.reset();
+  }
   const bool mismatch = reported && recorded && !SameDevices(*reported, *recorded);
   if (mismatch && !entry.mismatch) {
     const std::string handed =

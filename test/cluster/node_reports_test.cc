@@ -253,6 +253,30 @@ TEST_F(NodeReportsTest, APlacedPodHoldingOtherDevicesCountsAMismatchAndTheReport
   EXPECT_EQ(metrics_.mismatches, 2);
 }
 
+// A pod whose first container started (GPUs 0, 1) while its second (GPUs 2, 3) is still being
+// created: the report holds part of the record. The record keeps counting, no mismatch.
+TEST_F(NodeReportsTest, AReportOfPartOfTheRecordIsAPodStillStartingNotAMismatch) {
+  const nlohmann::json node = NodeObject("h100-0", AgentDocument("dgx-h100", [](auto&) {}));
+  Node(node);
+  Pod({.name = "a",
+       .uid = "ua",
+       .node = "h100-0",
+       .gpus = 4,
+       .annotations = {{kube::kAnnotationAllocation,
+                        R"({"v":1,"pod":"ml/a","uid":"ua","node":"h100-0","gpus":[0,1,2,3]})"}}},
+      kube::WatchEventType::kAdded);
+  kube::DevicesInUse report;
+  report.pods = {UsedWhole("ua", "ml/a", {0, 1})};
+  Node(WithDevicesInUse(node, report), kube::WatchEventType::kModified);
+  EXPECT_EQ(cache_.Find("ua")->gpus, Mask({0, 1, 2, 3}));
+  EXPECT_FALSE(cache_.Find("ua")->handoff_mismatch);
+  EXPECT_EQ(metrics_.mismatches, 0);
+  // A device outside the record is a mismatch even beside recorded ones.
+  report.pods = {UsedWhole("ua", "ml/a", {0, 1, 4})};
+  Node(WithDevicesInUse(node, report), kube::WatchEventType::kModified);
+  EXPECT_EQ(metrics_.mismatches, 1);
+}
+
 TEST_F(NodeReportsTest, AReportCollidingWithAnotherPodsRecordMovesThatPod) {
   const nlohmann::json node = NodeObject("h100-0", AgentDocument("dgx-h100", [](auto&) {}));
   Node(node);
