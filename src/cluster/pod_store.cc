@@ -373,9 +373,8 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   // the pod's next event apply its record.
   entry.record_hash = pod != nullptr ? record_hash : 0;
   std::optional<state::Assignment> reported = ReportedLocked(uid, entry, node_name, node);
-  // A report that holds part of the record is a pod whose other containers are still being
-  // created: the record counts until the report covers it (counting the report would free
-  // devices those containers are about to get), and it is no mismatch.
+  // Part of the record reported: its other containers are still being created. The record
+  // counts (the report would free devices they are about to get); no mismatch.
   if (reported && recorded && !SameDevices(*reported, *recorded) && PartOf(*reported, *recorded)) {
     reported.reset();
   }

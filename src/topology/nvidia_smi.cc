@@ -18,7 +18,7 @@
 // conservatively and records every inference in TopologySpec::warnings.
 //
 // The CSV and the split of a combined text are in nvidia_smi_csv.cc, what a model name tells in
-// model_guess.cc. What remains (about 620 lines) stays one file: the matrix, its cells and the
+// model_guess.cc. What remains (about 630 lines) stays one file: the matrix, its cells and the
 // NUMA, socket and fabric inference share the Line, Cell, Matrix and DisjointSets types, which
 // exist only here.
 
