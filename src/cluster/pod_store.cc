@@ -130,7 +130,7 @@ PodStore::PodStore(state::ClusterCache& cache, extender::RequestDefaults default
 }
 
 void PodStore::BeginList() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   ++generation_;
 }
 
@@ -145,12 +145,12 @@ std::optional<kube::PodView> PodStore::Decode(std::string_view object_json, cons
 void PodStore::ListItem(std::string_view object_json) {
   const std::optional<kube::PodView> pod = Decode(object_json, "a listed pod");
   if (!pod) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   UpsertLocked(*pod);
 }
 
 void PodStore::EndList(std::string_view resource_version) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<std::string> gone;
   for (const auto& [key, entry] : pods_) {
     if (entry.list_generation == generation_) continue;
@@ -174,7 +174,7 @@ void PodStore::EndList(std::string_view resource_version) {
 void PodStore::Event(kube::WatchEventType type, std::string_view object_json) {
   const std::optional<kube::PodView> pod = Decode(object_json, "a watch event's pod");
   if (!pod) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (type == kube::WatchEventType::kDeleted) {
     DeleteLocked(pod->uid);
   } else {
@@ -185,18 +185,18 @@ void PodStore::Event(kube::WatchEventType type, std::string_view object_json) {
 }
 
 void PodStore::Upsert(const kube::PodView& pod) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   UpsertLocked(pod);
 }
 
 void PodStore::ApplyFetched(const kube::PodView& pod) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (pods_.find(state::PodUid(pod.uid)) == pods_.end()) return;
   UpsertLocked(pod);
 }
 
 void PodStore::Delete(const std::string& uid) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   DeleteLocked(uid);
 }
 
@@ -515,7 +515,7 @@ void PodStore::DeleteLocked(const std::string& uid) {
 }
 
 void PodStore::NodeAppeared(const std::string& node) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (auto& [key, entry] : pods_) {
     // Pods waiting for the node, and pods the cache dropped when the node's model changed.
     if (!(entry.node == node) || entry.load_counted) continue;
@@ -530,7 +530,7 @@ void PodStore::NodeAppeared(const std::string& node) {
 }
 
 void PodStore::NodeRemoved(const std::string& node) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (auto& [uid, entry] : pods_) {
     if (!(entry.node == node) || !entry.in_cache) continue;
     // The cache forgot them with the node. Should the node come back, they are applied again;
@@ -544,7 +544,7 @@ void PodStore::NodeRemoved(const std::string& node) {
 }
 
 std::optional<extender::KnownPod> PodStore::FindPod(const std::string& uid) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = pods_.find(state::PodUid(uid));
   if (it == pods_.end() || !it->second.request_ok) return std::nullopt;
   return extender::KnownPod{it->second.request.Get(), it->second.pod_namespace.str(),
@@ -558,7 +558,7 @@ Result<state::BindStep> PodStore::AdvanceBind(const std::string& uid, state::Bin
 }
 
 std::optional<extender::KnownPod> PodStore::FindForBind(const std::string& uid) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = pods_.find(state::PodUid(uid));
   if (it == pods_.end() || !it->second.request_ok) return std::nullopt;
   extender::KnownPod known{it->second.request.Get(), it->second.pod_namespace.str(),
@@ -583,7 +583,7 @@ std::optional<extender::KnownPod> PodStore::ResolveForBind(const std::string& po
 }
 
 std::unordered_map<std::string, std::string> PodStore::UidsByName() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::unordered_map<std::string, std::string> uids;
   uids.reserve(pods_.size());
   for (const auto& [uid, entry] : pods_) {
@@ -593,7 +593,7 @@ std::unordered_map<std::string, std::string> PodStore::UidsByName() const {
 }
 
 std::size_t PodStore::size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return pods_.size();
 }
 

@@ -8,6 +8,7 @@
 #include "linkfit/alloc/placement_table.h"
 #include "linkfit/cluster/pod_store.h"
 #include "linkfit/common/log.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/common/strings.h"
 
 namespace linkfit::cluster {
@@ -162,13 +163,13 @@ std::vector<state::Assignment> PodStore::EvictLocked(const std::string& node_nam
 }
 
 std::vector<PodStore::Collision> PodStore::collisions() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return collisions_;
 }
 
 void PodStore::SetReportedDevices(const std::string& node_name,
                                   std::optional<kube::DevicesInUse> report) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::set<std::string> touched;
   if (const auto old = reports_.find(node_name); old != reports_.end()) {
     for (const auto& [uid, pod] : old->second) touched.insert(uid);

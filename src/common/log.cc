@@ -6,7 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <mutex>
+
+#include "linkfit/common/mutex.h"
 
 namespace linkfit::log {
 namespace {
@@ -52,14 +53,14 @@ bool Enabled(Level level) { return static_cast<int>(level) >= CurrentLevel().loa
 
 void Write(Level level, std::string_view message) {
   if (!Enabled(level) || level == Level::kOff) return;
-  static std::mutex mutex;
+  static Mutex mutex;
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
   std::tm utc{};
   gmtime_r(&seconds, &utc);
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(mutex);
   std::fprintf(stderr, "%s %s %.*s\n", stamp, LevelName(level), static_cast<int>(message.size()),
                message.data());
 }

@@ -25,7 +25,7 @@ bool IsMigGpu(const state::NodeState& node, const alloc::MigPlanner& planner, in
 
 void MigProfileStats::Record(const GpuRequest& request) {
   if (request.kind != GpuRequest::Kind::kMig || request.count <= 0) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = counts_.find(request.mig_profile);
   if (it == counts_.end()) {
     if (counts_.size() >= kMaxProfileNames) return;
@@ -39,7 +39,7 @@ void MigProfileStats::Record(const GpuRequest& request) {
 
 void MigProfileStats::Remove(const GpuRequest& request) {
   if (request.kind != GpuRequest::Kind::kMig || request.count <= 0) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = counts_.find(request.mig_profile);
   if (it == counts_.end()) return;
   const std::uint64_t instances =
@@ -51,7 +51,7 @@ void MigProfileStats::Remove(const GpuRequest& request) {
 }
 
 MigProfileWeightsPtr MigProfileStats::Weights() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (weights_ && changes_ < weights_changes_ + std::max<std::uint64_t>(1, weights_total_ / 200)) {
     return weights_;
   }

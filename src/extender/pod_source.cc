@@ -30,7 +30,7 @@ void PodMemo::Seen(const kube::PodView& pod) {
   if (pod.uid.empty()) return;
   auto request = ParseGpuRequest(pod, defaults_);
   if (!request) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (const auto it = pods_.find(pod.uid); it != pods_.end()) {
     KnownPod& known = it->second.pod;
     if (known.request == *request && known.pod_namespace == pod.pod_namespace &&
@@ -47,7 +47,7 @@ void PodMemo::Seen(const kube::PodView& pod) {
 
 void PodMemo::Running(const std::string& uid, KnownPod pod) {
   if (uid.empty()) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (const auto it = pods_.find(uid); it != pods_.end()) {
     demand_.Remove(it->second.pod.request);
     pods_.erase(it);
@@ -91,7 +91,7 @@ void PodMemo::LearnLocked(const std::string& uid, KnownPod pod) {
 }
 
 void PodMemo::PodLeft(const std::string& uid) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = pods_.find(uid);
   if (it == pods_.end()) return;
   demand_.Remove(it->second.pod.request);
@@ -99,14 +99,14 @@ void PodMemo::PodLeft(const std::string& uid) {
 }
 
 std::optional<KnownPod> PodMemo::FindPod(const std::string& uid) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = pods_.find(uid);
   if (it == pods_.end()) return std::nullopt;
   return it->second.pod;
 }
 
 std::size_t PodMemo::size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return pods_.size();
 }
 

@@ -54,7 +54,7 @@ std::optional<ShapeStats::Key> ShapeStats::KeyOf(const GpuRequest& request) {
 void ShapeStats::Record(const GpuRequest& request) {
   const std::optional<Key> key = KeyOf(request);
   if (!key) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   Tally& tally = tallies_[*key];
   if (tally.count == 0) tally.models = request.gpu_models;
   ++tally.count;
@@ -67,7 +67,7 @@ void ShapeStats::Record(const GpuRequest& request) {
 void ShapeStats::Remove(const GpuRequest& request) {
   const std::optional<Key> key = KeyOf(request);
   if (!key) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = tallies_.find(*key);
   if (it == tallies_.end() || it->second.count == 0) return;
   Tally& tally = it->second;
@@ -80,7 +80,7 @@ void ShapeStats::Remove(const GpuRequest& request) {
 }
 
 ShapeList ShapeStats::Typical() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   // Rebuilt once the counts have changed by 0.5 % (with records only, changes_ == total_).
   if (typical_ && changes_ < typical_changes_ + std::max<std::uint64_t>(1, typical_total_ / 200)) {
     return typical_;

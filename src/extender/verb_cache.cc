@@ -1,6 +1,10 @@
 #include "extender/verb_cache.h"
 
 #include <bit>
+#include <string>
+
+#include "linkfit/common/check.h"
+#include "linkfit/common/mutex.h"
 
 namespace linkfit::extender {
 namespace {
@@ -87,6 +91,8 @@ FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason, std::uint32_t kind)
   const auto index = static_cast<std::uint32_t>(fits.size());
   fits.push_back(CachedFit{&fit, reason});
   FitTerms& head = terms.emplace_back();
+  LINKFIT_DCHECK(kind <= 0xFFFFFFu, "machine kind number " + std::to_string(kind) +
+                                        " does not fit the 24 bits FitTerms keeps");
   head.kind = kind & 0xFFFFFFu;  // kinds are far fewer than 2^24 (a cluster has a handful)
   head.keeper_gpus_broken = fit.keeper_gpus_broken;
   head.ring_mbps = fit.quality.ring_mbps;
@@ -164,7 +170,7 @@ ScoreTable* VerbCache::FindScores(std::string_view context) {
 VerbCachePool::Lease VerbCachePool::Acquire() {
   std::unique_ptr<VerbCache> cache;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (!idle_.empty()) {
       cache = std::move(idle_.back());
       idle_.pop_back();
@@ -175,7 +181,7 @@ VerbCachePool::Lease VerbCachePool::Acquire() {
 }
 
 void VerbCachePool::Return(std::unique_ptr<VerbCache> cache) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   idle_.push_back(std::move(cache));
 }
 

@@ -21,12 +21,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "linkfit/common/mutex.h"
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/extender/scoring.h"
 #include "linkfit/extender/whole_machines.h"
@@ -287,8 +287,8 @@ class VerbCachePool {
  private:
   void Return(std::unique_ptr<VerbCache> cache);
 
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<VerbCache>> idle_;  // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  std::vector<std::unique_ptr<VerbCache>> idle_ LINKFIT_GUARDED_BY(mutex_);
 };
 
 }  // namespace linkfit::extender

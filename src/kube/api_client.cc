@@ -1,10 +1,10 @@
 // The parts of api_client.h that do not depend on the HTTP library: cancellation, the steady
 // clock, and reading the message of an API Status body.
 
-#include <mutex>
 #include <thread>
 
 #include "kube/json_reader.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/kube/api_client.h"
 
@@ -24,7 +24,7 @@ class SteadyClock final : public Clock {
 }  // namespace
 
 void CancelToken::Cancel() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (cancelled_) return;
   cancelled_ = true;
   for (auto& entry : hooks_) entry.second();
@@ -32,12 +32,12 @@ void CancelToken::Cancel() {
 }
 
 bool CancelToken::cancelled() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return cancelled_;
 }
 
 std::uint64_t CancelToken::AddHook(std::function<void()> hook) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (cancelled_) {
     hook();
     return 0;
@@ -48,7 +48,7 @@ std::uint64_t CancelToken::AddHook(std::function<void()> hook) {
 }
 
 void CancelToken::RemoveHook(std::uint64_t id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::erase_if(hooks_, [id](const auto& entry) { return entry.first == id; });
 }
 

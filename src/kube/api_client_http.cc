@@ -42,6 +42,7 @@
 #include "kube/pem.h"
 #include "kube/rate_limiter.h"
 #include "linkfit/common/log.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/kube/api_client.h"
 
@@ -176,7 +177,7 @@ class HttpApiClient final : public ApiClient {
                        CancelToken* cancel) override;
 
   void Stop() override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     stopped_ = true;
     for (LiveCall* call : live_) call->Cut();
     idle_.clear();
@@ -194,7 +195,7 @@ class HttpApiClient final : public ApiClient {
     Registration(HttpApiClient& owner, httplib::ClientImpl& client, CancelToken* cancel)
         : owner_(owner), call_(client), cancel_(cancel) {
       {
-        std::lock_guard<std::mutex> lock(owner_.mutex_);
+        MutexLock lock(owner_.mutex_);
         if (owner_.stopped_) {
           call_.cut.store(true);
         } else {
@@ -210,7 +211,7 @@ class HttpApiClient final : public ApiClient {
     ~Registration() {
       if (cancel_ != nullptr && hook_ != 0) cancel_->RemoveHook(hook_);
       {
-        std::lock_guard<std::mutex> lock(owner_.mutex_);
+        MutexLock lock(owner_.mutex_);
         owner_.live_.erase(&call_);
       }
       call_.client.set_socket_options(nullptr);
@@ -237,7 +238,7 @@ class HttpApiClient final : public ApiClient {
   // A pooled keep-alive connection, or a new one.
   ApiResult<ClientPtr> Acquire() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       if (!idle_.empty()) {
         ClientPtr client = std::move(idle_.back());
         idle_.pop_back();
@@ -247,7 +248,7 @@ class HttpApiClient final : public ApiClient {
     return NewConnection(/*keep_alive=*/true, config_.timeout);
   }
   void Release(ClientPtr client) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (!stopped_ && idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(client));
   }
 
@@ -266,7 +267,7 @@ class HttpApiClient final : public ApiClient {
   std::string Token(bool force_reload) {
     if (config_.token_file.empty()) return config_.token;
     force_reload = reload_token_.exchange(false) || force_reload;
-    std::lock_guard<std::mutex> lock(token_mutex_);
+    MutexLock lock(token_mutex_);
     const auto now = clock_.Now();
     if (force_reload || !token_read_ || now - token_read_at_ >= kTokenRereadInterval) {
       std::optional<std::string> token = ReadTrimmed(config_.token_file);
@@ -302,16 +303,16 @@ class HttpApiClient final : public ApiClient {
   Clock& clock_;
   RateLimiter limiter_;
 
-  std::mutex mutex_;
-  bool stopped_ = false;         // GUARDED_BY(mutex_)
-  std::vector<ClientPtr> idle_;  // GUARDED_BY(mutex_)
-  std::set<LiveCall*> live_;     // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  bool stopped_ LINKFIT_GUARDED_BY(mutex_) = false;
+  std::vector<ClientPtr> idle_ LINKFIT_GUARDED_BY(mutex_);
+  std::set<LiveCall*> live_ LINKFIT_GUARDED_BY(mutex_);
 
   std::atomic<bool> reload_token_{false};
-  std::mutex token_mutex_;
-  std::string token_;                                    // GUARDED_BY(token_mutex_)
-  bool token_read_ = false;                              // GUARDED_BY(token_mutex_)
-  std::chrono::steady_clock::time_point token_read_at_;  // GUARDED_BY(token_mutex_)
+  Mutex token_mutex_;
+  std::string token_ LINKFIT_GUARDED_BY(token_mutex_);
+  bool token_read_ LINKFIT_GUARDED_BY(token_mutex_) = false;
+  std::chrono::steady_clock::time_point token_read_at_ LINKFIT_GUARDED_BY(token_mutex_);
 };
 
 ApiResult<HttpApiClient::ClientPtr> HttpApiClient::NewConnection(

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "linkfit/common/mutex.h"
+
 namespace linkfit::kube {
 
 RateLimiter::RateLimiter(double qps, int burst, Clock& clock)
@@ -14,7 +16,7 @@ RateLimiter::RateLimiter(double qps, int burst, Clock& clock)
 
 std::chrono::nanoseconds RateLimiter::Reserve() {
   if (qps_ <= 0) return std::chrono::nanoseconds(0);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto now = clock_.Now();
   const double elapsed = std::chrono::duration<double>(now - updated_).count();
   tokens_ = std::min(burst_, tokens_ + elapsed * qps_);

@@ -8,8 +8,8 @@
 // reservations (each reserves its slot under the lock, then sleeps outside it).
 
 #include <chrono>
-#include <mutex>
 
+#include "linkfit/common/mutex.h"
 #include "linkfit/kube/api_client.h"
 
 namespace linkfit::kube {
@@ -25,9 +25,9 @@ class RateLimiter {
   const double qps_;
   const double burst_;
   Clock& clock_;
-  std::mutex mutex_;
-  double tokens_;                                  // GUARDED_BY(mutex_); may go negative
-  std::chrono::steady_clock::time_point updated_;  // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  double tokens_ LINKFIT_GUARDED_BY(mutex_);  // may go negative
+  std::chrono::steady_clock::time_point updated_ LINKFIT_GUARDED_BY(mutex_);
 };
 
 }  // namespace linkfit::kube

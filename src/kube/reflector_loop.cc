@@ -7,14 +7,13 @@
 #include <simdjson.h>
 
 #include <cctype>
-#include <condition_variable>
-#include <mutex>
 #include <random>
 #include <thread>
 
 #include "kube/json_reader.h"
 #include "kube/watch_event.h"
 #include "linkfit/common/log.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/kube/reflector.h"
 
 namespace linkfit::kube {
@@ -58,24 +57,24 @@ struct Reflector::Impl {
   Reflector& owner;
 
   std::thread thread;
-  std::mutex mutex;
-  std::condition_variable wake;
-  bool stopping = false;  // GUARDED_BY(mutex)
-  bool started = false;   // GUARDED_BY(mutex)
-  std::string rv;         // GUARDED_BY(mutex)
-  CancelToken cancel;     // cuts the loop's calls at Stop()
+  Mutex mutex;
+  CondVar wake;
+  bool stopping LINKFIT_GUARDED_BY(mutex) = false;
+  bool started LINKFIT_GUARDED_BY(mutex) = false;
+  std::string rv LINKFIT_GUARDED_BY(mutex);
+  CancelToken cancel;  // cuts the loop's calls at Stop()
   std::mt19937_64 rng{std::random_device{}()};
 
   bool Stopping() {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(mutex);
     return stopping;
   }
   void SetRv(std::string value) {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(mutex);
     rv = std::move(value);
   }
   std::string Rv() {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(mutex);
     return rv;
   }
   // Sleeps for `delay` with up to 50 % jitter, or until Stop().
@@ -84,8 +83,10 @@ struct Reflector::Impl {
         delay.count() > 0
             ? static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(delay.count() / 2 + 1))
             : 0);
-    std::unique_lock<std::mutex> lock(mutex);
-    wake.wait_for(lock, delay + jitter, [this] { return stopping; });
+    const auto deadline = std::chrono::steady_clock::now() + delay + jitter;
+    MutexLock lock(mutex);
+    while (!stopping && wake.WaitUntil(mutex, deadline)) {
+    }
   }
   void Error(const std::string& message) {
     log::Warning(options.kind + ": " + message);
@@ -320,7 +321,7 @@ Reflector::Reflector(ApiClient& client, ReflectorSink& sink, ReflectorOptions op
 Reflector::~Reflector() { Stop(); }
 
 void Reflector::Start() {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   if (impl_->started) return;
   impl_->started = true;
   impl_->thread = std::thread([this] { impl_->Run(); });
@@ -328,17 +329,17 @@ void Reflector::Start() {
 
 void Reflector::Stop() {
   {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
+    MutexLock lock(impl_->mutex);
     if (impl_->stopping) return;
     impl_->stopping = true;
   }
-  impl_->wake.notify_all();
+  impl_->wake.NotifyAll();
   impl_->cancel.Cancel();  // cuts a list page or watch in progress; the client stays usable
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
 std::string Reflector::last_resource_version() const {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   return impl_->rv;
 }
 

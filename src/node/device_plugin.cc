@@ -8,15 +8,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 
 #include "deviceplugin.grpc.pb.h"
 #include "linkfit/common/log.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/node/handoff.h"
 
 namespace linkfit::node {
@@ -71,22 +70,24 @@ class ResourceState {
   const std::string& name() const { return name_; }
 
   void Set(std::vector<PluginDevice> devices) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (devices == devices_ && version_ != 0) return;
     devices_ = std::move(devices);
     ++version_;
-    changed_.notify_all();
+    changed_.NotifyAll();
   }
   void Stop() {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
-    changed_.notify_all();
+    changed_.NotifyAll();
   }
   // Waits (at most `wait`) for a version newer than `seen`; false when stopping.
   bool Next(std::uint64_t* seen, std::vector<PluginDevice>* devices,
             std::chrono::milliseconds wait) {
-    std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, wait, [&] { return stopping_ || version_ != *seen; });
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    MutexLock lock(mutex_);
+    while (!stopping_ && version_ == *seen && changed_.WaitUntil(mutex_, deadline)) {
+    }
     if (stopping_) return false;
     if (version_ != *seen) {
       *seen = version_;
@@ -99,7 +100,7 @@ class ResourceState {
     std::map<std::string, std::size_t> position;
     for (const std::string& id : ids) position[id] = SIZE_MAX;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       for (std::size_t i = 0; i < devices_.size(); ++i) {
         if (const auto it = position.find(devices_[i].id); it != position.end()) it->second = i;
       }
@@ -110,29 +111,29 @@ class ResourceState {
     return ids;
   }
   bool Serves(const std::string& id) const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return std::any_of(devices_.begin(), devices_.end(),
                        [&](const PluginDevice& device) { return device.id == id; });
   }
 
  private:
   const std::string name_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<PluginDevice> devices_;  // GUARDED_BY(mutex_)
-  std::uint64_t version_ = 0;          // GUARDED_BY(mutex_)
-  bool stopping_ = false;              // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  CondVar changed_;
+  std::vector<PluginDevice> devices_ LINKFIT_GUARDED_BY(mutex_);
+  std::uint64_t version_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  bool stopping_ LINKFIT_GUARDED_BY(mutex_) = false;
 };
 
 struct Shared {
   DevicePluginConfig config;
   SteeringSource steering;
-  std::mutex node_mutex;
-  topology::TopologySpec node;  // GUARDED_BY(node_mutex)
+  Mutex node_mutex;
+  topology::TopologySpec node LINKFIT_GUARDED_BY(node_mutex);
   std::atomic<std::uint64_t> preferred{0}, no_preference{0}, allocations{0}, list_updates{0};
   std::atomic<std::uint64_t> verified{0}, refused{0};
   topology::TopologySpec Node() {
-    std::lock_guard lock(node_mutex);
+    MutexLock lock(node_mutex);
     return node;
   }
 };
@@ -281,9 +282,9 @@ class DevicePluginsImpl final : public DevicePlugins {
   }
 
   Result<void> Update(const topology::TopologySpec& node) override {
-    std::lock_guard lock(update_mutex_);
+    MutexLock lock(update_mutex_);
     {
-      std::lock_guard node_lock(shared_.node_mutex);
+      MutexLock node_lock(shared_.node_mutex);
       shared_.node = node;
     }
     std::set<std::string> present;
@@ -307,7 +308,7 @@ class DevicePluginsImpl final : public DevicePlugins {
   }
 
   bool KubeletRestarted() const override {
-    std::lock_guard lock(update_mutex_);
+    MutexLock lock(update_mutex_);
     if (IdentifyFile(KubeletSocket()) != kubelet_id_) return true;
     return std::any_of(served_.begin(), served_.end(), [](const auto& entry) {
       return IdentifyFile(entry.second.socket_path) != entry.second.socket_id;
@@ -315,7 +316,7 @@ class DevicePluginsImpl final : public DevicePlugins {
   }
 
   std::vector<std::string> resources() const override {
-    std::lock_guard lock(update_mutex_);
+    MutexLock lock(update_mutex_);
     std::vector<std::string> names;
     for (const auto& [name, served] : served_) names.push_back(name);
     return names;
@@ -349,7 +350,7 @@ class DevicePluginsImpl final : public DevicePlugins {
     return served;
   }
 
-  Result<void> Register(const Served& served) {
+  Result<void> Register(const Served& served) LINKFIT_REQUIRES(update_mutex_) {
     const std::string where = "device plugin " + served.state->name() +
                               ": registering with the kubelet on unix://" + KubeletSocket();
     const auto channel =
@@ -376,9 +377,9 @@ class DevicePluginsImpl final : public DevicePlugins {
   }
 
   Shared shared_;
-  mutable std::mutex update_mutex_;
-  std::map<std::string, Served> served_;  // GUARDED_BY(update_mutex_)
-  std::optional<FileId> kubelet_id_;      // GUARDED_BY(update_mutex_)
+  mutable Mutex update_mutex_;
+  std::map<std::string, Served> served_ LINKFIT_GUARDED_BY(update_mutex_);
+  std::optional<FileId> kubelet_id_ LINKFIT_GUARDED_BY(update_mutex_);
 };
 
 }  // namespace

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +43,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "linkfit/common/mutex.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/server/server.h"
 #include "server/routes.h"
@@ -260,9 +260,9 @@ class HttpServer final : public Server {
 
   // Before the loops: connections still queued in a loop when it is destroyed untrack
   // themselves.
-  std::mutex connections_mutex_;
-  std::unordered_map<const ConnectionBase*, std::weak_ptr<ConnectionBase>>
-      connections_;  // GUARDED_BY(connections_mutex_)
+  Mutex connections_mutex_;
+  std::unordered_map<const ConnectionBase*, std::weak_ptr<ConnectionBase>> connections_
+      LINKFIT_GUARDED_BY(connections_mutex_);
 
   std::vector<std::unique_ptr<IoLoop>> loops_;
   std::size_t next_loop_ = 0;  // round robin among equally good loops; accept thread only
@@ -281,7 +281,7 @@ class HttpServer final : public Server {
   std::atomic<int> port_{0};
   std::atomic<int> inline_verbs_{0};  // verbs running on I/O threads now
 
-  std::mutex wait_mutex_;
+  Mutex wait_mutex_;
   std::vector<std::thread> threads_;  // the accept thread and the loops'; GUARDED_BY(wait_mutex_)
 };
 

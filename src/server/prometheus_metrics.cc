@@ -4,7 +4,6 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -19,6 +18,8 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+
+#include "linkfit/common/mutex.h"
 
 namespace linkfit::server {
 namespace {
@@ -290,11 +291,11 @@ struct PrometheusMetrics::Impl {
   prometheus::Gauge& bound_pods = cache_pods.Add({{"state", "bound"}});
   prometheus::Gauge& fragmentation_ratio = fragmentation.Add({});
 
-  std::mutex nodes_mutex;
+  Mutex nodes_mutex;
   // GPU models seen, interned: a handful per cluster, kept for the process's life.
-  std::vector<std::string> models;  // GUARDED_BY(nodes_mutex)
-  std::unordered_map<std::string, NodeGpus, StringHash, std::equal_to<>>
-      node_gpus;  // GUARDED_BY(nodes_mutex)
+  std::vector<std::string> models LINKFIT_GUARDED_BY(nodes_mutex);
+  std::unordered_map<std::string, NodeGpus, StringHash, std::equal_to<>> node_gpus
+      LINKFIT_GUARDED_BY(nodes_mutex);
 
   Impl() {
     for (const Verb verb : kVerbs) {
@@ -311,8 +312,7 @@ struct PrometheusMetrics::Impl {
   }
 
   // Returns the index of `model` in `models`, adding it if it is new.
-  // REQUIRES: nodes_mutex held.
-  std::uint32_t InternModelLocked(std::string_view model) {
+  std::uint32_t InternModelLocked(std::string_view model) LINKFIT_REQUIRES(nodes_mutex) {
     const auto it = std::find(models.begin(), models.end(), model);
     if (it != models.end()) return static_cast<std::uint32_t>(it - models.begin());
     models.emplace_back(model);
@@ -349,7 +349,7 @@ void PrometheusMetrics::SetCacheSizes(std::uint64_t nodes, std::uint64_t assumed
 
 void PrometheusMetrics::SetNodeDevices(std::string_view node, std::string_view gpu_model,
                                        double used, double free) {
-  std::lock_guard<std::mutex> lock(impl_->nodes_mutex);
+  MutexLock lock(impl_->nodes_mutex);
   auto it = impl_->node_gpus.find(node);
   if (it == impl_->node_gpus.end()) it = impl_->node_gpus.emplace(node, Impl::NodeGpus{}).first;
   // A changed model replaces the node's series: the next Render() shows only the new labels.
@@ -357,7 +357,7 @@ void PrometheusMetrics::SetNodeDevices(std::string_view node, std::string_view g
 }
 
 void PrometheusMetrics::RemoveNode(std::string_view node) {
-  std::lock_guard<std::mutex> lock(impl_->nodes_mutex);
+  MutexLock lock(impl_->nodes_mutex);
   const auto it = impl_->node_gpus.find(node);
   if (it != impl_->node_gpus.end()) impl_->node_gpus.erase(it);
 }
@@ -370,7 +370,7 @@ std::string PrometheusMetrics::Render() const {
   std::vector<GpusRow> rows;
   std::vector<std::string> models;
   {
-    std::lock_guard<std::mutex> lock(impl_->nodes_mutex);
+    MutexLock lock(impl_->nodes_mutex);
     models = impl_->models;
     rows.reserve(impl_->node_gpus.size());
     for (const auto& entry : impl_->node_gpus) {

@@ -30,7 +30,6 @@
 #include <chrono>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -40,6 +39,7 @@
 #include <openssl/err.h>
 
 #include "linkfit/common/log.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/server/prometheus_metrics.h"
 #include "server/connection.h"
@@ -51,14 +51,14 @@ namespace linkfit::server {
 namespace asio_server {
 
 bool HttpServer::Track(const std::shared_ptr<ConnectionBase>& connection) {
-  std::lock_guard<std::mutex> lock(connections_mutex_);
+  MutexLock lock(connections_mutex_);
   if (stopping_) return false;
   connections_.emplace(connection.get(), connection);
   return true;
 }
 
 void HttpServer::Untrack(const ConnectionBase* connection) {
-  std::lock_guard<std::mutex> lock(connections_mutex_);
+  MutexLock lock(connections_mutex_);
   connections_.erase(connection);
 }
 
@@ -311,7 +311,7 @@ Result<void> HttpServer::Start() {
     return MakeError("cannot listen on " + address + ": " + error.message());
   }
   port_ = acceptor_.local_endpoint(error).port();
-  std::lock_guard<std::mutex> lock(wait_mutex_);
+  MutexLock lock(wait_mutex_);
   try {
     handlers_ = std::make_unique<asio::thread_pool>(static_cast<std::size_t>(options_.threads));
     acceptor_.non_blocking(true);
@@ -341,7 +341,7 @@ Result<void> HttpServer::Start() {
 void HttpServer::Stop() {
   std::vector<std::shared_ptr<ConnectionBase>> live;
   {
-    std::lock_guard<std::mutex> lock(connections_mutex_);
+    MutexLock lock(connections_mutex_);
     if (stopping_.exchange(true) || !started_) return;
     for (const auto& [key, weak] : connections_) {
       if (auto connection = weak.lock()) live.push_back(std::move(connection));
@@ -361,7 +361,7 @@ void HttpServer::Stop() {
 }
 
 void HttpServer::Wait() {
-  std::lock_guard<std::mutex> lock(wait_mutex_);
+  MutexLock lock(wait_mutex_);
   for (std::thread& thread : threads_) {
     if (thread.joinable()) thread.join();
   }

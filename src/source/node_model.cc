@@ -38,7 +38,7 @@ NodeModelFactory::NodeModelFactory(alloc::ModelRegistry& registry, const alloc::
 Result<topology::TopologyPtr> NodeModelFactory::TopologyFromText(std::string_view text,
                                                                  const std::string& source_name) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     const auto it = by_text_.find(std::string(text));
     if (it != by_text_.end()) return it->second;
   }
@@ -49,7 +49,7 @@ Result<topology::TopologyPtr> NodeModelFactory::TopologyFromText(std::string_vie
   for (const std::string& warning : (*built)->warnings()) {
     log::Warning(source_name + ": " + warning);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return by_text_.emplace(std::string(text), *built).first->second;
 }
 
@@ -91,7 +91,7 @@ Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
 }
 
 std::size_t NodeModelFactory::topologies() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return by_text_.size();
 }
 

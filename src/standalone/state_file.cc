@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "linkfit/common/log.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/source/allocation.h"
 #include "linkfit/standalone/standalone.h"
@@ -96,7 +97,7 @@ StateFileBinder::StateFileBinder(std::string path, state::ClusterCache& cache)
 
 Result<void> StateFileBinder::Save() {
   if (path_.empty()) return {};
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   // Assumed pods are included: a concurrent bind's assignment must not vanish from the file
   // between its save and its confirmation. A bind whose save fails is forgotten and disappears
   // from the next save.

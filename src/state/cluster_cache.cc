@@ -23,7 +23,7 @@ ClusterCache::ClusterCache(MetricsSink* metrics)
       index_(std::make_shared<NameIndex>()),
       chunks_(std::make_shared<NodeChunks>()),
       kinds_(std::make_shared<MachineKinds>()) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   ChangedLocked();
 }
 
@@ -70,7 +70,7 @@ void ClusterCache::ForgetChangesLocked() {
 
 bool ClusterCache::Changes(std::uint64_t from, std::uint64_t to,
                            std::vector<std::uint32_t>& positions) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (from < changes_floor_) return false;
   auto it = std::upper_bound(
       changes_.begin(), changes_.end(), from,
@@ -142,7 +142,7 @@ void ClusterCache::ReportLocked(const std::string& node_name) {
 }
 
 int ClusterCache::UpsertNode(NodeInfoPtr info) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const std::string name = info->name;
   auto fresh = std::make_shared<const NodeState>(info);
   NodeStatePtr state = fresh;
@@ -186,7 +186,7 @@ int ClusterCache::UpsertNode(NodeInfoPtr info) {
 }
 
 void ClusterCache::RemoveNode(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const std::size_t position = PositionLocked(name);
   if (position == NameIndex::kNotFound) return;
   for (const auto& entry : NodeAtLocked(position)->pods()) {
@@ -230,7 +230,7 @@ void ClusterCache::RemoveNode(const std::string& name) {
 }
 
 SnapshotPtr ClusterCache::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (dirty_) {
     published_ = std::make_shared<const state::Snapshot>(index_, chunks_, kinds_, size_,
                                                          ++generation_, problems_);
@@ -258,7 +258,7 @@ Result<AssignmentPtr> ClusterCache::ApplyLocked(AssignmentPtr assignment) {
 Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
                                                         const std::string& node,
                                                         const Placer& placer) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (const auto pod = pods_.find(PodUid(uid)); pod != pods_.end()) {
     if (pod->second.node() != node) {
       return MakeError("pod " + uid + " is already bound to node " + pod->second.node());
@@ -283,7 +283,7 @@ Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
 Result<BindStep> ClusterCache::Advance(const std::string& uid, BindEvent event) {
   Result<BindStep> step;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     const auto pod = pods_.find(PodUid(uid));
     const BindStage from = pod == pods_.end() ? BindStage::kForgotten : pod->second.stage;
     step = NextBindStep(from, event);
@@ -311,13 +311,13 @@ Result<BindStep> ClusterCache::Advance(const std::string& uid, BindEvent event) 
 }
 
 BindStage ClusterCache::Stage(const std::string& uid) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto pod = pods_.find(PodUid(uid));
   return pod == pods_.end() ? BindStage::kForgotten : pod->second.stage;
 }
 
 void ClusterCache::SetNodeProblem(const std::string& name, std::string reason) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const bool known = problems_ && problems_->count(name) != 0;
   if (reason.empty() && !known) return;
   auto next = problems_ ? std::make_shared<Snapshot::Problems>(*problems_)
@@ -333,7 +333,7 @@ void ClusterCache::SetNodeProblem(const std::string& name, std::string reason) {
 
 bool ClusterCache::AddLoad(const std::string& node, std::int64_t cpu_milli,
                            std::int64_t memory_bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const std::size_t position = PositionLocked(node);
   if (position == NameIndex::kNotFound) return false;
   SetNodeLocked(position, NodeAtLocked(position)->WithLoad(1, cpu_milli, memory_bytes));
@@ -343,7 +343,7 @@ bool ClusterCache::AddLoad(const std::string& node, std::int64_t cpu_milli,
 
 void ClusterCache::RemoveLoad(const std::string& node, std::int64_t cpu_milli,
                               std::int64_t memory_bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const std::size_t position = PositionLocked(node);
   if (position == NameIndex::kNotFound) return;
   SetNodeLocked(position, NodeAtLocked(position)->WithLoad(-1, -cpu_milli, -memory_bytes));
@@ -351,7 +351,7 @@ void ClusterCache::RemoveLoad(const std::string& node, std::int64_t cpu_milli,
 }
 
 Result<void> ClusterCache::ReplaceBound(const Assignment& assignment) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto pod = pods_.find(PodUid(assignment.pod_uid));
   auto record = std::make_shared<const Assignment>(assignment);
   if (pod == pods_.end()) {
@@ -386,7 +386,7 @@ Result<void> ClusterCache::ReplaceBound(const Assignment& assignment) {
 }
 
 void ClusterCache::Confirm(const std::string& uid) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end() || pod->second.phase != PodPhase::kAssumed) return;
   pod->second.phase = PodPhase::kAdded;
@@ -405,7 +405,7 @@ void ClusterCache::ReleaseLocked(const std::string& uid, const PodEntry& entry) 
 }
 
 void ClusterCache::Forget(const std::string& uid) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end() || pod->second.phase != PodPhase::kAssumed) return;
   ReleaseLocked(uid, pod->second);
@@ -414,7 +414,7 @@ void ClusterCache::Forget(const std::string& uid) {
 }
 
 bool ClusterCache::Remove(const std::string& uid) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end()) return false;
   ReleaseLocked(uid, pod->second);
@@ -424,7 +424,7 @@ bool ClusterCache::Remove(const std::string& uid) {
 }
 
 RemoveOutcome ClusterCache::RemoveBound(const std::string& uid) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end()) return RemoveOutcome::kUnknown;
   if (pod->second.phase == PodPhase::kAssumed) return RemoveOutcome::kBindInFlight;
@@ -435,7 +435,7 @@ RemoveOutcome ClusterCache::RemoveBound(const std::string& uid) {
 }
 
 Result<void> ClusterCache::AddBound(const Assignment& assignment) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (pods_.count(PodUid(assignment.pod_uid)) != 0) {
     return MakeError("pod " + assignment.pod_uid + " is already known");
   }
@@ -449,20 +449,20 @@ Result<void> ClusterCache::AddBound(const Assignment& assignment) {
 }
 
 PodPhase ClusterCache::Phase(const std::string& uid) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto pod = pods_.find(PodUid(uid));
   return pod == pods_.end() ? PodPhase::kInitial : pod->second.phase;
 }
 
 std::optional<Assignment> ClusterCache::Find(const std::string& uid) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end()) return std::nullopt;
   return *pod->second.record;  // what its node holds
 }
 
 std::vector<Assignment> ClusterCache::BoundAssignments(bool include_assumed) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<Assignment> out;
   for (std::size_t i = 0; i < size_; ++i) {
     for (const auto& [uid, assignment] : NodeAtLocked(i)->pods()) {
@@ -476,7 +476,7 @@ std::vector<Assignment> ClusterCache::BoundAssignments(bool include_assumed) con
 }
 
 ClusterCache::Sizes ClusterCache::sizes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return Sizes{size_, assumed_, pods_.size() - assumed_};
 }
 

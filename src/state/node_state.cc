@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "linkfit/common/check.h"
+
 namespace linkfit::state {
 namespace {
 GpuMask Bit(int gpu) { return static_cast<GpuMask>(1u << gpu); }
@@ -207,10 +209,15 @@ NodeStatePtr NodeState::Remove(const std::string& uid) const {
   const Assignment& a = **it;
   switch (a.kind) {
     case Assignment::Kind::kWhole:
+      LINKFIT_DCHECK((next->whole_used_ & a.gpus) == a.gpus,
+                     "pod " + a.pod_uid + " releases whole GPUs the node does not hold");
       next->whole_used_ = static_cast<GpuMask>(next->whole_used_ & ~a.gpus);
       break;
     case Assignment::Kind::kShared:
       for (const Assignment::ShareSlot& slot : a.shares) {
+        LINKFIT_DCHECK(next->shared_milli_[Idx(slot.gpu)] >= slot.milli,
+                       "pod " + a.pod_uid + " releases more of GPU " + std::to_string(slot.gpu) +
+                           " than the node holds");
         next->shared_milli_[Idx(slot.gpu)] =
             static_cast<std::uint16_t>(next->shared_milli_[Idx(slot.gpu)] - slot.milli);
       }
@@ -223,8 +230,15 @@ NodeStatePtr NodeState::Remove(const std::string& uid) const {
       break;
   }
   for (int g = 0; g < info_->gpu_count(); ++g) {
-    if ((a.gpus >> g) & 1) --next->pods_per_gpu_[Idx(g)];
+    if ((a.gpus >> g) & 1) {
+      LINKFIT_DCHECK(next->pods_per_gpu_[Idx(g)] > 0,
+                     "GPU " + std::to_string(g) + " of " + info_->name + " counts no pod");
+      --next->pods_per_gpu_[Idx(g)];
+    }
   }
+  LINKFIT_DCHECK(
+      next->cpu_used_milli_ >= a.cpu_milli && next->memory_used_bytes_ >= a.memory_bytes,
+      "pod " + a.pod_uid + " releases more CPU or memory than " + info_->name + " holds");
   next->cpu_used_milli_ -= a.cpu_milli;
   next->memory_used_bytes_ -= a.memory_bytes;
   next->pods_.records_.erase(it);

@@ -8,11 +8,11 @@
 // the registry lock, so a slow 16-GPU build never blocks lookups of other topologies.
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "linkfit/alloc/placement_table.h"
+#include "linkfit/common/mutex.h"
 
 namespace linkfit::alloc {
 
@@ -25,8 +25,8 @@ class ModelRegistry {
   std::size_t MemoryBytes() const;
 
  private:
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, PlacementTablePtr> tables_;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::unordered_map<std::string, PlacementTablePtr> tables_ LINKFIT_GUARDED_BY(mutex_);
 };
 
 }  // namespace linkfit::alloc

@@ -46,7 +46,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -55,6 +54,7 @@
 
 #include "linkfit/cluster/event_recorder.h"
 #include "linkfit/common/metrics.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/extender/pod_source.h"
 #include "linkfit/kube/annotations.h"
@@ -229,51 +229,56 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   Result<state::BindStep> AdvanceBind(const std::string& uid, state::BindEvent event);
   // FindPod with the containers kept for bind.
   std::optional<extender::KnownPod> FindForBind(const std::string& uid) const;
-  // The pooled copy of `text`. REQUIRES: mutex_ held.
-  Name InternLocked(const std::string& text);
+  // The pooled copy of `text`.
+  Name InternLocked(const std::string& text) LINKFIT_REQUIRES(mutex_);
 
   // Decodes a pod object; a bad one is logged and counted, and skipped.
   std::optional<kube::PodView> Decode(std::string_view object_json, const char* where);
-  // REQUIRES: mutex_ held.
-  void UpsertLocked(const kube::PodView& pod);
-  void DeleteLocked(const std::string& uid);
+  void UpsertLocked(const kube::PodView& pod) LINKFIT_REQUIRES(mutex_);
+  void DeleteLocked(const std::string& uid) LINKFIT_REQUIRES(mutex_);
   // `pod` may be null (a pod waiting for its node without a kept object: its entry says enough).
   void ApplyBoundLocked(const std::string& uid, Entry& entry, const std::string& node_name,
-                        const Object* pod);
-  void SetDemandLocked(Entry& entry, bool counted);
+                        const Object* pod) LINKFIT_REQUIRES(mutex_);
+  void SetDemandLocked(Entry& entry, bool counted) LINKFIT_REQUIRES(mutex_);
   // The devices the pod's record names (decoded from `pod`, or when re-applied without it, what
   // the cache holds from its record), and what its node reports it holding.
   std::optional<state::Assignment> RecordedLocked(const std::string& uid, Entry& entry,
                                                   const std::string& node_name,
-                                                  const state::NodeState* node, const Object* pod);
+                                                  const state::NodeState* node, const Object* pod)
+      LINKFIT_REQUIRES(mutex_);
   std::optional<state::Assignment> ReportedLocked(const std::string& uid, const Entry& entry,
                                                   const std::string& node_name,
-                                                  const state::NodeState* node);
+                                                  const state::NodeState* node)
+      LINKFIT_REQUIRES(mutex_);
   // Counts `assignment` on its node, moving weaker pods (estimated; for a reported assignment
   // also recorded) out of the way and counting them again around it. False when it still
   // collides.
-  bool ReplaceEvictingLocked(const state::Assignment& assignment, const std::string& node_name);
+  bool ReplaceEvictingLocked(const state::Assignment& assignment, const std::string& node_name)
+      LINKFIT_REQUIRES(mutex_);
   // The evictions of ReplaceEvictingLocked: estimated pods, and recorded ones for a reported
   // assignment. False when `assignment` still collides.
-  bool EvictWeakerLocked(const state::Assignment& assignment, const std::string& node_name);
+  bool EvictWeakerLocked(const state::Assignment& assignment, const std::string& node_name)
+      LINKFIT_REQUIRES(mutex_);
   // Ends the binds not accepted yet whose devices cannot sit beside `assignment` (the same whole
   // GPU, an overlapping MIG slice, a share beyond the GPU's capacity: kRecordTookDevices); true
   // when there were any.
-  bool DisplaceAssumedLocked(const state::Assignment& assignment, const std::string& node_name);
+  bool DisplaceAssumedLocked(const state::Assignment& assignment, const std::string& node_name)
+      LINKFIT_REQUIRES(mutex_);
   // `assignment` (the pod's record or report) could not be counted: logs it, and when it
   // collides with another pod's committed record, reports an allocation collision.
   void ReportCollisionLocked(const std::string& uid, const Entry& entry,
-                             const state::Assignment& assignment);
+                             const state::Assignment& assignment) LINKFIT_REQUIRES(mutex_);
   // Takes the node's estimated pods (and, with `also_recorded`, those counted from records) but
   // `except` out of the cache; returns what they held.
   std::vector<state::Assignment> EvictLocked(const std::string& node_name,
-                                             const std::string& except, bool also_recorded);
+                                             const std::string& except, bool also_recorded)
+      LINKFIT_REQUIRES(mutex_);
   // Keeps the estimated/reported counts in step with what the entry is counted with.
-  void SetEntryFlagsLocked(Entry& entry, const state::Assignment& counted);
+  void SetEntryFlagsLocked(Entry& entry, const state::Assignment& counted) LINKFIT_REQUIRES(mutex_);
   // Counts / stops counting a pod without devices by its requests only.
-  void CountLoadLocked(const std::string& uid, Entry& entry);
-  void DropLoadLocked(Entry& entry);
-  void ClearEntryFlagsLocked(Entry& entry);
+  void CountLoadLocked(const std::string& uid, Entry& entry) LINKFIT_REQUIRES(mutex_);
+  void DropLoadLocked(Entry& entry) LINKFIT_REQUIRES(mutex_);
+  void ClearEntryFlagsLocked(Entry& entry) LINKFIT_REQUIRES(mutex_);
 
   state::ClusterCache& cache_;
   const extender::RequestDefaults defaults_;
@@ -283,15 +288,15 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   PodFetcher fetcher_;  // set before serving
   EventRecorder* events_ = nullptr;
 
-  mutable std::mutex mutex_;
-  std::unordered_map<state::PodUid, Entry, state::PodUid::Hasher> pods_;  // GUARDED_BY(mutex_)
-  std::uint32_t generation_ = 0;           // GUARDED_BY(mutex_): the list in progress
-  std::unordered_set<std::string> names_;  // GUARDED_BY(mutex_): namespaces, nodes
+  mutable Mutex mutex_;
+  std::unordered_map<state::PodUid, Entry, state::PodUid::Hasher> pods_ LINKFIT_GUARDED_BY(mutex_);
+  std::uint32_t generation_ LINKFIT_GUARDED_BY(mutex_) = 0;           // : the list in progress
+  std::unordered_set<std::string> names_ LINKFIT_GUARDED_BY(mutex_);  // : namespaces, nodes
   // Node -> pod UID -> the devices the node's agent reports.
-  std::unordered_map<std::string, std::unordered_map<std::string, kube::DevicesInUse::Pod>>
-      reports_;                               // GUARDED_BY(mutex_)
-  std::unordered_set<std::string> collided_;  // GUARDED_BY(mutex_): UIDs reported
-  std::vector<Collision> collisions_;         // GUARDED_BY(mutex_): the latest, oldest first
+  std::unordered_map<std::string, std::unordered_map<std::string, kube::DevicesInUse::Pod>> reports_
+      LINKFIT_GUARDED_BY(mutex_);
+  std::unordered_set<std::string> collided_ LINKFIT_GUARDED_BY(mutex_);  // : UIDs reported
+  std::vector<Collision> collisions_ LINKFIT_GUARDED_BY(mutex_);  // : the latest, oldest first
   std::atomic<std::size_t> estimated_{0};
   std::atomic<std::size_t> reported_{0};
   std::atomic<std::uint64_t> mismatches_{0};

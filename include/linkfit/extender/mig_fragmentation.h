@@ -33,12 +33,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "linkfit/alloc/mig.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/extender/gpu_request.h"
 #include "linkfit/state/node_state.h"
 
@@ -65,13 +65,13 @@ class MigProfileStats {
   static constexpr std::size_t kMaxProfileNames = 256;
 
  private:
-  mutable std::mutex mutex_;
-  std::map<std::string, std::uint64_t> counts_;  // GUARDED_BY(mutex_)
-  std::uint64_t total_ = 0;                      // GUARDED_BY(mutex_)
-  std::uint64_t changes_ = 0;                    // GUARDED_BY(mutex_): instances counted in or out
-  mutable MigProfileWeightsPtr weights_;         // GUARDED_BY(mutex_)
-  mutable std::uint64_t weights_total_ = 0;      // GUARDED_BY(mutex_)
-  mutable std::uint64_t weights_changes_ = 0;    // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::map<std::string, std::uint64_t> counts_ LINKFIT_GUARDED_BY(mutex_);
+  std::uint64_t total_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  std::uint64_t changes_ LINKFIT_GUARDED_BY(mutex_) = 0;  // : instances counted in or out
+  mutable MigProfileWeightsPtr weights_ LINKFIT_GUARDED_BY(mutex_);
+  mutable std::uint64_t weights_total_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  mutable std::uint64_t weights_changes_ LINKFIT_GUARDED_BY(mutex_) = 0;
 };
 
 // The weight of each profile of `set` (by index), summing to 1: the named weights of the set's

@@ -25,13 +25,13 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "linkfit/common/mutex.h"
 #include "linkfit/extender/gpu_request.h"
 #include "linkfit/extender/mig_fragmentation.h"
 #include "linkfit/extender/scoring.h"
@@ -131,15 +131,15 @@ class PodMemo final : public PodSource {
     KnownPod pod;
     std::uint64_t sequence = 0;  // its place in order_ (an older place there is stale)
   };
-  void LearnLocked(const std::string& uid, KnownPod pod);
+  void LearnLocked(const std::string& uid, KnownPod pod) LINKFIT_REQUIRES(mutex_);
 
   const RequestDefaults defaults_;
   const std::size_t capacity_;
   Demand demand_;
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, Entry> pods_;              // GUARDED_BY(mutex_)
-  std::deque<std::pair<std::string, std::uint64_t>> order_;  // GUARDED_BY(mutex_)
-  std::uint64_t sequence_ = 0;                               // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::unordered_map<std::string, Entry> pods_ LINKFIT_GUARDED_BY(mutex_);
+  std::deque<std::pair<std::string, std::uint64_t>> order_ LINKFIT_GUARDED_BY(mutex_);
+  std::uint64_t sequence_ LINKFIT_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace linkfit::extender

@@ -77,11 +77,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "linkfit/common/mutex.h"
 #include "linkfit/extender/gpu_request.h"
 #include "linkfit/extender/mig_fragmentation.h"
 #include "linkfit/extender/node_fit.h"
@@ -153,13 +153,13 @@ class ShapeStats {
   static std::optional<Key> KeyOf(const GpuRequest& request);
 
   const bool prior_;
-  mutable std::mutex mutex_;
-  std::map<Key, Tally> tallies_;               // GUARDED_BY(mutex_)
-  std::uint64_t total_ = 0;                    // GUARDED_BY(mutex_)
-  std::uint64_t changes_ = 0;                  // GUARDED_BY(mutex_): records and removals
-  mutable ShapeList typical_;                  // GUARDED_BY(mutex_)
-  mutable std::uint64_t typical_total_ = 0;    // GUARDED_BY(mutex_)
-  mutable std::uint64_t typical_changes_ = 0;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::map<Key, Tally> tallies_ LINKFIT_GUARDED_BY(mutex_);
+  std::uint64_t total_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  std::uint64_t changes_ LINKFIT_GUARDED_BY(mutex_) = 0;  // : records and removals
+  mutable ShapeList typical_ LINKFIT_GUARDED_BY(mutex_);
+  mutable std::uint64_t typical_total_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  mutable std::uint64_t typical_changes_ LINKFIT_GUARDED_BY(mutex_) = 0;
 };
 
 // FGD fragmentation of a node for the given shapes, in thousandths of a GPU.

@@ -27,13 +27,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "linkfit/common/mutex.h"
 #include "linkfit/common/result.h"
 
 namespace linkfit::kube {
@@ -141,10 +141,10 @@ class CancelToken {
   void RemoveHook(std::uint64_t id);
 
  private:
-  mutable std::mutex mutex_;
-  bool cancelled_ = false;                                              // GUARDED_BY(mutex_)
-  std::uint64_t next_id_ = 1;                                           // GUARDED_BY(mutex_)
-  std::vector<std::pair<std::uint64_t, std::function<void()>>> hooks_;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  bool cancelled_ LINKFIT_GUARDED_BY(mutex_) = false;
+  std::uint64_t next_id_ LINKFIT_GUARDED_BY(mutex_) = 1;
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> hooks_ LINKFIT_GUARDED_BY(mutex_);
 };
 
 // Counts of API calls for metrics (verb: "list", "watch", "get", "bind", "patch", "post", ...;

@@ -16,13 +16,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "linkfit/alloc/mig.h"
 #include "linkfit/alloc/model_registry.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/common/result.h"
 #include "linkfit/state/node_state.h"
 #include "linkfit/topology/bandwidth.h"
@@ -63,8 +63,8 @@ class NodeModelFactory {
   alloc::ModelRegistry& registry_;
   const alloc::MigCatalog& catalog_;
   const topology::BandwidthModel bandwidth_;
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, topology::TopologyPtr> by_text_;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::unordered_map<std::string, topology::TopologyPtr> by_text_ LINKFIT_GUARDED_BY(mutex_);
 };
 
 // Parses the MIG-mode grammar shared by the cluster file (`mig:`) and the node annotation

@@ -34,10 +34,10 @@
 // (call them before serving); StateFileBinder is safe for concurrent use.
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "linkfit/common/mutex.h"
 #include "linkfit/extender/binder.h"
 #include "linkfit/source/node_model.h"
 #include "linkfit/state/cluster_cache.h"
@@ -75,7 +75,7 @@ class StateFileBinder final : public extender::Binder {
 
   std::string path_;
   state::ClusterCache& cache_;
-  std::mutex mutex_;  // serialises writers of the file
+  Mutex mutex_;  // serialises writers of the file
 };
 
 }  // namespace linkfit::standalone

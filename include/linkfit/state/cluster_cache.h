@@ -35,13 +35,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+#include "linkfit/common/mutex.h"
 
 #include "linkfit/common/metrics.h"
 #include "linkfit/common/result.h"
@@ -242,36 +242,37 @@ class ClusterCache {
     AssignmentPtr record;                     // never null
     const std::string& node() const { return record->node; }
   };
-  // REQUIRES: mutex_ held.
-  void ChangedLocked();
-  std::size_t PositionLocked(std::string_view name) const;  // NameIndex::kNotFound if unknown
-  const NodeStatePtr& NodeAtLocked(std::size_t position) const;
+  void ChangedLocked() LINKFIT_REQUIRES(mutex_);
+  std::size_t PositionLocked(std::string_view name) const
+      LINKFIT_REQUIRES(mutex_);  // NameIndex::kNotFound if unknown
+  const NodeStatePtr& NodeAtLocked(std::size_t position) const LINKFIT_REQUIRES(mutex_);
   // Replaces the node at `position` (recorded in changes_), copying the chunk table and the
   // chunk first when a published snapshot may still share them.
-  void SetNodeLocked(std::size_t position, NodeStatePtr state);
+  void SetNodeLocked(std::size_t position, NodeStatePtr state) LINKFIT_REQUIRES(mutex_);
   // Forgets every recorded change: no reader can catch up from before now.
-  void ForgetChangesLocked();
-  void AppendNodeLocked(NodeStatePtr state);
+  void ForgetChangesLocked() LINKFIT_REQUIRES(mutex_);
+  void AppendNodeLocked(NodeStatePtr state) LINKFIT_REQUIRES(mutex_);
   // The number of `kind`, numbered on first sight. Kinds are never renumbered while nodes hold
   // them; the registry starts afresh when the cache rebuilds its positions (RemoveNode) or holds
   // more kinds than twice its nodes (kinds left behind by changed allocatables).
-  std::uint32_t KindNumberLocked(const MachineKind& kind);
-  void RenumberKindsLocked();
-  void ReportLocked(const std::string& node_name);
+  std::uint32_t KindNumberLocked(const MachineKind& kind) LINKFIT_REQUIRES(mutex_);
+  void RenumberKindsLocked() LINKFIT_REQUIRES(mutex_);
+  void ReportLocked(const std::string& node_name) LINKFIT_REQUIRES(mutex_);
   // Adds the pod to its node; returns the record the node now holds.
-  Result<AssignmentPtr> ApplyLocked(AssignmentPtr assignment);
-  void ReleaseLocked(const std::string& uid, const PodEntry& entry);
+  Result<AssignmentPtr> ApplyLocked(AssignmentPtr assignment) LINKFIT_REQUIRES(mutex_);
+  void ReleaseLocked(const std::string& uid, const PodEntry& entry) LINKFIT_REQUIRES(mutex_);
 
   MetricsSink* metrics_;
-  mutable std::mutex mutex_;
-  std::shared_ptr<NameIndex> index_;     // GUARDED_BY(mutex_)
-  std::shared_ptr<NodeChunks> chunks_;   // GUARDED_BY(mutex_)
-  std::shared_ptr<MachineKinds> kinds_;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::shared_ptr<NameIndex> index_ LINKFIT_GUARDED_BY(mutex_);
+  std::shared_ptr<NodeChunks> chunks_ LINKFIT_GUARDED_BY(mutex_);
+  std::shared_ptr<MachineKinds> kinds_ LINKFIT_GUARDED_BY(mutex_);
   struct KindHasher {
     std::size_t operator()(const MachineKind& kind) const { return MachineKindHash(kind); }
   };
-  std::unordered_map<MachineKind, std::uint32_t, KindHasher> kind_numbers_;  // GUARDED_BY(mutex_)
-  std::size_t size_ = 0;                                                     // GUARDED_BY(mutex_)
+  std::unordered_map<MachineKind, std::uint32_t, KindHasher> kind_numbers_
+      LINKFIT_GUARDED_BY(mutex_);
+  std::size_t size_ LINKFIT_GUARDED_BY(mutex_) = 0;
   // Positions whose node changed, each with the generation of the first snapshot that shows
   // the change (the next to be published), oldest first; every change of a generation above
   // changes_floor_ is here.
@@ -279,11 +280,12 @@ class ClusterCache {
     std::uint64_t generation = 0;
     std::uint32_t position = 0;
   };
-  std::vector<PositionChange> changes_;                        // GUARDED_BY(mutex_)
-  std::uint64_t changes_floor_ = 0;                            // GUARDED_BY(mutex_)
-  std::unordered_map<PodUid, PodEntry, PodUid::Hasher> pods_;  // GUARDED_BY(mutex_)
-  std::shared_ptr<const Snapshot::Problems> problems_;  // GUARDED_BY(mutex_); copied on change
-  std::size_t assumed_ = 0;                             // GUARDED_BY(mutex_)
+  std::vector<PositionChange> changes_ LINKFIT_GUARDED_BY(mutex_);
+  std::uint64_t changes_floor_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  std::unordered_map<PodUid, PodEntry, PodUid::Hasher> pods_ LINKFIT_GUARDED_BY(mutex_);
+  std::shared_ptr<const Snapshot::Problems> problems_
+      LINKFIT_GUARDED_BY(mutex_);  // copied on change
+  std::size_t assumed_ LINKFIT_GUARDED_BY(mutex_) = 0;
   // Per node, by position: free whole GPUs and those in its largest well-connected free set,
   // and their totals, for the fragmentation gauge (only maintained when metrics_ is set). Two
   // bytes a node, not a map entry holding a copy of its name.
@@ -291,20 +293,20 @@ class ClusterCache {
     std::uint8_t free = 0;  // a node has at most topology::kMaxGpus GPUs
     std::uint8_t connected = 0;
   };
-  std::vector<FreeGpus> free_gpus_;    // GUARDED_BY(mutex_)
-  std::uint64_t free_total_ = 0;       // GUARDED_BY(mutex_)
-  std::uint64_t connected_total_ = 0;  // GUARDED_BY(mutex_)
+  std::vector<FreeGpus> free_gpus_ LINKFIT_GUARDED_BY(mutex_);
+  std::uint64_t free_total_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  std::uint64_t connected_total_ LINKFIT_GUARDED_BY(mutex_) = 0;
   // Copy-on-write bookkeeping: what was created since the last publication is private to the
   // cache and changed in place; everything else may be shared with a snapshot and is copied
   // before a change. No reference counts are consulted, so no reader's release races a write.
-  mutable bool index_private_ = false;       // GUARDED_BY(mutex_)
-  mutable bool chunks_private_ = false;      // GUARDED_BY(mutex_)
-  mutable bool kinds_private_ = false;       // GUARDED_BY(mutex_)
-  mutable std::vector<bool> chunk_private_;  // GUARDED_BY(mutex_)
+  mutable bool index_private_ LINKFIT_GUARDED_BY(mutex_) = false;
+  mutable bool chunks_private_ LINKFIT_GUARDED_BY(mutex_) = false;
+  mutable bool kinds_private_ LINKFIT_GUARDED_BY(mutex_) = false;
+  mutable std::vector<bool> chunk_private_ LINKFIT_GUARDED_BY(mutex_);
   // Lazy publication: Snapshot() builds a new one when something changed since the last.
-  mutable bool dirty_ = true;             // GUARDED_BY(mutex_)
-  mutable std::uint64_t generation_ = 0;  // GUARDED_BY(mutex_)
-  mutable SnapshotPtr published_;         // GUARDED_BY(mutex_)
+  mutable bool dirty_ LINKFIT_GUARDED_BY(mutex_) = true;
+  mutable std::uint64_t generation_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  mutable SnapshotPtr published_ LINKFIT_GUARDED_BY(mutex_);
 };
 
 }  // namespace linkfit::state
