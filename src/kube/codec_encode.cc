@@ -18,6 +18,7 @@
 #include "kube/failure_order.h"
 #include "kube/json_escape.h"
 #include "kube/json_write.h"
+#include "linkfit/common/json_string.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/kube/codec.h"
 
@@ -67,14 +68,7 @@ void AppendJsonString(std::string& out, std::string_view text) {
   out += '"';
 }
 
-std::string EncodeErrorBody(std::string_view message) {
-  std::string out;
-  out.reserve(message.size() + 16);
-  out += "{\"Error\":";
-  AppendJsonString(out, message);
-  out += '}';
-  return out;
-}
+std::string EncodeErrorBody(std::string_view message) { return json::ErrorBody(message); }
 
 NodeListKind ReplyListFor(const ExtenderArgs& args) {
   if (args.node_names_given) return NodeListKind::kNames;

@@ -43,6 +43,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "linkfit/common/json_string.h"
 #include "linkfit/common/mutex.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/server/server.h"
@@ -56,7 +57,6 @@ namespace beast = boost::beast;
 namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
-using routes::EscapeJson;
 using routes::MatchRoute;
 using routes::PathOf;
 using routes::Route;
@@ -140,7 +140,7 @@ inline constexpr std::size_t kInlineBodyBytes = std::size_t{1} << 20;
 
 // The extender protocol's error shape (spec/extender-protocol.md): {"Error":"..."}.
 inline HttpReply JsonError(int status, std::string_view message) {
-  return HttpReply{status, "{\"Error\":\"" + EscapeJson(message) + "\"}", std::string(kJson)};
+  return HttpReply{status, json::ErrorBody(message), std::string(kJson)};
 }
 
 inline HttpReply Text(int status, std::string body) {

@@ -1,8 +1,7 @@
 #pragma once
 
-// The server's routing and the text it writes itself, apart from the transport (server.cc):
-// which route a request path names, which routes a listener serves, the path of a request
-// target, and the JSON escaping of its own error replies.
+// The server's routing, apart from the transport (server.cc): which route a request path names,
+// which routes a listener serves, and the path of a request target.
 //
 // Thread-safety: pure functions.
 
@@ -32,8 +31,5 @@ bool Serves(RouteSet routes, Route route);
 // The request target's path: the query is dropped and %XX escapes are decoded (a malformed
 // escape stays as it is), as cpp-httplib did.
 std::string PathOf(std::string_view target);
-
-// `text` as the inside of a JSON string (quotes, backslashes and control bytes escaped).
-std::string EscapeJson(std::string_view text);
 
 }  // namespace linkfit::server::routes

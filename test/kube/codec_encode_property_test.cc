@@ -15,6 +15,7 @@
 
 #include "kube/encode_reference.h"
 #include "kube/json_escape.h"
+#include "linkfit/common/json_string.h"
 #include "linkfit/kube/codec.h"
 
 namespace linkfit::kube {
@@ -32,6 +33,10 @@ TEST(EncodePropertyTest, AppendJsonStringMatchesReference) {
     const std::string before = out;
     AppendJsonString(out, text);
     ASSERT_EQ(out, before + ReferenceJsonString(text)) << "text of " << text.size() << " bytes";
+    // The writer of everything off the hot path (error bodies, records) writes the same bytes.
+    std::string plain = before;
+    json::AppendString(plain, text);
+    ASSERT_EQ(plain, out) << "text of " << text.size() << " bytes";
   }
 }
 
@@ -61,6 +66,8 @@ TEST(EncodePropertyTest, AppendJsonStringEveryBytePair) {
         std::string out;
         AppendJsonString(out, text);
         ASSERT_EQ(out, ReferenceJsonString(text))
+            << shape.text << " with bytes " << first << ", " << second << " at " << shape.at;
+        ASSERT_EQ(json::Quote(text), out)
             << shape.text << " with bytes " << first << ", " << second << " at " << shape.at;
       }
     }

@@ -67,15 +67,5 @@ TEST(RoutesTest, PathDropsTheQueryAndDecodesWellFormedEscapesOnly) {
   EXPECT_EQ(PathOf(""), "");
 }
 
-TEST(RoutesTest, EscapeJsonEscapesQuotesBackslashesAndControlBytes) {
-  EXPECT_EQ(EscapeJson("plain text"), "plain text");
-  EXPECT_EQ(EscapeJson("say \"hi\""), "say \\\"hi\\\"");
-  EXPECT_EQ(EscapeJson("a\\b"), "a\\\\b");
-  EXPECT_EQ(EscapeJson("l1\nl2\r\t"), "l1\\nl2\\r\\t");
-  EXPECT_EQ(EscapeJson(std::string("\x01\x1f", 2)), "\\u0001\\u001f");
-  EXPECT_EQ(EscapeJson(std::string("nul\0", 4)), "nul\\u0000");
-  EXPECT_EQ(EscapeJson("\xC3\xA9"), "\xC3\xA9");  // UTF-8 passes through
-}
-
 }  // namespace
 }  // namespace linkfit::server::routes

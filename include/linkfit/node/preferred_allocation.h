@@ -5,7 +5,7 @@
 // pod is found the only safe way there is, and only when it is unambiguous:
 //
 //   1. the pods the kubelet knows (its PodResources List, which already shows a pod under
-//      admission) that have a valid plan (planned.h: UID of the API's pod, this node);
+//      admission) that have a valid plan (handoff.h: the API's pod UID, this node);
 //   2. in each, the first planned container for this resource that holds none of it yet, in the
 //      kubelet's order (init containers, then app containers): admission is serial, so in steady
 //      state there is exactly one such (pod, container) on the node;
