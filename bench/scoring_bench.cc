@@ -11,7 +11,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "linkfit/alloc/model_registry.h"
+#include "linkfit/alloc/placement_table_cache.h"
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/extender/scoring.h"
 
@@ -48,7 +48,7 @@ std::vector<extender::Shape> Shapes() {
 }
 
 void BM_ScoreNodes(benchmark::State& state) {
-  static alloc::ModelRegistry registry;
+  static alloc::PlacementTableCache registry;
   auto info = std::make_shared<state::NodeInfo>();
   info->table = registry.Get(Load("pcie-8x-l40s-2socket"));
   info->cpu_milli = 96000;

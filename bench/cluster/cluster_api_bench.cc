@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
   if (!catalog || !client) return 1;
   NullMetrics metrics;
   state::ClusterCache cache;
-  alloc::ModelRegistry registry;
+  alloc::PlacementTableCache registry;
   source::NodeModelFactory factory(registry, *catalog, topology::BandwidthModel::Defaults());
   cluster::ClusterOptions options;
   options.client = *client;

@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
   if (!catalog) return 1;
   NullMetrics metrics;
   state::ClusterCache cache;
-  alloc::ModelRegistry registry;
+  alloc::PlacementTableCache registry;
   source::NodeModelFactory factory(registry, *catalog, topology::BandwidthModel::Defaults());
   cluster::PodStore pods(cache, {}, {}, metrics);
   cluster::NodeStore nodes(cache, factory, pods, metrics);

@@ -1,7 +1,8 @@
 #pragma once
 
 // Service: the composition root of `linkfit serve`. It wires config -> MIG catalog -> model
-// registry -> node model factory -> cluster cache -> source of state -> extender -> wire handler
+// placement tables -> node model factory -> cluster cache -> source of state -> extender -> wire
+// handler
 // -> HTTP server(s), and owns them in that order. The source of state is
 //
 //   standalone  the cluster file and the state file (StateFileBinder, PodMemo), ready at once;
@@ -21,7 +22,7 @@
 
 #include "app/wire_handler.h"
 #include "linkfit/alloc/mig.h"
-#include "linkfit/alloc/model_registry.h"
+#include "linkfit/alloc/placement_table_cache.h"
 #include "linkfit/app/config.h"
 #include "linkfit/cluster/cluster_source.h"
 #include "linkfit/extender/extender.h"
@@ -68,7 +69,7 @@ class Service {
   standalone::ClusterLoadStats stats_;
   server::PrometheusMetrics metrics_;
   alloc::MigCatalog catalog_;
-  alloc::ModelRegistry registry_;
+  alloc::PlacementTableCache tables_;
   std::unique_ptr<source::NodeModelFactory> factory_;
   std::unique_ptr<state::ClusterCache> cache_;
   std::unique_ptr<standalone::StateFileBinder> binder_;  // standalone

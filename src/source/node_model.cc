@@ -31,9 +31,10 @@ const std::string& MigProfileSetOf(const topology::Topology& topo) {
 
 }  // namespace
 
-NodeModelFactory::NodeModelFactory(alloc::ModelRegistry& registry, const alloc::MigCatalog& catalog,
+NodeModelFactory::NodeModelFactory(alloc::PlacementTableCache& tables,
+                                   const alloc::MigCatalog& catalog,
                                    topology::BandwidthModel bandwidth)
-    : registry_(registry), catalog_(catalog), bandwidth_(std::move(bandwidth)) {}
+    : tables_(tables), catalog_(catalog), bandwidth_(std::move(bandwidth)) {}
 
 Result<topology::TopologyPtr> NodeModelFactory::TopologyFromText(std::string_view text,
                                                                  const std::string& source_name) {
@@ -79,7 +80,7 @@ Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
   auto info = std::make_shared<state::NodeInfo>();
   info->name = std::move(facts.name);
   info->labels = std::move(facts.labels);
-  info->table = registry_.Get(facts.topology);
+  info->table = tables_.Get(facts.topology);
   info->reported = facts.topology;
   info->unhealthy = static_cast<topology::GpuMask>(unhealthy);
   info->mig_layout_reported = document_states_mig;

@@ -106,7 +106,7 @@ struct Binding {
 
   NullMetrics metrics;
   state::ClusterCache cache;
-  alloc::ModelRegistry registry;
+  alloc::PlacementTableCache registry;
   source::NodeModelFactory factory{registry, linkfit::testing::Catalog(),
                                    topology::BandwidthModel::Defaults()};
   PodStore pods{cache, {}, {}, metrics};

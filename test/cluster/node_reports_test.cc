@@ -81,7 +81,7 @@ class NodeReportsTest : public ::testing::Test {
 
   CountingMetrics metrics_;
   state::ClusterCache cache_;
-  alloc::ModelRegistry registry_;
+  alloc::PlacementTableCache registry_;
   source::NodeModelFactory factory_{registry_, linkfit::testing::Catalog(),
                                     topology::BandwidthModel::Defaults()};
   PodStore pods_{cache_, {}, {}, metrics_};

@@ -41,7 +41,7 @@ class StoresTest : public ::testing::Test {
 
   NullMetrics metrics_;
   state::ClusterCache cache_;
-  alloc::ModelRegistry registry_;
+  alloc::PlacementTableCache registry_;
   source::NodeModelFactory factory_{registry_, linkfit::testing::Catalog(),
                                     topology::BandwidthModel::Defaults()};
   PodStore pods_{cache_, {}, {}, metrics_};

@@ -25,7 +25,7 @@ kube::ContainerView Container(const std::string& name, std::int64_t gpus, bool i
 
 // A DGX H100 read from nvidia-smi text with the query CSV, so its GPUs have UUIDs.
 state::NodeInfoPtr H100WithUuids() {
-  static alloc::ModelRegistry registry;
+  static alloc::PlacementTableCache registry;
   static NodeModelFactory factory(registry, linkfit::testing::Catalog(),
                                   topology::BandwidthModel::Defaults());
   const std::string dir = linkfit::testing::SourcePath("test/data/nvidia-smi/");
@@ -157,7 +157,7 @@ TEST(NodeModelTest, MigModeGrammar) {
 }
 
 TEST(NodeModelTest, SameTextSharesOneTopologyAndMigNeedsCapableGpus) {
-  alloc::ModelRegistry registry;
+  alloc::PlacementTableCache registry;
   NodeModelFactory factory(registry, linkfit::testing::Catalog(),
                            topology::BandwidthModel::Defaults());
   auto text =

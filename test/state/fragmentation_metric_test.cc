@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "linkfit/alloc/model_registry.h"
+#include "linkfit/alloc/placement_table_cache.h"
 #include "linkfit/state/cluster_cache.h"
 #include "testing/fixtures.h"
 
@@ -21,7 +21,7 @@ class RecordingMetrics final : public MetricsSink {
 };
 
 NodeInfoPtr Node(const std::string& name, const std::string& fixture,
-                 alloc::ModelRegistry& registry) {
+                 alloc::PlacementTableCache& registry) {
   auto info = std::make_shared<NodeInfo>();
   info->name = name;
   info->table = registry.Get(linkfit::testing::LoadFixture(fixture));
@@ -39,7 +39,7 @@ Result<ClusterCache::AssumeResult> Hold(ClusterCache& cache, const std::string& 
 }
 
 TEST(FragmentationGauge, CountsFreeGpusOutsideTheLargestConnectedSet) {
-  alloc::ModelRegistry registry;
+  alloc::PlacementTableCache registry;
   RecordingMetrics metrics;
   ClusterCache cache(&metrics);
   cache.UpsertNode(Node("ws", "ws-4x-rtxa6000-nvlink-pairs", registry));
@@ -58,7 +58,7 @@ TEST(FragmentationGauge, CountsFreeGpusOutsideTheLargestConnectedSet) {
 }
 
 TEST(FragmentationGauge, NodesAfterARemovedOneKeepTheirCounts) {
-  alloc::ModelRegistry registry;
+  alloc::PlacementTableCache registry;
   RecordingMetrics metrics;
   ClusterCache cache(&metrics);
   cache.UpsertNode(Node("ws", "ws-4x-rtxa6000-nvlink-pairs", registry));
@@ -76,7 +76,7 @@ TEST(FragmentationGauge, NodesAfterARemovedOneKeepTheirCounts) {
 }
 
 TEST(FragmentationGauge, IdleNvswitchNodeIsNotFragmented) {
-  alloc::ModelRegistry registry;
+  alloc::PlacementTableCache registry;
   RecordingMetrics metrics;
   ClusterCache cache(&metrics);
   cache.UpsertNode(Node("h100", "dgx-h100", registry));

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "linkfit/alloc/mig.h"
-#include "linkfit/alloc/model_registry.h"
+#include "linkfit/alloc/placement_table_cache.h"
 #include "linkfit/state/node_state.h"
 #include "testing/fixtures.h"
 
@@ -30,8 +30,8 @@ inline const alloc::MigCatalog& Catalog() {
   return catalog;
 }
 
-inline alloc::ModelRegistry& Registry() {
-  static alloc::ModelRegistry registry;
+inline alloc::PlacementTableCache& Registry() {
+  static alloc::PlacementTableCache registry;
   return registry;
 }
 

@@ -9,7 +9,8 @@
 //   model: NodeInfo { topology + placement table (shared by fingerprint), MIG planner, ... }
 //
 // Identical topology texts are parsed once (cached by content: 5,000 nodes publishing the same
-// document cost one parse), and identical topologies share one placement table (ModelRegistry).
+// document cost one parse), and identical topologies share one placement table
+// (PlacementTableCache).
 //
 // Thread-safety: every method is safe to call concurrently.
 
@@ -21,7 +22,7 @@
 #include <unordered_map>
 
 #include "linkfit/alloc/mig.h"
-#include "linkfit/alloc/model_registry.h"
+#include "linkfit/alloc/placement_table_cache.h"
 #include "linkfit/common/mutex.h"
 #include "linkfit/common/result.h"
 #include "linkfit/state/node_state.h"
@@ -41,8 +42,8 @@ struct NodeFacts {
 
 class NodeModelFactory {
  public:
-  // `registry` and `catalog` must outlive the factory.
-  NodeModelFactory(alloc::ModelRegistry& registry, const alloc::MigCatalog& catalog,
+  // `tables` and `catalog` must outlive the factory.
+  NodeModelFactory(alloc::PlacementTableCache& tables, const alloc::MigCatalog& catalog,
                    topology::BandwidthModel bandwidth);
 
   // Parses a topology document or nvidia-smi text and derives its model; the same text returns
@@ -60,7 +61,7 @@ class NodeModelFactory {
   std::size_t topologies() const;
 
  private:
-  alloc::ModelRegistry& registry_;
+  alloc::PlacementTableCache& tables_;
   const alloc::MigCatalog& catalog_;
   const topology::BandwidthModel bandwidth_;
   mutable Mutex mutex_;

@@ -1,11 +1,11 @@
 #pragma once
 
-// ModelRegistry: one PlacementTable per distinct topology. Nodes with identical hardware (equal
-// Topology::fingerprint()) share one model and one table, so a cluster of 5,000 DGX nodes builds
-// a handful of tables, not 5,000.
+// PlacementTableCache: one PlacementTable per distinct topology. Nodes with identical hardware
+// (equal Topology::fingerprint()) share one model and one table, so a cluster of 5,000 DGX nodes
+// builds a handful of tables, not 5,000.
 //
 // Thread-safety: all methods are safe to call concurrently; Get() builds a missing table outside
-// the registry lock, so a slow 16-GPU build never blocks lookups of other topologies.
+// the cache's lock, so a slow 16-GPU build never blocks lookups of other topologies.
 
 #include <memory>
 #include <string>
@@ -16,7 +16,7 @@
 
 namespace linkfit::alloc {
 
-class ModelRegistry {
+class PlacementTableCache {
  public:
   // Returns the shared table for `topology`, building it on first use.
   PlacementTablePtr Get(const topology::TopologyPtr& topology);

@@ -1,8 +1,8 @@
-#include "linkfit/alloc/model_registry.h"
+#include "linkfit/alloc/placement_table_cache.h"
 
 namespace linkfit::alloc {
 
-PlacementTablePtr ModelRegistry::Get(const topology::TopologyPtr& topology) {
+PlacementTablePtr PlacementTableCache::Get(const topology::TopologyPtr& topology) {
   const std::string& key = topology->fingerprint();
   {
     MutexLock lock(mutex_);
@@ -15,12 +15,12 @@ PlacementTablePtr ModelRegistry::Get(const topology::TopologyPtr& topology) {
   return tables_.emplace(key, std::move(built)).first->second;
 }
 
-std::size_t ModelRegistry::size() const {
+std::size_t PlacementTableCache::size() const {
   MutexLock lock(mutex_);
   return tables_.size();
 }
 
-std::size_t ModelRegistry::MemoryBytes() const {
+std::size_t PlacementTableCache::MemoryBytes() const {
   MutexLock lock(mutex_);
   std::size_t total = 0;
   for (const auto& entry : tables_) total += entry.second->MemoryBytes();
