@@ -13,19 +13,19 @@
 namespace linkfit::agent {
 
 void HandedDevicesView::Update(const node::Ledger& ledger) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   held_ = ledger.held();
 }
 
 bool HandedDevicesView::known() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return held_.has_value();
 }
 
 kube::DevicesInUse HandedDevicesView::Report(const topology::TopologySpec& spec) const {
   std::map<node::ContainerKey, node::HandedDevices> held;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (held_) held = *held_;
   }
   std::map<std::string, int> gpu_of;
@@ -86,7 +86,7 @@ Result<node::NodeDeviceFiles> DeviceFilesCache::Get() {
       key += instance.uuid + "/" + std::to_string(instance.gpu_instance) + ";";
     }
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (key != key_) {
     files_ = node::ReadDeviceFiles(proc_root_, *spec);
     if (!files_) log::Warning("device files: " + files_.error().message);

@@ -9,11 +9,11 @@
 
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "linkfit/agent/node_agent.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/node/device_files.h"
 #include "linkfit/node/nri_plugin.h"
 
@@ -32,8 +32,8 @@ class HandedDevicesView {
   kube::DevicesInUse Report(const topology::TopologySpec& spec) const;
 
  private:
-  mutable std::mutex mutex_;
-  std::optional<std::map<node::ContainerKey, node::HandedDevices>> held_;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::optional<std::map<node::ContainerKey, node::HandedDevices>> held_ LINKFIT_GUARDED_BY(mutex_);
 };
 
 // The devices in use to publish: the plugin's hand-offs, plus the kubelet's view of pods the
@@ -51,9 +51,9 @@ class DeviceFilesCache {
  private:
   const std::string proc_root_;
   const NodeAgent& agent_;
-  std::mutex mutex_;
-  std::string key_;                                                  // GUARDED_BY(mutex_)
-  Result<node::NodeDeviceFiles> files_ = MakeError("not read yet");  // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  std::string key_ LINKFIT_GUARDED_BY(mutex_);
+  Result<node::NodeDeviceFiles> files_ LINKFIT_GUARDED_BY(mutex_) = MakeError("not read yet");
 };
 
 // `handed` (may be null) receives every change of the plugin's ledger.

@@ -44,7 +44,7 @@ Result<bool> NodeAgent::RunRound(bool force) {
   const auto now = std::chrono::steady_clock::now();
   bool have_discovery = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     have_discovery = discovery_.has_value();
     urgent_ = false;
   }
@@ -54,7 +54,7 @@ Result<bool> NodeAgent::RunRound(bool force) {
     publisher_.Invalidate();
     if (found) {
       LogWarnings(*found);
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       discovery_ = std::move(*found);
     } else if (!have_discovery) {
       return WithContext(found.error(), "discovery");
@@ -64,7 +64,7 @@ Result<bool> NodeAgent::RunRound(bool force) {
   }
   topology::TopologySpec spec;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     spec = WithHealthLocked(discovery_->spec);
     topology_json_ = topology::ToTopologyDocument(spec);
   }
@@ -72,7 +72,7 @@ Result<bool> NodeAgent::RunRound(bool force) {
     next_devices_ = now + options_.devices_interval;
     auto devices = devices_(spec);
     if (devices) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       devices_json_ = kube::EncodeDevicesInUse(*devices);
     } else {
       log::Error(
@@ -83,7 +83,7 @@ Result<bool> NodeAgent::RunRound(bool force) {
   }
   WantedAnnotations wanted;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     wanted[kube::kAnnotationTopology] = *topology_json_;
     if (devices_json_) wanted[kube::kAnnotationDevicesInUse] = *devices_json_;
   }
@@ -105,38 +105,40 @@ void NodeAgent::Run() {
     const auto wait = backoff.count() > 0
                           ? backoff
                           : std::min(options_.devices_interval, options_.discover_interval);
-    std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait_for(lock, wait, [&] { return stop_ || (urgent_ && backoff.count() == 0); });
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    MutexLock lock(mutex_);
+    while (!stop_ && !(urgent_ && backoff.count() == 0) && wake_.WaitUntil(mutex_, deadline)) {
+    }
     if (stop_) return;
   }
 }
 
 void NodeAgent::Stop() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   stop_ = true;
-  wake_.notify_all();
+  wake_.NotifyAll();
 }
 
 void NodeAgent::SetHandoffMode(const std::string& mode) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (mode == handoff_mode_) return;
   log::Info("hand-off mode: " + mode);
   handoff_mode_ = mode;
   urgent_ = true;
-  wake_.notify_all();
+  wake_.NotifyAll();
 }
 
 void NodeAgent::MarkUnhealthy(int gpu, const std::string& problem) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (xid_problems_.emplace(gpu, problem).second) {
     log::Warning("GPU " + std::to_string(gpu) + " is unhealthy: " + problem);
     urgent_ = true;
-    wake_.notify_all();
+    wake_.NotifyAll();
   }
 }
 
 std::optional<topology::TopologySpec> NodeAgent::current_spec() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (!discovery_) return std::nullopt;
   return WithHealthLocked(discovery_->spec);
 }

@@ -22,19 +22,19 @@ std::optional<std::pair<std::string, NodePods::Entry>> NodePods::Read(std::strin
 }
 
 std::optional<std::string> NodePods::UidOf(const std::string& pod_key) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = pods_.find(pod_key);
   if (it == pods_.end()) return std::nullopt;
   return it->second.uid;
 }
 
 std::size_t NodePods::size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return pods_.size();
 }
 
 std::vector<PodPlanText> NodePods::Plans() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<PodPlanText> plans;
   for (const auto& [key, entry] : pods_) {
     if (!entry.plan.empty()) plans.push_back({key, entry.uid, entry.plan});
@@ -43,19 +43,19 @@ std::vector<PodPlanText> NodePods::Plans() const {
 }
 
 void NodePods::BeginList() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   listing_.clear();
 }
 
 void NodePods::ListItem(std::string_view object_json) {
   auto read = Read(object_json, "a listed pod");
   if (!read) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   listing_[read->first] = std::move(read->second);
 }
 
 void NodePods::EndList(std::string_view /*resource_version*/) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   pods_.swap(listing_);
   listing_.clear();
 }
@@ -63,7 +63,7 @@ void NodePods::EndList(std::string_view /*resource_version*/) {
 void NodePods::Event(kube::WatchEventType type, std::string_view object_json) {
   auto read = Read(object_json, "a watch event's pod");
   if (!read) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (type == kube::WatchEventType::kDeleted) {
     const auto it = pods_.find(read->first);
     if (it != pods_.end() && it->second.uid == read->second.uid) pods_.erase(it);

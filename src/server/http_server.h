@@ -282,7 +282,7 @@ class HttpServer final : public Server {
   std::atomic<int> inline_verbs_{0};  // verbs running on I/O threads now
 
   Mutex wait_mutex_;
-  std::vector<std::thread> threads_;  // the accept thread and the loops'; GUARDED_BY(wait_mutex_)
+  std::vector<std::thread> threads_ LINKFIT_GUARDED_BY(wait_mutex_);  // accept thread, loops
 };
 
 }  // namespace linkfit::server::asio_server

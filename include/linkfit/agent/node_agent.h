@@ -20,10 +20,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,6 +30,7 @@
 #include "linkfit/agent/agent_metrics.h"
 #include "linkfit/agent/discovery.h"
 #include "linkfit/agent/node_publisher.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/common/result.h"
 #include "linkfit/kube/annotations.h"
 
@@ -78,7 +77,8 @@ class NodeAgent {
   std::optional<topology::TopologySpec> current_spec() const;
 
  private:
-  topology::TopologySpec WithHealthLocked(topology::TopologySpec spec) const;
+  topology::TopologySpec WithHealthLocked(topology::TopologySpec spec) const
+      LINKFIT_REQUIRES(mutex_);
   // Logs a discovery's warnings; a guessed figure once per (figure, model) and process.
   void LogWarnings(const Discovery& found);
 
@@ -87,15 +87,15 @@ class NodeAgent {
   const DevicesFn devices_;
   NodePublisher& publisher_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;                         // GUARDED_BY(mutex_)
-  bool urgent_ = false;                       // GUARDED_BY(mutex_)
-  std::map<int, std::string> xid_problems_;   // GUARDED_BY(mutex_)
-  std::string handoff_mode_;                  // GUARDED_BY(mutex_)
-  std::optional<Discovery> discovery_;        // GUARDED_BY(mutex_)
-  std::optional<std::string> topology_json_;  // GUARDED_BY(mutex_)
-  std::optional<std::string> devices_json_;   // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  CondVar wake_;
+  bool stop_ LINKFIT_GUARDED_BY(mutex_) = false;
+  bool urgent_ LINKFIT_GUARDED_BY(mutex_) = false;
+  std::map<int, std::string> xid_problems_ LINKFIT_GUARDED_BY(mutex_);
+  std::string handoff_mode_ LINKFIT_GUARDED_BY(mutex_);
+  std::optional<Discovery> discovery_ LINKFIT_GUARDED_BY(mutex_);
+  std::optional<std::string> topology_json_ LINKFIT_GUARDED_BY(mutex_);
+  std::optional<std::string> devices_json_ LINKFIT_GUARDED_BY(mutex_);
 
   // Loop-thread only.
   AgentMetrics* metrics_ = nullptr;

@@ -9,7 +9,6 @@
 // Thread-safety: every method may be called concurrently (the reflector thread writes, the agent
 // loop reads).
 
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "linkfit/agent/steering.h"
+#include "linkfit/common/mutex.h"
 #include "linkfit/kube/reflector.h"
 
 namespace linkfit::agent {
@@ -35,15 +35,15 @@ class NodePods : public kube::ReflectorSink {
   void Event(kube::WatchEventType type, std::string_view object_json) override;
 
  private:
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   struct Entry {
     std::string uid;
     std::string plan;  // linkfit.io/allocation, "" when absent
   };
   static std::optional<std::pair<std::string, Entry>> Read(std::string_view object_json,
                                                            const char* what);
-  std::unordered_map<std::string, Entry> pods_;     // GUARDED_BY(mutex_)
-  std::unordered_map<std::string, Entry> listing_;  // GUARDED_BY(mutex_) during a list
+  std::unordered_map<std::string, Entry> pods_ LINKFIT_GUARDED_BY(mutex_);
+  std::unordered_map<std::string, Entry> listing_ LINKFIT_GUARDED_BY(mutex_);  // during a list
 };
 
 }  // namespace linkfit::agent
