@@ -21,7 +21,8 @@ struct AgentMetrics::Impl {
       prometheus::BuildCounter()
           .Name("linkfit_agent_guessed_figures_total")
           .Help(
-              "Discoveries in which a figure (nvlink, pcie, mig) of a GPU model was not told by "
+              "Discoveries in which a figure (nvlink, nvlink_rate, pcie, mig) of a GPU model was "
+              "not told by "
               "the machine and came from linkfit's GPU model table or a default")
           .Register(*registry);
 };

@@ -15,6 +15,7 @@
 
 #include "agent/gpu_nvml_library.h"
 #include "agent/gpu_nvml_links.h"
+#include "agent/sysfs_pcie.h"
 #include "linkfit/agent/discovery.h"
 #include "linkfit/common/strings.h"
 
@@ -69,6 +70,7 @@ std::string ProfileName(unsigned profile, const nvmlGpuInstanceProfileInfo_t& in
 // Which of a GPU's facts the machine itself stated (the rest is guessed from the model table).
 struct Stated {
   bool pcie_generation = false;
+  bool pcie_from_sysfs = false;  // NVML did not say; sysfs did
   bool mig_capability = false;
 };
 
@@ -327,6 +329,12 @@ void DescribeUnidentified(topology::TopologySpec& spec, const std::vector<unsign
   }
 }
 
+std::string FormatGbps(double gbps) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", gbps);
+  return text;
+}
+
 // Each figure from the machine where NVML stated it, else from the GPU model table
 // (config/gpus.json, or the operator's --gpu-models file), each GPU's `sources` saying which; a
 // figure the table had to give is a warning and a GuessedFigure, once per figure and model.
@@ -345,10 +353,12 @@ void ApplyFacts(topology::TopologySpec& spec, const std::vector<Stated>& stated,
   };
   topology::TableFigure<int> table_generation;
   std::string first_model;
+  std::uint64_t first_memory_mib = 0;
   for (topology::GpuSpec& gpu : spec.gpus) {
     const topology::GpuModelFacts facts = table.Lookup(gpu.model, gpu.memory_mib);
     const Stated& known = stated[static_cast<std::size_t>(gpu.index)];
-    gpu.sources.pcie = topology::FigureSource::kNvml;
+    gpu.sources.pcie =
+        known.pcie_from_sysfs ? topology::FigureSource::kSysfs : topology::FigureSource::kNvml;
     if (!known.pcie_generation) {
       gpu.pcie_gen = facts.pcie_generation.value;
       gpu.sources.pcie = table_source(facts.pcie_generation.known());
@@ -388,6 +398,7 @@ void ApplyFacts(topology::TopologySpec& spec, const std::vector<Stated>& stated,
     if (!table_generation.known() && facts.nvlink_generation.known()) {
       table_generation = facts.nvlink_generation;
       first_model = gpu.model;
+      first_memory_mib = gpu.memory_mib;
     }
   }
   // No NVLink, or NVLink versions from NVML: the machine told; else the table, else assumed.
@@ -414,6 +425,18 @@ void ApplyFacts(topology::TopologySpec& spec, const std::vector<Stated>& stated,
   }
   spec.fabric.nvlink_generation = generation;
   spec.fabric.per_link_gbps = nvml::PerLinkGbps(generation);
+  // NVML tells a link's version, not its width: GA102 boards (RTX A6000, A40) run 4 narrow links
+  // of NVLink 3. Where the table gives the model's narrower rate, it is the published one.
+  const std::string& nvlinked_model = first_model.empty() ? spec.gpus.front().model : first_model;
+  const topology::GpuModelFacts nvlinked = table.Lookup(
+      nvlinked_model, first_model.empty() ? spec.gpus.front().memory_mib : first_memory_mib);
+  if (nvlinked.nvlink_link_gbps.known()) {
+    spec.fabric.per_link_gbps = nvlinked.nvlink_link_gbps.value;
+    guessed("nvlink_rate", nvlinked_model,
+            "NVLink per-link rate of " + nvlinked_model + " not stated by NVML; " +
+                FormatGbps(nvlinked.nvlink_link_gbps.value) +
+                " GB/s from linkfit's GPU model table (" + nvlinked.nvlink_link_gbps.source + ")");
+  }
   if (spec.fabric.kind == topology::NvlinkFabricKind::kNvswitch && generation >= 2) {
     spec.fabric.nvswitch_generation = generation - 1;  // NVSwitch gen N came with NVLink N+1
   }
@@ -542,6 +565,17 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
         pairs ? topology::NvlinkFabricKind::kBridge : topology::NvlinkFabricKind::kDirect;
   }
   nvml::AssignSockets(spec, options.sysfs_root, found.warnings);
+  // The PCIe switches above the GPUs, and each GPU's own link where NVML did not state it.
+  const std::vector<PcieLinkFigures> sysfs_links =
+      ReadPcieTree(options.sysfs_root, spec, found.warnings);
+  for (std::size_t g = 0; g < sysfs_links.size(); ++g) {
+    Stated& known = probe.stated[g];
+    if (known.pcie_generation || sysfs_links[g].gen == 0) continue;
+    spec.gpus[g].pcie_gen = sysfs_links[g].gen;
+    if (spec.gpus[g].pcie_width == 0) spec.gpus[g].pcie_width = sysfs_links[g].width;
+    known.pcie_generation = true;
+    known.pcie_from_sysfs = true;
+  }
   ApplyFacts(
       spec, probe.stated, links,
       options.gpu_models != nullptr ? *options.gpu_models : topology::GpuModelTable::Builtin(),

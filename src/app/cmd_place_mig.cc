@@ -73,24 +73,32 @@ int PlaceMig(const Flags& flags, const topology::TopologyPtr& topo, bool json, s
     return Fail(json, catalog.error().message + " (set --mig-profiles-dir)", {}, out, err, 2);
   }
   const std::string profile_name = *flags.Get("mig-profile");
-  // All MIG-capable GPUs of one model share a profile set; take the first one's.
+  // Each model plans with its own profile set: the first set (by its first GPU) that has the
+  // profile, and only its GPUs.
   std::string set_id;
-  std::string set_model;
-  for (int i = 0; i < topo->gpu_count(); ++i) {
-    if (topo->gpu(i).mig_capable && !topo->gpu(i).mig_profile_set.empty()) {
-      set_id = topo->gpu(i).mig_profile_set;
-      set_model = topo->gpu(i).model;
-      break;
+  std::string models;
+  const alloc::MigPlanner* planner = nullptr;
+  for (int i = 0; i < topo->gpu_count() && planner == nullptr; ++i) {
+    const topology::GpuSpec& gpu = topo->gpu(i);
+    if (!gpu.mig_capable || gpu.mig_profile_set.empty()) continue;
+    const alloc::MigPlanner* candidate = catalog->FindPlanner(gpu.mig_profile_set);
+    if (candidate == nullptr) continue;
+    if (candidate->set().FindProfile(profile_name) >= 0) {
+      planner = candidate;
+      set_id = gpu.mig_profile_set;
+    } else if (models.find(gpu.model) == std::string::npos) {
+      models += (models.empty() ? "" : " or ") + gpu.model;
     }
   }
-  const alloc::MigPlanner* planner = catalog->FindPlanner(set_id);
-  if (planner == nullptr) return Fail(json, "node has no MIG-capable GPUs", {}, out, err, 1);
-  const int profile = planner->set().FindProfile(profile_name);
-  if (profile < 0) {
-    return Fail(json,
-                "MIG profile " + QuoteForMessage(profile_name) + " does not exist on " + set_model,
-                {}, out, err, 1);
+  if (planner == nullptr && models.empty()) {
+    return Fail(json, "node has no MIG-capable GPUs", {}, out, err, 1);
   }
+  if (planner == nullptr) {
+    return Fail(json,
+                "MIG profile " + QuoteForMessage(profile_name) + " does not exist on " + models, {},
+                out, err, 1);
+  }
+  const int profile = planner->set().FindProfile(profile_name);
   auto used = ParseMigUsed(flags.Get("mig-used").value_or(""), *topo, *catalog);
   if (!used) return Fail(json, used.error().message, {}, out, err, 2);
   std::vector<alloc::MigGpuView> views;

@@ -29,10 +29,12 @@ nlohmann::json GpuJson(const state::NodeState& node, int g) {
     if (((a.gpus >> g) & 1) == 0) continue;
     pods.push_back(uid);
     names.push_back(a.PodKey());
+    // A slot's profile is an index into its GPU's own planner's set (NodeState accepted it).
+    const alloc::MigPlanner* planner = node.info().MigPlannerOf(g);
     for (const auto& slot : a.mig) {
-      if (slot.gpu != g) continue;
+      if (slot.gpu != g || planner == nullptr) continue;
       const alloc::MigProfile& profile =
-          node.info().mig->set().profiles[static_cast<std::size_t>(slot.instance.profile)];
+          planner->set().profiles[static_cast<std::size_t>(slot.instance.profile)];
       instances.push_back({{"profile", profile.name},
                            {"start", slot.instance.start},
                            {"slices", {slot.instance.start, slot.instance.start + profile.size}},

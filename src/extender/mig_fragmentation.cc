@@ -15,10 +15,12 @@ constexpr double kSlicesPerGpu = alloc::kMigMemorySlices;
 
 std::size_t Idx(int i) { return static_cast<std::size_t>(i); }
 
-// True iff `gpu` is in MIG mode and belongs to the planner's profile set.
-bool IsMigGpu(const state::NodeState& node, const alloc::MigPlanner& planner, int gpu) {
-  return ((node.info().mig_enabled >> gpu) & 1) != 0 &&
-         node.info().topology().gpu(gpu).mig_profile_set == planner.set().id;
+// The planner of `gpu` when it is in MIG mode (its own model's profile set), else nullptr.
+const alloc::MigPlanner* MigGpuPlanner(const state::NodeState& node, int gpu) {
+  if (gpu < 0 || gpu >= node.info().gpu_count() || ((node.info().mig_enabled >> gpu) & 1) == 0) {
+    return nullptr;
+  }
+  return node.info().MigPlannerOf(gpu);
 }
 
 }  // namespace
@@ -102,13 +104,14 @@ double MigGpuFragmentation(const alloc::MigPlanner& planner, const alloc::MigGpu
 }
 
 double MigFragmentation(const state::NodeState& node, const MigProfileWeights& weights) {
-  const alloc::MigPlanner* planner = node.info().mig;
-  if (planner == nullptr) return 0;
-  const std::vector<double> set_weights = WeightsForSet(planner->set(), weights);
   double fragmentation = 0;
-  for (int g = 0; g < node.info().gpu_count(); ++g) {
-    if (!IsMigGpu(node, *planner, g)) continue;
-    fragmentation += MigGpuFragmentation(*planner, node.mig_state(g), set_weights);
+  // Each GPU with its own model's profiles and their weights.
+  for (const alloc::MigPlanner* planner : node.info().mig_planners) {
+    const std::vector<double> set_weights = WeightsForSet(planner->set(), weights);
+    for (int g = 0; g < node.info().gpu_count(); ++g) {
+      if (MigGpuPlanner(node, g) != planner) continue;
+      fragmentation += MigGpuFragmentation(*planner, node.mig_state(g), set_weights);
+    }
   }
   return fragmentation;
 }
@@ -127,35 +130,33 @@ const std::vector<double>& MigFragmentationScorer::SetWeights(const alloc::MigPl
 MigPlacementTerms MigFragmentationScorer::Score(const state::NodeState& node,
                                                 const state::Assignment& assignment) {
   MigPlacementTerms terms;
-  const alloc::MigPlanner* planner = node.info().mig;
-  if (planner == nullptr || assignment.kind != state::Assignment::Kind::kMig ||
-      assignment.mig.empty()) {
-    return terms;
-  }
-  const alloc::MigProfileSet& set = planner->set();
-  const std::vector<double>& set_weights = SetWeights(*planner);
+  if (assignment.kind != state::Assignment::Kind::kMig || assignment.mig.empty()) return terms;
   // The GPUs the assignment touches, with their states after it (a request of several
-  // instances may put more than one on a GPU).
+  // instances may put more than one on a GPU), each with its own model's planner.
   std::array<alloc::MigGpuState, topology::kMaxGpus> after{};
+  std::array<const alloc::MigPlanner*, topology::kMaxGpus> planner_of{};
   topology::GpuMask touched = 0;
   for (const state::Assignment::MigSlot& slot : assignment.mig) {
-    if (slot.gpu < 0 || slot.gpu >= node.info().gpu_count() ||
-        !IsMigGpu(node, *planner, slot.gpu)) {
-      return terms;
-    }
+    const alloc::MigPlanner* planner = MigGpuPlanner(node, slot.gpu);
+    if (planner == nullptr) return terms;
     if (((touched >> slot.gpu) & 1) == 0) {
       after[Idx(slot.gpu)] = node.mig_state(slot.gpu);
+      planner_of[Idx(slot.gpu)] = planner;
       touched = static_cast<topology::GpuMask>(touched | (1u << slot.gpu));
     }
-    if (!after[Idx(slot.gpu)].Place(set, slot.instance.profile, slot.instance.start)) return terms;
+    if (!after[Idx(slot.gpu)].Place(planner->set(), slot.instance.profile, slot.instance.start)) {
+      return terms;
+    }
   }
   double growth = 0;
   int free_after = 0;
   for (int g = 0; g < node.info().gpu_count(); ++g) {
     if (((touched >> g) & 1) == 0) continue;
+    const alloc::MigPlanner& planner = *planner_of[Idx(g)];
+    const std::vector<double>& set_weights = SetWeights(planner);
     free_after += alloc::kMigMemorySlices - std::popcount(unsigned{after[Idx(g)].slice_mask()});
-    growth += MigGpuFragmentation(*planner, after[Idx(g)], set_weights) -
-              MigGpuFragmentation(*planner, node.mig_state(g), set_weights);
+    growth += MigGpuFragmentation(planner, after[Idx(g)], set_weights) -
+              MigGpuFragmentation(planner, node.mig_state(g), set_weights);
   }
   terms.growth_slices = growth;
   terms.fragmentation = 1.0 / (1.0 + std::exp(growth / kSlicesPerGpu));

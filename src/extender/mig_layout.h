@@ -14,8 +14,9 @@
 
 namespace linkfit::extender {
 
-// REQUIRES: node.info().mig != nullptr and `profile` is an index of its set.
+// Only GPUs of `allowed` whose own model's profile set has the request's profile are
+// considered (NodeInfo::mig_of).
 NodeFit FitMigOnReportedLayout(const GpuRequest& request, const state::NodeState& node,
-                               int profile);
+                               topology::GpuMask allowed);
 
 }  // namespace linkfit::extender

@@ -71,48 +71,36 @@ NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node, const 
   return fit;
 }
 
-NodeFit FitMig(const GpuRequest& request, const state::NodeState& node, topology::GpuMask allowed) {
-  const alloc::MigPlanner* planner = node.info().mig;
-  if (planner == nullptr) {
-    return NotFit("node's GPUs (" + NodeGpuModel(node) + ") are not MIG-capable", true);
-  }
-  const int profile = planner->set().FindProfile(request.mig_profile);
-  if (profile < 0) {
-    std::string known;
-    for (const alloc::MigProfile& p : planner->set().profiles) {
-      known += (known.empty() ? "" : ", ") + p.name;
-    }
-    return NotFit("node's GPUs (" + NodeGpuModel(node) + ") have no MIG profile " +
-                      request.mig_profile + " (they offer " + known + ")",
-                  true);
-  }
-  if (node.info().mig_layout_reported) return FitMigOnReportedLayout(request, node, profile);
+// The request on the GPUs that plan with `planner` (whose set has `profile`).
+NodeFit FitMigWith(const alloc::MigPlanner& planner, int profile, const GpuRequest& request,
+                   const state::NodeState& node, topology::GpuMask allowed) {
+  const state::NodeInfo& info = node.info();
   std::vector<alloc::MigGpuView> views;
-  for (int g = 0; g < node.info().gpu_count(); ++g) {
-    if (node.info().topology().gpu(g).mig_profile_set != planner->set().id) continue;
-    if (((node.info().unhealthy >> g) & 1) != 0) continue;  // never placed on
-    if (((allowed >> g) & 1) == 0) continue;                // a model the pod does not accept
+  for (int g = 0; g < info.gpu_count(); ++g) {
+    if (info.MigPlannerOf(g) != &planner) continue;  // another model's profiles, or none
+    if (((info.unhealthy >> g) & 1) != 0) continue;  // never placed on
+    if (((allowed >> g) & 1) == 0) continue;         // a model the pod does not accept
     alloc::MigGpuView view;
     view.index = g;
-    view.mig_enabled = ((node.info().mig_enabled >> g) & 1) != 0;
+    view.mig_enabled = ((info.mig_enabled >> g) & 1) != 0;
     view.pods = node.pods_on_gpu(g);
     view.state = node.mig_state(g);
     views.push_back(view);
   }
   const std::vector<int> profiles(static_cast<std::size_t>(request.count), profile);
-  auto decision = planner->ChooseRequest(views, profiles);
+  auto decision = planner.ChooseRequest(views, profiles);
   if (!decision) return NotFit(decision.error().message, true);
   if (!decision->fits) {
     // Freeing instances (preemption) can help only if the request fits the MIG-mode GPUs once
     // they are empty; reconfiguring GPUs is an operator's action, not a preemption.
-    bool never = node.info().mig_enabled == 0;
+    bool never = (info.mig_enabled & info.GpusOfPlanner(&planner)) == 0;
     if (!never) {
       std::vector<alloc::MigGpuView> empty = views;
       for (alloc::MigGpuView& view : empty) {
         view.pods = 0;
         view.state = alloc::MigGpuState();
       }
-      const auto when_empty = planner->ChooseRequest(empty, profiles);
+      const auto when_empty = planner.ChooseRequest(empty, profiles);
       never = !when_empty || !when_empty->fits;
     }
     return NotFit(decision->reason, never);
@@ -127,6 +115,64 @@ NodeFit FitMig(const GpuRequest& request, const state::NodeState& node, topology
         static_cast<topology::GpuMask>(fit.assignment.gpus | (1u << instance.gpu));
   }
   return fit;
+}
+
+// "NVIDIA A100-SXM4-40GB (GPUs 0,1)": the model and GPUs of a planner.
+std::string PlannerGpus(const state::NodeState& node, const alloc::MigPlanner& planner) {
+  const topology::GpuMask gpus = node.info().GpusOfPlanner(&planner);
+  return node.info().own_topology().gpu(__builtin_ctz(gpus)).model + " (GPUs " +
+         JoinInts(alloc::MaskToIndexes(gpus)) + ")";
+}
+
+std::string OfferedProfiles(const alloc::MigPlanner& planner) {
+  std::string known;
+  for (const alloc::MigProfile& p : planner.set().profiles) {
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  return known;
+}
+
+// Each GPU plans with its own model's profiles (NodeInfo::mig_of): the request goes to the GPUs
+// of a model that offers its profile, tried model by model in order of their first GPU, and
+// never spans two models. On a reported layout it takes free existing instances of the profile's
+// name on any GPU whose model's set has it.
+NodeFit FitMig(const GpuRequest& request, const state::NodeState& node, topology::GpuMask allowed) {
+  const state::NodeInfo& info = node.info();
+  if (info.mig_planners.empty()) {
+    return NotFit("node's GPUs (" + NodeGpuModel(node) + ") are not MIG-capable", true);
+  }
+  std::vector<std::pair<const alloc::MigPlanner*, int>> offering;
+  for (const alloc::MigPlanner* planner : info.mig_planners) {
+    const int profile = planner->set().FindProfile(request.mig_profile);
+    if (profile >= 0) offering.emplace_back(planner, profile);
+  }
+  if (offering.empty()) {
+    if (info.mig_planners.size() == 1) {
+      return NotFit("node's GPUs (" + NodeGpuModel(node) + ") have no MIG profile " +
+                        request.mig_profile + " (they offer " +
+                        OfferedProfiles(*info.mig_planners.front()) + ")",
+                    true);
+    }
+    std::string offers;
+    for (const alloc::MigPlanner* planner : info.mig_planners) {
+      offers += (offers.empty() ? "" : "; ") + PlannerGpus(node, *planner) + " offer " +
+                OfferedProfiles(*planner);
+    }
+    return NotFit("no GPU model of the node has MIG profile " + request.mig_profile + ": " + offers,
+                  true);
+  }
+  if (info.mig_layout_reported) return FitMigOnReportedLayout(request, node, allowed);
+  std::string reasons;
+  bool never = true;
+  for (const auto& [planner, profile] : offering) {
+    NodeFit fit = FitMigWith(*planner, profile, request, node, allowed);
+    if (fit.fits) return fit;
+    never = never && fit.unresolvable;
+    reasons += (reasons.empty() ? "" : "; ") +
+               (offering.size() > 1 ? PlannerGpus(node, *planner) + ": " : std::string()) +
+               fit.reason;
+  }
+  return NotFit(std::move(reasons), never);
 }
 
 NodeFit FitShared(const GpuRequest& request, const state::NodeState& node,

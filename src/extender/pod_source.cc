@@ -9,8 +9,13 @@ KnownPod KnownPodOf(const state::Assignment& assignment, const state::NodeState&
   GpuRequest& request = known.request;
   request.cpu_milli = assignment.cpu_milli;
   request.memory_bytes = assignment.memory_bytes;
-  if (!assignment.mig.empty() && node.info().mig != nullptr) {
-    const auto& profiles = node.info().mig->set().profiles;
+  const alloc::MigPlanner* planner = assignment.mig.empty() || assignment.mig.front().gpu < 0 ||
+                                             assignment.mig.front().gpu >= topology::kMaxGpus
+                                         ? nullptr
+                                         : node.info().MigPlannerOf(assignment.mig.front().gpu);
+  if (planner != nullptr) {
+    // The profile index is one of the set of its GPU's own model.
+    const auto& profiles = planner->set().profiles;
     const auto profile = static_cast<std::size_t>(assignment.mig.front().instance.profile);
     request.kind = GpuRequest::Kind::kMig;
     request.count = static_cast<int>(assignment.mig.size());

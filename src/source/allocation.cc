@@ -95,8 +95,9 @@ Record RecordOf(const state::Assignment& assignment, const state::NodeInfo& node
     case state::Assignment::Kind::kMig:
       for (const auto& slot : assignment.mig) {
         std::string profile = std::to_string(slot.instance.profile);
-        if (node.mig != nullptr) {
-          profile = node.mig->set().profiles[static_cast<std::size_t>(slot.instance.profile)].name;
+        const alloc::MigPlanner* planner = node.MigPlannerOf(slot.gpu);  // the GPU's own model's
+        if (planner != nullptr) {
+          profile = planner->set().profiles[static_cast<std::size_t>(slot.instance.profile)].name;
         }
         // The instance's UUID when the node agent reports one at that place.
         std::string uuid;
@@ -148,12 +149,14 @@ Result<state::Assignment> AssignmentOf(const Record& record, const state::NodeIn
   }
   if (!record.devices.mig.empty()) {
     a.kind = state::Assignment::Kind::kMig;
-    if (node.mig == nullptr) {
+    if (node.mig_planners.empty()) {
       return MakeError("node " + node.name + " has no MIG-capable GPUs");
     }
     for (const Record::Mig& mig : record.devices.mig) {
       if (auto ok = check_gpu(mig.gpu); !ok) return tl::unexpected(ok.error());
-      const int profile = node.mig->set().FindProfile(mig.profile);
+      // A profile of the GPU's own model's set (a node may mix models).
+      const alloc::MigPlanner* planner = node.MigPlannerOf(mig.gpu);
+      const int profile = planner == nullptr ? -1 : planner->set().FindProfile(mig.profile);
       if (profile < 0) {
         return MakeError(mig.profile + " is not a MIG profile of GPU " + std::to_string(mig.gpu) +
                          " (" + node.topology().gpu(mig.gpu).model + ")");

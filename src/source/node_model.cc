@@ -1,35 +1,13 @@
 #include "linkfit/source/node_model.h"
 
+#include <algorithm>
+#include <array>
+#include <vector>
+
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
 
 namespace linkfit::source {
-namespace {
-
-// The MIG profile set that most healthy GPUs name (ties: the first GPU's), else the one most
-// GPUs name, else empty: a GPU lost at the query level (no set) or a few GPUs of another model
-// do not take MIG away from the rest. A node has one planner; GPUs of another set are skipped.
-const std::string& MigProfileSetOf(const topology::Topology& topo) {
-  static const std::string kNone;
-  const std::string* best = &kNone;
-  int best_weight = 0;
-  for (int g = 0; g < topo.gpu_count(); ++g) {
-    const std::string& set = topo.gpu(g).mig_profile_set;
-    if (set.empty()) continue;
-    int weight = 0;
-    for (int h = 0; h < topo.gpu_count(); ++h) {
-      if (topo.gpu(h).mig_profile_set == set)
-        weight += topo.gpu(h).healthy ? 1 + topology::kMaxGpus : 1;
-    }
-    if (weight > best_weight) {
-      best = &set;
-      best_weight = weight;
-    }
-  }
-  return *best;
-}
-
-}  // namespace
 
 NodeModelFactory::NodeModelFactory(alloc::PlacementTableCache& tables,
                                    const alloc::MigCatalog& catalog,
@@ -70,12 +48,25 @@ Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
   if ((facts.mig_enabled & ~topo.all_gpus()) != 0) {
     return MakeError("MIG mode names GPUs beyond the node's " + std::to_string(topo.gpu_count()));
   }
-  const std::string& profile_set = MigProfileSetOf(topo);
-  const alloc::MigPlanner* planner = catalog_.FindPlanner(profile_set);
-  if (facts.mig_enabled != 0 && planner == nullptr) {
+  // Each GPU plans with its own model's profile set: a node mixing models (A100 40GB and 80GB,
+  // H100) has one planner per set. A GPU lost at the query level (no set) or of a model linkfit
+  // has no set for is never a MIG GPU; the others keep theirs.
+  std::array<const alloc::MigPlanner*, topology::kMaxGpus> mig_of{};
+  std::vector<const alloc::MigPlanner*> planners;
+  for (int g = 0; g < topo.gpu_count(); ++g) {
+    const std::string& set = topo.gpu(g).mig_profile_set;
+    const alloc::MigPlanner* planner = set.empty() ? nullptr : catalog_.FindPlanner(set);
+    mig_of[static_cast<std::size_t>(g)] = planner;
+    if (planner != nullptr &&
+        std::find(planners.begin(), planners.end(), planner) == planners.end()) {
+      planners.push_back(planner);
+    }
+  }
+  if (facts.mig_enabled != 0 && planners.empty()) {
+    const topology::GpuSpec& first = topo.gpu(__builtin_ctz(facts.mig_enabled));
     return MakeError("GPUs of " + topo.summary_model() +
-                     " are not MIG-capable (no MIG profile set " + QuoteForMessage(profile_set) +
-                     " is known)");
+                     " are not MIG-capable (no MIG profile set " +
+                     QuoteForMessage(first.mig_profile_set) + " is known)");
   }
   auto info = std::make_shared<state::NodeInfo>();
   info->name = std::move(facts.name);
@@ -84,7 +75,8 @@ Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
   info->reported = facts.topology;
   info->unhealthy = static_cast<topology::GpuMask>(unhealthy);
   info->mig_layout_reported = document_states_mig;
-  info->mig = planner;
+  info->mig_of = mig_of;
+  info->mig_planners = std::move(planners);
   info->mig_enabled = facts.mig_enabled;
   info->cpu_milli = facts.cpu_milli;
   info->memory_bytes = facts.memory_bytes;

@@ -245,7 +245,7 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
     }
   } else if (const YAML::Node mig = item["mig"]) {
     a.kind = state::Assignment::Kind::kMig;
-    if (node->mig == nullptr) {
+    if (node->mig_planners.empty()) {
       return MakeError(Where(source, mig) + ": " + path + ".mig: node " + a.node +
                        " has no MIG-capable GPUs");
     }
@@ -266,7 +266,9 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
                                ScalarInt(slot, "start", source, path + ".mig[].start", 0, 7));
       LINKFIT_ASSIGN_OR_RETURN(profile,
                                ScalarString(slot, "profile", source, path + ".mig[].profile"));
-      const int index = node->mig->set().FindProfile(profile);
+      // A profile of the GPU's own model's set (a node may mix models).
+      const alloc::MigPlanner* planner = node->MigPlannerOf(static_cast<int>(gpu));
+      const int index = planner == nullptr ? -1 : planner->set().FindProfile(profile);
       if (index < 0) {
         return MakeError(Where(source, slot["profile"]) + ": " + path + ".mig[].profile: " +
                          profile + " is not a MIG profile of GPU " + std::to_string(gpu) + " (" +

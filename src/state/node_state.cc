@@ -43,15 +43,24 @@ void NodeState::Summarize() {
   kind_.memory_allocatable_bytes = info_->memory_bytes;
   mig_enabled_ = info_->mig_enabled;
   unhealthy_ = info_->unhealthy;
-  mig_planner_ = info_->mig;
+  mig_planners_hash_ = 0;
+  if (!info_->mig_planners.empty()) {
+    std::uint64_t planners = 1469598103934665603u;
+    for (int g = 0; g < info_->gpu_count(); ++g) {
+      planners =
+          (planners ^ reinterpret_cast<std::uintptr_t>(info_->MigPlannerOf(g))) * 1099511628211u;
+    }
+    mig_planners_hash_ = planners;
+  }
   own_layout_ = info_->mig_layout_reported;
   whole_free_ = static_cast<GpuMask>(WholeAvailable() & ~info_->unhealthy);
   share_eligible_ = static_cast<GpuMask>(ShareAvailable() & ~info_->unhealthy);
   double used = __builtin_popcount(whole_used_);
   for (int g = 0; g < info_->gpu_count(); ++g) {
     used += shared_milli_[Idx(g)] / 1000.0;
-    if (info_->mig != nullptr && ((info_->mig_enabled >> g) & 1)) {
-      used += mig_[Idx(g)].compute_used() / static_cast<double>(info_->mig->set().compute_slices);
+    const alloc::MigPlanner* planner = info_->MigPlannerOf(g);
+    if (planner != nullptr && ((info_->mig_enabled >> g) & 1)) {
+      used += mig_[Idx(g)].compute_used() / static_cast<double>(planner->set().compute_slices);
     }
   }
   used_gpu_equivalents_ = used;
@@ -59,7 +68,7 @@ void NodeState::Summarize() {
   std::uint64_t hash = 1469598103934665603u;
   const auto mix = [&hash](std::uint64_t value) { hash = (hash ^ value) * 1099511628211u; };
   mix(reinterpret_cast<std::uintptr_t>(kind_.table));
-  mix(reinterpret_cast<std::uintptr_t>(mig_planner_));
+  mix(mig_planners_hash_);
   mix(std::uint64_t{mig_enabled_} | std::uint64_t{unhealthy_} << 16 |
       std::uint64_t{whole_used_} << 32 | std::uint64_t{own_layout_} << 48);
   for (int g = 0; g < info_->gpu_count(); ++g) {
@@ -75,7 +84,7 @@ void NodeState::Summarize() {
 bool NodeState::SameGpuState(const NodeState& a, const NodeState& b) {
   if (a.kind_.table != b.kind_.table || a.mig_enabled_ != b.mig_enabled_ ||
       a.unhealthy_ != b.unhealthy_ || a.whole_used_ != b.whole_used_ ||
-      a.own_layout_ != b.own_layout_ || a.mig_planner_ != b.mig_planner_) {
+      a.own_layout_ != b.own_layout_ || a.mig_planners_hash_ != b.mig_planners_hash_) {
     return false;
   }
   const auto gpus = static_cast<std::size_t>(a.kind_.table->gpu_count());
@@ -84,7 +93,7 @@ bool NodeState::SameGpuState(const NodeState& a, const NodeState& b) {
     return false;
   }
   if (a.own_layout_ && a.info_->reported != b.info_->reported) return false;
-  if (a.mig_planner_ == nullptr) return true;
+  if (a.mig_planners_hash_ == 0) return true;
   // MIG fits also read the pods per GPU (a GPU leaves MIG mode only when empty) and the MIG
   // state of the GPUs in MIG mode (the others hold no instance).
   if (std::memcmp(a.pods_per_gpu_.data(), b.pods_per_gpu_.data(), gpus * sizeof(std::uint16_t)) !=
@@ -164,12 +173,18 @@ Result<void> NodeState::AddInPlace(AssignmentPtr record) {
       }
       break;
     case Assignment::Kind::kMig:
-      if (info_->mig == nullptr) return MakeError(info_->name + " has no MIG-capable GPUs");
+      if (info_->mig_planners.empty()) {
+        return MakeError(info_->name + " has no MIG-capable GPUs");
+      }
       for (const Assignment::MigSlot& slot : a.mig) {
         if (slot.gpu < 0 || slot.gpu >= n || ((info_->mig_enabled >> slot.gpu) & 1) == 0) {
           return MakeError("GPU " + std::to_string(slot.gpu) + " is not in MIG mode");
         }
-        if (!mig_[Idx(slot.gpu)].Place(info_->mig->set(), slot.instance.profile,
+        const alloc::MigPlanner* planner = info_->MigPlannerOf(slot.gpu);
+        if (planner == nullptr) {
+          return MakeError("GPU " + std::to_string(slot.gpu) + " has no MIG profile set");
+        }
+        if (!mig_[Idx(slot.gpu)].Place(planner->set(), slot.instance.profile,
                                        slot.instance.start)) {
           return MakeError("MIG instance does not fit on GPU " + std::to_string(slot.gpu) +
                            " at slice " + std::to_string(slot.instance.start));
@@ -224,8 +239,12 @@ NodeStatePtr NodeState::Remove(const std::string& uid) const {
       break;
     case Assignment::Kind::kMig:
       for (const Assignment::MigSlot& slot : a.mig) {
-        next->mig_[Idx(slot.gpu)].Remove(info_->mig->set(), slot.instance.profile,
-                                         slot.instance.start);
+        // Added only onto a GPU with a planner (AddInPlace); a NodeState's info never changes.
+        const alloc::MigPlanner* planner = info_->MigPlannerOf(slot.gpu);
+        if (planner != nullptr) {
+          next->mig_[Idx(slot.gpu)].Remove(planner->set(), slot.instance.profile,
+                                           slot.instance.start);
+        }
       }
       break;
   }

@@ -139,6 +139,18 @@ Result<std::vector<PcieNode>> ParsePcieTree(const json& root) {
     node.numa_node = static_cast<int>(value);
     LINKFIT_ASSIGN_OR_RETURN(value, ReadInt(item, "gen", path, 0));
     node.gen = static_cast<int>(value);
+    LINKFIT_ASSIGN_OR_RETURN(value, ReadInt(item, "width", path, 0));
+    node.width = static_cast<int>(value);
+    if (node.gen < 0 || node.gen > 10 || node.width < 0 || node.width > 32) {
+      return MakeError(path + ": gen 0..10 and width 0..32 expected");
+    }
+    std::string source;
+    LINKFIT_ASSIGN_OR_RETURN(source, ReadString(item, "source", path, false));
+    if (!source.empty()) {
+      auto parsed = ParseFigureSource(source);
+      if (!parsed) return MakeError(path + ".source: " + parsed.error().message);
+      node.source = *parsed;
+    }
     if (!ids.insert(node.id).second) return MakeError(path + ".id: duplicate " + node.id);
     tree.push_back(std::move(node));
   }
@@ -500,6 +512,8 @@ std::string ToTopologyDocument(const TopologySpec& spec) {
                  {"parent", node.parent.empty() ? json(nullptr) : json(node.parent)},
                  {"gen", node.gen}};
     if (node.numa_node >= 0) item["numa_node"] = node.numa_node;
+    if (node.width > 0) item["width"] = node.width;
+    if (node.source != FigureSource::kUnstated) item["source"] = ToString(node.source);
     tree.push_back(std::move(item));
   }
   doc["pcie_tree"] = std::move(tree);

@@ -76,6 +76,7 @@ class EntryReader {
                                                 "memory_mib_min",
                                                 "memory_mib_max",
                                                 "nvlink_generation",
+                                                "nvlink_link_GBps",
                                                 "pcie_generation",
                                                 "mig_profile_set",
                                                 "p2p",
@@ -97,6 +98,7 @@ class EntryReader {
       return Fail("memory_mib_min", "above memory_mib_max");
     }
     LINKFIT_ASSIGN_OR_RETURN(entry.nvlink_generation, Generation("nvlink_generation", 1, 9));
+    LINKFIT_ASSIGN_OR_RETURN(entry.nvlink_link_gbps, LinkRate("nvlink_link_GBps"));
     LINKFIT_ASSIGN_OR_RETURN(entry.pcie_generation, Generation("pcie_generation", 1, 7));
     if (item_.contains("mig_profile_set")) {
       entry.states_mig = true;
@@ -112,10 +114,11 @@ class EntryReader {
       entry.states_p2p = true;
       entry.p2p = p2p->get<bool>();
     }
-    if (entry.nvlink_generation == 0 && entry.pcie_generation == 0 && !entry.states_mig &&
-        !entry.states_p2p) {
+    if (entry.nvlink_generation == 0 && entry.nvlink_link_gbps == 0 && entry.pcie_generation == 0 &&
+        !entry.states_mig && !entry.states_p2p) {
       return Fail("",
-                  "states no figure (nvlink_generation, pcie_generation, mig_profile_set, p2p)");
+                  "states no figure (nvlink_generation, nvlink_link_GBps, pcie_generation, "
+                  "mig_profile_set, p2p)");
     }
     return entry;
   }
@@ -154,6 +157,18 @@ class EntryReader {
       return Fail(key, std::to_string(value) + " is outside " + range);
     }
     return static_cast<int>(value);
+  }
+
+  // GB/s per direction of one link: above 0, at most 1000.
+  Result<double> LinkRate(const char* key) const {
+    const auto it = item_.find(key);
+    if (it == item_.end()) return 0.0;
+    if (!it->is_number()) return Fail(key, "expected a number of GB/s above 0, at most 1000");
+    const double value = it->get<double>();
+    if (!(value > 0 && value <= 1000)) {
+      return Fail(key, "expected a number of GB/s above 0, at most 1000");
+    }
+    return value;
   }
 
   Result<std::vector<std::vector<std::string>>> Match() const {
@@ -240,6 +255,9 @@ GpuModelFacts GpuModelTable::Lookup(std::string_view model, std::uint64_t memory
     if (!Matches(entry, words, memory_mib)) continue;
     if (!facts.nvlink_generation.known() && entry.nvlink_generation > 0) {
       facts.nvlink_generation = {entry.nvlink_generation, entry.source};
+    }
+    if (!facts.nvlink_link_gbps.known() && entry.nvlink_link_gbps > 0) {
+      facts.nvlink_link_gbps = {entry.nvlink_link_gbps, entry.source};
     }
     if (!facts.pcie_generation.known() && entry.pcie_generation > 0) {
       facts.pcie_generation = {entry.pcie_generation, entry.source};

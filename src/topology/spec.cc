@@ -75,12 +75,13 @@ std::string_view ToString(MigMode mode) {
 }
 
 Result<FigureSource> ParseFigureSource(std::string_view text) {
-  for (const FigureSource source : {FigureSource::kNvml, FigureSource::kNvidiaSmi,
-                                    FigureSource::kTable, FigureSource::kAssumed}) {
+  for (const FigureSource source :
+       {FigureSource::kNvml, FigureSource::kNvidiaSmi, FigureSource::kSysfs, FigureSource::kTable,
+        FigureSource::kAssumed}) {
     if (text == ToString(source)) return source;
   }
-  return MakeError(QuoteForMessage(text) + " is not a figure source (nvml, nvidia-smi, table, " +
-                   "assumed)");
+  return MakeError(QuoteForMessage(text) + " is not a figure source (nvml, nvidia-smi, sysfs, " +
+                   "table, assumed)");
 }
 
 std::string_view ToString(FigureSource source) {
@@ -89,6 +90,8 @@ std::string_view ToString(FigureSource source) {
       return "nvml";
     case FigureSource::kNvidiaSmi:
       return "nvidia-smi";
+    case FigureSource::kSysfs:
+      return "sysfs";
     case FigureSource::kTable:
       return "table";
     case FigureSource::kAssumed:

@@ -17,47 +17,48 @@ GpuMask Bit(int gpu) { return static_cast<GpuMask>(1u << gpu); }
 
 std::string Pair(int a, int b) { return std::to_string(a) + "-" + std::to_string(b); }
 
-bool ModelContains(const GpuSpec& gpu, std::string_view needle) {
-  return ToLower(gpu.model).find(needle) != std::string::npos;
-}
-
-// GA102-class boards (RTX A6000/A5000, A40, RTX 3090) use 4 narrow NVLink bridge links.
-bool IsGa102Bridge(const TopologySpec& spec, const GpuSpec& gpu) {
-  if (spec.fabric.per_link_gbps > 0 && spec.fabric.per_link_gbps < 20) return true;
-  return ModelContains(gpu, "rtx a") || ModelContains(gpu, "a40") || ModelContains(gpu, "3090") ||
-         ModelContains(gpu, "a5500");
-}
+// What the document does not state of a pair's NVLinks, the GPU model table (config/gpus.json,
+// the table the node agent consults too) tells by the GPU's model: one source of model facts.
+// The document's own figures come first.
+struct ModelNvlink {
+  int generation = 0;    // 0: the table does not know
+  double link_gbps = 0;  // 0: the generation's standard rate
+};
 
 // The pair's own generation where the document gives one (links of different versions on one
-// machine), else the fabric's, else what the model name suggests.
-int NvlinkGeneration(const TopologySpec& spec, const LinkSpec& link, const GpuSpec& gpu) {
+// machine), else the fabric's, else the model table's, else NVLink 3 (the A100 era's).
+int NvlinkGeneration(const TopologySpec& spec, const LinkSpec& link, const ModelNvlink& model) {
   if (link.nvlink_generation > 0) return link.nvlink_generation;
   if (spec.fabric.nvlink_generation > 0) return spec.fabric.nvlink_generation;
-  if (ModelContains(gpu, "v100")) return 2;
-  if (ModelContains(gpu, "h100") || ModelContains(gpu, "h200") || ModelContains(gpu, "h800")) {
-    return 4;
-  }
-  return 3;
+  return model.generation > 0 ? model.generation : 3;
 }
 
-std::string NvswitchKey(const TopologySpec& spec, const LinkSpec& link, const GpuSpec& gpu) {
+// Links narrower than their generation's (GA102 boards: RTX A6000, A40, RTX 3090 bridges carry
+// 4 links of about 14 GB/s): the document's per-link rate where it states one, else the table's.
+bool NarrowLinks(const TopologySpec& spec, const ModelNvlink& model) {
+  const double gbps = spec.fabric.per_link_gbps > 0 ? spec.fabric.per_link_gbps : model.link_gbps;
+  return gbps > 0 && gbps < 20;
+}
+
+std::string NvswitchKey(const TopologySpec& spec, const LinkSpec& link, const ModelNvlink& model) {
   // NVSwitch gen N came with NVLink gen N+1 (DGX-2: 1 with NVLink 2).
   int generation =
       link.nvlink_generation > 0 ? link.nvlink_generation - 1 : spec.fabric.nvswitch_generation;
-  if (generation == 0) generation = NvlinkGeneration(spec, link, gpu) - 1;
+  if (generation == 0) generation = NvlinkGeneration(spec, link, model) - 1;
   if (generation <= 1) return "NVSWITCH_V100_DGX2";
   if (generation == 2) return "NVSWITCH_A100";
   return "NVSWITCH_H100";
 }
 
-std::string DirectNvlinkKey(const TopologySpec& spec, const LinkSpec& link, const GpuSpec& gpu) {
-  switch (NvlinkGeneration(spec, link, gpu)) {
+std::string DirectNvlinkKey(const TopologySpec& spec, const LinkSpec& link,
+                            const ModelNvlink& model) {
+  switch (NvlinkGeneration(spec, link, model)) {
     case 2:
       return "NVLINK_DIRECT_per_link_gen2";
     case 4:
       return "NVLINK_DIRECT_per_link_gen4";
     default:
-      return IsGa102Bridge(spec, gpu) ? "NVLINK_DIRECT_per_link_ga102"
+      return NarrowLinks(spec, model) ? "NVLINK_DIRECT_per_link_ga102"
                                       : "NVLINK_DIRECT_per_link_gen3_sxm";
   }
 }
@@ -75,6 +76,37 @@ std::uint32_t PcieMbps(const BandwidthModel& model, PcieRelation relation, int g
     if (value) best = std::max(best, ToMbps(*value));
   }
   return best;
+}
+
+// The PCIe generation and lanes a PCIe-only pair runs at: the slowest link of its path. That is
+// each GPU's own link (unknown: gen 4, x16) and the upstream link of every switch the path runs
+// through without turning at it: the switches on one GPU's path and not on the other's. The
+// switch where the two paths meet, and those above it, carry none of the pair's traffic on
+// their upstream links.
+struct PcieRate {
+  int gen = 4;
+  int lanes = 16;
+};
+
+PcieRate PairPcieRate(const std::map<std::string, const PcieNode*>& tree, const GpuSpec& ga,
+                      const GpuSpec& gb) {
+  PcieRate rate;
+  rate.gen = std::min(ga.pcie_gen == 0 ? 4 : ga.pcie_gen, gb.pcie_gen == 0 ? 4 : gb.pcie_gen);
+  rate.lanes =
+      std::min(ga.pcie_width > 0 ? ga.pcie_width : 16, gb.pcie_width > 0 ? gb.pcie_width : 16);
+  const auto limit_by = [&](const std::vector<std::string>& path,
+                            const std::vector<std::string>& other) {
+    for (const std::string& id : path) {
+      if (std::find(other.begin(), other.end(), id) != other.end()) continue;
+      const auto node = tree.find(id);
+      if (node == tree.end() || !node->second->is_switch) continue;
+      if (node->second->gen > 0) rate.gen = std::min(rate.gen, node->second->gen);
+      if (node->second->width > 0) rate.lanes = std::min(rate.lanes, node->second->width);
+    }
+  };
+  limit_by(ga.pcie_path, gb.pcie_path);
+  limit_by(gb.pcie_path, ga.pcie_path);
+  return rate;
 }
 
 Result<void> Validate(TopologySpec& spec) {
@@ -190,7 +222,8 @@ int Topology::NumaSpan(GpuMask mask) const {
   return span;
 }
 
-Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandwidth) {
+Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandwidth,
+                                  const GpuModelTable& models) {
   if (auto valid = Validate(spec); !valid) return tl::unexpected(valid.error());
   const int n = static_cast<int>(spec.gpus.size());
   Topology::Derived derived;
@@ -201,20 +234,37 @@ Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandw
   for (const GpuSpec& gpu : spec.gpus) unknown_gen = unknown_gen || gpu.pcie_gen == 0;
   if (unknown_gen) spec.warnings.push_back("PCIe generation unknown for some GPUs; assuming gen 4");
 
+  // What the model table says of each GPU's NVLinks (one lookup per distinct model).
+  std::vector<ModelNvlink> model_nvlink(static_cast<std::size_t>(n));
+  std::map<std::pair<std::string, std::uint64_t>, ModelNvlink> looked_up;
+  for (const GpuSpec& gpu : spec.gpus) {
+    const auto key = std::make_pair(gpu.model, gpu.memory_mib);
+    auto it = looked_up.find(key);
+    if (it == looked_up.end()) {
+      const GpuModelFacts facts = models.Lookup(gpu.model, gpu.memory_mib);
+      it = looked_up
+               .emplace(key,
+                        ModelNvlink{facts.nvlink_generation.value, facts.nvlink_link_gbps.value})
+               .first;
+    }
+    model_nvlink[static_cast<std::size_t>(gpu.index)] = it->second;
+  }
+
   auto at = [&](int a, int b) -> std::uint32_t& {
     return derived.bandwidth[static_cast<std::size_t>(a * n + b)];
   };
+  std::map<std::string, const PcieNode*> tree;
+  for (const PcieNode& node : spec.pcie_tree) tree.emplace(node.id, &node);
   for (const LinkSpec& link : spec.links) {
     const GpuSpec& ga = spec.gpus[static_cast<std::size_t>(link.a)];
     const GpuSpec& gb = spec.gpus[static_cast<std::size_t>(link.b)];
-    const int gen =
-        std::min(ga.pcie_gen == 0 ? 4 : ga.pcie_gen, gb.pcie_gen == 0 ? 4 : gb.pcie_gen);
     std::uint32_t mbps = 0;
     if (link.nvlink_count > 0) {
+      const ModelNvlink& model = model_nvlink[static_cast<std::size_t>(link.a)];
       if (link.via_nvswitch) {
-        mbps = ToMbps(bandwidth.Get(NvswitchKey(spec, link, ga)).value_or(230.0));
+        mbps = ToMbps(bandwidth.Get(NvswitchKey(spec, link, model)).value_or(230.0));
       } else {
-        mbps = ToMbps(bandwidth.Get(DirectNvlinkKey(spec, link, ga)).value_or(20.0) *
+        mbps = ToMbps(bandwidth.Get(DirectNvlinkKey(spec, link, model)).value_or(20.0) *
                       link.nvlink_count);
       }
       derived.nvlink_neighbors[static_cast<std::size_t>(link.a)] |= Bit(link.b);
@@ -223,11 +273,10 @@ Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandw
       // Without P2P (GeForce), traffic is staged through host memory: the SYS rate.
       const PcieRelation relation =
           (ga.p2p_supported && gb.p2p_supported) ? link.pcie : PcieRelation::kSys;
-      mbps = PcieMbps(bandwidth, relation, gen);
-      // The model's rates are for x16 links; a narrower link (either end) carries its share.
-      const int lanes =
-          std::min(ga.pcie_width > 0 ? ga.pcie_width : 16, gb.pcie_width > 0 ? gb.pcie_width : 16);
-      if (lanes < 16) mbps = mbps / 16 * static_cast<std::uint32_t>(lanes);
+      const PcieRate rate = PairPcieRate(tree, ga, gb);
+      mbps = PcieMbps(bandwidth, relation, rate.gen);
+      // The model's rates are for x16 links; a narrower link on the path carries its share.
+      if (rate.lanes < 16) mbps = mbps / 16 * static_cast<std::uint32_t>(rate.lanes);
       derived.max_pcie_only_mbps = std::max(derived.max_pcie_only_mbps, mbps);
     }
     at(link.a, link.b) = mbps;

@@ -260,5 +260,30 @@ TEST(NvmlLostGpu, ALostGpuTakesTheModelOfItsPciDeviceId) {
   EXPECT_TRUE(Warned(*found, "taken from GPU 0 (same PCI device id)"));
 }
 
+// NVML states an NVLink's version, not its width: the RTX A6000's bridge links are NVLink 3 at
+// 14.0625 GB/s, not 25. The published per-link rate is the table's, said as a guessed figure,
+// and the pairs are rated as narrow links (4 x 11 GB/s).
+TEST(NvmlHardware, NarrowNvlinksOfAGa102BoardAreTheTablesGuess) {
+  auto found = DiscoverWithNvml(Fake("ws-4x-rtxa6000-nvlink-pairs"));
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_EQ(found->spec.fabric.nvlink_generation, 3);
+  EXPECT_DOUBLE_EQ(found->spec.fabric.per_link_gbps, 14.0625);
+  const auto rate = std::find_if(found->guessed.begin(), found->guessed.end(),
+                                 [](const GuessedFigure& g) { return g.figure == "nvlink_rate"; });
+  ASSERT_NE(rate, found->guessed.end());
+  EXPECT_EQ(rate->model, "NVIDIA RTX A6000");
+  EXPECT_NE(rate->warning.find("14.0625 GB/s from linkfit's GPU model table"), std::string::npos)
+      << rate->warning;
+  const topology::TopologyPtr built = Build(*found);
+  ASSERT_NE(built, nullptr);
+  const int peer = built->has_nvlink(0, 1) ? 1 : (built->has_nvlink(0, 2) ? 2 : 3);
+  EXPECT_EQ(built->bandwidth_mbps(0, peer), 44000u);
+  // A100 PCIe boards on NVLink bridges run full-width links: no rate is guessed.
+  auto a100 = DiscoverWithNvml(Fake("pcie-8x-a100-nvlink-bridge-pairs"));
+  ASSERT_TRUE(a100) << a100.error().message;
+  EXPECT_DOUBLE_EQ(a100->spec.fabric.per_link_gbps, 25.0);
+  for (const GuessedFigure& guess : a100->guessed) EXPECT_NE(guess.figure, "nvlink_rate");
+}
+
 }  // namespace
 }  // namespace linkfit::agent

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,7 +19,8 @@ namespace {
 
 using testing::Fake;
 
-constexpr const char* kMachines[] = {"p100-4x-nvlink1-2socket", "gb200-tray-grace"};
+constexpr const char* kMachines[] = {"p100-4x-nvlink1-2socket", "gb200-tray-grace",
+                                     "pcie-4x-gen4-behind-gen3-switch"};
 constexpr const char* kClosenessLevels[] = {"node", "socket", "numa", "pcie-switch", "nvlink"};
 
 std::string ExpectedPath(const std::string& machine) {
@@ -72,7 +74,15 @@ std::vector<std::string> Differences(const std::string& published, const std::st
 TEST(NvmlPlace, PlacementOnThePublishedDocumentIsPlacementOnTheExpectedOne) {
   for (const std::string machine : kMachines) {
     SCOPED_TRACE(machine);
-    const std::string published = PublishedFile(Fake(machine), machine);
+    // With its recorded sysfs tree where it has one (test/data/sysfs/).
+    std::optional<testing::RecordedSysfs> sysfs;
+    NvmlOptions options = Fake(machine);
+    if (std::filesystem::exists(
+            linkfit::testing::SourcePath("test/data/sysfs/" + machine + ".txt"))) {
+      sysfs.emplace(machine);
+      options.sysfs_root = sysfs->root();
+    }
+    const std::string published = PublishedFile(options, machine);
     for (const std::string& difference : Differences(published, ExpectedPath(machine))) {
       ADD_FAILURE() << difference;
     }

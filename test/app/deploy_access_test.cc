@@ -133,6 +133,60 @@ TEST(DeployTest, NodeAgentMayOnlyGetAndPatchNodesAndReadPods) {
   EXPECT_TRUE(pod_resources);
 }
 
+// The agent serves its metrics (linkfit_agent_guessed_figures_total) where Prometheus finds them:
+// --metrics-listen on the container's metrics port, the pod's scrape annotations naming that
+// port, the agent's NetworkPolicy admitting only it, and the hand-off component keeping the flag.
+std::string ListenPort(const YAML::Node& container) {
+  for (std::size_t i = 0; i + 1 < container["args"].size(); ++i) {
+    if (Str(container["args"][i]) == "--metrics-listen") {
+      const std::string listen = Str(container["args"][i + 1]);
+      return listen.substr(listen.rfind(':') + 1);
+    }
+  }
+  return "";
+}
+
+TEST(DeployTest, NodeAgentServesItsMetricsToPrometheus) {
+  const std::vector<Manifest> all = Rendered();
+  const YAML::Node agent = Find(all, "DaemonSet", "linkfit-agent");
+  ASSERT_TRUE(agent);
+  const YAML::Node container = Container(agent["spec"]["template"]["spec"], "agent");
+  const std::string port = ListenPort(container);
+  ASSERT_FALSE(port.empty()) << "the agent runs without --metrics-listen";
+  std::string container_port;
+  for (const YAML::Node& p : container["ports"]) {
+    if (Str(p["name"]) == "metrics") container_port = Str(p["containerPort"]);
+  }
+  EXPECT_EQ(container_port, port);
+  const YAML::Node annotations = agent["spec"]["template"]["metadata"]["annotations"];
+  EXPECT_EQ(Str(annotations["prometheus.io/scrape"]), "true");
+  EXPECT_EQ(Str(annotations["prometheus.io/port"]), port);
+  EXPECT_EQ(Str(annotations["prometheus.io/path"]), "/metrics");
+
+  const YAML::Node labels = agent["spec"]["template"]["metadata"]["labels"];
+  int selecting = 0;
+  for (const YAML::Node& policy : OfKind(all, "NetworkPolicy")) {
+    bool selects = true;
+    for (const auto& selector : policy["spec"]["podSelector"]["matchLabels"]) {
+      selects &= Str(labels[selector.first.as<std::string>()]) == selector.second.as<std::string>();
+    }
+    if (!selects) continue;
+    ++selecting;
+    ASSERT_EQ(policy["spec"]["ingress"].size(), 1u);
+    const YAML::Node rule = policy["spec"]["ingress"][0];
+    ASSERT_EQ(rule["ports"].size(), 1u);
+    EXPECT_EQ(Str(rule["ports"][0]["port"]), port);
+    EXPECT_GT(rule["from"].size(), 0u);
+  }
+  EXPECT_EQ(selecting, 1);
+
+  const YAML::Node component = YAML::Load(ReadFile("deploy/handoff/kustomization.yaml"));
+  const YAML::Node patch =
+      YAML::Load(ReadFile("deploy/handoff/" + Str(component["patches"][0]["path"])));
+  EXPECT_EQ(ListenPort(Container(patch["spec"]["template"]["spec"], "agent")), port)
+      << "the hand-off component's argument list replaces the base's: it must keep the flag";
+}
+
 // The hand-off component patches that DaemonSet's container: the agent's device plugin and NRI
 // flags, with their host directories mounted read-write.
 TEST(DeployTest, HandoffComponentAddsTheDevicePluginAndNriToTheAgent) {

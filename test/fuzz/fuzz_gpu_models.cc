@@ -21,6 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto facts = table->Lookup(model, 81920);
     if (facts.pcie_generation.value != 0 && !facts.pcie_generation.known()) std::abort();
     if (facts.nvlink_generation.value != 0 && !facts.nvlink_generation.known()) std::abort();
+    if (facts.nvlink_link_gbps.known() &&
+        !(facts.nvlink_link_gbps.value > 0 && facts.nvlink_link_gbps.value <= 1000)) {
+      std::abort();
+    }
   }
   return 0;
 }

@@ -64,7 +64,7 @@ TEST(AllocationTest, MigAndSharesRoundTrip) {
   mig.pod_name = "infer";
   mig.node = "a100";
   mig.kind = state::Assignment::Kind::kMig;
-  mig.mig = {{0, alloc::MigInstance{node->mig->set().FindProfile("3g.20gb"), 4}}};
+  mig.mig = {{0, alloc::MigInstance{node->MigPlannerOf(0)->set().FindProfile("3g.20gb"), 4}}};
   mig.gpus = Mask({0});
   const Record record = RecordOf(mig, *node);
   ASSERT_EQ(record.devices.mig.size(), 1u);

@@ -39,7 +39,7 @@ Assignment Mig(const std::string& uid, const std::string& node, const NodeInfo& 
                const std::string& profile, int start) {
   Assignment a = Whole(uid, node, Mask({gpu}));
   a.kind = Assignment::Kind::kMig;
-  const int index = info.mig->set().FindProfile(profile);
+  const int index = info.MigPlannerOf(gpu)->set().FindProfile(profile);
   EXPECT_GE(index, 0) << profile;
   a.mig.push_back({gpu, alloc::MigInstance{index, start}});
   return a;
@@ -142,13 +142,14 @@ TEST_F(NodeStateTest, ManySmallSharesKeepPerGpuCounts) {
 TEST_F(NodeStateTest, MigInstancesFollowThePlanner) {
   const NodeStatePtr empty = A100Mig();
   const NodeInfo& info = empty->info();
-  ASSERT_NE(info.mig, nullptr);
+  ASSERT_EQ(info.mig_planners.size(), 1u);
+  const alloc::MigPlanner* planner = info.mig_planners.front();
   // Place through the planner, as bind does.
   std::vector<alloc::MigGpuView> views;
   for (int g = 0; g < 4; ++g) views.push_back({g, true, 0, empty->mig_state(g)});
-  const int profile = info.mig->set().FindProfile("3g.20gb");
+  const int profile = planner->set().FindProfile("3g.20gb");
   ASSERT_GE(profile, 0);
-  auto decision = info.mig->Choose(views, profile);
+  auto decision = planner->Choose(views, profile);
   ASSERT_TRUE(decision.has_value() && decision->fits);
   NodeStatePtr state =
       MustApply(empty, Mig("m1", "a100", info, decision->gpu, "3g.20gb", decision->start));

@@ -4,6 +4,7 @@
 // topologies (one shared registry of placement tables and the repository's MIG catalog), and a
 // consistency check of a NodeState against its own pod list.
 
+#include <algorithm>
 #include <array>
 #include <initializer_list>
 #include <map>
@@ -51,7 +52,14 @@ inline state::NodeInfoPtr MakeNodeInfo(const std::string& name, const std::strin
   auto info = std::make_shared<state::NodeInfo>();
   info->name = name;
   info->table = Registry().Get(topo);
-  info->mig = Catalog().FindPlanner(topo->gpu(0).mig_profile_set);
+  for (int g = 0; g < topo->gpu_count(); ++g) {
+    const alloc::MigPlanner* planner = Catalog().FindPlanner(topo->gpu(g).mig_profile_set);
+    info->mig_of[static_cast<std::size_t>(g)] = planner;
+    if (planner != nullptr && std::find(info->mig_planners.begin(), info->mig_planners.end(),
+                                        planner) == info->mig_planners.end()) {
+      info->mig_planners.push_back(planner);
+    }
+  }
   info->mig_enabled = mig_enabled;
   return info;
 }
@@ -82,8 +90,10 @@ inline std::string CheckConsistent(const state::NodeState& node) {
     }
     for (const auto& slot : a.shares) milli[at(slot.gpu)] += slot.milli;
     for (const auto& slot : a.mig) {
-      if (!mig[at(slot.gpu)].Place(node.info().mig->set(), slot.instance.profile,
-                                   slot.instance.start)) {
+      const alloc::MigPlanner* planner = node.info().MigPlannerOf(slot.gpu);
+      if (planner == nullptr)
+        return "MIG instance on GPU " + std::to_string(slot.gpu) + " without a planner";
+      if (!mig[at(slot.gpu)].Place(planner->set(), slot.instance.profile, slot.instance.start)) {
         return "MIG instances of GPU " + std::to_string(slot.gpu) + " overlap";
       }
     }

@@ -120,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "gpus[0].sources.memory: unknown figure (nvlink, pcie, mig)"},
         BadFact{R"("sources":{"pcie":4})", "gpus[0].sources.pcie: expected a string"},
         BadFact{R"("sources":{"mig":"guess"})",
-                "gpus[0].sources.mig: \"guess\" is not a figure source (nvml, nvidia-smi, "
+                "gpus[0].sources.mig: \"guess\" is not a figure source (nvml, nvidia-smi, sysfs, "
                 "table, assumed)"},
         BadFact{R"("sources":{"mig":"unstated"})", "gpus[0].sources.mig: \"unstated\" is not"}));
 

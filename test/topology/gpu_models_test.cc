@@ -1,5 +1,6 @@
-// GpuModelTable: config/gpus.json describes the models exactly as the name rules it replaced did,
-// each figure with its source; a bad file is refused with the file, entry and field named; garbage
+// GpuModelTable: config/gpus.json describes the models as the name rules it replaced did, but for
+// the figures checked against NVIDIA's pages since (A10, A16, A2 have no NVLink; Blackwell), each
+// figure with its source; a bad file is refused with the file, entry and field named; garbage
 // never crashes the parser.
 
 #include "linkfit/topology/gpu_models.h"
@@ -25,7 +26,7 @@ struct ModelCase {
 };
 
 // What the name rules before config/gpus.json (FactsForModel in model_guess.cc) answered for
-// these names, printed by that code.
+// these names, printed by that code; the corrections are marked.
 constexpr ModelCase kCases[] = {
     {"Tesla V100-SXM2-32GB", 32768, 2, 3, "", true},
     {"Tesla V100-PCIE-16GB", 16384, 2, 3, "", true},
@@ -47,10 +48,10 @@ constexpr ModelCase kCases[] = {
     {"NVIDIA A800-SXM4-80GB", 81920, 3, 4, "", true},
     {"NVIDIA A30", 24576, 3, 4, "", true},
     {"NVIDIA A40", 46068, 3, 4, "", true},
-    {"NVIDIA A10", 23028, 3, 4, "", true},
+    {"NVIDIA A10", 23028, 0, 4, "", true},  // corrected: no NVLink
     {"NVIDIA A10G", 23028, 0, 0, "", true},
-    {"NVIDIA A16", 15356, 3, 4, "", true},
-    {"NVIDIA A2", 15356, 3, 4, "", true},
+    {"NVIDIA A16", 15356, 0, 4, "", true},  // corrected: no NVLink
+    {"NVIDIA A2", 15356, 0, 4, "", true},   // corrected: no NVLink
     {"NVIDIA RTX A6000", 49140, 3, 4, "", true},
     {"NVIDIA RTX A5500", 24564, 3, 4, "", true},
     {"NVIDIA GeForce RTX 3090", 24576, 3, 4, "", false},
@@ -61,8 +62,8 @@ constexpr ModelCase kCases[] = {
     {"NVIDIA RTX 6000 Ada Generation", 49140, 0, 4, "", true},
     {"Tesla P100-SXM2-16GB", 16384, 0, 0, "", true},
     {"generic-pcie-gen3-16GB", 16384, 0, 0, "", true},
-    {"NVIDIA B200", 183359, 0, 0, "", true},
-    {"NVIDIA GB200", 189471, 0, 0, "", true},
+    {"NVIDIA B200", 183359, 5, 6, "", true},   // added: NVLink 5, PCIe gen 6
+    {"NVIDIA GB200", 189471, 5, 6, "", true},  // added
     {"unknown", 0, 0, 0, "", true},
     {"GA102", 0, 3, 4, "", true},
     {"NVIDIA GeForce GTX 1080", 8192, 0, 0, "", false},
@@ -81,6 +82,21 @@ TEST(GpuModelTableTest, BuiltinTableAnswersAsTheNameRulesDid) {
     EXPECT_EQ(facts.pcie_generation.value, c.pcie_generation);
     EXPECT_EQ(facts.mig_profile_set.value, c.mig_profile_set);
     EXPECT_EQ(facts.p2p.value, c.p2p);
+  }
+}
+
+// GA102 boards run narrower NVLinks than their generation's (4 links, 112.5 GB/s both ways
+// together): the table says so, NVML cannot.
+TEST(GpuModelTableTest, NarrowNvlinksOfGa102Boards) {
+  const GpuModelTable& table = GpuModelTable::Builtin();
+  for (const char* model : {"NVIDIA RTX A6000", "NVIDIA A40", "NVIDIA GeForce RTX 3090"}) {
+    const GpuModelFacts facts = table.Lookup(model, 0);
+    EXPECT_DOUBLE_EQ(facts.nvlink_link_gbps.value, 14.0625) << model;
+    EXPECT_EQ(facts.nvlink_generation.value, 3) << model;
+    EXPECT_NE(facts.nvlink_link_gbps.source.find("112.5 GB/s"), std::string::npos) << model;
+  }
+  for (const char* model : {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA A10"}) {
+    EXPECT_FALSE(table.Lookup(model, 0).nvlink_link_gbps.known()) << model;
   }
 }
 
@@ -139,8 +155,14 @@ TEST(GpuModelTableTest, BadFilesNameTheFileEntryAndField) {
        "f.json: extra: unknown field"},
       {head + ok + ", 7]}", "f.json: models[1]: expected an object"},
       {head + R"({"name": "X", "match": ["X"], "source": "s"}]})",
-       "f.json: models[0] (X): states no figure (nvlink_generation, pcie_generation, "
-       "mig_profile_set, p2p)"},
+       "f.json: models[0] (X): states no figure (nvlink_generation, nvlink_link_GBps, "
+       "pcie_generation, mig_profile_set, p2p)"},
+      {head + R"({"name": "X", "match": ["X"], "nvlink_link_GBps": 0, "source": "s"}]})",
+       "f.json: models[0] (X): nvlink_link_GBps: expected a number of GB/s above 0, at most "
+       "1000"},
+      {head + R"({"name": "X", "match": ["X"], "nvlink_link_GBps": "14", "source": "s"}]})",
+       "f.json: models[0] (X): nvlink_link_GBps: expected a number of GB/s above 0, at most "
+       "1000"},
       {head + R"({"name": "X", "match": ["X"], "pcie_generation": 4}]})",
        "f.json: models[0] (X): source: missing"},
       {head + R"({"name": "X", "match": ["X"], "pcie_generation": 4, "source": ""}]})",

@@ -4,8 +4,8 @@
 // (linkfit-agent --metrics-listen HOST:PORT, GET /metrics, text format 0.0.4).
 //
 //   linkfit_agent_guessed_figures_total{figure,model}
-//       discoveries in which a figure placement uses (figure: nvlink, pcie, mig) was not told by
-//       the machine and came from the GPU model table or a default, per GPU model
+//       discoveries in which a figure placement uses (figure: nvlink, nvlink_rate, pcie, mig) was
+//       not told by the machine and came from the GPU model table or a default, per GPU model
 //
 // Thread-safety: every method is safe to call concurrently.
 

@@ -29,7 +29,9 @@ namespace linkfit::agent {
 // A figure placement uses that the machine did not tell: taken from the GPU model table, or
 // assumed where the table does not know the model. One per (figure, model) and discovery.
 struct GuessedFigure {
-  std::string figure;   // "nvlink" | "pcie" | "mig" (the keys of a GPU's "sources")
+  // "nvlink" | "pcie" | "mig" (the keys of a GPU's "sources"), or "nvlink_rate": a GA102
+  // board's narrow NVLink rate, which NVML cannot state
+  std::string figure;
   std::string model;    // the GPU model name
   std::string warning;  // what was taken from where (also in Discovery::warnings)
 };

@@ -36,9 +36,15 @@ using topology::GpuMask;
 struct NodeInfo {
   std::string name;
   std::map<std::string, std::string> labels;
-  alloc::PlacementTablePtr table;          // shared by nodes of identical topology
-  const alloc::MigPlanner* mig = nullptr;  // the GPUs' MIG profile set; nullptr if not capable
-  GpuMask mig_enabled = 0;                 // GPUs configured in MIG mode
+  alloc::PlacementTablePtr table;  // shared by nodes of identical topology
+  // Each GPU's MIG planner: the profile set of its own model (a node may mix A100 40GB, A100
+  // 80GB and H100 GPUs, each planning with its own profiles); nullptr where the GPU is not
+  // MIG-capable or linkfit has no profile set for it. An assignment's MigInstance::profile is an
+  // index into the set of its GPU's planner.
+  std::array<const alloc::MigPlanner*, topology::kMaxGpus> mig_of{};
+  // The distinct planners of mig_of in order of their first GPU; empty: no MIG-capable GPU.
+  std::vector<const alloc::MigPlanner*> mig_planners;
+  GpuMask mig_enabled = 0;  // GPUs configured in MIG mode
   // GPUs the node agent reports unhealthy (topology document): never placed on; pods already on
   // them still count. The reasons are in reported->gpu(g).health_problem.
   GpuMask unhealthy = 0;
@@ -59,6 +65,18 @@ struct NodeInfo {
   // This node's own topology: use it for anything node-specific (UUIDs, health, MIG instances).
   const topology::Topology& own_topology() const { return reported ? *reported : topology(); }
   int gpu_count() const { return table->gpu_count(); }
+  // The planner of `gpu` (nullptr: none); REQUIRES: 0 <= gpu < kMaxGpus.
+  const alloc::MigPlanner* MigPlannerOf(int gpu) const {
+    return mig_of[static_cast<std::size_t>(gpu)];
+  }
+  // The GPUs that plan with `planner`.
+  GpuMask GpusOfPlanner(const alloc::MigPlanner* planner) const {
+    unsigned mask = 0;
+    for (int g = 0; g < gpu_count(); ++g) {
+      if (planner != nullptr && mig_of[static_cast<std::size_t>(g)] == planner) mask |= 1u << g;
+    }
+    return static_cast<GpuMask>(mask);
+  }
 };
 using NodeInfoPtr = std::shared_ptr<const NodeInfo>;
 
@@ -274,9 +292,10 @@ class NodeState {
   GpuMask whole_used_ = 0;
   GpuMask whole_free_ = 0;
   GpuMask share_eligible_ = 0;
-  GpuMask mig_enabled_ = 0;                         // info_->mig_enabled
-  GpuMask unhealthy_ = 0;                           // info_->unhealthy
-  const alloc::MigPlanner* mig_planner_ = nullptr;  // info_->mig
+  GpuMask mig_enabled_ = 0;  // info_->mig_enabled
+  GpuMask unhealthy_ = 0;    // info_->unhealthy
+  // FNV-1a of info_->mig_of (0: no planner): nodes of one table plan alike iff it is equal.
+  std::uint64_t mig_planners_hash_ = 0;
   // MIG fits read the node's reported layout (info_->mig_layout_reported): SameGpuState then
   // compares the reported topologies.
   bool own_layout_ = false;

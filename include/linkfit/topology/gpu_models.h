@@ -17,6 +17,10 @@
 //       "memory_mib_min": 60001,             optional bounds on the GPU's memory
 //       "memory_mib_max": 90000,
 //       "nvlink_generation": 3,              figures, each optional (at least one)
+//       "nvlink_link_GBps": 14.0625,         line rate of one NVLink, GB/s per direction, where
+//                                            the model's links are narrower than their
+//                                            generation's (GA102 boards: 4 links of NVLink 3 at
+//                                            112.5 GB/s both ways together); NVML cannot tell it
 //       "pcie_generation": 4,
 //       "mig_profile_set": "a100-80gb",      a set of config/mig/
 //       "p2p": false,
@@ -47,6 +51,7 @@ struct TableFigure {
 
 struct GpuModelFacts {
   TableFigure<int> nvlink_generation;
+  TableFigure<double> nvlink_link_gbps;  // unknown: the NVLink generation's standard rate
   TableFigure<int> pcie_generation;
   TableFigure<std::string> mig_profile_set;  // known with an empty value: not MIG-capable
   TableFigure<bool> p2p;                     // unknown: taken as true
@@ -59,8 +64,9 @@ class GpuModelTable {
     std::vector<std::vector<std::string>> match;  // alternatives of upper-cased pattern words
     std::uint64_t memory_mib_min = 0;
     std::uint64_t memory_mib_max = UINT64_MAX;
-    int nvlink_generation = 0;  // 0 = not stated
-    int pcie_generation = 0;    // 0 = not stated
+    int nvlink_generation = 0;    // 0 = not stated
+    double nvlink_link_gbps = 0;  // 0 = not stated
+    int pcie_generation = 0;      // 0 = not stated
     bool states_mig = false;
     std::string mig_profile_set;
     bool states_p2p = false;

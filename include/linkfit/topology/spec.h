@@ -56,10 +56,11 @@ std::string_view ToString(MigMode mode);
 // ("sources": {"nvlink": "nvml", "pcie": "table", "mig": "nvml"}):
 //   nvml        the driver's NVML answered
 //   nvidia-smi  nvidia-smi's output told it (the agent's fallback)
+//   sysfs       the kernel's PCI device files (max_link_speed, max_link_width of both ends)
 //   table       linkfit's GPU model table (config/gpus.json) by the model name: a guess
 //   assumed     neither told it: a default (PCIe gen 4, NVLink of the model's era, no MIG)
 // Fixtures and documents typed by hand state none (kUnstated).
-enum class FigureSource : std::uint8_t { kUnstated, kNvml, kNvidiaSmi, kTable, kAssumed };
+enum class FigureSource : std::uint8_t { kUnstated, kNvml, kNvidiaSmi, kSysfs, kTable, kAssumed };
 Result<FigureSource> ParseFigureSource(std::string_view text);
 std::string_view ToString(FigureSource source);
 
@@ -84,13 +85,17 @@ struct MigInstanceSpec {
   friend bool operator==(const MigInstanceSpec&, const MigInstanceSpec&) = default;
 };
 
-// One PCIe tree vertex above the GPUs (host bridge or switch).
+// One PCIe tree vertex above the GPUs (host bridge or switch). A switch's `gen` and `width` are
+// those of its upstream link (to its parent), which every pair of GPUs whose path runs through
+// it but does not turn at it crosses: the bandwidth model takes the slowest link of a pair's path.
 struct PcieNode {
   std::string id;
-  bool is_switch = false;  // false: host bridge (root complex)
-  std::string parent;      // empty for host bridges
-  int numa_node = -1;      // for host bridges, when known
-  int gen = 0;
+  bool is_switch = false;                         // false: host bridge (root complex)
+  std::string parent;                             // empty for host bridges
+  int numa_node = -1;                             // for host bridges, when known
+  int gen = 0;                                    // 0 = unknown
+  int width = 0;                                  // lanes; 0 = unknown
+  FigureSource source = FigureSource::kUnstated;  // where gen and width came from
 };
 
 struct GpuSpec {

@@ -36,8 +36,11 @@ using TopologyPtr = std::shared_ptr<const Topology>;
 // Validates `spec` (GPU indexes 0..n-1 without duplicates, 1..16 GPUs, one link per pair, links
 // naming existing GPUs) and derives the model. Asymmetric or unknown links were already turned
 // into SYS with a warning by the parsers; a missing pair here is an error.
+// What the document leaves unsaid of a GPU's NVLinks (their generation, narrow GA102 links) comes
+// from `models` by the GPU's model name: the table the node agent uses (config/gpus.json).
 Result<TopologyPtr> BuildTopology(TopologySpec spec,
-                                  const BandwidthModel& bandwidth = BandwidthModel::Defaults());
+                                  const BandwidthModel& bandwidth = BandwidthModel::Defaults(),
+                                  const GpuModelTable& models = GpuModelTable::Builtin());
 
 class Topology {
  public:

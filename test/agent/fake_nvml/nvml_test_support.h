@@ -15,6 +15,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -77,6 +78,39 @@ class FakeSysfs {
     std::filesystem::create_directories(path.parent_path());
     std::ofstream(path) << value << "\n";
   }
+  std::filesystem::path root_;
+};
+
+// A sysfs tree recorded as text (test/data/sysfs/<name>.txt, format in its README.md), built
+// under a temporary directory. Removed with the object.
+class RecordedSysfs {
+ public:
+  explicit RecordedSysfs(const std::string& name)
+      : root_(std::filesystem::temp_directory_path() /
+              ("linkfit-sysfs-rec-" + name + "-" + std::to_string(getpid()))) {
+    std::istringstream lines(linkfit::testing::ReadFileOrDie(
+        linkfit::testing::SourcePath("test/data/sysfs/" + name + ".txt")));
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      const std::size_t kind_end = line.find(' ');
+      const std::size_t path_end = line.find(' ', kind_end + 1);
+      const std::string kind = line.substr(0, kind_end);
+      const std::filesystem::path path = root_ / line.substr(kind_end + 1, path_end - kind_end - 1);
+      const std::string value = line.substr(path_end + 1);
+      std::filesystem::create_directories(path.parent_path());
+      if (kind == "file") {
+        std::ofstream(path) << value << "\n";
+      } else {
+        EXPECT_EQ(kind, "link") << line;
+        std::filesystem::create_symlink(value, path);
+      }
+    }
+  }
+  ~RecordedSysfs() { std::filesystem::remove_all(root_); }
+  std::string root() const { return root_.string(); }
+
+ private:
   std::filesystem::path root_;
 };
 
