@@ -1,0 +1,145 @@
+// Extender preempt and explain (extender.h): read-only answers beside filter and prioritize.
+
+#include "linkfit/extender/extender.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "extender/verb_cache.h"
+#include "extender/verb_steps.h"
+#include "linkfit/common/log.h"
+#include "linkfit/common/strings.h"
+
+namespace linkfit::extender {
+
+namespace {
+
+std::string DescribeDevices(const state::Assignment& a) {
+  switch (a.kind) {
+    case state::Assignment::Kind::kWhole:
+      return "GPUs " + JoinInts(alloc::MaskToIndexes(a.gpus));
+    case state::Assignment::Kind::kShared: {
+      std::string out;
+      for (const auto& slot : a.shares) {
+        out += (out.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(slot.gpu) + " (" +
+               std::to_string(slot.milli) + "/1000)";
+      }
+      return out;
+    }
+    case state::Assignment::Kind::kMig: {
+      std::string out;
+      for (const auto& slot : a.mig) {
+        out += (out.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(slot.gpu) +
+               " slice " + std::to_string(slot.instance.start);
+      }
+      return out;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<kube::NodeVictims> Extender::Preempt(const kube::PreemptionArgs& args) const {
+  const std::vector<kube::NodeVictims>& candidates =
+      args.meta_victims_given ? args.node_meta_victims : args.node_victims;
+  std::vector<kube::NodeVictims> kept;
+  const auto request = ParseGpuRequest(args.pod, options_.defaults);
+  if (!request) {
+    return kept;
+  }
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  for (const kube::NodeVictims& victims : candidates) {
+    if (victims.pods.empty()) continue;  // never keep a node without victims
+    if (request->kind == GpuRequest::Kind::kNone) {
+      kept.push_back(victims);
+      continue;
+    }
+    const state::NodeState* node = snapshot->Find(victims.node);
+    if (node == nullptr) continue;
+    state::NodeStatePtr freed = std::make_shared<state::NodeState>(*node);
+    for (const kube::Victim& victim : victims.pods) freed = freed->Remove(victim.uid);
+    if (FitOnNode(*request, *freed, options_.fit).fits) kept.push_back(victims);
+  }
+  return kept;
+}
+
+std::string Extender::WholeMachineLoss(const state::NodeState& node, const NodeFit& fit,
+                                       const std::vector<NodeFit>& fits,
+                                       const state::Snapshot& snapshot, bool ring_decides) const {
+  const int level = fit.keeper_gpus_broken;
+  std::string what = "an intact NVLink island (" + std::to_string(level) + " free GPUs)";
+  if (!fit.assignment.mig.empty()) {
+    what = "a MIG GPU whose slices are all free (the largest MIG profile)";
+  } else if (level == node.gpu_count()) {
+    what = "an idle whole machine (" + std::to_string(level) + " GPUs)";
+  }
+  // The first node that breaks less and serves the pod as well: the one the rule keeps to.
+  std::string keeper;
+  for (std::size_t n = 0; n < fits.size() && keeper.empty(); ++n) {
+    const NodeFit& other = fits[n];
+    if (other.fits && other.keeper_gpus_broken < level &&
+        (!ring_decides || other.quality.ring_mbps >= fit.quality.ring_mbps)) {
+      keeper = snapshot.nodes()[n]->name();
+    }
+  }
+  const auto points = std::lround(options_.weights.whole_machine_penalty * options_.score_range);
+  return "loses " + std::to_string(points) + " of " + std::to_string(options_.score_range) +
+         " points: it would break " + what + " while " + keeper + " serves the pod " +
+         (ring_decides ? "with a ring as fast" : "without breaking one") +
+         " (policy.whole_machines: " + std::string(ToString(options_.weights.whole_machines)) + ")";
+}
+
+std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
+  std::vector<std::string> lines;
+  const auto request = ParseGpuRequest(pod, options_.defaults);
+  if (!request) {
+    lines.push_back("pod cannot be placed anywhere: " + request.error().message);
+    return lines;
+  }
+  lines.push_back("pod " + pod.pod_namespace + "/" + pod.name + " asks for " + request->Describe());
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  std::vector<NodeFit> fits;
+  fits.reserve(snapshot->nodes().size());
+  KeptAlternatives kept;
+  for (const state::NodeStatePtr& node : snapshot->nodes()) {
+    const NodeFit& fit = fits.emplace_back(FitOnNode(*request, *node, options_.fit));
+    if (fit.fits) kept.Add(fit.keeper_gpus_broken, fit.quality.ring_mbps);
+  }
+  const KeptAlternatives::Rings below = kept.Below();
+  const WholeMachinePolicy policy = options_.weights.whole_machines;
+  const bool ring_decides = RingDecides(*request, policy);
+  for (std::size_t n = 0; n < fits.size(); ++n) {
+    const state::NodeState& node = *snapshot->nodes()[n];
+    const NodeFit& fit = fits[n];
+    std::string line = node.name() + ": ";
+    if (fit.fits) {
+      line += "fits on " + DescribeDevices(fit.assignment);
+      if (fit.quality.ring_mbps > 0) {
+        line += " (ring " + std::to_string(fit.quality.ring_mbps / 1000) + " GB/s)";
+      }
+      if (!fit.reason.empty()) line += "; preferred closeness missed: " + fit.reason;
+      if (policy != WholeMachinePolicy::kOff &&
+          LosesWholeMachinePoints(fit.keeper_gpus_broken, fit.quality.ring_mbps, below,
+                                  ring_decides)) {
+        line += "; " + WholeMachineLoss(node, fit, fits, *snapshot, ring_decides);
+      }
+    } else {
+      line += std::string(fit.unresolvable ? "never fits: " : "does not fit now: ") + fit.reason;
+    }
+    lines.push_back(std::move(line));
+  }
+  if (const auto& problems = snapshot->problems()) {
+    for (const auto& [name, problem] : *problems)
+      lines.push_back(name + ": never fits: " + problem);
+  }
+  return lines;
+}
+
+}  // namespace linkfit::extender
