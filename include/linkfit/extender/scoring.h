@@ -16,10 +16,10 @@
 //      the shape occurs. A shape is served only if the node's free CPU, memory, GPU model and
 //      GPUs all fit it (FGD's definition), so GPUs stranded by exhausted CPU or memory count as
 //      fragment, and a shape without GPUs counts every free GPU. 0.5 = no change; the same
-//      absolute scale for every request and node (no min-max over candidates, which blew tiny
-//      differences up to the whole range). Whole GPUs average it with the topology look-ahead
-//      kept: 1 - (best rings still available in the free set, lost by this choice) / (those
-//      rings on the best idle candidate node), one bandwidth scale for every candidate.
+//      absolute scale for every request and node (no min-max over candidates). Whole GPUs
+//      average it with the topology look-ahead kept: 1 - (best rings still available in the
+//      free set, lost by this choice) / (those rings on the best idle candidate node), one
+//      bandwidth scale for every candidate.
 //      MIG instances: FGD's measure over the memory slices of MIG-mode GPUs (mig_fragmentation.h):
 //      for each profile, weighted by how often it is requested (MigProfileStats; uniform over
 //      the node's profile set before any is seen), the free slices no instance of it can cover;
@@ -37,10 +37,7 @@
 //      pods keep off CPU-rich nodes, which stay for CPU-heavy pods; where GPU pods ask for
 //      little CPU (rho ~0) only the change counts, which is the same on every node of a
 //      homogeneous cluster, so B does not spread pods and packing keeps whole nodes for
-//      multi-GPU pods. Measured in bench/RESULTS.md: +0.4 points of the openb trace
-//      allocated; the level alone (rho = 1) made multi-GPU pods queue in the topology
-//      experiment, the change alone gave back half the openb gain. It replaced a CPU best-fit
-//      part of P, which packed cores onto few nodes and stranded their GPUs.
+//      multi-GPU pods (why both parts: bench/RESULTS.md, "What got linkfit from 95.23 %").
 //
 //   W  whole machines (whole_machines.h): 1 when the candidate loses the whole-machine points,
 //      i.e. its placement breaks a keeper (an idle whole machine, an intact NVLink island, a free
@@ -57,8 +54,7 @@
 // keeps the machine whole unless the terms differ by more than half the range between the two
 // (at equal ring they differ by far less: packing and fragmentation already lean the same way),
 // so a small pod does not break an idle machine a partly used node can take, however few pods
-// of the big shapes linkfit has seen (the shapes learnt from demand alone let that happen when
-// only small pods had been seen).
+// of the big shapes linkfit has seen.
 //
 // CPU and memory: linkfit never filters on them (kube-scheduler's in-tree plugins own that);
 // it learns a node's allocatable from the cluster file (NodeInfo) and every bound pod's requests
