@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
   NullMetrics metrics;
   state::ClusterCache cache;
   alloc::PlacementTableCache registry;
-  source::NodeModelFactory factory(registry, *catalog, topology::BandwidthModel::Defaults());
+  model::NodeModelFactory factory(registry, *catalog, topology::BandwidthModel::Defaults());
   cluster::ClusterOptions options;
   options.client = *client;
   options.client.qps = 0;  // the start-up figure is linkfit's, not the rate limit's

@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
   NullMetrics metrics;
   state::ClusterCache cache;
   alloc::PlacementTableCache registry;
-  source::NodeModelFactory factory(registry, *catalog, topology::BandwidthModel::Defaults());
+  model::NodeModelFactory factory(registry, *catalog, topology::BandwidthModel::Defaults());
   cluster::PodStore pods(cache, {}, {}, metrics);
   cluster::NodeStore nodes(cache, factory, pods, metrics);
 

@@ -79,7 +79,7 @@ int RunExplain(const std::vector<std::string>& args, std::ostream& out, std::ost
     err << "linkfit explain: " << bandwidth.error().message << "\n";
     return 2;
   }
-  source::NodeModelFactory factory(tables, *catalog, *bandwidth);
+  model::NodeModelFactory factory(tables, *catalog, *bandwidth);
   if (auto loaded = standalone::LoadClusterFile(*config->cluster_file, factory, cache); !loaded) {
     err << "linkfit explain: " << loaded.error().message << "\n";
     return 1;

@@ -209,7 +209,7 @@ Result<std::unique_ptr<Service>> Service::Start(const Config& config,
   LINKFIT_ASSIGN_OR_RETURN(s.catalog_, alloc::MigCatalog::LoadDirectory(config.mig_profiles_dir));
   topology::BandwidthModel bandwidth;
   LINKFIT_ASSIGN_OR_RETURN(bandwidth, BandwidthModelFrom(config));
-  s.factory_ = std::make_unique<source::NodeModelFactory>(s.tables_, s.catalog_, bandwidth);
+  s.factory_ = std::make_unique<model::NodeModelFactory>(s.tables_, s.catalog_, bandwidth);
   s.cache_ = std::make_unique<state::ClusterCache>(&s.metrics_);
   const bool cluster_mode = config.kubernetes.enabled || config.kubernetes.kubeconfig.has_value();
   if (cluster_mode) {

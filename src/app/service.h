@@ -26,9 +26,9 @@
 #include "linkfit/app/config.h"
 #include "linkfit/cluster/cluster_source.h"
 #include "linkfit/extender/extender.h"
+#include "linkfit/model/node_model.h"
 #include "linkfit/server/prometheus_metrics.h"
 #include "linkfit/server/server.h"
-#include "linkfit/source/node_model.h"
 #include "linkfit/standalone/standalone.h"
 #include "linkfit/state/cluster_cache.h"
 
@@ -70,7 +70,7 @@ class Service {
   server::PrometheusMetrics metrics_;
   alloc::MigCatalog catalog_;
   alloc::PlacementTableCache tables_;
-  std::unique_ptr<source::NodeModelFactory> factory_;
+  std::unique_ptr<model::NodeModelFactory> factory_;
   std::unique_ptr<state::ClusterCache> cache_;
   std::unique_ptr<standalone::StateFileBinder> binder_;  // standalone
   std::unique_ptr<extender::PodMemo> memo_;              // standalone

@@ -5,7 +5,7 @@
 #include "linkfit/common/log.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/kube/codec.h"
-#include "linkfit/source/allocation.h"
+#include "linkfit/model/allocation.h"
 
 namespace linkfit::cluster {
 namespace {
@@ -149,10 +149,10 @@ extender::BindReply ApiBinder::Bind(const extender::BindRequest& request) {
   const state::Assignment& assignment = request.assignment;
   std::optional<kube::AllocationRecord> record;
   if (!assignment.pod_uid.empty() && assignment.gpus != 0 && request.node != nullptr) {
-    record = source::RecordOf(assignment, *request.node);
+    record = model::RecordOf(assignment, *request.node);
     if (request.containers != nullptr) {
       record->containers =
-          source::PlanContainers(*request.containers, record->devices, shared_gpu_resource_);
+          model::PlanContainers(*request.containers, record->devices, shared_gpu_resource_);
     }
   }
   const std::string allocation = record ? kube::EncodeAllocationRecord(*record) : "";

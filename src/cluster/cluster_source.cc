@@ -47,7 +47,7 @@ ClusterSource::ClusterSource(state::ClusterCache& cache, MetricsSink& metrics)
 
 Result<std::unique_ptr<ClusterSource>> ClusterSource::Create(const ClusterOptions& options,
                                                              state::ClusterCache& cache,
-                                                             source::NodeModelFactory& factory,
+                                                             model::NodeModelFactory& factory,
                                                              MetricsSink& metrics) {
   std::unique_ptr<ClusterSource> source(new ClusterSource(cache, metrics));
   source->options_ = options;

@@ -26,7 +26,7 @@ std::int64_t Allocatable(const kube::NodeView& node, const char* resource) {
 
 }  // namespace
 
-NodeStore::NodeStore(state::ClusterCache& cache, source::NodeModelFactory& factory, PodStore& pods,
+NodeStore::NodeStore(state::ClusterCache& cache, model::NodeModelFactory& factory, PodStore& pods,
                      MetricsSink& metrics)
     : cache_(cache), factory_(factory), pods_(pods), metrics_(metrics) {}
 
@@ -156,7 +156,7 @@ NodeStore::Change NodeStore::UpsertEntry(const kube::NodeView& node) {
       return RefuseLocked(node.name, entry, kube::kAnnotationTopology, topology.error().message);
     topology::GpuMask mig = 0;
     if (mig_text != nullptr) {
-      auto parsed = source::ParseMigMode(*mig_text, (*topology)->gpu_count());
+      auto parsed = model::ParseMigMode(*mig_text, (*topology)->gpu_count());
       if (!parsed)
         return RefuseLocked(node.name, entry, kAnnotationMigMode, parsed.error().message);
       mig = *parsed;

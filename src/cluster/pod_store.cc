@@ -10,7 +10,7 @@
 #include "linkfit/common/strings.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/kube/codec.h"
-#include "linkfit/source/allocation.h"
+#include "linkfit/model/allocation.h"
 
 namespace linkfit::cluster {
 namespace {
@@ -270,7 +270,7 @@ std::optional<state::Assignment> PodStore::RecordedLocked(const std::string& uid
   }
   auto record = kube::DecodeAllocationRecord(*text);
   Result<state::Assignment> assignment =
-      record ? source::AssignmentOf(*record, node->info())
+      record ? model::AssignmentOf(*record, node->info())
              : Result<state::Assignment>(tl::unexpected(record.error()));
   if (assignment && (assignment->pod_uid != uid || assignment->node != node_name)) {
     assignment =
@@ -297,7 +297,7 @@ std::optional<state::Assignment> PodStore::ReportedLocked(const std::string& uid
   if (pod == report->second.end()) return std::nullopt;
   const int share_milli =
       entry.request.kind() == extender::GpuRequest::Kind::kShared ? entry.request.share_milli() : 1;
-  auto assignment = source::AssignmentOfReport(pod->second, node_name, node->info(), share_milli);
+  auto assignment = model::AssignmentOfReport(pod->second, node_name, node->info(), share_milli);
   if (!assignment) {
     log::Error("node " + node_name + ": annotation " + kube::kAnnotationDevicesInUse +
                " is unusable for pod " + entry.pod_namespace.str() + "/" + entry.pod_name + ": " +
@@ -381,9 +381,9 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   const bool mismatch = reported && recorded && !SameDevices(*reported, *recorded);
   if (mismatch && !entry.mismatch) {
     const std::string handed =
-        kube::EncodeAllocationRecord(source::RecordOf(*reported, node->info()));
+        kube::EncodeAllocationRecord(model::RecordOf(*reported, node->info()));
     const std::string chosen =
-        kube::EncodeAllocationRecord(source::RecordOf(*recorded, node->info()));
+        kube::EncodeAllocationRecord(model::RecordOf(*recorded, node->info()));
     log::Warning("pod " + pod_key + " on " + node_name + ": the node reports it holding " + handed +
                  ", not its " + kube::kAnnotationAllocation + " " + chosen + "; the report wins");
     metrics_.CountHandoffMismatch();

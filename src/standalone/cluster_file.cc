@@ -142,11 +142,11 @@ std::string Where(const std::string& source, Position position) {
 
 // One entry of `nodes`: one node, or `count` nodes named prefix0, prefix1, ...
 struct NodeGroup {
-  std::string name;         // the node's name, or the prefix
-  long count = 1;           // how many of the entry's nodes were read (all, unless it is bad)
-  bool prefixed = false;    // `name` is a prefix
-  source::NodeFacts facts;  // every node's facts but its name
-  std::string where_mig;    // "file:line:col: nodes[i].mig" for a model that cannot be built
+  std::string name;        // the node's name, or the prefix
+  long count = 1;          // how many of the entry's nodes were read (all, unless it is bad)
+  bool prefixed = false;   // `name` is a prefix
+  model::NodeFacts facts;  // every node's facts but its name
+  std::string where_mig;   // "file:line:col: nodes[i].mig" for a model that cannot be built
 
   std::string NodeName(long n) const { return prefixed ? name + std::to_string(n) : name; }
 };
@@ -331,7 +331,7 @@ Result<void> ReadAllocations(const YAML::Node& list, const std::string& source,
 // once here (its errors do not depend on the node's name) so that allocations can be checked
 // against it; the nodes themselves are built after the YAML tree is gone.
 Result<void> ReadNodes(const YAML::Node& nodes, const std::string& path,
-                       source::NodeModelFactory& factory, KnownNodes& known, ClusterPlan& plan) {
+                       model::NodeModelFactory& factory, KnownNodes& known, ClusterPlan& plan) {
   const std::string base = fs::path(path).parent_path().string();
   std::map<std::string, topology::TopologyPtr> topologies;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -363,7 +363,7 @@ Result<void> ReadNodes(const YAML::Node& nodes, const std::string& path,
       plan.topologies = static_cast<int>(topologies.size());
     }
     NodeGroup group;
-    source::NodeFacts& facts = group.facts;
+    model::NodeFacts& facts = group.facts;
     facts.topology = cached->second;
     if (const YAML::Node label_map = entry["labels"]) {
       if (!label_map.IsMap())
@@ -405,7 +405,7 @@ Result<void> ReadNodes(const YAML::Node& nodes, const std::string& path,
                          ": duplicate node name " + name);
       }
       if (n == 0) {
-        source::NodeFacts first = facts;
+        model::NodeFacts first = facts;
         first.name = name;
         auto model = factory.Build(std::move(first));
         if (!model) return MakeError(group.where_mig + ": " + model.error().message);
@@ -419,7 +419,7 @@ Result<void> ReadNodes(const YAML::Node& nodes, const std::string& path,
 
 // Phase 1 of LoadClusterFile: everything the file says, checked, as plain values. The YAML tree
 // and every lookup table built to check the file are freed when this returns.
-ClusterPlan ReadClusterFile(const std::string& path, source::NodeModelFactory& factory,
+ClusterPlan ReadClusterFile(const std::string& path, model::NodeModelFactory& factory,
                             const state::ClusterCache& cache) {
   ClusterPlan plan;
   plan.problem = [&]() -> Result<void> {
@@ -447,14 +447,14 @@ ClusterPlan ReadClusterFile(const std::string& path, source::NodeModelFactory& f
 // tree: glibc cannot return a page that holds one live block, so nodes scattered among the
 // tree's freed blocks kept about 2 KB per node resident after loading (bench/RESULTS.md, issue
 // 11). The file is read into plain values first and the tree freed; then the nodes are built.
-Result<ClusterLoadStats> LoadClusterFile(const std::string& path, source::NodeModelFactory& factory,
+Result<ClusterLoadStats> LoadClusterFile(const std::string& path, model::NodeModelFactory& factory,
                                          state::ClusterCache& cache) {
   ClusterPlan plan = ReadClusterFile(path, factory, cache);
   ClusterLoadStats stats;
   stats.topologies = plan.topologies;
   for (NodeGroup& group : plan.groups) {
     for (long n = 0; n < group.count; ++n) {
-      source::NodeFacts facts = group.facts;
+      model::NodeFacts facts = group.facts;
       facts.name = group.NodeName(n);
       auto info = factory.Build(std::move(facts));
       if (!info) return MakeError(group.where_mig + ": " + info.error().message);

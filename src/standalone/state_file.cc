@@ -10,7 +10,7 @@
 #include "linkfit/common/log.h"
 #include "linkfit/common/mutex.h"
 #include "linkfit/kube/annotations.h"
-#include "linkfit/source/allocation.h"
+#include "linkfit/model/allocation.h"
 #include "linkfit/standalone/standalone.h"
 
 namespace linkfit::standalone {
@@ -57,7 +57,7 @@ Result<int> LoadStateFile(const std::string& path, state::ClusterCache& cache) {
     if (!record) return WithContext(record.error(), where);
     const state::NodeState* node = snapshot->Find(record->node);
     if (node == nullptr) return MakeError(where + ".node: unknown node " + record->node);
-    auto assignment = source::AssignmentOf(*record, node->info());
+    auto assignment = model::AssignmentOf(*record, node->info());
     if (!assignment) return WithContext(assignment.error(), where);
     if (auto added = cache.AddBound(*assignment); !added) {
       return WithContext(added.error(), where);
@@ -81,7 +81,7 @@ std::string AllocationsToJson(const std::vector<state::Assignment>& assignments,
   for (const state::Assignment& a : assignments) {
     const state::NodeState* node = snapshot.Find(a.node);
     if (node == nullptr) continue;  // the node left; its pods went with it
-    kube::AllocationRecord record = source::RecordOf(a, node->info());
+    kube::AllocationRecord record = model::RecordOf(a, node->info());
     record.cpu_milli = a.cpu_milli;
     record.memory_bytes = a.memory_bytes;
     out += first ? "\n " : ",\n ";

@@ -107,8 +107,8 @@ struct Binding {
   NullMetrics metrics;
   state::ClusterCache cache;
   alloc::PlacementTableCache registry;
-  source::NodeModelFactory factory{registry, linkfit::testing::Catalog(),
-                                   topology::BandwidthModel::Defaults()};
+  model::NodeModelFactory factory{registry, linkfit::testing::Catalog(),
+                                  topology::BandwidthModel::Defaults()};
   PodStore pods{cache, {}, {}, metrics};
   NodeStore nodes{cache, factory, pods, metrics};
   kube::ApiClientPtr client;

@@ -9,7 +9,7 @@
 #include "linkfit/cluster/pod_store.h"
 #include "linkfit/extender/extender.h"
 #include "linkfit/kube/annotations.h"
-#include "linkfit/source/allocation.h"
+#include "linkfit/model/allocation.h"
 #include "linkfit/topology/spec.h"
 #include "testing/cluster.h"
 
@@ -82,8 +82,8 @@ class NodeReportsTest : public ::testing::Test {
   CountingMetrics metrics_;
   state::ClusterCache cache_;
   alloc::PlacementTableCache registry_;
-  source::NodeModelFactory factory_{registry_, linkfit::testing::Catalog(),
-                                    topology::BandwidthModel::Defaults()};
+  model::NodeModelFactory factory_{registry_, linkfit::testing::Catalog(),
+                                   topology::BandwidthModel::Defaults()};
   PodStore pods_{cache_, {}, {}, metrics_};
   NodeStore nodes_{cache_, factory_, pods_, metrics_};
   state::SnapshotPtr snapshot_;
@@ -183,7 +183,7 @@ TEST_F(NodeReportsTest, MigPodsTakeOnlyFreeInstancesOfAReportedLayout) {
   // The record of a pod bound to an instance carries the instance's UUID.
   const auto held = cache_.Find("ui");
   ASSERT_TRUE(held.has_value());
-  const kube::AllocationRecord record = source::RecordOf(*held, Find("a100-0")->info());
+  const kube::AllocationRecord record = model::RecordOf(*held, Find("a100-0")->info());
   ASSERT_EQ(record.devices.mig.size(), 1u);
   EXPECT_EQ(record.devices.mig[0].uuid, "MIG-a");
 }

@@ -9,7 +9,7 @@
 #include "linkfit/cluster/pod_store.h"
 #include "linkfit/extender/extender.h"
 #include "linkfit/kube/annotations.h"
-#include "linkfit/source/allocation.h"
+#include "linkfit/model/allocation.h"
 #include "testing/cluster.h"
 
 namespace linkfit::cluster {
@@ -42,8 +42,8 @@ class StoresTest : public ::testing::Test {
   NullMetrics metrics_;
   state::ClusterCache cache_;
   alloc::PlacementTableCache registry_;
-  source::NodeModelFactory factory_{registry_, linkfit::testing::Catalog(),
-                                    topology::BandwidthModel::Defaults()};
+  model::NodeModelFactory factory_{registry_, linkfit::testing::Catalog(),
+                                   topology::BandwidthModel::Defaults()};
   PodStore pods_{cache_, {}, {}, metrics_};
   NodeStore nodes_{cache_, factory_, pods_, metrics_};
   state::SnapshotPtr snapshot_;
@@ -250,7 +250,7 @@ TEST_F(StoresTest, ARecordDisplacesOnlyTheBindsWhoseDevicesItNames) {
     plan.uid = uid;
     plan.node = "a100-0";
     plan.devices.mig = {{0, "3g.20gb", start, ""}};
-    auto planned = source::AssignmentOf(plan, Find("a100-0")->info());
+    auto planned = model::AssignmentOf(plan, Find("a100-0")->info());
     ASSERT_TRUE(planned.has_value()) << planned.error().message;
     ASSERT_TRUE(
         cache_.Assume(uid, "a100-0", [&](const state::NodeState&) { return planned; }).has_value());

@@ -10,7 +10,7 @@
 #include "linkfit/extender/mig_fragmentation.h"
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/extender/pod_source.h"
-#include "linkfit/source/node_model.h"
+#include "linkfit/model/node_model.h"
 #include "testing/cluster.h"
 
 namespace linkfit::extender {
@@ -43,9 +43,9 @@ NodeStatePtr MixedNode() {
   }
   auto topo = topology::BuildTopology(std::move(spec));
   EXPECT_TRUE(topo.has_value()) << (topo ? "" : topo.error().message);
-  source::NodeModelFactory factory(testing::Registry(), testing::Catalog(),
-                                   topology::BandwidthModel::Defaults());
-  source::NodeFacts facts;
+  model::NodeModelFactory factory(testing::Registry(), testing::Catalog(),
+                                  topology::BandwidthModel::Defaults());
+  model::NodeFacts facts;
   facts.name = "mixed";
   facts.topology = *topo;
   facts.mig_enabled = 0xff;

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "linkfit/extender/node_fit.h"
-#include "linkfit/source/node_model.h"
+#include "linkfit/model/node_model.h"
 #include "testing/cluster.h"
 
 namespace linkfit::extender {
@@ -56,9 +56,9 @@ NodeStatePtr EditedNode(const std::string& fixture_id, Edit edit,
   for (topology::GpuSpec& gpu : spec.gpus) edit(gpu);
   auto topo = topology::BuildTopology(std::move(spec));
   EXPECT_TRUE(topo.has_value()) << (topo ? "" : topo.error().message);
-  source::NodeModelFactory factory(testing::Registry(), testing::Catalog(),
-                                   topology::BandwidthModel::Defaults());
-  source::NodeFacts facts;
+  model::NodeModelFactory factory(testing::Registry(), testing::Catalog(),
+                                  topology::BandwidthModel::Defaults());
+  model::NodeFacts facts;
   facts.name = "n";
   facts.topology = *topo;
   facts.mig_enabled = mig_enabled;

@@ -32,7 +32,7 @@
 #include "linkfit/common/metrics.h"
 #include "linkfit/kube/api_client.h"
 #include "linkfit/kube/reflector.h"
-#include "linkfit/source/node_model.h"
+#include "linkfit/model/node_model.h"
 #include "linkfit/state/cluster_cache.h"
 
 namespace linkfit::cluster {
@@ -59,7 +59,7 @@ class ClusterSource {
   // before Start. Every reference must outlive the source.
   static Result<std::unique_ptr<ClusterSource>> Create(const ClusterOptions& options,
                                                        state::ClusterCache& cache,
-                                                       source::NodeModelFactory& factory,
+                                                       model::NodeModelFactory& factory,
                                                        MetricsSink& metrics);
   ~ClusterSource();
   ClusterSource(const ClusterSource&) = delete;

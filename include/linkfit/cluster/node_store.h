@@ -28,7 +28,7 @@
 #include "linkfit/common/mutex.h"
 #include "linkfit/kube/reflector.h"
 #include "linkfit/kube/types.h"
-#include "linkfit/source/node_model.h"
+#include "linkfit/model/node_model.h"
 #include "linkfit/state/cluster_cache.h"
 
 namespace linkfit::cluster {
@@ -38,7 +38,7 @@ inline constexpr const char* kAnnotationMigMode = "linkfit.io/mig-mode";
 class NodeStore final : public kube::ReflectorSink {
  public:
   // Every reference must outlive the store.
-  NodeStore(state::ClusterCache& cache, source::NodeModelFactory& factory, PodStore& pods,
+  NodeStore(state::ClusterCache& cache, model::NodeModelFactory& factory, PodStore& pods,
             MetricsSink& metrics);
 
   void BeginList() override;
@@ -75,7 +75,7 @@ class NodeStore final : public kube::ReflectorSink {
   void UpdateReport(const kube::NodeView& node);
 
   state::ClusterCache& cache_;
-  source::NodeModelFactory& factory_;
+  model::NodeModelFactory& factory_;
   PodStore& pods_;
   MetricsSink& metrics_;
   mutable Mutex mutex_;

@@ -39,7 +39,7 @@
 
 #include "linkfit/common/mutex.h"
 #include "linkfit/extender/binder.h"
-#include "linkfit/source/node_model.h"
+#include "linkfit/model/node_model.h"
 #include "linkfit/state/cluster_cache.h"
 
 namespace linkfit::standalone {
@@ -52,7 +52,7 @@ struct ClusterLoadStats {
 
 // Reads the cluster file, builds every node through `factory` (sharing models of identical
 // topologies) and applies its allocations.
-Result<ClusterLoadStats> LoadClusterFile(const std::string& path, source::NodeModelFactory& factory,
+Result<ClusterLoadStats> LoadClusterFile(const std::string& path, model::NodeModelFactory& factory,
                                          state::ClusterCache& cache);
 
 // Replaces the cache's allocations with those of a state file (missing file: nothing to do).

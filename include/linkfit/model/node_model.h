@@ -29,7 +29,7 @@
 #include "linkfit/topology/bandwidth.h"
 #include "linkfit/topology/topology.h"
 
-namespace linkfit::source {
+namespace linkfit::model {
 
 struct NodeFacts {
   std::string name;
@@ -72,4 +72,4 @@ class NodeModelFactory {
 // linkfit.io/mig-mode: "all", "none", or GPU indexes separated by commas ("0,1,3").
 Result<topology::GpuMask> ParseMigMode(std::string_view text, int gpu_count);
 
-}  // namespace linkfit::source
+}  // namespace linkfit::model

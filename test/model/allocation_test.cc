@@ -1,13 +1,13 @@
 // Allocation records <-> assignments on a node's model, and the per-container plan.
 
-#include "linkfit/source/allocation.h"
+#include "linkfit/model/allocation.h"
 
 #include <gtest/gtest.h>
 
-#include "linkfit/source/node_model.h"
+#include "linkfit/model/node_model.h"
 #include "testing/cluster.h"
 
-namespace linkfit::source {
+namespace linkfit::model {
 namespace {
 
 using linkfit::testing::Mask;
@@ -179,4 +179,4 @@ TEST(NodeModelTest, SameTextSharesOneTopologyAndMigNeedsCapableGpus) {
 }
 
 }  // namespace
-}  // namespace linkfit::source
+}  // namespace linkfit::model

@@ -1,4 +1,4 @@
-#include "linkfit/source/allocation.h"
+#include "linkfit/model/allocation.h"
 
 #include <algorithm>
 #include <functional>
@@ -6,7 +6,7 @@
 
 #include "linkfit/alloc/placement_table.h"
 
-namespace linkfit::source {
+namespace linkfit::model {
 namespace {
 
 using Record = kube::AllocationRecord;
@@ -255,4 +255,4 @@ Result<state::Assignment> AssignmentOfReport(const kube::DevicesInUse::Pod& pod,
   return assignment;
 }
 
-}  // namespace linkfit::source
+}  // namespace linkfit::model

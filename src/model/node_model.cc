@@ -1,4 +1,4 @@
-#include "linkfit/source/node_model.h"
+#include "linkfit/model/node_model.h"
 
 #include <algorithm>
 #include <array>
@@ -7,7 +7,7 @@
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
 
-namespace linkfit::source {
+namespace linkfit::model {
 
 NodeModelFactory::NodeModelFactory(alloc::PlacementTableCache& tables,
                                    const alloc::MigCatalog& catalog,
@@ -106,4 +106,4 @@ Result<topology::GpuMask> ParseMigMode(std::string_view text, int gpu_count) {
   return static_cast<topology::GpuMask>(mask);
 }
 
-}  // namespace linkfit::source
+}  // namespace linkfit::model

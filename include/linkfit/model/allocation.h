@@ -26,7 +26,7 @@
 #include "linkfit/kube/types.h"
 #include "linkfit/state/node_state.h"
 
-namespace linkfit::source {
+namespace linkfit::model {
 
 // The record of `assignment` on `node` (UUIDs from the node's topology, MIG profile names from
 // its profile set), without containers and without CPU/memory.
@@ -56,4 +56,4 @@ inline std::vector<kube::AllocationRecord::Container> PlanContainers(
   return PlanContainers(pod.containers, devices, shared_gpu_resource);
 }
 
-}  // namespace linkfit::source
+}  // namespace linkfit::model
