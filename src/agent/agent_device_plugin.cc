@@ -10,17 +10,17 @@ namespace linkfit::agent {
 
 void RunDevicePlugins(const DevicePluginLoopOptions& options, const NodeAgent& agent,
                       const NodePods& pods, const std::atomic<bool>& stop) {
-  const node::SteeringSource steering = [&options, &pods]() -> Result<node::SteeringView> {
+  const handoff::SteeringSource steering = [&options, &pods]() -> Result<handoff::SteeringView> {
     auto listed = ListPodResources(options.pod_resources_socket, std::chrono::milliseconds(1000));
     if (!listed) return tl::unexpected(listed.error());
-    node::SteeringView view;
+    handoff::SteeringView view;
     std::vector<std::string> warnings;
     view.plans = ValidPlans(pods.Plans(), options.node_name, &warnings);
     for (const std::string& warning : warnings) log::Warning("device plugin steering: " + warning);
     view.kubelet = HoldingsOf(*listed);
     return view;
   };
-  std::unique_ptr<node::DevicePlugins> plugins;
+  std::unique_ptr<handoff::DevicePlugins> plugins;
   std::string served_document;  // the facts the plugins serve now
   auto next_try = std::chrono::steady_clock::now();
   std::chrono::milliseconds backoff{1000};
@@ -36,7 +36,7 @@ void RunDevicePlugins(const DevicePluginLoopOptions& options, const NodeAgent& a
     const std::string document = topology::ToTopologyDocument(*spec);
     if (!plugins) {
       if (std::chrono::steady_clock::now() < next_try) continue;
-      auto started = node::StartDevicePlugins(options.plugin, *spec, steering);
+      auto started = handoff::StartDevicePlugins(options.plugin, *spec, steering);
       if (!started) {
         log::Error(started.error().message + "; retrying in " + std::to_string(backoff.count()) +
                    " ms");

@@ -12,12 +12,12 @@
 
 #include "linkfit/agent/node_agent.h"
 #include "linkfit/agent/node_pods.h"
-#include "linkfit/node/device_plugin.h"
+#include "linkfit/handoff/device_plugin.h"
 
 namespace linkfit::agent {
 
 struct DevicePluginLoopOptions {
-  node::DevicePluginConfig plugin;
+  handoff::DevicePluginConfig plugin;
   std::string node_name;
   std::string pod_resources_socket;  // the kubelet's PodResources socket
 };

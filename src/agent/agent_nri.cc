@@ -8,11 +8,11 @@
 #include <thread>
 
 #include "linkfit/common/log.h"
-#include "linkfit/node/nri_connection.h"
+#include "linkfit/handoff/nri_connection.h"
 
 namespace linkfit::agent {
 
-void HandedDevicesView::Update(const node::Ledger& ledger) {
+void HandedDevicesView::Update(const handoff::Ledger& ledger) {
   MutexLock lock(mutex_);
   held_ = ledger.held();
 }
@@ -23,7 +23,7 @@ bool HandedDevicesView::known() const {
 }
 
 kube::DevicesInUse HandedDevicesView::Report(const topology::TopologySpec& spec) const {
-  std::map<node::ContainerKey, node::HandedDevices> held;
+  std::map<handoff::ContainerKey, handoff::HandedDevices> held;
   {
     MutexLock lock(mutex_);
     if (held_) held = *held_;
@@ -76,7 +76,7 @@ kube::DevicesInUse MergeDeviceReports(kube::DevicesInUse handed,
   return handed;
 }
 
-Result<node::NodeDeviceFiles> DeviceFilesCache::Get() {
+Result<handoff::NodeDeviceFiles> DeviceFilesCache::Get() {
   const auto spec = agent_.current_spec();
   if (!spec) return MakeError("no GPUs discovered yet");
   std::string key;
@@ -88,18 +88,18 @@ Result<node::NodeDeviceFiles> DeviceFilesCache::Get() {
   }
   MutexLock lock(mutex_);
   if (key != key_) {
-    files_ = node::ReadDeviceFiles(proc_root_, *spec);
+    files_ = handoff::ReadDeviceFiles(proc_root_, *spec);
     if (!files_) log::Warning("device files: " + files_.error().message);
     key_ = std::move(key);
   }
   return files_;
 }
 
-void RunNriPlugin(const std::string& socket_path, node::NriPluginOptions options,
+void RunNriPlugin(const std::string& socket_path, handoff::NriPluginOptions options,
                   const NodeAgent& agent, HandedDevicesView* handed,
                   const std::atomic<bool>& stop) {
   if (handed != nullptr) {
-    options.on_ledger_change = [handed](const node::Ledger& ledger) { handed->Update(ledger); };
+    options.on_ledger_change = [handed](const handoff::Ledger& ledger) { handed->Update(ledger); };
   }
   std::chrono::milliseconds backoff{0};
   while (!stop.load()) {
@@ -112,15 +112,15 @@ void RunNriPlugin(const std::string& socket_path, node::NriPluginOptions options
     }
     backoff =
         std::clamp(backoff * 2, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000));
-    auto fd = node::DialNri(socket_path);
+    auto fd = handoff::DialNri(socket_path);
     if (!fd) {
       log::Error(fd.error().message + "; retrying in " + std::to_string(backoff.count()) + " ms");
       continue;
     }
-    node::NriPlugin plugin(
+    handoff::NriPlugin plugin(
         options, [&agent] { return agent.current_spec().value_or(topology::TopologySpec{}); });
     const auto started = std::chrono::steady_clock::now();
-    auto served = node::ServeNri(*fd, plugin, {}, stop);
+    auto served = handoff::ServeNri(*fd, plugin, {}, stop);
     ::close(*fd);
     if (served) {
       log::Warning("NRI: the runtime closed the connection; reconnecting");

@@ -14,8 +14,8 @@
 
 #include "linkfit/agent/node_agent.h"
 #include "linkfit/common/mutex.h"
-#include "linkfit/node/device_files.h"
-#include "linkfit/node/nri_plugin.h"
+#include "linkfit/handoff/device_files.h"
+#include "linkfit/handoff/nri_plugin.h"
 
 namespace linkfit::agent {
 
@@ -24,7 +24,7 @@ namespace linkfit::agent {
 // truth of the hand-off, so the node's reports match linkfit's plans wherever NRI runs.
 class HandedDevicesView {
  public:
-  void Update(const node::Ledger& ledger);
+  void Update(const handoff::Ledger& ledger);
   // False until the plugin has synchronised with the runtime once.
   bool known() const;
   // The handed devices on `spec` (UUIDs back to GPU indexes and MIG placements), keyed by pod
@@ -33,7 +33,8 @@ class HandedDevicesView {
 
  private:
   mutable Mutex mutex_;
-  std::optional<std::map<node::ContainerKey, node::HandedDevices>> held_ LINKFIT_GUARDED_BY(mutex_);
+  std::optional<std::map<handoff::ContainerKey, handoff::HandedDevices>> held_
+      LINKFIT_GUARDED_BY(mutex_);
 };
 
 // The devices in use to publish: the plugin's hand-offs, plus the kubelet's view of pods the
@@ -46,18 +47,18 @@ class DeviceFilesCache {
  public:
   DeviceFilesCache(std::string proc_root, const NodeAgent& agent)
       : proc_root_(std::move(proc_root)), agent_(agent) {}
-  Result<node::NodeDeviceFiles> Get();
+  Result<handoff::NodeDeviceFiles> Get();
 
  private:
   const std::string proc_root_;
   const NodeAgent& agent_;
   Mutex mutex_;
   std::string key_ LINKFIT_GUARDED_BY(mutex_);
-  Result<node::NodeDeviceFiles> files_ LINKFIT_GUARDED_BY(mutex_) = MakeError("not read yet");
+  Result<handoff::NodeDeviceFiles> files_ LINKFIT_GUARDED_BY(mutex_) = MakeError("not read yet");
 };
 
 // `handed` (may be null) receives every change of the plugin's ledger.
-void RunNriPlugin(const std::string& socket_path, node::NriPluginOptions options,
+void RunNriPlugin(const std::string& socket_path, handoff::NriPluginOptions options,
                   const NodeAgent& agent, HandedDevicesView* handed, const std::atomic<bool>& stop);
 
 }  // namespace linkfit::agent

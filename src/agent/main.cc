@@ -88,7 +88,7 @@ struct Flags {
   std::string metrics_listen;
   std::string nri_socket;
   std::string device_plugin_dir;
-  std::string share_resource = node::kDefaultShareResource;
+  std::string share_resource = handoff::kDefaultShareResource;
   std::string host_proc = "/proc";
   std::vector<std::string> exempt_namespaces;
   int discover_interval_s = 60;
@@ -336,7 +336,7 @@ int Run(const Flags& flags) {
   }
   std::thread nri_thread;
   if (use_nri) {
-    node::NriPluginOptions nri;
+    handoff::NriPluginOptions nri;
     nri.node_name = flags.node_name;
     nri.cdi = flags.cdi;
     nri.exempt_namespaces.insert(flags.exempt_namespaces.begin(), flags.exempt_namespaces.end());

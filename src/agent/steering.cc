@@ -2,10 +2,10 @@
 
 namespace linkfit::agent {
 
-std::vector<node::PlannedPod> ValidPlans(const std::vector<PodPlanText>& pods,
-                                         const std::string& node_name,
-                                         std::vector<std::string>* warnings) {
-  std::vector<node::PlannedPod> plans;
+std::vector<handoff::PlannedPod> ValidPlans(const std::vector<PodPlanText>& pods,
+                                            const std::string& node_name,
+                                            std::vector<std::string>* warnings) {
+  std::vector<handoff::PlannedPod> plans;
   for (const PodPlanText& pod : pods) {
     auto record = kube::DecodeAllocationRecord(pod.plan);
     std::string problem;
@@ -25,8 +25,8 @@ std::vector<node::PlannedPod> ValidPlans(const std::vector<PodPlanText>& pods,
   return plans;
 }
 
-node::KubeletHoldings HoldingsOf(const std::vector<PodDeviceUse>& pods) {
-  node::KubeletHoldings holdings;
+handoff::KubeletHoldings HoldingsOf(const std::vector<PodDeviceUse>& pods) {
+  handoff::KubeletHoldings holdings;
   for (const PodDeviceUse& pod : pods) {
     auto& containers = holdings[pod.pod_namespace + "/" + pod.name];
     for (const ContainerDeviceUse& container : pod.containers) {

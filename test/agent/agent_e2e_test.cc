@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "agent/agent_e2e.h"
-#include "node/fake_nri_runtime.h"
+#include "handoff/fake_nri_runtime.h"
 
 namespace linkfit::agent {
 namespace {
@@ -133,10 +133,11 @@ TEST_F(AgentEndToEndTest, TheNriPluginHandsContainersTheirPlannedGpus) {
     linkfit::testing::FakeNriRuntime runtime(fd);
     runtime.AcceptRegistration();
     // containerd 2.1 injects the CDI devices of an adjustment: the agent names them.
-    EXPECT_EQ(runtime.Call("Configure", node::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
-                  .status_code,
-              0);
-    EXPECT_EQ(runtime.Call("Synchronize", node::EncodeSynchronizeRequest({})).status_code, 0);
+    EXPECT_EQ(
+        runtime.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
+            .status_code,
+        0);
+    EXPECT_EQ(runtime.Call("Synchronize", handoff::EncodeSynchronizeRequest({})).status_code, 0);
     kube::AllocationRecord record;
     record.pod = "ml/train";
     record.uid = "uid-train";
@@ -144,20 +145,20 @@ TEST_F(AgentEndToEndTest, TheNriPluginHandsContainersTheirPlannedGpus) {
     record.devices.gpus = {3, 4};
     record.containers = {{"main", false, record.devices}};
     // The agent discovers in the background; ask until its first discovery is in.
-    node::TtrpcResponse reply;
+    handoff::TtrpcResponse reply;
     for (int attempt = 0; attempt < 50; ++attempt) {
-      node::ContainerEvent event;
+      handoff::ContainerEvent event;
       event.pod = {
           "sandbox",   "train",
           "uid-train", "ml",
           {},          {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(record)}}};
       event.container = {"ctr", "sandbox", "main", {}, {}};
-      reply = runtime.Call("CreateContainer", node::EncodeContainerEvent(event));
+      reply = runtime.Call("CreateContainer", handoff::EncodeContainerEvent(event));
       if (reply.status_code == 0) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     ASSERT_EQ(reply.status_code, 0) << reply.status_message;
-    auto adjust = node::DecodeCreateContainerResponse(reply.payload);
+    auto adjust = handoff::DecodeCreateContainerResponse(reply.payload);
     ASSERT_TRUE(adjust);
     EXPECT_EQ(adjust->cdi_devices,
               (std::vector<std::string>{"nvidia.com/gpu=" + Uuid(3), "nvidia.com/gpu=" + Uuid(4)}));

@@ -18,11 +18,11 @@
 #include <thread>
 
 #include "agent/agent_e2e.h"
+#include "handoff/fake_device_manager.h"
+#include "handoff/fake_nri_runtime.h"
+#include "handoff/node_testing.h"
 #include "linkfit/common/strings.h"
-#include "linkfit/node/nri_plugin.h"
-#include "node/fake_device_manager.h"
-#include "node/fake_nri_runtime.h"
-#include "node/node_testing.h"
+#include "linkfit/handoff/nri_plugin.h"
 
 namespace linkfit::agent {
 namespace {
@@ -172,10 +172,10 @@ TEST_F(HandoffEndToEndTest, EveryContainerGetsExactlyItsPlanAndNothingMismatches
   ASSERT_GE(fd, 0);
   linkfit::testing::FakeNriRuntime runtime(fd);
   runtime.AcceptRegistration();
-  ASSERT_EQ(runtime.Call("Configure", node::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
+  ASSERT_EQ(runtime.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
                 .status_code,
             0);
-  ASSERT_EQ(runtime.Call("Synchronize", node::EncodeSynchronizeRequest({})).status_code, 0);
+  ASSERT_EQ(runtime.Call("Synchronize", handoff::EncodeSynchronizeRequest({})).status_code, 0);
   // The device plugin registers its resources with the kubelet.
   ASSERT_TRUE(device_manager_->WaitForDevices("nvidia.com/gpu", 7, std::chrono::seconds(20)))
       << AgentLog();
@@ -241,7 +241,7 @@ TEST_F(HandoffEndToEndTest, EveryContainerGetsExactlyItsPlanAndNothingMismatches
         EXPECT_EQ(physical, planned) << pod.kubelet.name << "/" << name << " " << resource;
       }
       // The runtime creates the container: NRI hands over exactly the plan.
-      node::ContainerEvent event;
+      handoff::ContainerEvent event;
       event.pod = {"sandbox-" + pod.kubelet.name,
                    pod.kubelet.name,
                    pod.record.uid,
@@ -250,10 +250,10 @@ TEST_F(HandoffEndToEndTest, EveryContainerGetsExactlyItsPlanAndNothingMismatches
                    {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(pod.record)}}};
       event.container = {
           "ctr-" + pod.kubelet.name + "-" + name, event.pod.id, name, container.annotations, {}};
-      const node::TtrpcResponse reply =
-          runtime.Call("CreateContainer", node::EncodeContainerEvent(event));
+      const handoff::TtrpcResponse reply =
+          runtime.Call("CreateContainer", handoff::EncodeContainerEvent(event));
       ASSERT_EQ(reply.status_code, 0) << reply.status_message;
-      auto adjust = node::DecodeCreateContainerResponse(reply.payload);
+      auto adjust = handoff::DecodeCreateContainerResponse(reply.payload);
       ASSERT_TRUE(adjust);
       std::string visible;
       for (const auto& [key, value] : adjust->env) {
@@ -327,10 +327,10 @@ TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
   ASSERT_GE(fd, 0);
   linkfit::testing::FakeNriRuntime runtime(fd);
   runtime.AcceptRegistration();
-  ASSERT_EQ(runtime.Call("Configure", node::EncodeConfigureRequest({"", "containerd", "1.7.24"}))
+  ASSERT_EQ(runtime.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "1.7.24"}))
                 .status_code,
             0);
-  ASSERT_EQ(runtime.Call("Synchronize", node::EncodeSynchronizeRequest({})).status_code, 0);
+  ASSERT_EQ(runtime.Call("Synchronize", handoff::EncodeSynchronizeRequest({})).status_code, 0);
   const std::optional<topology::TopologySpec> published = WaitForPublishedMode("nri-env");
   ASSERT_TRUE(published) << AgentLog();
   const std::string written = linkfit::testing::WriteFakeProc(*published, "e2e");
@@ -343,18 +343,18 @@ TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
   record.devices.gpus = {3};
   record.devices.mig = {{6, "3g.20gb", 4, ""}};
   record.containers = {{"main", false, record.devices}};
-  node::ContainerEvent event;
+  handoff::ContainerEvent event;
   event.pod = {"sandbox",   "infer",
                "uid-infer", "ml",
                {},          {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(record)}}};
   event.container = {"ctr", "sandbox", "main", {}, {}};
-  const node::TtrpcResponse reply =
-      runtime.Call("CreateContainer", node::EncodeContainerEvent(event));
+  const handoff::TtrpcResponse reply =
+      runtime.Call("CreateContainer", handoff::EncodeContainerEvent(event));
   ASSERT_EQ(reply.status_code, 0) << reply.status_message;
-  auto adjust = node::DecodeCreateContainerResponse(reply.payload);
+  auto adjust = handoff::DecodeCreateContainerResponse(reply.payload);
   ASSERT_TRUE(adjust);
   std::vector<std::string> paths;
-  for (const node::LinuxDevice& device : adjust->devices) paths.push_back(device.path);
+  for (const handoff::LinuxDevice& device : adjust->devices) paths.push_back(device.path);
   // GPU 3 is minor 13; the MIG instance (GPU instance 1 on GPU 6, minor 16) needs GPU 6's file
   // and its two capability files.
   EXPECT_EQ(paths, (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm",
@@ -367,31 +367,32 @@ TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
   // The runtime restarts: the agent dials again, and the runtime's Synchronize (the container
   // with the linkfit.io/handed annotation the plugin set) rebuilds the ledger, so a plan that
   // collides with the running container is refused.
-  const std::string handed = adjust->annotations.at(node::kAnnotationHanded);
+  const std::string handed = adjust->annotations.at(handoff::kAnnotationHanded);
   runtime.Close();
   const int again = ::accept(listener_, nullptr, nullptr);
   ASSERT_GE(again, 0);
   linkfit::testing::FakeNriRuntime restarted(again);
   restarted.AcceptRegistration();
-  ASSERT_EQ(restarted.Call("Configure", node::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
-                .status_code,
-            0);
-  node::SynchronizeRequest live;
+  ASSERT_EQ(
+      restarted.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
+          .status_code,
+      0);
+  handoff::SynchronizeRequest live;
   live.pods = {event.pod};
-  live.containers = {{"ctr", "sandbox", "main", {{node::kAnnotationHanded, handed}}, {}}};
-  ASSERT_EQ(restarted.Call("Synchronize", node::EncodeSynchronizeRequest(live)).status_code, 0);
+  live.containers = {{"ctr", "sandbox", "main", {{handoff::kAnnotationHanded, handed}}, {}}};
+  ASSERT_EQ(restarted.Call("Synchronize", handoff::EncodeSynchronizeRequest(live)).status_code, 0);
   kube::AllocationRecord other = record;
   other.pod = "ml/other";
   other.uid = "uid-other";
   other.devices.mig.clear();
   other.containers = {{"main", false, other.devices}};
-  node::ContainerEvent clash;
+  handoff::ContainerEvent clash;
   clash.pod = {"sandbox-2", "other",
                "uid-other", "ml",
                {},          {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(other)}}};
   clash.container = {"ctr-2", "sandbox-2", "main", {}, {}};
-  const node::TtrpcResponse refused =
-      restarted.Call("CreateContainer", node::EncodeContainerEvent(clash));
+  const handoff::TtrpcResponse refused =
+      restarted.Call("CreateContainer", handoff::EncodeContainerEvent(clash));
   EXPECT_EQ(refused.status_code, 2);
   EXPECT_NE(refused.status_message.find("held by pod uid-infer"), std::string::npos)
       << refused.status_message;
@@ -399,10 +400,10 @@ TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
   other.devices.gpus = {4};
   other.containers = {{"main", false, other.devices}};
   clash.pod.annotations[kube::kAnnotationAllocation] = kube::EncodeAllocationRecord(other);
-  const node::TtrpcResponse given =
-      restarted.Call("CreateContainer", node::EncodeContainerEvent(clash));
+  const handoff::TtrpcResponse given =
+      restarted.Call("CreateContainer", handoff::EncodeContainerEvent(clash));
   ASSERT_EQ(given.status_code, 0) << given.status_message;
-  auto files = node::DecodeCreateContainerResponse(given.payload);
+  auto files = handoff::DecodeCreateContainerResponse(given.payload);
   ASSERT_TRUE(files);
   EXPECT_TRUE(files->cdi_devices.empty());
   ASSERT_FALSE(files->devices.empty());

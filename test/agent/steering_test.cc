@@ -38,10 +38,10 @@ TEST(Steering, HoldingsNameTheResourcesEachContainerHolds) {
   const std::vector<PodDeviceUse> pods = {
       {"ml", "a", {{"setup", {{"nvidia.com/gpu", {"GPU-1"}}}}, {"main", {{"nvidia.com/gpu", {}}}}}},
       {"ml", "b", {}}};
-  const node::KubeletHoldings holdings = HoldingsOf(pods);
+  const handoff::KubeletHoldings holdings = HoldingsOf(pods);
   ASSERT_EQ(holdings.size(), 2u);
   EXPECT_EQ(holdings.at("ml/a").at("setup"),
-            (node::ContainerHoldings{{"nvidia.com/gpu", {"GPU-1"}}}));
+            (handoff::ContainerHoldings{{"nvidia.com/gpu", {"GPU-1"}}}));
   EXPECT_TRUE(holdings.at("ml/a").at("main").empty());  // listed, nothing allocated yet
   EXPECT_TRUE(holdings.at("ml/b").empty());
 }

@@ -1,5 +1,5 @@
 // libFuzzer target: the NRI transport's readers (mux and ttrpc framing, the ttrpc envelope,
-// src/node/), which read whatever the container runtime's socket delivers. Frames must come out
+// src/handoff/), which read whatever the container runtime's socket delivers. Frames must come out
 // of any byte split, and an envelope that decodes must encode and decode to itself.
 
 #include <cstddef>
@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "linkfit/node/nri_frames.h"
+#include "linkfit/handoff/nri_frames.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace linkfit::node;
+  using namespace linkfit::handoff;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   MuxReader mux(1 << 16);
   // Feed in uneven pieces; a refused header ends the connection, as it would for real.

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "linkfit/agent/pod_resources.h"
-#include "linkfit/node/preferred_allocation.h"
+#include "linkfit/handoff/preferred_allocation.h"
 
 namespace linkfit::agent {
 
@@ -23,12 +23,12 @@ struct PodPlanText {
 
 // The plans that belong where they are: a record that decodes, names the pod's current UID and
 // this node. Any other is skipped (the NRI side refuses it anyway), with one warning line each.
-std::vector<node::PlannedPod> ValidPlans(const std::vector<PodPlanText>& pods,
-                                         const std::string& node_name,
-                                         std::vector<std::string>* warnings);
+std::vector<handoff::PlannedPod> ValidPlans(const std::vector<PodPlanText>& pods,
+                                            const std::string& node_name,
+                                            std::vector<std::string>* warnings);
 
 // Which device IDs of which resources each container holds, per pod, as the kubelet's List shows
 // them.
-node::KubeletHoldings HoldingsOf(const std::vector<PodDeviceUse>& pods);
+handoff::KubeletHoldings HoldingsOf(const std::vector<PodDeviceUse>& pods);
 
 }  // namespace linkfit::agent

@@ -1,0 +1,303 @@
+#include "linkfit/handoff/handoff.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "handoff/node_lookup.h"
+#include "linkfit/kube/annotations.h"
+
+namespace linkfit::handoff {
+namespace {
+
+std::string Holder(const ContainerKey& key) {
+  return "pod " + key.pod_uid + " (container " + key.container + ")";
+}
+
+HandoffDecision Refuse(std::string reason) {
+  HandoffDecision decision;
+  decision.kind = HandoffDecision::Kind::kRefuse;
+  decision.reason = std::move(reason);
+  return decision;
+}
+
+// The physical devices behind device IDs: whole GPUs and MIG instances counted, and the GPUs of
+// share replicas ("UUID::k") named once each, whatever the replica count (NVIDIA's time-slicing
+// gives one replica per container, linkfit's share resource one per thousandth).
+struct PhysicalDevices {
+  std::multiset<std::string> whole;  // GPU and MIG UUIDs
+  std::set<std::string> shared;      // GPUs of share replicas
+  bool operator==(const PhysicalDevices&) const = default;
+};
+
+PhysicalDevices Physical(const std::vector<std::string>& ids) {
+  PhysicalDevices out;
+  for (const std::string& id : ids) {
+    const std::size_t replica = id.find("::");
+    if (replica == std::string::npos) {
+      out.whole.insert(id);
+    } else {
+      out.shared.insert(id.substr(0, replica));
+    }
+  }
+  return out;
+}
+
+PhysicalDevices Physical(const HandedDevices& devices) {
+  PhysicalDevices out;
+  out.whole.insert(devices.gpus.begin(), devices.gpus.end());
+  out.whole.insert(devices.mig.begin(), devices.mig.end());
+  for (const auto& [uuid, milli] : devices.shares) out.shared.insert(uuid);
+  return out;
+}
+
+// The plan's devices for one container, on this node's facts; an error says why not.
+Result<HandedDevices> Resolve(const kube::AllocationRecord::Devices& planned,
+                              const topology::TopologySpec& node) {
+  HandedDevices devices;
+  const auto usable = [&](int index) -> Result<const topology::GpuSpec*> {
+    const topology::GpuSpec* gpu = GpuByIndex(node, index);
+    if (gpu == nullptr) return MakeError("GPU " + std::to_string(index) + " does not exist here");
+    if (!gpu->healthy) {
+      return MakeError("GPU " + std::to_string(index) + " is unhealthy: " + gpu->health_problem);
+    }
+    if (gpu->uuid.empty()) {
+      return MakeError("GPU " + std::to_string(index) + " has no known UUID to hand over");
+    }
+    return gpu;
+  };
+  for (std::size_t i = 0; i < planned.gpus.size(); ++i) {
+    const topology::GpuSpec* gpu = nullptr;
+    LINKFIT_ASSIGN_OR_RETURN(gpu, usable(planned.gpus[i]));
+    if (i < planned.uuids.size() && planned.uuids[i] != gpu->uuid) {
+      return MakeError("stale plan: GPU " + std::to_string(gpu->index) + " is " + gpu->uuid +
+                       " now, the plan names " + planned.uuids[i]);
+    }
+    if (gpu->mig_mode == topology::MigMode::kEnabled) {
+      return MakeError("GPU " + std::to_string(gpu->index) + " is in MIG mode");
+    }
+    devices.gpus.push_back(gpu->uuid);
+  }
+  for (const kube::AllocationRecord::Mig& mig : planned.mig) {
+    const topology::GpuSpec* gpu = nullptr;
+    LINKFIT_ASSIGN_OR_RETURN(gpu, usable(mig.gpu));
+    const topology::MigInstanceSpec* instance = MigInstanceAt(*gpu, mig.profile, mig.start);
+    if (instance == nullptr || instance->uuid.empty()) {
+      return MakeError("MIG instance " + mig.profile + " at slice " + std::to_string(mig.start) +
+                       " on GPU " + std::to_string(mig.gpu) + " does not exist yet");
+    }
+    if (!mig.uuid.empty() && mig.uuid != instance->uuid) {
+      return MakeError("stale plan: the MIG instance " + mig.profile + " at slice " +
+                       std::to_string(mig.start) + " on GPU " + std::to_string(mig.gpu) + " is " +
+                       instance->uuid + " now, the plan names " + mig.uuid);
+    }
+    devices.mig.push_back(instance->uuid);
+  }
+  for (const kube::AllocationRecord::Share& share : planned.shares) {
+    const topology::GpuSpec* gpu = nullptr;
+    LINKFIT_ASSIGN_OR_RETURN(gpu, usable(share.gpu));
+    if (gpu->mig_mode == topology::MigMode::kEnabled) {
+      return MakeError("GPU " + std::to_string(gpu->index) + " is in MIG mode: no shares of it");
+    }
+    devices.shares.emplace_back(gpu->uuid, share.milli);
+  }
+  return devices;
+}
+
+// The kubelet's device IDs as devices of this node (for a pod linkfit did not plan).
+Result<HandedDevices> FromKubelet(const std::vector<std::string>& ids,
+                                  const topology::TopologySpec& node) {
+  HandedDevices devices;
+  for (const std::string& id : ids) {
+    const std::size_t replica = id.find("::");
+    const std::string base = id.substr(0, replica);
+    bool found = false;
+    for (const topology::GpuSpec& gpu : node.gpus) {
+      if (gpu.uuid == base) {
+        if (!gpu.healthy) return MakeError("GPU " + base + " is unhealthy: " + gpu.health_problem);
+        if (replica == std::string::npos) {
+          devices.gpus.push_back(base);
+        } else {
+          devices.shares.emplace_back(base, 1);  // a replica's size is not known: one unit
+        }
+        found = true;
+      }
+      for (const topology::MigInstanceSpec& instance : gpu.mig_instances) {
+        if (instance.uuid == base) {
+          devices.mig.push_back(base);
+          found = true;
+        }
+      }
+    }
+    if (!found) return MakeError("the kubelet's device " + id + " is not on this node");
+  }
+  return devices;
+}
+
+}  // namespace
+
+std::optional<std::string> Ledger::Conflict(const ContainerKey& key,
+                                            const HandedDevices& devices) const {
+  std::map<std::string, int> shared_milli;
+  for (const auto& [uuid, milli] : devices.shares) shared_milli[uuid] += milli;
+  for (const auto& [holder, held] : held_) {
+    if (holder.pod_uid == key.pod_uid) continue;  // one pod's containers: the plan decided
+    for (const std::string& gpu : devices.gpus) {
+      const bool whole = std::count(held.gpus.begin(), held.gpus.end(), gpu) > 0;
+      const bool shared = std::any_of(held.shares.begin(), held.shares.end(),
+                                      [&](const auto& share) { return share.first == gpu; });
+      if (whole || shared) return "GPU " + gpu + " is held by " + Holder(holder);
+    }
+    for (const std::string& mig : devices.mig) {
+      if (std::count(held.mig.begin(), held.mig.end(), mig) > 0) {
+        return "MIG instance " + mig + " is held by " + Holder(holder);
+      }
+    }
+    for (const auto& [uuid, milli] : held.shares) {
+      if (shared_milli.count(uuid) != 0) shared_milli[uuid] += milli;
+    }
+    for (const auto& [uuid, ignored] : shared_milli) {
+      if (std::count(held.gpus.begin(), held.gpus.end(), uuid) > 0) {
+        return "GPU " + uuid + " is held whole by " + Holder(holder);
+      }
+    }
+  }
+  for (const auto& [uuid, milli] : shared_milli) {
+    if (milli > 1000) {
+      return "GPU " + uuid + " would be shared beyond its capacity (" + std::to_string(milli) +
+             " of 1000 thousandths)";
+    }
+  }
+  return std::nullopt;
+}
+
+void Ledger::Hold(const ContainerKey& key, HandedDevices devices) {
+  held_[key] = std::move(devices);
+}
+
+void Ledger::Release(const ContainerKey& key) { held_.erase(key); }
+
+void Ledger::ReleasePod(const std::string& pod_uid) {
+  for (auto it = held_.begin(); it != held_.end();) {
+    it = it->first.pod_uid == pod_uid ? held_.erase(it) : std::next(it);
+  }
+}
+
+HandoffDecision Decide(const HandoffRequest& request, const topology::TopologySpec& node,
+                       const Ledger& ledger, MismatchPolicy mismatch, UnplannedPolicy unplanned) {
+  const ContainerKey key{request.pod_uid, request.container};
+  const bool kubelet_gave = request.kubelet_ids && !request.kubelet_ids->empty();
+  if (!request.plan) {
+    if (!kubelet_gave) return HandoffDecision{};  // not a GPU container
+    if (unplanned == UnplannedPolicy::kRefuse) {
+      return Refuse(
+          "the pod has no linkfit.io/allocation (it bypassed linkfit) and this node "
+          "refuses unplanned GPU containers");
+    }
+    auto adopted = FromKubelet(*request.kubelet_ids, node);
+    if (!adopted) return Refuse("unplanned GPU container: " + adopted.error().message);
+    if (auto conflict = ledger.Conflict(key, *adopted)) {
+      return Refuse("unplanned GPU container: " + *conflict);
+    }
+    HandoffDecision decision;
+    decision.kind = HandoffDecision::Kind::kInject;
+    decision.devices = std::move(*adopted);
+    decision.reason = "no linkfit plan: the kubelet's devices adopted (free on this node)";
+    return decision;
+  }
+  auto record = kube::DecodeAllocationRecord(*request.plan);
+  if (!record) return Refuse("linkfit.io/allocation is unusable: " + record.error().message);
+  if (record->uid != request.pod_uid) {
+    return Refuse("the plan is for pod UID " + record->uid + ", not this pod (" + request.pod_uid +
+                  ")");
+  }
+  if (record->node != request.node_name) {
+    return Refuse("the plan is for node " + record->node + ", not " + request.node_name);
+  }
+  const auto entry =
+      std::find_if(record->containers.begin(), record->containers.end(),
+                   [&](const auto& container) { return container.name == request.container; });
+  if (entry == record->containers.end() || entry->devices.empty()) {
+    // No GPU for this container. If the kubelet gave it some, its bookkeeping is off.
+    HandoffDecision decision;
+    decision.mismatch = kubelet_gave;
+    if (kubelet_gave && mismatch == MismatchPolicy::kStrict) {
+      return Refuse("the kubelet allocated devices to container " + request.container +
+                    ", which linkfit's plan gives none");
+    }
+    return decision;
+  }
+  auto devices = Resolve(entry->devices, node);
+  if (!devices) return Refuse("linkfit's plan cannot be handed over: " + devices.error().message);
+  if (auto conflict = ledger.Conflict(key, *devices)) {
+    return Refuse("linkfit's plan collides with a live container: " + *conflict);
+  }
+  HandoffDecision decision;
+  decision.kind = HandoffDecision::Kind::kInject;
+  decision.devices = std::move(*devices);
+  if (request.kubelet_ids && Physical(*request.kubelet_ids) != Physical(decision.devices)) {
+    decision.mismatch = true;
+    decision.reason = "the kubelet's own bookkeeping chose other devices; the plan wins";
+    if (mismatch == MismatchPolicy::kStrict) {
+      return Refuse("the kubelet allocated other devices than linkfit's plan (strict mode)");
+    }
+  }
+  return decision;
+}
+
+Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi) {
+  Adjustment adjustment;
+  if (decision.kind != HandoffDecision::Kind::kInject) {
+    adjustment.env.emplace_back("NVIDIA_VISIBLE_DEVICES", "void");
+    return adjustment;
+  }
+  std::vector<std::string> uuids = decision.devices.gpus;
+  uuids.insert(uuids.end(), decision.devices.mig.begin(), decision.devices.mig.end());
+  std::string share_limits;
+  for (const auto& [uuid, milli] : decision.devices.shares) {
+    if (std::find(uuids.begin(), uuids.end(), uuid) == uuids.end()) uuids.push_back(uuid);
+    share_limits += (share_limits.empty() ? "" : ",") + uuid + "=" + std::to_string(milli);
+  }
+  std::string visible;
+  for (const std::string& uuid : uuids) {
+    visible += (visible.empty() ? "" : ",") + uuid;
+    if (cdi) adjustment.cdi_devices.push_back("nvidia.com/gpu=" + uuid);
+  }
+  adjustment.env.emplace_back("NVIDIA_VISIBLE_DEVICES", visible);
+  if (!share_limits.empty()) adjustment.env.emplace_back("LINKFIT_GPU_SHARES", share_limits);
+  return adjustment;
+}
+
+namespace {
+
+// "v2.1.3" / "2.1.3-rc.1" / "1.34" -> (2, 1); nullopt when it does not start with two numbers.
+std::optional<std::pair<int, int>> MajorMinor(std::string_view version) {
+  if (!version.empty() && (version[0] == 'v' || version[0] == 'V')) version.remove_prefix(1);
+  int parts[2] = {0, 0};
+  for (int& part : parts) {
+    std::size_t digits = 0;
+    while (digits < version.size() && digits < 6 && version[digits] >= '0' &&
+           version[digits] <= '9') {
+      part = part * 10 + (version[digits] - '0');
+      ++digits;
+    }
+    if (digits == 0) return std::nullopt;
+    version.remove_prefix(digits);
+    if (!version.empty() && version[0] == '.') version.remove_prefix(1);
+  }
+  return std::make_pair(parts[0], parts[1]);
+}
+
+}  // namespace
+
+bool RuntimeInjectsCdi(std::string_view runtime_name, std::string_view runtime_version) {
+  const auto version = MajorMinor(runtime_version);
+  if (!version) return false;
+  if (runtime_name == "containerd") return *version >= std::make_pair(2, 1);
+  if (runtime_name == "cri-o" || runtime_name == "crio" || runtime_name == "CRI-O") {
+    return *version >= std::make_pair(1, 34);
+  }
+  return false;
+}
+
+}  // namespace linkfit::handoff
