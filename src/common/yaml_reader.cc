@@ -133,8 +133,8 @@ Result<void> Reader::CheckMapping(const YAML::Node& node, const std::string& pat
 
 Result<void> Reader::ReadMapping(const YAML::Node& node, const std::string& path,
                                  const std::vector<Key>& keys) const {
-  if (node.IsDefined() && node.IsNull()) return {};
-  if (!node.IsDefined() || !node.IsMap()) {
+  if (!node.IsDefined() || node.IsNull()) return {};
+  if (!node.IsMap()) {
     return Fail(node, path, "expected a mapping, got " + Describe(node));
   }
   std::set<std::string> seen;
@@ -161,8 +161,8 @@ Result<void> Reader::ReadMapping(const YAML::Node& node, const std::string& path
 
 Result<void> Reader::ReadEntries(const YAML::Node& node, const std::string& path,
                                  const EntryReader& read) const {
-  if (node.IsDefined() && node.IsNull()) return {};
-  if (!node.IsDefined() || !node.IsMap()) {
+  if (!node.IsDefined() || node.IsNull()) return {};
+  if (!node.IsMap()) {
     return Fail(node, path, "expected a mapping, got " + Describe(node));
   }
   std::set<std::string> seen;

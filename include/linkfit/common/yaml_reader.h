@@ -103,9 +103,9 @@ class Reader {
 
   // Mappings. CheckMapping checks that `node` is a mapping whose keys are strings, each given
   // once and each one of `keys`; the caller then looks the values up. ReadMapping does the same
-  // and reads each value as its Key says, in the text's order; a null node is an empty mapping
-  // (a section left empty keeps its defaults). ReadEntries reads a mapping of any non-empty
-  // string keys, each once; a null node is an empty mapping.
+  // and reads each value as its Key says, in the text's order; a null or absent node is an empty
+  // mapping (a section left empty keeps its defaults). ReadEntries reads a mapping of any
+  // non-empty string keys, each once; a null or absent node is an empty mapping.
   Result<void> CheckMapping(const YAML::Node& node, const std::string& path,
                             std::initializer_list<std::string_view> keys) const;
   Result<void> ReadMapping(const YAML::Node& node, const std::string& path,
