@@ -83,6 +83,12 @@ YAML::Mark MarkOf(const YAML::Node& node) {
   return node.IsDefined() ? node.Mark() : YAML::Mark::null_mark();
 }
 
+std::string ScalarOr(const YAML::Node& map, std::string_view key, std::string fallback) {
+  if (!map.IsDefined() || !map.IsMap()) return fallback;
+  const YAML::Node value = map[std::string(key)];
+  return value.IsDefined() && value.IsScalar() ? value.Scalar() : fallback;
+}
+
 Reader::Reader(std::string source, std::string base_dir, ReaderOptions options)
     : source_(std::move(source)), base_dir_(std::move(base_dir)), options_(std::move(options)) {}
 
@@ -183,12 +189,6 @@ Result<YAML::Node> Reader::Require(const YAML::Node& map, std::string_view key,
   const YAML::Node value = map[std::string(key)];
   if (!value.IsDefined()) return Fail(map, Join(path, key), "missing key");
   return value;
-}
-
-std::string Reader::ScalarOr(const YAML::Node& map, std::string_view key, std::string fallback) {
-  if (!map.IsDefined() || !map.IsMap()) return fallback;
-  const YAML::Node value = map[std::string(key)];
-  return value.IsDefined() && value.IsScalar() ? value.Scalar() : fallback;
 }
 
 Result<std::string> Reader::String(const YAML::Node& node, const std::string& path,

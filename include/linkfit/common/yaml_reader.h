@@ -59,6 +59,10 @@ std::string ResolvePath(std::string_view base_dir, std::string_view path);
 // after the tree is gone.
 YAML::Mark MarkOf(const YAML::Node& node);
 
+// Returns the scalar under `key`, or `fallback` when `map` is no mapping or the value is absent or
+// no scalar: for formats read leniently (kubeconfigs, which kubectl reads so).
+std::string ScalarOr(const YAML::Node& map, std::string_view key, std::string fallback = {});
+
 // What a Reader accepts beyond the strict default, for formats whose other readers accept more.
 struct ReaderOptions {
   // A quoted scalar is a string only: `"8"` is not an integer and `"true"` not a boolean.
@@ -119,10 +123,6 @@ class Reader {
   // mapping's position, the value having none.
   Result<YAML::Node> Require(const YAML::Node& map, std::string_view key,
                              const std::string& path) const;
-  // Returns the scalar under `key`, or `fallback` when `map` is no mapping or the value is absent
-  // or no scalar: for formats read leniently (kubeconfigs, which kubectl reads so).
-  static std::string ScalarOr(const YAML::Node& map, std::string_view key,
-                              std::string fallback = {});
 
   // Scalars. Integer and Number accept what the text spells in decimal (`+3`, `1e3` for Number);
   // the messages give the range.
