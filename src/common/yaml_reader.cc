@@ -22,15 +22,6 @@ std::string SizeText(std::size_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-std::string Choices(const std::vector<std::string>& allowed, std::string_view separator) {
-  std::string text;
-  for (const std::string& choice : allowed) {
-    if (!text.empty()) text += separator;
-    text += choice;
-  }
-  return text;
-}
-
 }  // namespace
 
 Result<std::string> ReadFile(const std::string& path, std::size_t max_bytes) {
@@ -115,70 +106,56 @@ tl::unexpected<Error> Reader::Fail(const YAML::Node& node, std::string_view path
   return MakeError(std::move(text));
 }
 
-Result<std::string> Reader::KeyName(const YAML::Node& key, const std::string& path, bool non_empty,
-                                    std::set<std::string>& seen) const {
-  if (!key.IsScalar() || (non_empty && Trim(key.Scalar()).empty())) {
-    return Fail(key, path, non_empty ? "keys must be non-empty strings" : "keys must be strings");
+Result<void> Reader::EachKey(const YAML::Node& node, const std::string& path, bool non_empty,
+                             const KeyReader& read) const {
+  if (!node.IsDefined() || node.IsNull()) return {};
+  if (!node.IsMap()) return Fail(node, path, "expected a mapping, got " + Describe(node));
+  std::set<std::string> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node key = it->first;  // a copy: it-> yields a temporary proxy
+    if (!key.IsScalar() || (non_empty && Trim(key.Scalar()).empty())) {
+      return Fail(key, path, non_empty ? "keys must be non-empty strings" : "keys must be strings");
+    }
+    const std::string key_path = Join(path, key.Scalar());
+    if (!seen.insert(key.Scalar()).second) return Fail(key, key_path, "duplicate key");
+    if (auto done = read(key, it->second, key_path); !done) return done;
   }
-  if (!seen.insert(key.Scalar()).second) {
-    return Fail(key, Join(path, key.Scalar()), "duplicate key");
-  }
-  return key.Scalar();
+  return {};
 }
 
 Result<void> Reader::CheckMapping(const YAML::Node& node, const std::string& path,
                                   std::initializer_list<std::string_view> keys) const {
-  std::vector<Key> names;
-  names.reserve(keys.size());
-  for (const std::string_view key : keys) names.push_back({std::string(key), nullptr});
   if (!node.IsDefined() || !node.IsMap()) {
     return Fail(node, path, "expected a mapping, got " + Describe(node));
   }
+  std::vector<Key> names;
+  for (const std::string_view key : keys) names.push_back({std::string(key), nullptr});
   return ReadMapping(node, path, names);
 }
 
 Result<void> Reader::ReadMapping(const YAML::Node& node, const std::string& path,
                                  const std::vector<Key>& keys) const {
-  if (!node.IsDefined() || node.IsNull()) return {};
-  if (!node.IsMap()) {
-    return Fail(node, path, "expected a mapping, got " + Describe(node));
-  }
-  std::set<std::string> seen;
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node key = it->first;  // a copy: it-> yields a temporary proxy
-    std::string name;
-    LINKFIT_ASSIGN_OR_RETURN(name, KeyName(key, path, /*non_empty=*/false, seen));
-    const std::string key_path = Join(path, name);
-    const Key* found = nullptr;
-    for (const Key& candidate : keys) {
-      if (candidate.name == name) found = &candidate;
-    }
-    if (found == nullptr) {
-      std::string known;
-      for (const Key& candidate : keys) known += (known.empty() ? "" : ", ") + candidate.name;
-      return Fail(key, key_path, "unknown key; known keys: " + known);
-    }
-    if (found->read) {
-      if (auto read = found->read(it->second, key_path); !read) return read;
-    }
-  }
-  return {};
+  return EachKey(node, path, /*non_empty=*/false,
+                 [&](const YAML::Node& key, const YAML::Node& value,
+                     const std::string& key_path) -> Result<void> {
+                   for (const Key& candidate : keys) {
+                     if (candidate.name != key.Scalar()) continue;
+                     return candidate.read ? candidate.read(value, key_path) : Result<void>();
+                   }
+                   std::vector<std::string> names;
+                   for (const Key& candidate : keys) names.push_back(candidate.name);
+                   return Fail(key, key_path,
+                               "unknown key; known keys: " + JoinStrings(names, ", "));
+                 });
 }
 
 Result<void> Reader::ReadEntries(const YAML::Node& node, const std::string& path,
                                  const EntryReader& read) const {
-  if (!node.IsDefined() || node.IsNull()) return {};
-  if (!node.IsMap()) {
-    return Fail(node, path, "expected a mapping, got " + Describe(node));
-  }
-  std::set<std::string> seen;
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node key = it->first;
-    std::string name;
-    LINKFIT_ASSIGN_OR_RETURN(name, KeyName(key, path, /*non_empty=*/true, seen));
-    if (auto done = read(name, it->second, Join(path, name)); !done) return done;
-  }
-  return {};
+  return EachKey(
+      node, path, /*non_empty=*/true,
+      [&read](const YAML::Node& key, const YAML::Node& value, const std::string& key_path) {
+        return read(key.Scalar(), value, key_path);
+      });
 }
 
 Result<YAML::Node> Reader::Require(const YAML::Node& map, std::string_view key,
@@ -274,44 +251,35 @@ Result<std::string> Reader::OneOf(const YAML::Node& node, const std::string& pat
       if (node.Scalar() == choice) return choice;
     }
   }
-  return Fail(node, path, "expected one of " + Choices(allowed, "|") + ", got " + Describe(node));
+  return Fail(node, path,
+              "expected one of " + JoinStrings(allowed, "|") + ", got " + Describe(node));
 }
 
 Key Reader::StringKey(std::string name, std::string& out) const {
-  return {std::move(name), [this, &out](const YAML::Node& node, const std::string& path) {
-            auto value = String(node, path);
-            if (!value) return Result<void>(tl::unexpected(value.error()));
-            out = std::move(*value);
-            return Result<void>();
-          }};
+  return StoreKey(std::move(name), out, [this](const YAML::Node& node, const std::string& path) {
+    return String(node, path);
+  });
 }
 
 Key Reader::BoolKey(std::string name, bool& out) const {
-  return {std::move(name), [this, &out](const YAML::Node& node, const std::string& path) {
-            auto value = Bool(node, path);
-            if (!value) return Result<void>(tl::unexpected(value.error()));
-            out = *value;
-            return Result<void>();
-          }};
+  return StoreKey(std::move(name), out, [this](const YAML::Node& node, const std::string& path) {
+    return Bool(node, path);
+  });
 }
 
 Key Reader::NumberKey(std::string name, double& out, Sign sign) const {
-  return {std::move(name), [this, &out, sign](const YAML::Node& node, const std::string& path) {
-            auto value = Number(node, path, sign);
-            if (!value) return Result<void>(tl::unexpected(value.error()));
-            out = *value;
-            return Result<void>();
-          }};
+  return StoreKey(std::move(name), out,
+                  [this, sign](const YAML::Node& node, const std::string& path) {
+                    return Number(node, path, sign);
+                  });
 }
 
 Key Reader::OneOfKey(std::string name, std::string& out, std::vector<std::string> allowed) const {
-  return {std::move(name), [this, &out, allowed = std::move(allowed)](const YAML::Node& node,
-                                                                      const std::string& path) {
-            auto value = OneOf(node, path, allowed);
-            if (!value) return Result<void>(tl::unexpected(value.error()));
-            out = std::move(*value);
-            return Result<void>();
-          }};
+  return StoreKey(
+      std::move(name), out,
+      [this, allowed = std::move(allowed)](const YAML::Node& node, const std::string& path) {
+        return OneOf(node, path, allowed);
+      });
 }
 
 Key Reader::PathKey(std::string name, std::string& out, Empty empty) const {

@@ -144,18 +144,27 @@ class Reader {
   std::string Resolve(std::string_view path) const { return ResolvePath(base_dir_, path); }
 
   // Keys that store what they read. They refer to this Reader: it must outlive them.
+  //
+  // StoreKey stores in `out` what `read(value, path)` returns, a Result (converted to T).
+  template <typename T, typename Read>
+  static Key StoreKey(std::string name, T& out, Read read) {
+    return {std::move(name),
+            [&out, read = std::move(read)](const YAML::Node& node,
+                                           const std::string& path) -> Result<void> {
+              auto value = read(node, path);
+              if (!value) return tl::unexpected(std::move(value).error());
+              out = static_cast<T>(std::move(*value));
+              return {};
+            }};
+  }
   Key StringKey(std::string name, std::string& out) const;
   Key BoolKey(std::string name, bool& out) const;
   template <typename Int>
   Key IntegerKey(std::string name, Int& out, std::int64_t min, std::int64_t max) const {
-    return {
-        std::move(name),
-        [this, &out, min, max](const YAML::Node& node, const std::string& path) -> Result<void> {
-          auto value = Integer(node, path, min, max);
-          if (!value) return tl::unexpected(value.error());
-          out = static_cast<Int>(*value);
-          return {};
-        }};
+    return StoreKey(std::move(name), out,
+                    [this, min, max](const YAML::Node& node, const std::string& path) {
+                      return Integer(node, path, min, max);
+                    });
   }
   Key NumberKey(std::string name, double& out, Sign sign) const;
   Key OneOfKey(std::string name, std::string& out, std::vector<std::string> allowed) const;
@@ -167,9 +176,12 @@ class Reader {
   Key SectionKey(std::string name, std::vector<Key> keys) const;
 
  private:
-  // Checks one key of a mapping: a non-empty string (when `non_empty`), not seen before.
-  Result<std::string> KeyName(const YAML::Node& key, const std::string& path, bool non_empty,
-                              std::set<std::string>& seen) const;
+  // Calls `read` for each key of a mapping (none for a null or absent node), each key a string,
+  // non-empty when `non_empty`, given once.
+  using KeyReader = std::function<Result<void>(const YAML::Node& key, const YAML::Node& value,
+                                               const std::string& path)>;
+  Result<void> EachKey(const YAML::Node& node, const std::string& path, bool non_empty,
+                       const KeyReader& read) const;
 
   std::string source_;
   std::string base_dir_;
