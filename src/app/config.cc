@@ -119,6 +119,33 @@ Result<std::string> ReadResourceName(const yaml::Reader& r, const YAML::Node& no
   return text;
 }
 
+// The keys of the kubernetes section.
+std::vector<Key> KubernetesKeys(const yaml::Reader& r, KubernetesConfig& kube) {
+  auto& lease = kube.binder_lease;
+  return {
+      r.BoolKey("enabled", kube.enabled),
+      r.OptionalPathKey("kubeconfig", kube.kubeconfig),
+      r.StringKey("context", kube.context),
+      r.StringKey("api_server", kube.api_server),
+      r.PathKey("token_file", kube.token_file, kRefused),
+      r.PathKey("ca_file", kube.ca_file, kRefused),
+      r.NumberKey("qps", kube.qps, kPositive),
+      r.IntegerKey("burst", kube.burst, 1, 100000),
+      r.IntegerKey("request_timeout_ms", kube.request_timeout_ms, 100, 600000),
+      r.IntegerKey("list_page_size", kube.list_page_size, 1, 10000),
+      r.BoolKey("require_nri_plugin", kube.require_nri_plugin),
+      r.IntegerKey("bind_timeout_ms", kube.bind_timeout_ms, 100, 60000),
+      r.IntegerKey("bind_settle_margin_ms", kube.bind_settle_margin_ms, 0, 60000),
+      r.SectionKey("binder_lease",
+                   {
+                       r.BoolKey("enabled", lease.enabled),
+                       r.StringKey("namespace", lease.lease_namespace),
+                       r.StringKey("name", lease.name),
+                       r.IntegerKey("duration_ms", lease.duration_ms, 1000, 600000),
+                   }),
+  };
+}
+
 // The config's keys, each storing what it reads in `config` (`tls_node` keeps the tls section
 // for the cross-key messages).
 std::vector<Key> ConfigKeys(const yaml::Reader& r, Config& config, YAML::Node& tls_node) {
@@ -134,8 +161,6 @@ std::vector<Key> ConfigKeys(const yaml::Reader& r, Config& config, YAML::Node& t
   };
   LimitsConfig& limits = config.limits;
   PolicyConfig& policy = config.policy;
-  KubernetesConfig& kube = config.kubernetes;
-  auto& lease = kube.binder_lease;
   return {
       {"listen",
        [&](const YAML::Node& node, const std::string& path) {
@@ -206,30 +231,7 @@ std::vector<Key> ConfigKeys(const yaml::Reader& r, Config& config, YAML::Node& t
       r.OptionalPathKey("cluster_file", config.cluster_file),
       r.OptionalPathKey("state_file", config.state_file),
       r.StoreKey("shared_gpu_resource", config.shared_gpu_resource, with(ReadResourceName)),
-      r.SectionKey(
-          "kubernetes",
-          {
-              r.BoolKey("enabled", kube.enabled),
-              r.OptionalPathKey("kubeconfig", kube.kubeconfig),
-              r.StringKey("context", kube.context),
-              r.StringKey("api_server", kube.api_server),
-              r.PathKey("token_file", kube.token_file, kRefused),
-              r.PathKey("ca_file", kube.ca_file, kRefused),
-              r.NumberKey("qps", kube.qps, kPositive),
-              r.IntegerKey("burst", kube.burst, 1, 100000),
-              r.IntegerKey("request_timeout_ms", kube.request_timeout_ms, 100, 600000),
-              r.IntegerKey("list_page_size", kube.list_page_size, 1, 10000),
-              r.BoolKey("require_nri_plugin", kube.require_nri_plugin),
-              r.IntegerKey("bind_timeout_ms", kube.bind_timeout_ms, 100, 60000),
-              r.IntegerKey("bind_settle_margin_ms", kube.bind_settle_margin_ms, 0, 60000),
-              r.SectionKey("binder_lease",
-                           {
-                               r.BoolKey("enabled", lease.enabled),
-                               r.StringKey("namespace", lease.lease_namespace),
-                               r.StringKey("name", lease.name),
-                               r.IntegerKey("duration_ms", lease.duration_ms, 1000, 600000),
-                           }),
-          }),
+      r.SectionKey("kubernetes", KubernetesKeys(r, config.kubernetes)),
       r.OneOfKey("log_level", config.log_level, {"debug", "info", "warning", "error", "off"}),
   };
 }

@@ -58,7 +58,7 @@ Result<YAML::Node> Named(const YAML::Node& root, const char* list, const char* i
   const YAML::Node entries = root[list];
   if (entries && entries.IsSequence()) {
     for (const YAML::Node& entry : entries) {
-      if (entry.IsMap() && entry["name"] && yaml::ScalarOr(entry, "name") == name) {
+      if (entry.IsMap() && yaml::ScalarOr(entry, "name") == name) {
         const YAML::Node value = entry[inner];
         if (!value || !value.IsMap()) {
           if (value && value.IsNull()) return YAML::Node(YAML::NodeType::Map);
@@ -117,8 +117,9 @@ Result<ClientConfig> ParseKubeconfig(std::string_view text, const std::string& p
   const std::string& where = reader.source();
   YAML::Node root;
   LINKFIT_ASSIGN_OR_RETURN(root, reader.Load(text));
-  if (!root.IsMap())
+  if (!root.IsMap()) {
     return reader.Fail(root, "", "expected a mapping, got " + yaml::Describe(root));
+  }
   try {
     const std::string context_name =
         context.empty() ? yaml::ScalarOr(root, "current-context") : context;
