@@ -1,13 +1,11 @@
 // LoadKubeconfig and InClusterConfig (api_client.h).
 
-#include <yaml-cpp/yaml.h>
-
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "kube/pem.h"
 #include "linkfit/common/strings.h"
+#include "linkfit/common/yaml_reader.h"
 #include "linkfit/kube/api_client.h"
 
 namespace linkfit::kube {
@@ -20,18 +18,8 @@ namespace fs = std::filesystem;
 constexpr std::size_t kMaxFileBytes = std::size_t{4} << 20;
 
 Result<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return MakeError(what + ": cannot read " + path);
-  std::string text(kMaxFileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) return MakeError(what + ": cannot read " + path);
-  const auto read = static_cast<std::size_t>(in.gcount());
-  if (read > kMaxFileBytes) {
-    return MakeError(what + ": " + path +
-                     " is larger than 4 MiB; not a kubeconfig, certificate, "
-                     "key or token");
-  }
-  text.resize(read);
+  auto text = yaml::ReadFile(path, kMaxFileBytes);
+  if (!text) return WithContext(text.error(), what);
   return text;
 }
 
@@ -70,7 +58,7 @@ Result<YAML::Node> Named(const YAML::Node& root, const char* list, const char* i
   const YAML::Node entries = root[list];
   if (entries && entries.IsSequence()) {
     for (const YAML::Node& entry : entries) {
-      if (entry["name"] && entry["name"].as<std::string>("") == name) {
+      if (entry.IsMap() && yaml::ScalarOr(entry, "name") == name) {
         const YAML::Node value = entry[inner];
         if (!value || !value.IsMap()) {
           if (value && value.IsNull()) return YAML::Node(YAML::NodeType::Map);
@@ -83,31 +71,21 @@ Result<YAML::Node> Named(const YAML::Node& root, const char* list, const char* i
   return MakeError(where + ": no " + std::string(list) + " entry named " + QuoteForMessage(name));
 }
 
-std::string StringAt(const YAML::Node& map, const char* key) {
-  const YAML::Node value = map[key];
-  return value && value.IsScalar() ? value.Scalar() : "";
-}
-
-std::string Resolve(const std::string& base, const std::string& path) {
-  if (path.empty() || fs::path(path).is_absolute()) return path;
-  return (fs::path(base) / path).lexically_normal().string();
-}
-
 enum class PemKind { kCertificates, kPrivateKey };
 
 // `key-data` (base64 PEM, which wins, as in client-go) or `key` (a file), checked to hold PEM
 // that OpenSSL parses: certificates or a private key.
-Result<std::string> PemFrom(const YAML::Node& map, const char* file_key, const char* data_key,
-                            PemKind kind, const std::string& base, const std::string& where) {
-  const std::string data = StringAt(map, data_key);
-  const std::string file = StringAt(map, file_key);
+Result<std::string> PemFrom(const yaml::Reader& reader, const YAML::Node& map, const char* file_key,
+                            const char* data_key, PemKind kind, const std::string& where) {
+  const std::string data = yaml::ScalarOr(map, data_key);
+  const std::string file = yaml::ScalarOr(map, file_key);
   std::string pem;
   std::string what;
   if (!data.empty()) {
     what = where + ": " + data_key;
     LINKFIT_ASSIGN_OR_RETURN(pem, DecodeBase64(data, what));
   } else if (!file.empty()) {
-    const std::string path = Resolve(base, file);
+    const std::string path = reader.Resolve(file);
     what = where + ": " + file_key + " " + path;
     LINKFIT_ASSIGN_OR_RETURN(pem, ReadWholeFile(path, where + ": " + file_key));
   } else {
@@ -123,17 +101,6 @@ Result<std::string> PemFrom(const YAML::Node& map, const char* file_key, const c
   return pem;
 }
 
-// A kubeconfig boolean ("true", but YAML's other spellings too); false when absent.
-Result<bool> BoolAt(const YAML::Node& map, const char* key, const std::string& where) {
-  const YAML::Node value = map[key];
-  if (!value || value.IsNull()) return false;
-  bool result = false;
-  if (!value.IsScalar() || !YAML::convert<bool>::decode(value, result)) {
-    return MakeError(where + ": " + key + " is not true or false");
-  }
-  return result;
-}
-
 }  // namespace
 
 Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& context) {
@@ -144,41 +111,46 @@ Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& 
 
 Result<ClientConfig> ParseKubeconfig(std::string_view text, const std::string& path,
                                      const std::string& context) {
-  const std::string where = "kubeconfig " + path;
+  const yaml::Reader reader(
+      "kubeconfig " + path, fs::path(path).parent_path().string(),
+      {.quoted_is_string = false, .yaml11_booleans = true, .syntax_error = "not YAML"});
+  const std::string& where = reader.source();
   YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return MakeError(where + ": not YAML: " + e.what());
+  LINKFIT_ASSIGN_OR_RETURN(root, reader.Load(text));
+  if (!root.IsMap()) {
+    return reader.Fail(root, "", "expected a mapping, got " + yaml::Describe(root));
   }
-  if (!root.IsMap()) return MakeError(where + ": expected a mapping");
-  const std::string base = fs::path(path).parent_path().string();
   try {
-    const std::string context_name = context.empty() ? StringAt(root, "current-context") : context;
+    const std::string context_name =
+        context.empty() ? yaml::ScalarOr(root, "current-context") : context;
     if (context_name.empty()) {
       return MakeError(where + ": no current-context (name one with --context)");
     }
     YAML::Node context_map;
     LINKFIT_ASSIGN_OR_RETURN(context_map, Named(root, "contexts", "context", context_name, where));
-    const std::string cluster_name = StringAt(context_map, "cluster");
-    const std::string user_name = StringAt(context_map, "user");
+    const std::string cluster_name = yaml::ScalarOr(context_map, "cluster");
+    const std::string user_name = yaml::ScalarOr(context_map, "user");
     if (cluster_name.empty())
       return MakeError(where + ": context " + context_name + " names no cluster");
     YAML::Node cluster;
     LINKFIT_ASSIGN_OR_RETURN(cluster, Named(root, "clusters", "cluster", cluster_name, where));
     ClientConfig config;
     config.source = where + ", context " + context_name;
-    config.server = StringAt(cluster, "server");
+    config.server = yaml::ScalarOr(cluster, "server");
     if (config.server.empty()) {
       return MakeError(where + ": cluster " + cluster_name + " has no server");
     }
     const std::string cluster_where = where + ": cluster " + cluster_name;
-    LINKFIT_ASSIGN_OR_RETURN(config.ca_pem,
-                             PemFrom(cluster, "certificate-authority", "certificate-authority-data",
-                                     PemKind::kCertificates, base, cluster_where));
-    LINKFIT_ASSIGN_OR_RETURN(config.insecure_skip_tls_verify,
-                             BoolAt(cluster, "insecure-skip-tls-verify", cluster_where));
-    config.tls_server_name = StringAt(cluster, "tls-server-name");
+    LINKFIT_ASSIGN_OR_RETURN(config.ca_pem, PemFrom(reader, cluster, "certificate-authority",
+                                                    "certificate-authority-data",
+                                                    PemKind::kCertificates, cluster_where));
+    // A kubeconfig boolean (YAML 1.1's spellings too); false when absent.
+    if (const YAML::Node skip = cluster["insecure-skip-tls-verify"]; skip && !skip.IsNull()) {
+      LINKFIT_ASSIGN_OR_RETURN(
+          config.insecure_skip_tls_verify,
+          reader.Bool(skip, "cluster " + cluster_name + ": insecure-skip-tls-verify"));
+    }
+    config.tls_server_name = yaml::ScalarOr(cluster, "tls-server-name");
     if (!user_name.empty()) {
       YAML::Node user;
       LINKFIT_ASSIGN_OR_RETURN(user, Named(root, "users", "user", user_name, where));
@@ -193,25 +165,25 @@ Result<ClientConfig> ParseKubeconfig(std::string_view text, const std::string& p
                          " uses an auth-provider plugin, which linkfit does not support; use a "
                          "token, tokenFile or client certificate");
       }
-      config.token = StringAt(user, "token");
-      const std::string token_file = StringAt(user, "tokenFile");
+      config.token = yaml::ScalarOr(user, "token");
+      const std::string token_file = yaml::ScalarOr(user, "tokenFile");
       if (!token_file.empty()) {
-        config.token_file = Resolve(base, token_file);
+        config.token_file = reader.Resolve(token_file);
         std::string token;
         LINKFIT_ASSIGN_OR_RETURN(token,
                                  ReadWholeFile(config.token_file, user_where + ": tokenFile"));
       }
-      LINKFIT_ASSIGN_OR_RETURN(config.client_cert_pem,
-                               PemFrom(user, "client-certificate", "client-certificate-data",
-                                       PemKind::kCertificates, base, user_where));
+      LINKFIT_ASSIGN_OR_RETURN(config.client_cert_pem, PemFrom(reader, user, "client-certificate",
+                                                               "client-certificate-data",
+                                                               PemKind::kCertificates, user_where));
       LINKFIT_ASSIGN_OR_RETURN(
           config.client_key_pem,
-          PemFrom(user, "client-key", "client-key-data", PemKind::kPrivateKey, base, user_where));
+          PemFrom(reader, user, "client-key", "client-key-data", PemKind::kPrivateKey, user_where));
       if (config.client_cert_pem.empty() != config.client_key_pem.empty()) {
         return MakeError(user_where + ": client-certificate and client-key must be given together");
       }
-      config.username = StringAt(user, "username");
-      config.password = StringAt(user, "password");
+      config.username = yaml::ScalarOr(user, "username");
+      config.password = yaml::ScalarOr(user, "password");
     }
     return config;
   } catch (const YAML::Exception& e) {

@@ -1,18 +1,10 @@
 #include "linkfit/standalone/standalone.h"
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <set>
-#include <sstream>
 #include <unordered_map>
 
-#include <yaml-cpp/yaml.h>
-#include <nlohmann/json.hpp>
-
-#include "linkfit/common/log.h"
-#include "linkfit/common/strings.h"
+#include "linkfit/common/yaml_reader.h"
 #include "linkfit/kube/quantity.h"
 #include "linkfit/topology/topology.h"
 
@@ -21,74 +13,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Where(const std::string& source, const YAML::Node& node) {
-  if (!node.IsDefined()) return source;  // a missing key has no position (Mark() would throw)
-  const YAML::Mark mark = node.Mark();
-  if (mark.line < 0) return source;
-  return source + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
-}
-
-Result<void> CheckKeys(const YAML::Node& node, const std::string& source, const std::string& path,
-                       const std::set<std::string>& known) {
-  if (!node.IsMap()) return MakeError(Where(source, node) + ": " + path + ": expected a mapping");
-  for (const auto& entry : node) {
-    const std::string key = entry.first.as<std::string>("");
-    if (known.count(key) == 0) {
-      std::string names;
-      for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
-      return MakeError(Where(source, entry.first) + ": " + path + "." + key +
-                       ": unknown key; known keys: " + names);
-    }
-  }
-  return {};
-}
-
-Result<std::string> ScalarString(const YAML::Node& node, const std::string& source,
-                                 const std::string& path) {
-  if (!node || !node.IsScalar() || node.Scalar().empty()) {
-    return MakeError(Where(source, node) + ": " + path + ": expected a non-empty string");
-  }
-  return node.Scalar();
-}
-
-Result<long> ScalarInt(const YAML::Node& node, const std::string& source, const std::string& path,
-                       long min, long max) {
-  const auto value = node && node.IsScalar() ? ParseInt(node.Scalar()) : std::nullopt;
-  if (!value || *value < min || *value > max) {
-    return MakeError(Where(source, node) + ": " + path + ": expected an integer from " +
-                     std::to_string(min) + " to " + std::to_string(max));
-  }
-  return static_cast<long>(*value);
-}
-
-// The same for the value of `key` in the mapping `parent`: a missing key is reported at the
-// mapping's line (the value has none).
-Result<std::string> ScalarString(const YAML::Node& parent, const char* key,
-                                 const std::string& source, const std::string& path) {
-  const YAML::Node node = parent[key];
-  if (!node) return MakeError(Where(source, parent) + ": " + path + ": missing key");
-  return ScalarString(node, source, path);
-}
-
-Result<long> ScalarInt(const YAML::Node& parent, const char* key, const std::string& source,
-                       const std::string& path, long min, long max) {
-  const YAML::Node node = parent[key];
-  if (!node) return MakeError(Where(source, parent) + ": " + path + ": missing key");
-  return ScalarInt(node, source, path, min, max);
-}
-
 // An optional Kubernetes quantity (`64`, `500m`, `256Gi`) under `key`, in thousandths of its
 // unit; 0 when the key is absent.
-Result<std::int64_t> OptionalQuantityMilli(const YAML::Node& parent, const char* key,
-                                           const std::string& source, const std::string& path) {
+Result<std::int64_t> OptionalQuantityMilli(const yaml::Reader& reader, const YAML::Node& parent,
+                                           const char* key, const std::string& path) {
   const YAML::Node node = parent[key];
   if (!node) return std::int64_t{0};
   auto milli = node.IsScalar() ? kube::ParseQuantityMilli(node.Scalar())
                                : Result<std::int64_t>(MakeError("expected a quantity"));
   if (!milli || *milli < 0) {
-    return MakeError(Where(source, node) + ": " + path +
-                     ": expected a non-negative Kubernetes quantity" +
-                     (milli ? std::string() : " (" + milli.error().message + ")"));
+    return reader.Fail(node, yaml::Join(path, key),
+                       "expected a non-negative Kubernetes quantity" +
+                           (milli ? std::string() : " (" + milli.error().message + ")"));
   }
   return *milli;
 }
@@ -96,12 +32,7 @@ Result<std::int64_t> OptionalQuantityMilli(const YAML::Node& parent, const char*
 // Memory quantities are bytes: thousandths rounded up.
 std::int64_t MilliToBytes(std::int64_t milli) { return (milli + 999) / 1000; }
 
-std::string Resolve(const std::string& base_dir, const std::string& path) {
-  if (path.empty() || fs::path(path).is_absolute() || base_dir.empty()) return path;
-  return (fs::path(base_dir) / path).lexically_normal().string();
-}
-
-Result<topology::GpuMask> ParseMigGpus(const YAML::Node& node, const std::string& source,
+Result<topology::GpuMask> ParseMigGpus(const yaml::Reader& reader, const YAML::Node& node,
                                        const std::string& path, int gpu_count) {
   const auto all = static_cast<topology::GpuMask>((1u << gpu_count) - 1u);
   if (!node) return topology::GpuMask{0};
@@ -109,35 +40,14 @@ Result<topology::GpuMask> ParseMigGpus(const YAML::Node& node, const std::string
     if (node.Scalar() == "all") return all;
     if (node.Scalar() == "none") return topology::GpuMask{0};
   }
-  if (!node.IsSequence()) {
-    return MakeError(Where(source, node) + ": " + path + ": expected all, none or a list of GPUs");
-  }
+  if (!node.IsSequence()) return reader.Fail(node, path, "expected all, none or a list of GPUs");
   unsigned mask = 0;
   for (const YAML::Node& item : node) {
-    long gpu = 0;
-    LINKFIT_ASSIGN_OR_RETURN(gpu, ScalarInt(item, source, path + "[]", 0, gpu_count - 1));
+    std::int64_t gpu = 0;
+    LINKFIT_ASSIGN_OR_RETURN(gpu, reader.Integer(item, path + "[]", 0, gpu_count - 1));
     mask |= 1u << gpu;
   }
   return static_cast<topology::GpuMask>(mask);
-}
-
-// A position in the file, kept for messages about what is only checked after reading (an
-// allocation that collides with another).
-struct Position {
-  int line = -1;  // 0-based, as YAML::Mark
-  int column = 0;
-};
-
-Position PositionOf(const YAML::Node& node) {
-  if (!node.IsDefined()) return {};
-  const YAML::Mark mark = node.Mark();
-  return {mark.line, mark.column};
-}
-
-std::string Where(const std::string& source, Position position) {
-  if (position.line < 0) return source;
-  return source + ":" + std::to_string(position.line + 1) + ":" +
-         std::to_string(position.column + 1);
 }
 
 // One entry of `nodes`: one node, or `count` nodes named prefix0, prefix1, ...
@@ -153,7 +63,7 @@ struct NodeGroup {
 
 struct PlannedAllocation {
   state::Assignment assignment;
-  Position position;  // of the list item
+  YAML::Mark position;  // of the list item, for a collision found after the tree is gone
 };
 
 // The cluster file read into plain values, before any node is built. Reading stops at the first
@@ -195,40 +105,38 @@ class KnownNodes {
 };
 
 // Parses one allocation against the known nodes (for GPU counts and MIG profile names).
-Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::string& source,
+Result<state::Assignment> ParseAllocation(const yaml::Reader& reader, const YAML::Node& item,
                                           const std::string& path, const KnownNodes& nodes) {
-  if (auto keys = CheckKeys(item, source, path,
-                            {"pod", "uid", "node", "gpus", "mig", "shares", "cpu", "memory"});
+  if (auto keys = reader.CheckMapping(
+          item, path, {"pod", "uid", "node", "gpus", "mig", "shares", "cpu", "memory"});
       !keys) {
     return tl::unexpected(keys.error());
   }
+  constexpr auto kNonEmpty = yaml::Empty::kRefused;
   state::Assignment a;
   std::string pod;
-  LINKFIT_ASSIGN_OR_RETURN(pod, ScalarString(item, "pod", source, path + ".pod"));
+  LINKFIT_ASSIGN_OR_RETURN(pod, reader.String(item, "pod", path, kNonEmpty));
   const auto slash = pod.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == pod.size()) {
-    return MakeError(Where(source, item["pod"]) + ": " + path + ".pod: expected namespace/name");
+    return reader.Fail(item["pod"], path + ".pod", "expected namespace/name");
   }
   a.pod_namespace = pod.substr(0, slash);
   a.pod_name = pod.substr(slash + 1);
-  LINKFIT_ASSIGN_OR_RETURN(a.pod_uid, ScalarString(item, "uid", source, path + ".uid"));
-  LINKFIT_ASSIGN_OR_RETURN(a.node, ScalarString(item, "node", source, path + ".node"));
+  LINKFIT_ASSIGN_OR_RETURN(a.pod_uid, reader.String(item, "uid", path, kNonEmpty));
+  LINKFIT_ASSIGN_OR_RETURN(a.node, reader.String(item, "node", path, kNonEmpty));
   const state::NodeInfo* node = nodes.Find(a.node);
-  if (node == nullptr) {
-    return MakeError(Where(source, item["node"]) + ": " + path + ".node: unknown node " + a.node);
-  }
+  if (node == nullptr) return reader.Fail(item["node"], path + ".node", "unknown node " + a.node);
   const int gpu_count = node->gpu_count();
-  LINKFIT_ASSIGN_OR_RETURN(a.cpu_milli, OptionalQuantityMilli(item, "cpu", source, path + ".cpu"));
+  LINKFIT_ASSIGN_OR_RETURN(a.cpu_milli, OptionalQuantityMilli(reader, item, "cpu", path));
   std::int64_t memory_milli = 0;
-  LINKFIT_ASSIGN_OR_RETURN(memory_milli,
-                           OptionalQuantityMilli(item, "memory", source, path + ".memory"));
+  LINKFIT_ASSIGN_OR_RETURN(memory_milli, OptionalQuantityMilli(reader, item, "memory", path));
   a.memory_bytes = MilliToBytes(memory_milli);
   const int kinds = (item["gpus"] ? 1 : 0) + (item["mig"] ? 1 : 0) + (item["shares"] ? 1 : 0);
   const bool gpu_less = kinds == 0 && (item["cpu"] || item["memory"]);
   if (kinds != 1 && !gpu_less) {
-    return MakeError(Where(source, item) + ": " + path +
-                     ": give exactly one of gpus, mig, shares (or only cpu/memory for a pod "
-                     "without GPUs)");
+    return reader.Fail(item, path,
+                       "give exactly one of gpus, mig, shares (or only cpu/memory for a pod "
+                       "without GPUs)");
   }
   unsigned mask = 0;
   if (gpu_less) {
@@ -236,43 +144,39 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
   } else if (const YAML::Node gpus = item["gpus"]) {
     a.kind = state::Assignment::Kind::kWhole;
     if (!gpus.IsSequence() || gpus.size() == 0) {
-      return MakeError(Where(source, gpus) + ": " + path + ".gpus: expected a list of GPUs");
+      return reader.Fail(gpus, path + ".gpus", "expected a list of GPUs");
     }
     for (const YAML::Node& g : gpus) {
-      long gpu = 0;
-      LINKFIT_ASSIGN_OR_RETURN(gpu, ScalarInt(g, source, path + ".gpus[]", 0, gpu_count - 1));
+      std::int64_t gpu = 0;
+      LINKFIT_ASSIGN_OR_RETURN(gpu, reader.Integer(g, path + ".gpus[]", 0, gpu_count - 1));
       mask |= 1u << gpu;
     }
   } else if (const YAML::Node mig = item["mig"]) {
     a.kind = state::Assignment::Kind::kMig;
     if (node->mig_planners.empty()) {
-      return MakeError(Where(source, mig) + ": " + path + ".mig: node " + a.node +
-                       " has no MIG-capable GPUs");
+      return reader.Fail(mig, path + ".mig", "node " + a.node + " has no MIG-capable GPUs");
     }
     if (!mig.IsSequence() || mig.size() == 0) {
-      return MakeError(Where(source, mig) + ": " + path + ".mig: expected a list of instances");
+      return reader.Fail(mig, path + ".mig", "expected a list of instances");
     }
+    const std::string slot_path = path + ".mig[]";
     for (const YAML::Node& slot : mig) {
-      if (auto keys = CheckKeys(slot, source, path + ".mig[]", {"gpu", "profile", "start"});
-          !keys) {
+      if (auto keys = reader.CheckMapping(slot, slot_path, {"gpu", "profile", "start"}); !keys) {
         return tl::unexpected(keys.error());
       }
-      long gpu = 0;
-      long start = 0;
+      std::int64_t gpu = 0;
+      std::int64_t start = 0;
       std::string profile;
-      LINKFIT_ASSIGN_OR_RETURN(
-          gpu, ScalarInt(slot, "gpu", source, path + ".mig[].gpu", 0, gpu_count - 1));
-      LINKFIT_ASSIGN_OR_RETURN(start,
-                               ScalarInt(slot, "start", source, path + ".mig[].start", 0, 7));
-      LINKFIT_ASSIGN_OR_RETURN(profile,
-                               ScalarString(slot, "profile", source, path + ".mig[].profile"));
+      LINKFIT_ASSIGN_OR_RETURN(gpu, reader.Integer(slot, "gpu", slot_path, 0, gpu_count - 1));
+      LINKFIT_ASSIGN_OR_RETURN(start, reader.Integer(slot, "start", slot_path, 0, 7));
+      LINKFIT_ASSIGN_OR_RETURN(profile, reader.String(slot, "profile", slot_path, kNonEmpty));
       // A profile of the GPU's own model's set (a node may mix models).
       const alloc::MigPlanner* planner = node->MigPlannerOf(static_cast<int>(gpu));
       const int index = planner == nullptr ? -1 : planner->set().FindProfile(profile);
       if (index < 0) {
-        return MakeError(Where(source, slot["profile"]) + ": " + path + ".mig[].profile: " +
-                         profile + " is not a MIG profile of GPU " + std::to_string(gpu) + " (" +
-                         node->topology().gpu(static_cast<int>(gpu)).model + ")");
+        return reader.Fail(slot["profile"], slot_path + ".profile",
+                           profile + " is not a MIG profile of GPU " + std::to_string(gpu) + " (" +
+                               node->topology().gpu(static_cast<int>(gpu)).model + ")");
       }
       a.mig.push_back({static_cast<int>(gpu), alloc::MigInstance{index, static_cast<int>(start)}});
       mask |= 1u << gpu;
@@ -281,18 +185,17 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
     const YAML::Node shares = item["shares"];
     a.kind = state::Assignment::Kind::kShared;
     if (!shares.IsSequence() || shares.size() == 0) {
-      return MakeError(Where(source, shares) + ": " + path + ".shares: expected a list of shares");
+      return reader.Fail(shares, path + ".shares", "expected a list of shares");
     }
+    const std::string slot_path = path + ".shares[]";
     for (const YAML::Node& slot : shares) {
-      if (auto keys = CheckKeys(slot, source, path + ".shares[]", {"gpu", "milli"}); !keys) {
+      if (auto keys = reader.CheckMapping(slot, slot_path, {"gpu", "milli"}); !keys) {
         return tl::unexpected(keys.error());
       }
-      long gpu = 0;
-      long milli = 0;
-      LINKFIT_ASSIGN_OR_RETURN(
-          gpu, ScalarInt(slot, "gpu", source, path + ".shares[].gpu", 0, gpu_count - 1));
-      LINKFIT_ASSIGN_OR_RETURN(milli,
-                               ScalarInt(slot, "milli", source, path + ".shares[].milli", 1, 1000));
+      std::int64_t gpu = 0;
+      std::int64_t milli = 0;
+      LINKFIT_ASSIGN_OR_RETURN(gpu, reader.Integer(slot, "gpu", slot_path, 0, gpu_count - 1));
+      LINKFIT_ASSIGN_OR_RETURN(milli, reader.Integer(slot, "milli", slot_path, 1, 1000));
       a.shares.push_back({static_cast<int>(gpu), static_cast<int>(milli)});
       mask |= 1u << gpu;
     }
@@ -301,28 +204,18 @@ Result<state::Assignment> ParseAllocation(const YAML::Node& item, const std::str
   return a;
 }
 
-Result<YAML::Node> ParseYamlFile(const std::string& path) {
-  try {
-    return YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return MakeError(path + ": cannot read the file");
-  } catch (const YAML::Exception& e) {
-    return MakeError(path + ": " + e.what());
-  }
-}
-
 // Reads the allocations into `plan` until the first bad one.
-Result<void> ReadAllocations(const YAML::Node& list, const std::string& source,
+Result<void> ReadAllocations(const yaml::Reader& reader, const YAML::Node& list,
                              const KnownNodes& nodes, ClusterPlan& plan) {
   if (!list || list.IsNull()) return {};
-  if (!list.IsSequence()) return MakeError(Where(source, list) + ": allocations: expected a list");
+  if (!list.IsSequence()) return reader.Fail(list, "allocations", "expected a list");
   plan.allocations.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i) {
     const YAML::Node item = list[i];
     auto assignment =
-        ParseAllocation(item, source, "allocations[" + std::to_string(i) + "]", nodes);
+        ParseAllocation(reader, item, "allocations[" + std::to_string(i) + "]", nodes);
     if (!assignment) return tl::unexpected(assignment.error());
-    plan.allocations.push_back({std::move(*assignment), PositionOf(item)});
+    plan.allocations.push_back({std::move(*assignment), yaml::MarkOf(item)});
   }
   return {};
 }
@@ -330,34 +223,30 @@ Result<void> ReadAllocations(const YAML::Node& list, const std::string& source,
 // Reads the entries of `nodes` into `plan` until the first bad one. Each group's model is built
 // once here (its errors do not depend on the node's name) so that allocations can be checked
 // against it; the nodes themselves are built after the YAML tree is gone.
-Result<void> ReadNodes(const YAML::Node& nodes, const std::string& path,
+Result<void> ReadNodes(const yaml::Reader& reader, const YAML::Node& nodes,
                        model::NodeModelFactory& factory, KnownNodes& known, ClusterPlan& plan) {
-  const std::string base = fs::path(path).parent_path().string();
+  constexpr auto kNonEmpty = yaml::Empty::kRefused;
   std::map<std::string, topology::TopologyPtr> topologies;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const YAML::Node entry = nodes[i];
     const std::string where = "nodes[" + std::to_string(i) + "]";
-    if (auto keys = CheckKeys(
-            entry, path, where,
+    if (auto keys = reader.CheckMapping(
+            entry, where,
             {"name", "name_prefix", "count", "topology", "labels", "mig", "cpu", "memory"});
         !keys) {
       return keys;
     }
     std::string topology_path;
-    LINKFIT_ASSIGN_OR_RETURN(topology_path,
-                             ScalarString(entry, "topology", path, where + ".topology"));
-    topology_path = Resolve(base, topology_path);
+    LINKFIT_ASSIGN_OR_RETURN(topology_path, reader.String(entry, "topology", where, kNonEmpty));
+    topology_path = reader.Resolve(topology_path);
     auto cached = topologies.find(topology_path);
     if (cached == topologies.end()) {
       auto text = topology::ReadTopologyFile(topology_path);
-      if (!text) {
-        return MakeError(Where(path, entry["topology"]) + ": " + where +
-                         ".topology: " + text.error().message);
-      }
+      if (!text) return reader.Fail(entry["topology"], where + ".topology", text.error().message);
       auto topo = factory.TopologyFromText(*text, topology_path);
       if (!topo) {
-        return MakeError(Where(path, entry["topology"]) + ": " + where +
-                         ".topology: " + topology_path + ": " + topo.error().message);
+        return reader.Fail(entry["topology"], where + ".topology",
+                           topology_path + ": " + topo.error().message);
       }
       cached = topologies.emplace(topology_path, *topo).first;
       plan.topologies = static_cast<int>(topologies.size());
@@ -365,34 +254,33 @@ Result<void> ReadNodes(const YAML::Node& nodes, const std::string& path,
     NodeGroup group;
     model::NodeFacts& facts = group.facts;
     facts.topology = cached->second;
-    if (const YAML::Node label_map = entry["labels"]) {
-      if (!label_map.IsMap())
-        return MakeError(Where(path, label_map) + ": " + where + ".labels: expected a mapping");
-      for (const auto& label : label_map)
-        facts.labels[label.first.as<std::string>()] = label.second.as<std::string>();
+    if (auto labels = reader.ReadEntries(entry["labels"], where + ".labels",
+                                         [&](const std::string& key, const YAML::Node& value,
+                                             const std::string& path) -> Result<void> {
+                                           LINKFIT_ASSIGN_OR_RETURN(facts.labels[key],
+                                                                    reader.String(value, path));
+                                           return {};
+                                         });
+        !labels) {
+      return labels;
     }
-    LINKFIT_ASSIGN_OR_RETURN(facts.mig_enabled, ParseMigGpus(entry["mig"], path, where + ".mig",
+    LINKFIT_ASSIGN_OR_RETURN(facts.mig_enabled, ParseMigGpus(reader, entry["mig"], where + ".mig",
                                                              facts.topology->gpu_count()));
     std::int64_t memory_milli = 0;
-    LINKFIT_ASSIGN_OR_RETURN(facts.cpu_milli,
-                             OptionalQuantityMilli(entry, "cpu", path, where + ".cpu"));
-    LINKFIT_ASSIGN_OR_RETURN(memory_milli,
-                             OptionalQuantityMilli(entry, "memory", path, where + ".memory"));
+    LINKFIT_ASSIGN_OR_RETURN(facts.cpu_milli, OptionalQuantityMilli(reader, entry, "cpu", where));
+    LINKFIT_ASSIGN_OR_RETURN(memory_milli, OptionalQuantityMilli(reader, entry, "memory", where));
     facts.memory_bytes = MilliToBytes(memory_milli);
     if (entry["name"]) {
       if (entry["name_prefix"] || entry["count"]) {
-        return MakeError(Where(path, entry) + ": " + where +
-                         ": give name, or name_prefix with count");
+        return reader.Fail(entry, where, "give name, or name_prefix with count");
       }
-      LINKFIT_ASSIGN_OR_RETURN(group.name, ScalarString(entry, "name", path, where + ".name"));
+      LINKFIT_ASSIGN_OR_RETURN(group.name, reader.String(entry, "name", where, kNonEmpty));
     } else {
       group.prefixed = true;
-      LINKFIT_ASSIGN_OR_RETURN(group.name,
-                               ScalarString(entry, "name_prefix", path, where + ".name_prefix"));
-      LINKFIT_ASSIGN_OR_RETURN(group.count,
-                               ScalarInt(entry, "count", path, where + ".count", 1, 100000));
+      LINKFIT_ASSIGN_OR_RETURN(group.name, reader.String(entry, "name_prefix", where, kNonEmpty));
+      LINKFIT_ASSIGN_OR_RETURN(group.count, reader.Integer(entry, "count", where, 1, 100000));
     }
-    group.where_mig = Where(path, entry["mig"]) + ": " + where + ".mig";
+    group.where_mig = reader.Where(entry["mig"]) + ": " + where + ".mig";
     known.AddGroup();
     const long count = group.count;
     for (long n = 0; n < count; ++n) {
@@ -401,8 +289,7 @@ Result<void> ReadNodes(const YAML::Node& nodes, const std::string& path,
         const char* key = entry["name"] ? "name" : "name_prefix";
         group.count = n;  // the nodes before the duplicate are still built
         if (n > 0) plan.groups.push_back(std::move(group));
-        return MakeError(Where(path, entry[key]) + ": " + where + "." + key +
-                         ": duplicate node name " + name);
+        return reader.Fail(entry[key], where + "." + key, "duplicate node name " + name);
       }
       if (n == 0) {
         model::NodeFacts first = facts;
@@ -419,23 +306,25 @@ Result<void> ReadNodes(const YAML::Node& nodes, const std::string& path,
 
 // Phase 1 of LoadClusterFile: everything the file says, checked, as plain values. The YAML tree
 // and every lookup table built to check the file are freed when this returns.
-ClusterPlan ReadClusterFile(const std::string& path, model::NodeModelFactory& factory,
+ClusterPlan ReadClusterFile(const yaml::Reader& reader, model::NodeModelFactory& factory,
                             const state::ClusterCache& cache) {
   ClusterPlan plan;
   plan.problem = [&]() -> Result<void> {
+    std::string text;
+    LINKFIT_ASSIGN_OR_RETURN(text, yaml::ReadFile(reader.source()));
     YAML::Node root;
-    LINKFIT_ASSIGN_OR_RETURN(root, ParseYamlFile(path));
-    if (auto keys = CheckKeys(root, path, "$", {"nodes", "allocations"}); !keys) return keys;
+    LINKFIT_ASSIGN_OR_RETURN(root, reader.Load(text));
+    if (auto keys = reader.CheckMapping(root, "$", {"nodes", "allocations"}); !keys) return keys;
     const YAML::Node nodes = root["nodes"];
     if (!nodes || !nodes.IsSequence() || nodes.size() == 0) {
-      return MakeError(Where(path, root) + ": nodes: expected a non-empty list");
+      return reader.Fail(root, "nodes", "expected a non-empty list");
     }
     try {
       KnownNodes known(cache.Snapshot());
-      if (auto read = ReadNodes(nodes, path, factory, known, plan); !read) return read;
-      return ReadAllocations(root["allocations"], path, known, plan);
+      if (auto read = ReadNodes(reader, nodes, factory, known, plan); !read) return read;
+      return ReadAllocations(reader, root["allocations"], known, plan);
     } catch (const YAML::Exception& e) {
-      return MakeError(path + ": " + e.what());
+      return MakeError(reader.source() + ": " + e.what());
     }
   }();
   return plan;
@@ -449,7 +338,9 @@ ClusterPlan ReadClusterFile(const std::string& path, model::NodeModelFactory& fa
 // 11). The file is read into plain values first and the tree freed; then the nodes are built.
 Result<ClusterLoadStats> LoadClusterFile(const std::string& path, model::NodeModelFactory& factory,
                                          state::ClusterCache& cache) {
-  ClusterPlan plan = ReadClusterFile(path, factory, cache);
+  const yaml::Reader reader(path, fs::path(path).parent_path().string(),
+                            {.quoted_is_string = false});
+  ClusterPlan plan = ReadClusterFile(reader, factory, cache);
   ClusterLoadStats stats;
   stats.topologies = plan.topologies;
   for (NodeGroup& group : plan.groups) {
@@ -466,7 +357,7 @@ Result<ClusterLoadStats> LoadClusterFile(const std::string& path, model::NodeMod
   for (std::size_t i = 0; i < plan.allocations.size(); ++i) {
     const PlannedAllocation& planned = plan.allocations[i];
     if (auto added = cache.AddBound(planned.assignment); !added) {
-      return MakeError(Where(path, planned.position) + ": allocations[" + std::to_string(i) +
+      return MakeError(reader.Where(planned.position) + ": allocations[" + std::to_string(i) +
                        "]: " + added.error().message);
     }
     ++stats.allocations;
