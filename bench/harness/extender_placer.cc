@@ -19,9 +19,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <optional>
 #include <random>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
