@@ -51,6 +51,11 @@ run topology --seeds 42-51 --jobs 3000 --policies "${policies/dotprod,clustering
 mig_policies="first-fit,best-fit,random"
 [[ -x "$linkfit" ]] && mig_policies="linkfit,$mig_policies"
 run mig --seeds 42-51 --jobs 3000 --policies "$mig_policies" "${linkfit_args[@]}"
+# Small random clusters: do small pods leave the whole machines big pods need? Against an exact
+# oracle; linkfit once per policy.whole_machines setting (a few minutes for 10 seeds).
+wm_policies="bestfit,default-scheduler,fgd,random"
+[[ -x "$linkfit" ]] && wm_policies="linkfit,$wm_policies"
+run whole-machines --seeds 42-51 --cases 40 --policies "$wm_policies" "${linkfit_args[@]}"
 # Verb round trips during an openb replay at 1,000 and 5,000 nodes (linkfit only; ~1-2 min).
 if [[ -x "$linkfit" ]]; then
   run latency --seeds 42 --jobs 1000 "${linkfit_args[@]}"

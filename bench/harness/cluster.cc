@@ -24,10 +24,17 @@ void AssignShapes(std::vector<PodSpec>& pods) {
   }
 }
 
+GpuMask SimNode::MigGpus() const {
+  return mig_mode ? static_cast<GpuMask>((1u << gpu_count) - 1u) : mig_gpus;
+}
+
 GpuMask SimNode::IdleGpus() const {
   unsigned mask = 0;
   for (int g = 0; g < gpu_count; ++g) {
-    if (gpu_free_milli[U(g)] == kWholeGpuMilli && mig_slices_used[U(g)] == 0) mask |= 1u << g;
+    if (gpu_free_milli[U(g)] == kWholeGpuMilli && mig_slices_used[U(g)] == 0 &&
+        ((mig_gpus >> g) & 1) == 0) {
+      mask |= 1u << g;
+    }
   }
   return static_cast<GpuMask>(mask);
 }
@@ -36,7 +43,9 @@ int SimNode::IdleGpuCount() const { return std::popcount(IdleGpus()); }
 
 std::int64_t SimNode::FreeGpuMilli() const {
   std::int64_t total = 0;
-  for (int g = 0; g < gpu_count; ++g) total += gpu_free_milli[U(g)];
+  for (int g = 0; g < gpu_count; ++g) {
+    if (((mig_gpus >> g) & 1) == 0) total += gpu_free_milli[U(g)];
+  }
   return total;
 }
 
@@ -105,7 +114,10 @@ bool Cluster::DeviceFits(int node, const PodSpec& pod) const {
     case GpuDemand::kShare: {
       int fitting = 0;
       for (int g = 0; g < n.gpu_count; ++g) {
-        if (n.gpu_free_milli[U(g)] >= pod.gpu_milli && n.mig_slices_used[U(g)] == 0) ++fitting;
+        if (n.gpu_free_milli[U(g)] >= pod.gpu_milli && n.mig_slices_used[U(g)] == 0 &&
+            ((n.mig_gpus >> g) & 1) == 0) {
+          ++fitting;
+        }
       }
       return fitting >= pod.gpu_count;
     }
@@ -135,7 +147,8 @@ Placement Cluster::BestFitShares(int node, const PodSpec& pod) const {
   const SimNode& n = nodes_[U(node)];
   std::vector<std::pair<int, int>> candidates;  // (free milli, gpu)
   for (int g = 0; g < n.gpu_count; ++g) {
-    if (n.gpu_free_milli[U(g)] >= pod.gpu_milli && n.mig_slices_used[U(g)] == 0) {
+    if (n.gpu_free_milli[U(g)] >= pod.gpu_milli && n.mig_slices_used[U(g)] == 0 &&
+        ((n.mig_gpus >> g) & 1) == 0) {
       candidates.emplace_back(n.gpu_free_milli[U(g)], g);
     }
   }
@@ -155,8 +168,9 @@ Placement Cluster::BestFitMig(int node, const PodSpec& pod) const {
   if (profile == nullptr) return placement;
   const SimNode& n = nodes_[U(node)];
   int best_left = kMigSlices + 1;
+  const GpuMask mig_gpus = n.MigGpus();
   for (int g = 0; g < n.gpu_count; ++g) {
-    if (n.gpu_free_milli[U(g)] != kWholeGpuMilli) continue;
+    if (n.gpu_free_milli[U(g)] != kWholeGpuMilli || ((mig_gpus >> g) & 1) == 0) continue;
     if (n.mig_compute_used[U(g)] + profile->compute_slices > kMigComputeSlices) continue;
     const unsigned used = n.mig_slices_used[U(g)];
     for (int start : profile->starts) {
@@ -209,6 +223,11 @@ void Cluster::Apply(const PodSpec& pod, const Placement& placement) {
   if (pod_class >= 0) ++n.class_pods[U(pod_class)];
   ++n.pods;
   ++n.version;
+}
+
+void Cluster::Preload(const PodSpec& pod, const Placement& placement) {
+  Apply(pod, placement);
+  preloaded_.push_back({pod, placement});
 }
 
 void Cluster::Release(const PodSpec& pod, const Placement& placement) {

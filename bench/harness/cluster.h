@@ -84,12 +84,18 @@ struct SimNode {
   // placer synthesises a single-socket PCIe (PHB) document of gpu_count GPUs.
   std::string topology_file;
   bool mig_mode = false;  // every GPU in MIG mode (linkfit's cluster file says `mig: all`)
+  // Or only these GPUs in MIG mode (`mig: [indexes]`): whole GPUs and shares never land on them,
+  // MIG instances only there, and they are not counted among the GPUs the device plugin
+  // advertises (IdleGpus, FreeGpuMilli).
+  GpuMask mig_gpus = 0;
   int pods = 0;
   // Pods per class for the Clustering baseline: share, 1, 2, 4, 8 GPUs (others go to the nearest).
   std::array<int, 5> class_pods{};
   std::uint64_t version = 0;  // bumped on every change (score memo invalidation)
 
-  // Idle GPUs: full share free and no MIG instance.
+  // The GPUs in MIG mode (every GPU under mig_mode).
+  GpuMask MigGpus() const;
+  // Idle GPUs: full share free and no MIG instance, outside mig_gpus.
   GpuMask IdleGpus() const;
   int IdleGpuCount() const;
   std::int64_t FreeGpuMilli() const;
@@ -140,10 +146,20 @@ class Cluster {
   void Apply(const PodSpec& pod, const Placement& placement);
   void Release(const PodSpec& pod, const Placement& placement);
 
+  // A pod already running before the replay starts: applied here, and written as an allocation
+  // into linkfit's cluster file (cluster_file.h), so both sides start from the same state.
+  struct Preloaded {
+    PodSpec pod;
+    Placement placement;
+  };
+  void Preload(const PodSpec& pod, const Placement& placement);
+  const std::vector<Preloaded>& preloaded() const { return preloaded_; }
+
  private:
   std::vector<SimNode> nodes_;
   std::map<std::string, int> index_;
   std::map<std::string, std::vector<MigProfile>> mig_profiles_;
+  std::vector<Preloaded> preloaded_;
   std::int64_t total_gpu_milli_ = 0;
   std::int64_t allocated_gpu_milli_ = 0;
   int total_gpus_ = 0;

@@ -89,12 +89,48 @@ Result<std::string> WriteClusterFile(const Cluster& cluster, const std::string& 
     if (!node.gpu_model.empty()) {
       yaml << "    labels: {nvidia.com/gpu.product: " << YamlQuote(node.gpu_model) << "}\n";
     }
-    if (node.mig_mode) yaml << "    mig: all\n";
+    if (node.mig_mode) {
+      yaml << "    mig: all\n";
+    } else if (node.mig_gpus != 0) {
+      yaml << "    mig: [";
+      const char* separator = "";
+      for (int g = 0; g < node.gpu_count; ++g) {
+        if ((node.mig_gpus >> g) & 1) {
+          yaml << separator << g;
+          separator = ", ";
+        }
+      }
+      yaml << "]\n";
+    }
     // Allocatable CPU and memory: linkfit scores GPUs stranded by them (it never filters on them).
     if (node.cpu_capacity > 0) yaml << "    cpu: " << node.cpu_capacity << "m\n";
     if (node.memory_capacity > 0) yaml << "    memory: " << node.memory_capacity << "Mi\n";
   }
-  yaml << "allocations: []\n";
+  yaml << "allocations:" << (cluster.preloaded().empty() ? " []\n" : "\n");
+  for (const Cluster::Preloaded& item : cluster.preloaded()) {
+    const PodSpec& pod = item.pod;
+    const Placement& at = item.placement;
+    yaml << "  - {pod: " << YamlQuote("bench/" + pod.name) << ", uid: " << YamlQuote(pod.uid)
+         << ", node: " << YamlQuote(cluster.node(at.node).name);
+    if (at.mig_gpu >= 0) {
+      yaml << ", mig: [{gpu: " << at.mig_gpu << ", profile: " << YamlQuote(pod.mig_profile)
+           << ", start: " << at.mig_start << "}]";
+    } else if (at.gpus != 0) {
+      yaml << (at.gpu_milli < kWholeGpuMilli ? ", shares: [" : ", gpus: [");
+      const char* separator = "";
+      for (int g = 0; g < cluster.node(at.node).gpu_count; ++g) {
+        if (((at.gpus >> g) & 1) == 0) continue;
+        if (at.gpu_milli < kWholeGpuMilli) {
+          yaml << separator << "{gpu: " << g << ", milli: " << at.gpu_milli << "}";
+        } else {
+          yaml << separator << g;
+        }
+        separator = ", ";
+      }
+      yaml << "]";
+    }
+    yaml << ", cpu: " << pod.cpu_milli << "m, memory: " << pod.memory_mib << "Mi}\n";
+  }
   const std::string path = dir + "/cluster.yaml";
   std::ofstream out(path);
   out << yaml.str();

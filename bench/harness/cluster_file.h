@@ -1,7 +1,8 @@
 #pragma once
 
 // Writes the simulator's cluster as the standalone cluster file `linkfit serve --cluster` reads
-// (issue 3 §3): one entry per node with its topology document and its GPU model label. Nodes
+// (issue 3 §3): one entry per node with its topology document, its GPU model label and its GPUs in
+// MIG mode, and the cluster's preloaded pods (Cluster::Preload) as allocations. Nodes
 // without a topology file get a synthesised single-socket PCIe document (every pair PHB, one NUMA
 // node) of their GPU count, written once per (GPU count, model) next to the cluster file.
 //

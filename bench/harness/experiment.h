@@ -26,7 +26,10 @@ struct BenchOptions {
   std::vector<std::string> policies;  // empty: the experiment's default set
   std::string out_dir = "out";
   std::string linkfit_binary = "build/release/src/app/linkfit";
-  std::string linkfit_config;           // empty: a generated config with defaults only
+  std::string linkfit_config;  // empty: a generated config with defaults only
+  // keep | ring | off: linkfit's policy.whole_machines, written into the config it is started
+  // with (a copy of linkfit_config); empty: as the config says.
+  std::string linkfit_whole_machines;
   int extender_weight = 1;              // kube-scheduler's `weight` for the extender (config/)
   std::string in_tree_score = "least";  // least | most | none: the in-tree score beside linkfit
   int percentage_of_nodes_to_score = 100;
@@ -44,6 +47,8 @@ struct BenchOptions {
   double load = 0.9;         // offered load (GPU-time / capacity)
   double comm_share = 0.3;   // slowdown model: communication share of a step on the ideal ring
   std::size_t max_pods = 0;  // 0 = no cap (the smoke test caps)
+  // whole-machines experiment: random small clusters per scenario family and seed
+  int cases = 40;
   bool quiet = false;
 };
 
@@ -61,5 +66,17 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& options);
 Result<nlohmann::json> RunTopologyExperiment(const BenchOptions& options);
 Result<nlohmann::json> RunMigExperiment(const BenchOptions& options);
 Result<nlohmann::json> RunLatencyExperiment(const BenchOptions& options);
+Result<nlohmann::json> RunWholeMachinesExperiment(const BenchOptions& options);
+
+// A MIG profile set file (config/mig/*.json): every profile, the +me ones included.
+Result<std::vector<MigProfile>> LoadMigProfiles(const std::string& path);
+
+// The config `linkfit serve` runs with: `base` (a config file's text; empty: defaults) with
+// policy.whole_machines set to `whole_machines` (empty: unchanged), relative paths resolved
+// against `base_dir`, and mig_profiles_dir defaulting to `default_mig_dir`. Fails on a base whose
+// `policy` is not a block mapping.
+Result<std::string> DeriveLinkfitConfig(const std::string& base, const std::string& base_dir,
+                                        const std::string& whole_machines,
+                                        const std::string& default_mig_dir);
 
 }  // namespace linkfit::bench

@@ -19,13 +19,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "harness/cluster_file.h"
 #include "harness/experiment.h"
 #include "harness/linkfit_process.h"
+#include "linkfit/common/strings.h"
 
 namespace linkfit::bench {
 namespace {
@@ -408,7 +411,59 @@ class ExtenderPlacer : public Placer {
   bool debug_ = std::getenv("LINKFIT_BENCH_DEBUG") != nullptr;
 };
 
+// A top-level key's line: "key:" at column 0, then the rest of the line after the colon.
+std::optional<std::string> TopLevelValue(const std::string& line, const std::string& key) {
+  if (line.rfind(key + ":", 0) != 0) return std::nullopt;
+  return std::string(Trim(std::string_view(line).substr(key.size() + 1)));
+}
+
 }  // namespace
+
+Result<std::string> DeriveLinkfitConfig(const std::string& base, const std::string& base_dir,
+                                        const std::string& whole_machines,
+                                        const std::string& default_mig_dir) {
+  std::vector<std::string> lines;
+  for (std::string_view line : Split(base, '\n')) lines.emplace_back(line);
+  std::string out = "# derived by linkfit-bench\n";
+  bool mig_dir = false;
+  bool in_policy = false;
+  bool policy = false;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    const bool top_level = !line.empty() && line[0] != ' ' && line[0] != '#';
+    if (top_level) in_policy = false;
+    if (auto value = TopLevelValue(line, "mig_profiles_dir")) {
+      std::string path = *value;
+      if (path.size() >= 2 && (path.front() == '"' || path.front() == '\'')) {
+        path = path.substr(1, path.size() - 2);
+      }
+      if (!path.empty() && path.front() != '/') path = base_dir + "/" + path;
+      out += "mig_profiles_dir: \"" + std::filesystem::absolute(path).lexically_normal().string() +
+             "\"\n";
+      mig_dir = true;
+      continue;
+    }
+    if (auto value = TopLevelValue(line, "policy")) {
+      if (!value->empty() && value->front() != '#') {
+        return MakeError("the config's policy must be a block mapping to set whole_machines");
+      }
+      out += line + "\n";
+      in_policy = policy = true;
+      if (!whole_machines.empty()) out += "  whole_machines: " + whole_machines + "\n";
+      continue;
+    }
+    // The base's own setting gives way to the one written above.
+    if (in_policy && !whole_machines.empty() && Trim(line).rfind("whole_machines:", 0) == 0) {
+      continue;
+    }
+    out += line + "\n";
+  }
+  if (!mig_dir) out += "mig_profiles_dir: \"" + default_mig_dir + "\"\n";
+  if (!policy && !whole_machines.empty()) {
+    out += "policy:\n  whole_machines: " + whole_machines + "\n";
+  }
+  return out;
+}
 
 Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
                                      const BenchOptions& options) {
@@ -425,7 +480,29 @@ Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
   auto cluster_file = WriteClusterFile(cluster, *dir);
   if (!cluster_file) return tl::unexpected(cluster_file.error());
   std::string config = options.linkfit_config;
-  if (config.empty()) {
+  const std::string mig_dir =
+      std::filesystem::absolute(options.repo_root + "/config/mig").lexically_normal().string();
+  if (!options.linkfit_whole_machines.empty()) {
+    std::string base;
+    std::string base_dir = ".";
+    if (!config.empty()) {
+      std::ifstream in(config);
+      if (!in) return MakeError(config + ": cannot read");
+      std::ostringstream text;
+      text << in.rdbuf();
+      base = text.str();
+      base_dir = std::filesystem::path(config).parent_path().string();
+      if (base_dir.empty()) base_dir = ".";
+    } else {
+      base = "listen: \"127.0.0.1:0\"\n";
+    }
+    auto derived = DeriveLinkfitConfig(base, base_dir, options.linkfit_whole_machines, mig_dir);
+    if (!derived) return WithContext(derived.error(), config.empty() ? "config" : config);
+    config = *dir + "/linkfit.yaml";
+    std::ofstream out(config);
+    out << *derived;
+    if (!out) return MakeError(config + ": cannot write");
+  } else if (config.empty()) {
     config = *dir + "/linkfit.yaml";
     std::ofstream out(config);
     // Defaults, except the MIG tables (found next to the config file by default, and this one

@@ -44,6 +44,9 @@ class FgdPolicy : public Policy {
     if (pod.demand == GpuDemand::kMig) return choice;  // FGD has no notion of MIG
     GpuState before;
     before.free = n.gpu_free_milli;
+    for (int g = 0; g < n.gpu_count; ++g) {
+      if ((n.mig_gpus >> g) & 1) before.free[Gpu(g)] = 0;  // MIG GPUs take no whole GPU or share
+    }
     before.gpu_count = n.gpu_count;
     before.cpu_free = n.cpu_free;
     const double fragmentation_before = Fragmentation(n, before);

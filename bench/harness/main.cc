@@ -19,6 +19,8 @@ experiments:
   topology   mixed-topology cluster under Philly-shaped multi-GPU demand, with departures
   mig        MIG-profile demand on MIG-capable nodes (first-fit, best-fit, random, linkfit)
   latency    extender verb latency at 1,000 and 5,000 nodes, collected during replay
+  whole-machines  small random clusters: do small pods leave the whole machines big pods need?
+             (against an exact oracle; linkfit under each policy.whole_machines setting)
 
 options:
   --trace DIR          trace folder (default: ../shared/traces/<experiment's trace>)
@@ -44,6 +46,10 @@ options:
                        per cluster size (default: 2000)
   --load PCT           topology, mig: offered load in % of GPU capacity (default: 90)
   --comm-share PCT     topology: communication share of a step, slowdown model (default: 30)
+  --cases N            whole-machines: random clusters per family and seed (default: 40)
+  --whole-machines L   linkfit's policy.whole_machines (keep | ring | off) written into its
+                       config; whole-machines: a list, each setting a policy row (default:
+                       ring,keep,off); other experiments: one setting (default: the config's)
   --quiet              no per-seed progress lines
 
 environment:
@@ -115,6 +121,10 @@ int main(int argc, char** argv) {
       options.comm_share = static_cast<double>(*number) / 100.0;
     } else if (flag == "--baseline-mode" && (value == "paper" || value == "kube")) {
       options.baseline_mode = value;
+    } else if (flag == "--cases" && number && *number > 0 && *number <= 100000) {
+      options.cases = static_cast<int>(*number);
+    } else if (flag == "--whole-machines" && !value.empty()) {
+      options.linkfit_whole_machines = value;
     } else if (flag == "--max-pods" && number && *number >= 0) {
       options.max_pods = static_cast<std::size_t>(*number);
     } else {
@@ -122,6 +132,12 @@ int main(int argc, char** argv) {
                    kUsage);
       return 2;
     }
+  }
+  const std::string& setting = options.linkfit_whole_machines;
+  if (options.experiment != "whole-machines" && !setting.empty() && setting != "keep" &&
+      setting != "ring" && setting != "off") {
+    std::fprintf(stderr, "linkfit-bench: --whole-machines takes keep, ring or off here\n");
+    return 2;
   }
   mkdir(options.out_dir.c_str(), 0755);
 
@@ -134,6 +150,8 @@ int main(int argc, char** argv) {
     summary = linkfit::bench::RunMigExperiment(options);
   } else if (options.experiment == "latency") {
     summary = linkfit::bench::RunLatencyExperiment(options);
+  } else if (options.experiment == "whole-machines") {
+    summary = linkfit::bench::RunWholeMachinesExperiment(options);
   } else {
     std::fprintf(stderr, "linkfit-bench: unknown experiment '%s'\n%s", options.experiment.c_str(),
                  kUsage);

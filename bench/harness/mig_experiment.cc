@@ -77,8 +77,10 @@ constexpr double kMeanDurationS = 3600;
 
 std::size_t Idx(int i) { return static_cast<std::size_t>(i); }
 
+}  // namespace
+
 // Loads a profile set: every profile, the +me ones included (the cluster model needs them all).
-Result<std::vector<MigProfile>> LoadProfiles(const std::string& path) {
+Result<std::vector<MigProfile>> LoadMigProfiles(const std::string& path) {
   std::ifstream in(path);
   if (!in) return MakeError(path + ": cannot read");
   try {
@@ -97,6 +99,8 @@ Result<std::vector<MigProfile>> LoadProfiles(const std::string& path) {
     return MakeError(path + ": " + error.what());
   }
 }
+
+namespace {
 
 // The profile of a kind in a set (by geometry; +me profiles never match: they are 1g duplicates
 // listed after 1g, and the first match wins).
@@ -130,7 +134,7 @@ Result<void> BuildMigCluster(const BenchOptions& options, MigSetup& setup) {
       return MakeError(path + ": MIG profile set is " + (*topology)->mig_profile_set() +
                        ", expected " + group.profile_set);
     }
-    auto profiles = LoadProfiles(root + "mig/" + group.profile_set + ".json");
+    auto profiles = LoadMigProfiles(root + "mig/" + group.profile_set + ".json");
     if (!profiles) return tl::unexpected(profiles.error());
     std::array<std::string, kKindCount> names;
     for (std::size_t k = 0; k < kKindCount; ++k) {

@@ -122,7 +122,7 @@ std::string ReconfigurationHint(const MigGpuView& gpu, const std::string& what) 
 // A candidate placement of one instance, ordered by best fit.
 struct Candidate {
   int stranded = 0;      // free slices of the GPU that the placement strands
-  int loss = 0;          // headroom lost on the GPU
+  int loss = 0;          // headroom lost on the GPU, in memory slices (SliceHeadroom)
   bool partial = false;  // the GPU held instances before
   int gpu_index = 0;     // MigGpuView::index
   int start = 0;
@@ -277,6 +277,14 @@ int MigPlanner::Headroom(const MigGpuState& state) const {
   return total;
 }
 
+int MigPlanner::SliceHeadroom(const MigGpuState& state) const {
+  int total = 0;
+  for (std::size_t p = 0; p < set_.profiles.size(); ++p) {
+    total += RemainingInstances(state, static_cast<int>(p)) * set_.profiles[p].memory_slices;
+  }
+  return total;
+}
+
 unsigned MigPlanner::CoverableSlices(const MigGpuState& state, std::size_t row,
                                      std::size_t p) const {
   if (state.compute_used() > set_.compute_slices ||
@@ -321,13 +329,13 @@ Result<MigDecision> MigPlanner::Choose(std::span<const MigGpuView> gpus, int pro
   for (std::size_t slot = 0; slot < gpus.size(); ++slot) {
     const MigGpuView& gpu = gpus[slot];
     if (!gpu.mig_enabled) continue;
-    const int before = Headroom(gpu.state);
+    const int before = SliceHeadroom(gpu.state);
     const int stranded_before = StrandedSlices(gpu.state);
     for (int start : p.starts) {
       MigGpuState after = gpu.state;
       if (!after.Place(set_, profile, start)) continue;
       Candidate candidate{StrandedSlices(after) - stranded_before,
-                          before - Headroom(after),
+                          before - SliceHeadroom(after),
                           !gpu.state.empty(),
                           gpu.index,
                           start,

@@ -22,7 +22,7 @@ bool FitsWithin(CountKey part, CountKey whole, std::size_t profiles) {
 // The best way to add one count vector of instances to one GPU.
 struct Addition {
   int stranded = 0;  // free slices of the GPU stranded
-  int loss = 0;      // headroom lost on the GPU
+  int loss = 0;      // headroom lost on the GPU, in memory slices
   std::vector<MigInstance> instances;
 
   bool Better(const Addition& other) const {
@@ -40,7 +40,7 @@ class AdditionEnumerator {
 
   std::map<CountKey, Addition> Enumerate(const MigGpuState& state) {
     result_.clear();
-    before_ = planner_.Headroom(state);
+    before_ = planner_.SliceHeadroom(state);
     stranded_before_ = planner_.StrandedSlices(state);
     path_.clear();
     Visit(state, 0, 0, 0);
@@ -50,8 +50,9 @@ class AdditionEnumerator {
  private:
   void Visit(const MigGpuState& state, std::size_t first_profile, std::size_t first_start,
              CountKey counts) {
-    Addition here{
-        planner_.StrandedSlices(state) - stranded_before_, before_ - planner_.Headroom(state), {}};
+    Addition here{planner_.StrandedSlices(state) - stranded_before_,
+                  before_ - planner_.SliceHeadroom(state),
+                  {}};
     auto [it, inserted] = result_.try_emplace(counts, here);
     if (inserted || here.Better(it->second)) {
       it->second = std::move(here);

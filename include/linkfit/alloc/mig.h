@@ -185,6 +185,10 @@ class MigPlanner {
 
   // Returns the GPU's headroom: RemainingInstances summed over the set's profiles.
   int Headroom(const MigGpuState& state) const;
+  // The same in memory slices: each profile's remaining instances times its memory slices, so
+  // that a window for a large instance (a 3g's four slices) weighs what the small instances it
+  // could hold instead weigh. The planner's measure of headroom lost (Choose, ChooseRequest).
+  int SliceHeadroom(const MigGpuState& state) const;
 
   // Returns how many free memory slices of a GPU in `state` no instance of any profile of the set
   // can cover (exact: the same rules as MigGpuState::CanPlace). 0 on an empty GPU; every free
@@ -203,9 +207,9 @@ class MigPlanner {
   // exact: every way of adding instances to each GPU is enumerated (tiny: at most 7 instances
   // over 8 slices), and a dynamic program over the GPUs and the request's remaining counts finds
   // the distribution that touches the fewest empty GPUs, then strands the fewest slices in total,
-  // then loses the least headroom in total, then uses the lowest GPU positions. A single instance
-  // gives exactly Choose's answer. An empty request, an out-of-range profile, more than 64
-  // instances, or a request whose search would exceed a fixed memory budget (hundreds of
+  // then loses the least headroom (SliceHeadroom) in total, then uses the lowest GPU positions. A
+  // single instance gives exactly Choose's answer. An empty request, an out-of-range profile, more
+  // than 64 instances, or a request whose search would exceed a fixed memory budget (hundreds of
   // thousands of partial distributions; not reached by requests of a few instances) is an error.
   Result<MigRequestDecision> ChooseRequest(std::span<const MigGpuView> gpus,
                                            std::span<const int> profiles) const;
