@@ -226,10 +226,9 @@ Result<nlohmann::json> RunWholeMachinesExperiment(const BenchOptions& given) {
   std::vector<std::string> policies = options.policies;
   if (policies.empty()) policies = {"linkfit", "bestfit", "default-scheduler", "fgd", "random"};
   std::vector<std::string> settings;
-  for (std::string_view s :
-       Split(options.linkfit_whole_machines.empty() ? std::string("ring,keep,off")
-                                                    : options.linkfit_whole_machines,
-             ',')) {
+  const std::string setting_list =
+      options.linkfit_whole_machines.empty() ? "ring,keep,off" : options.linkfit_whole_machines;
+  for (std::string_view s : Split(setting_list, ',')) {
     if (s != "ring" && s != "keep" && s != "off") {
       return MakeError("--whole-machines takes ring, keep and off, not '" + std::string(s) + "'");
     }

@@ -20,6 +20,23 @@ TEST(Strings, SplitKeepsEmptyFieldsAndTrimDropsBlanks) {
   EXPECT_EQ(Trim(" \tGPU-1 \n"), "GPU-1");
 }
 
+// The fields view the text, so splitting a temporary string is refused at compile time (a
+// range-for over Split(std::string(...)) read freed memory in the whole-machines harness).
+template <typename Text>
+constexpr bool kSplits = requires(Text&& text) {
+  Split(std::forward<Text>(text), ',');
+};
+static_assert(kSplits<const std::string&>);
+static_assert(kSplits<std::string_view>);
+static_assert(kSplits<const char (&)[4]>);
+static_assert(!kSplits<std::string>);
+template <typename Text>
+constexpr bool kSplitsOnWhitespace = requires(Text&& text) {
+  SplitWhitespace(std::forward<Text>(text));
+};
+static_assert(kSplitsOnWhitespace<const std::string&>);
+static_assert(!kSplitsOnWhitespace<std::string>);
+
 // Exactly the size asked for, the bytes before it kept, however the string's storage grows (GCC
 // 12's resize_and_overwrite hands its operation the capacity allocated rather than the size
 // asked for; a grow that kept that would leave unwritten bytes in a request body).

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace linkfit {
@@ -17,9 +18,19 @@ std::string_view Trim(std::string_view text);
 
 // Splits on `separator`; empty fields are kept ("a,,b" gives three fields).
 std::vector<std::string_view> Split(std::string_view text, char separator);
+// The fields view `text`: splitting a temporary string would hand back views of freed
+// memory (a range-for keeps only the vector alive, not the string), so it does not compile.
+template <typename Text>
+requires std::is_same_v<Text, std::string> std::vector<std::string_view> Split(Text&& text,
+                                                                               char separator)
+= delete;
 
 // Splits on runs of ASCII whitespace; no empty fields.
 std::vector<std::string_view> SplitWhitespace(std::string_view text);
+template <typename Text>
+requires std::is_same_v<Text, std::string> std::vector<std::string_view> SplitWhitespace(
+    Text&& text)
+= delete;
 
 // Parses a base-10 integer that must span the whole text (after trimming); nullopt otherwise.
 std::optional<std::int64_t> ParseInt(std::string_view text);
