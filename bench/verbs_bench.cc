@@ -1,5 +1,5 @@
 // The verbs without HTTP: what `linkfit serve`'s handler spends on one filter or prioritize body
-// (decode, the verb, encode; WireHandler, as the listener calls it) against the parse-only
+// (decode, the verb, encode; wire::Handler, as the listener calls it) against the parse-only
 // baseline's handler on the same body (bench/load/parse_only_handler.h). The same cluster and
 // bodies as linkfit-load (bench/load/workload.h: 5,000 8-GPU nodes of seven topologies, 60 %
 // partly used; the four pod shapes in rotation; names shuffled; a new pod UID per call), built

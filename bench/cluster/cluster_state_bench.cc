@@ -37,6 +37,7 @@
 #include "linkfit/extender/extender.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/topology/spec.h"
+#include "linkfit/wire/verb_calls.h"
 
 namespace {
 
@@ -175,7 +176,7 @@ std::vector<double> FilterLatencies(const extender::Extender& ext, const kube::E
   seconds.reserve(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    const kube::FilterResult result = ext.Filter(args);
+    const kube::FilterResult result = wire::FilterResult(ext, args);
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (result.node_names.size() > args.node_names.size()) std::abort();

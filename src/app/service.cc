@@ -105,7 +105,7 @@ Result<void> Service::LoadStandalone() {
   memo_->LearnHeld(*cache_);
   extender_ =
       std::make_unique<extender::Extender>(*cache_, std::move(options), *binder_, *memo_, metrics_);
-  handler_ = std::make_unique<WireHandler>(*extender_, memo_.get());
+  handler_ = std::make_unique<wire::Handler>(*extender_, memo_.get());
   return {};
 }
 
@@ -165,7 +165,7 @@ Result<void> Service::StartCluster(std::function<void()> on_ready) {
                            cluster::ClusterSource::Create(options, *cache_, *factory_, metrics_));
   extender_ = std::make_unique<extender::Extender>(*cache_, std::move(extender_options),
                                                    cluster_->binder(), cluster_->pods(), metrics_);
-  handler_ = std::make_unique<WireHandler>(*extender_);
+  handler_ = std::make_unique<wire::Handler>(*extender_);
   cluster::ClusterSource* source = cluster_.get();
   handler_->SetReadiness([source] { return source->NotReadyReason(); });
   handler_->SetBindingStatus([source] { return BindingStatusJson(*source); });

@@ -20,7 +20,6 @@
 #include <optional>
 #include <string>
 
-#include "app/wire_handler.h"
 #include "linkfit/alloc/mig.h"
 #include "linkfit/alloc/placement_table_cache.h"
 #include "linkfit/app/config.h"
@@ -31,6 +30,7 @@
 #include "linkfit/server/server.h"
 #include "linkfit/standalone/standalone.h"
 #include "linkfit/state/cluster_cache.h"
+#include "linkfit/wire/handler.h"
 
 namespace linkfit::app {
 
@@ -54,7 +54,7 @@ class Service {
   extender::Extender& extender() { return *extender_; }
   // What the listeners call for each request (decode, verb, encode): for measuring the verbs
   // without HTTP (bench/verbs_bench.cc).
-  WireHandler& handler() { return *handler_; }
+  wire::Handler& handler() { return *handler_; }
   const standalone::ClusterLoadStats& load_stats() const { return stats_; }
   // Cluster mode only (nullptr otherwise).
   cluster::ClusterSource* cluster() { return cluster_.get(); }
@@ -76,7 +76,7 @@ class Service {
   std::unique_ptr<extender::PodMemo> memo_;              // standalone
   std::unique_ptr<cluster::ClusterSource> cluster_;      // cluster mode
   std::unique_ptr<extender::Extender> extender_;
-  std::unique_ptr<WireHandler> handler_;
+  std::unique_ptr<wire::Handler> handler_;
   server::ServerPtr server_;
   server::ServerPtr ops_server_;
 };

@@ -1,26 +1,84 @@
+// Extender filter (extender.h): a verdict for every candidate, as marks (verdicts.h). In steady
+// state (every name known, each fit kept) one pass over the names marks them all.
+
 #include "linkfit/extender/extender.h"
 
 #include <algorithm>
-#include <cmath>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
-#include <vector>
 
 #include "extender/verb_cache.h"
 #include "extender/verb_steps.h"
-#include "linkfit/common/log.h"
-#include "linkfit/common/strings.h"
 
 namespace linkfit::extender {
 namespace {
 
-constexpr const char* kUnknownNode =
+constexpr std::string_view kUnknownNode =
     "node is unknown to linkfit (no GPU topology published for it)";
 
+struct MarkCounts {
+  std::size_t passed = 0;
+  std::size_t failed = 0;        // FailedNodes entries, a name sent twice counted twice
+  std::size_t unresolvable = 0;  // FailedAndUnresolvableNodes entries, likewise
+  std::size_t unknown_fits = 0;  // names whose fit `fits` does not keep yet
+};
+
+std::size_t CountPassing(const FilterMarks& marks, std::size_t n) {
+  std::size_t passed = 0;
+  for (std::size_t word = 0; word < (n + 63) / 64; ++word) {
+    passed += static_cast<std::size_t>(std::popcount(marks.passing[word]));
+  }
+  return passed;
+}
+
+// Marks every name of a call by its kept fit (at[i]: the name's position; every name known):
+// passing ones by index, failing ones by rank, with how they fail. No branch per name (pass or
+// fail follows no pattern a predictor could learn): every name's entry is written at its rank,
+// and only a failing one's bit is set. When a fit is not kept yet (unknown_fits > 0), the marks
+// are not to be used: compute the fits, then mark again.
+MarkCounts MarkKnown(const std::uint32_t* at, std::size_t n, const FitTable& fits,
+                     const std::uint32_t* ranks, FilterMarks& marks) {
+  const FitRef* const kept = fits.by_position.data();
+  const std::size_t kept_positions = fits.by_position.positions();
+  const std::uint32_t* const reason_by_slot = fits.reason_by_slot.data();
+  std::uint64_t* const passing = marks.passing.data();
+  std::uint64_t* const failing = marks.failing.data();
+  std::uint64_t* const at_rank = marks.at_rank.data();
+  std::size_t never = 0;
+  std::size_t unknown = 0;
+  for (std::size_t first = 0; first < n; first += 64) {
+    const std::size_t end = std::min(n, first + 64);
+    std::uint64_t passing_here = 0;
+    for (std::size_t i = first; i < end; ++i) {
+      const std::uint32_t position = at[i];
+      const FitRef fit = position < kept_positions ? kept[position] : FitRef();
+      const std::uint64_t passes = fit.fits() ? 1 : 0;
+      passing_here |= passes << (i - first);
+      const std::uint32_t rank = ranks[position];
+      at_rank[rank] = FilterVerdicts::Pack(static_cast<std::uint32_t>(i),
+                                           reason_by_slot[fit.slot()], fit.unresolvable());
+      failing[rank / 64] |= (passes ^ 1) << (rank % 64);
+      never += fit.unresolvable() ? 1u : 0u;
+      unknown += fit.unknown();
+    }
+    passing[first / 64] = passing_here;
+  }
+  const std::size_t passed = CountPassing(marks, n);
+  return MarkCounts{passed, n - passed - never, never, unknown};
+}
+
 }  // namespace
+
+FilterVerdicts::FilterVerdicts(VerbCachePool& pool, std::unique_ptr<VerbCache> cache)
+    : pool_(&pool), cache_(std::move(cache)) {}
+FilterVerdicts::FilterVerdicts(FilterVerdicts&& other) noexcept = default;
+FilterVerdicts::~FilterVerdicts() {
+  if (cache_) pool_->Return(std::move(cache_));
+}
 
 Extender::Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& binder,
                    PodSource& pods, MetricsSink& metrics)
@@ -33,130 +91,104 @@ Extender::Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& 
 
 Extender::~Extender() = default;
 
-kube::FilterResult Extender::Filter(const kube::ExtenderArgs& args) const {
-  std::optional<kube::FilterResult> result = FilterNamesAsSent(args);
-  if (result) return std::move(*result);
-  kube::FilterResult refused;
-  refused.list = kube::NodeListKind::kNone;
-  refused.error = "a node name holds a JSON escape that was not decoded";
-  return refused;
+Result<GpuRequest> Extender::ParseRequest(const kube::PodView& pod) const {
+  return ParseGpuRequest(pod, options_.defaults);
 }
 
-std::optional<kube::FilterResult> Extender::FilterNamesAsSent(
-    const kube::ExtenderArgs& args) const {
-  kube::FilterResult result;
-  result.list = kube::ReplyListFor(args);
-  result.names_escape_free = args.node_names_escape_free;  // every name written is one of these
-  // Room for every name either way: growing step by step copied each list about twice.
-  if (result.list == kube::NodeListKind::kNames) {
-    result.node_names.reserve(args.node_names.size());
-  }
-  const auto request = ParseGpuRequest(args.pod, options_.defaults);
-  const auto pass = [&](std::size_t i) {
-    if (result.list == kube::NodeListKind::kObjects) {
-      result.nodes_json.push_back(args.nodes[i].raw_json);
-    } else {
-      result.node_names.push_back(args.node_names[i]);
-    }
+FilterVerdicts Extender::Filter(const VerbCall& call) const {
+  FilterVerdicts verdicts(*caches_, caches_->Take());
+  VerbCache& cache = *verdicts.cache_;
+  FilterMarks& marks = cache.filter_marks();
+  const state::Snapshot& snapshot = call.snapshot;
+  const std::size_t n = call.names.size();
+  const std::uint32_t* const at = call.positions;
+  const auto spans = [&](std::size_t ranks) {
+    verdicts.passing_ = std::span(marks.passing.data(), (n + 63) / 64);
+    verdicts.failing_ = std::span(marks.failing.data(), (ranks + 63) / 64);
+    verdicts.at_rank_ = marks.at_rank.data();
   };
-  if (!request || request->kind == GpuRequest::Kind::kNone) {  // every name is written back
-    const std::optional<bool> as_is = NamesWrittenAsIs(args, nullptr, nullptr, 0);
-    if (!as_is) return std::nullopt;
-    result.names_escape_free = *as_is;
+  if (call.request && call.request->kind == GpuRequest::Kind::kNone) {
+    // No GPUs: nothing for linkfit to refuse.
+    marks.Prepare(n, 0);
+    for (std::size_t i = 0; i < n; ++i) marks.passing[i / 64] |= std::uint64_t{1} << (i % 64);
+    spans(0);
+    verdicts.passed = n;
+    metrics_.CountFilterNodes(n, 0, 0);
+    return verdicts;
   }
-  if (!request) {
+  const std::vector<std::uint32_t>& ranks = snapshot.Ranks();
+  if (!call.request) {
     // A bad hint is never ignored: nothing passes, every node says why.
-    const std::string_view reason = result.Keep(request.error().message);
-    for (std::string_view name : args.node_names) {
-      result.failed_and_unresolvable_nodes.push_back({name, reason});
-    }
-    metrics_.CountFilterNodes(0, 0, args.node_names.size());
-    return result;
-  }
-  if (request->kind == GpuRequest::Kind::kNone) {  // no GPUs: nothing for linkfit to refuse
-    for (std::size_t i = 0; i < args.node_names.size(); ++i) pass(i);
-    metrics_.CountFilterNodes(args.node_names.size(), 0, 0);
-    return result;
-  }
-  const state::SnapshotPtr snapshot = cache_.Snapshot();
-  std::uint64_t failed = 0;
-  std::uint64_t unresolvable = 0;
-  const std::size_t n = args.node_names.size();
-  const std::unique_ptr<std::uint32_t[]> positions(new std::uint32_t[n]);  // all written
-  std::uint32_t* const at = positions.get();
-  const std::size_t unknown_names = LookUp(*snapshot, args.node_names, at);
-  const std::optional<bool> as_is = NamesWrittenAsIs(args, snapshot.get(), at, unknown_names);
-  if (!as_is) return std::nullopt;
-  result.names_escape_free = *as_is;
-  const VerbCachePool::Lease cache = caches_->Acquire();
-  const std::uint64_t call = cache->BeginCall(*snapshot, cache_);
-  FitTable& fits = cache->Fits(RequestSignature(*request, options_.fit));
-  fits.by_position.Reserve(snapshot->size());
-  // Which names pass, each by its kept fit (4 bytes a node by position, the loads overlapping),
-  // without a branch per name (pass or fail follows no pattern a predictor could learn): passing
-  // indexes fill `order` from the front, failing ones from the back.
-  const std::unique_ptr<std::uint32_t[]> order(new std::uint32_t[n]);  // all written
-  std::size_t passing = 0;
-  std::size_t failing = n;
-  std::size_t never = 0;  // failing names that go to FailedAndUnresolvableNodes
-  const auto sort_out = [&]() {
-    const FitRef* const kept = fits.by_position.data();
-    const std::size_t kept_positions = fits.by_position.positions();
-    std::size_t unknown = 0;  // names without a kept fit, known to linkfit or not
-    passing = 0;
-    never = 0;
+    marks.Prepare(n, ranks.size());
+    verdicts.own_reasons_.push_back(verdicts.own_texts_.emplace_back(call.request.error().message));
+    verdicts.reasons_ = verdicts.own_reasons_;
     for (std::size_t i = 0; i < n; ++i) {
-      const std::uint32_t position = at[i];
-      const FitRef fit = position < kept_positions ? kept[position] : FitRef();
-      const std::size_t passes = fit.fits() ? 1 : 0;
-      order[passing] = static_cast<std::uint32_t>(i);
-      order[n - 1 - (i - passing)] = static_cast<std::uint32_t>(i);  // i - passing fail before it
-      passing += passes;
-      unknown += fit.unknown();
-      never += fit.never();
+      const auto index = static_cast<std::uint32_t>(i);
+      if (at[i] == state::NameIndex::kNoPosition) {
+        verdicts.unranked_.push_back({index, 0, true});
+        continue;
+      }
+      const std::uint32_t rank = ranks[at[i]];
+      marks.at_rank[rank] = FilterVerdicts::Pack(index, 0, true);
+      marks.failing[rank / 64] |= std::uint64_t{1} << (rank % 64);
     }
-    failing = passing;
-    return unknown - unknown_names;  // the known names whose fit is not kept yet
-  };
-  if (sort_out() > 0) {  // fits not kept yet: computed, then the names sorted out again
-    ComputeMissingFits(fits, *request, *snapshot, at, n, options_.fit);
-    sort_out();
+    spans(ranks.size());
+    verdicts.unresolvable = n;
+    metrics_.CountFilterNodes(0, 0, n);
+    return verdicts;
   }
-  for (std::size_t k = 0; k < passing; ++k) pass(order[k]);
-  // The reply lists failing nodes in name order (as Go writes a map); each known one carries its
-  // name's rank, read only for the names that fail.
-  const std::uint32_t* ranks = failing < n ? snapshot->Ranks().data() : nullptr;
-  const FitRef* const kept = fits.by_position.data();
-  const std::size_t kept_positions = fits.by_position.positions();
-  // Both lists sized once and written by index (a push_back per failure was a call each).
-  const std::size_t fails_now = n - failing - never;
-  std::vector<kube::NodeFailure>& now = result.failed_nodes;
-  std::vector<kube::NodeFailure>& ever = result.failed_and_unresolvable_nodes;
-  now.resize(fails_now);
-  ever.resize(never);
-  for (std::size_t k = n; k-- > failing;) {  // in request order
-    const std::size_t i = order[k];
-    const std::uint32_t position = at[i];
-    const FitRef fit = position < kept_positions ? kept[position] : FitRef();
-    if (!fit.known()) {
-      const std::string* problem = snapshot->Problem(args.node_names[i]);
-      ever[unresolvable++] = {args.node_names[i],
-                              problem != nullptr ? result.Keep(*problem) : kUnknownNode};
-      continue;
+  cache.BeginCall(snapshot, cache_);
+  FitTable& fits = cache.Fits(RequestSignature(*call.request, options_.fit));
+  fits.by_position.Reserve(snapshot.size());
+  marks.Prepare(n, ranks.size());
+  MarkCounts counts;
+  if (call.unknown == 0) {
+    counts = MarkKnown(at, n, fits, ranks.data(), marks);
+    if (counts.unknown_fits > 0) {  // fits not kept yet: computed, then the names marked again
+      ComputeMissingFits(fits, *call.request, snapshot, at, n, options_.fit);
+      marks.Prepare(n, ranks.size());
+      counts = MarkKnown(at, n, fits, ranks.data(), marks);
     }
-    KeptReason& reason = *fits[fit].reason;
-    if (reason.kept_call != call) {  // each reason is kept once per reply
-      reason.kept = result.Keep(reason.text);
-      reason.kept_call = call;
+    verdicts.reasons_ = fits.reason_texts;
+  } else {
+    // Names linkfit does not know fail for good, listed with the reason (no rank): not the
+    // steady state, so each name is marked on its own.
+    ComputeMissingFits(fits, *call.request, snapshot, at, n, options_.fit);
+    verdicts.own_reasons_ = fits.reason_texts;
+    const auto unknown_reason = static_cast<std::uint32_t>(verdicts.own_reasons_.size());
+    verdicts.own_reasons_.push_back(kUnknownNode);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto index = static_cast<std::uint32_t>(i);
+      if (at[i] == state::NameIndex::kNoPosition) {
+        std::uint32_t reason = unknown_reason;
+        if (const std::string* problem = snapshot.Problem(call.names[i]); problem != nullptr) {
+          reason = static_cast<std::uint32_t>(verdicts.own_reasons_.size());
+          verdicts.own_reasons_.push_back(verdicts.own_texts_.emplace_back(*problem));
+        }
+        verdicts.unranked_.push_back({index, reason, true});
+        ++counts.unresolvable;
+        continue;
+      }
+      const FitRef fit = fits.by_position.Find(at[i]);
+      if (fit.fits()) {
+        marks.passing[i / 64] |= std::uint64_t{1} << (i % 64);
+        ++counts.passed;
+        continue;
+      }
+      const std::uint32_t rank = ranks[at[i]];
+      marks.at_rank[rank] =
+          FilterVerdicts::Pack(index, fits.reason_by_slot[fit.slot()], fit.unresolvable());
+      marks.failing[rank / 64] |= std::uint64_t{1} << (rank % 64);
+      ++(fit.unresolvable() ? counts.unresolvable : counts.failed);
     }
-    if (fit.unresolvable()) {
-      ever[unresolvable++] = {args.node_names[i], reason.kept, ranks[position]};
-    } else {
-      now[failed++] = {args.node_names[i], reason.kept, ranks[position]};
-    }
+    verdicts.reasons_ = verdicts.own_reasons_;
   }
-  metrics_.CountFilterNodes(args.node_names.size() - failed - unresolvable, failed, unresolvable);
-  return result;
+  spans(ranks.size());
+  verdicts.passed = counts.passed;
+  verdicts.failed = counts.failed;
+  verdicts.unresolvable = counts.unresolvable;
+  metrics_.CountFilterNodes(counts.passed, counts.failed, counts.unresolvable);
+  return verdicts;
 }
 
 }  // namespace linkfit::extender

@@ -18,34 +18,12 @@
 
 namespace linkfit::extender {
 
-std::vector<kube::HostPriority> Extender::Prioritize(const kube::ExtenderArgs& args) const {
-  const std::vector<std::uint32_t> scores = PrioritizeScores(args);
-  std::vector<kube::HostPriority> priorities(scores.size());
-  for (std::size_t i = 0; i < scores.size(); ++i) {
-    priorities[i] = {args.node_names[i], scores[i]};
-  }
-  return priorities;
-}
-
-std::vector<std::uint32_t> Extender::PrioritizeScores(const kube::ExtenderArgs& args) const {
-  std::optional<Scores> scores = PrioritizeNamesAsSent(args);
-  if (scores) return std::move(scores->scores);
-  return std::vector<std::uint32_t>(args.node_names.size());
-}
-
-std::optional<Extender::Scores> Extender::PrioritizeNamesAsSent(
-    const kube::ExtenderArgs& args) const {
-  const std::size_t n = args.node_names.size();
-  std::optional<Scores> reply(Scores{std::vector<std::uint32_t>(n), false});
-  std::vector<std::uint32_t>& scores = reply->scores;  // 0 for every name that is no candidate
-  const auto request = ParseGpuRequest(args.pod, options_.defaults);
-  if (!request) {
-    const std::optional<bool> as_is = NamesWrittenAsIs(args, nullptr, nullptr, 0);
-    if (!as_is) return std::nullopt;
-    reply->names_escape_free = *as_is;
-    return reply;
-  }
-  const state::SnapshotPtr snapshot = cache_.Snapshot();
+std::vector<std::uint32_t> Extender::Prioritize(const VerbCall& call) const {
+  const std::size_t n = call.names.size();
+  std::vector<std::uint32_t> scores(n);  // 0 for every name that is no candidate
+  if (!call.request) return scores;
+  const GpuRequest* const request = &*call.request;
+  const state::Snapshot* const snapshot = &call.snapshot;
   FitOptions scoring_only = options_.fit;
   scoring_only.explain = false;  // prioritize never shows a reason
   const VerbCachePool::Lease cache = caches_->Acquire();
@@ -66,16 +44,11 @@ std::optional<Extender::Scores> Extender::PrioritizeNamesAsSent(
   // by_fit[0]: the names that are no candidate; by_fit[f + 1]: the candidates with fit f (a
   // small table, in cache; a count without a branch).
   std::vector<std::uint32_t> by_fit(fits.fits.size() + 1);
-  const std::unique_ptr<std::uint32_t[]> positions(new std::uint32_t[n]);  // all written
   std::uint32_t* const answer = scores.data();
   std::uint32_t* const count = by_fit.data();
-  std::uint32_t* const at = positions.get();
+  const std::uint32_t* const at = call.positions;
   std::size_t missing = 0;   // known names without a kept fit
   std::size_t unscored = 0;  // candidates without a guessed score
-  const std::size_t unknown_names = LookUp(*snapshot, args.node_names, at);
-  const std::optional<bool> as_is = NamesWrittenAsIs(args, snapshot.get(), at, unknown_names);
-  if (!as_is) return std::nullopt;
-  reply->names_escape_free = *as_is;
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t position = at[i];
     const FitRef fit = position < fit_positions ? kept_fits[position] : FitRef();
@@ -88,7 +61,7 @@ std::optional<Extender::Scores> Extender::PrioritizeNamesAsSent(
     answer[i] = candidate && score.known() ? static_cast<std::uint32_t>(score.score()) : 0;
     unscored += (candidate && !score.known()) ? 1u : 0u;
   }
-  missing -= unknown_names;
+  missing -= call.unknown;
   if (missing > 0) {
     // Fits not kept yet; then the candidates are counted again.
     ComputeMissingFits(fits, *request, *snapshot, at, n, scoring_only);
@@ -123,7 +96,7 @@ std::optional<Extender::Scores> Extender::PrioritizeNamesAsSent(
   }
   // Steady state: the last call's context, and every candidate's score guessed right.
   if (guess != nullptr && missing == 0 && unscored == 0 && inputs == fits.last_inputs) {
-    return reply;
+    return scores;
   }
   CandidateFigures figures(&snapshot->kinds());
   for (std::size_t kind = 0; kind < inputs.candidates_by_kind.size(); ++kind) {
@@ -149,7 +122,7 @@ std::optional<Extender::Scores> Extender::PrioritizeNamesAsSent(
   }
   fits.last_inputs = inputs;  // (a copy: the scorer reads the shapes `inputs` holds)
   table->by_position.Reserve(snapshot->size());
-  if (table == guess && missing == 0 && unscored == 0) return reply;
+  if (table == guess && missing == 0 && unscored == 0) return scores;
   // Some candidate has no score in the table of this call's figures (none in steady state):
   // every name is answered again from that table, and the candidates without a kept score are
   // listed for the scorer (it reads its list only when scoring, so the list may grow after the
@@ -178,7 +151,7 @@ std::optional<Extender::Scores> Extender::PrioritizeNamesAsSent(
     table->by_position.Insert(position, KeptScore(score));
     answer[to_score_index[c]] = static_cast<std::uint32_t>(score);
   }
-  return reply;
+  return scores;
 }
 
 }  // namespace linkfit::extender

@@ -32,22 +32,25 @@ KnownPod KnownPodOf(const state::Assignment& assignment, const state::NodeState&
 }
 
 void PodMemo::Seen(const kube::PodView& pod) {
+  const auto request = ParseGpuRequest(pod, defaults_);
+  if (request) Seen(pod, *request);
+}
+
+void PodMemo::Seen(const kube::PodView& pod, const GpuRequest& request) {
   if (pod.uid.empty()) return;
-  auto request = ParseGpuRequest(pod, defaults_);
-  if (!request) return;
   MutexLock lock(mutex_);
   if (const auto it = pods_.find(pod.uid); it != pods_.end()) {
     KnownPod& known = it->second.pod;
-    if (known.request == *request && known.pod_namespace == pod.pod_namespace &&
+    if (known.request == request && known.pod_namespace == pod.pod_namespace &&
         known.pod_name == pod.name) {
       return;  // a retry, or prioritize after filter: nothing new
     }
     demand_.Remove(known.request);
-    demand_.Add(*request);
-    known = KnownPod{std::move(*request), pod.pod_namespace, pod.name};
+    demand_.Add(request);
+    known = KnownPod{request, pod.pod_namespace, pod.name};
     return;
   }
-  LearnLocked(pod.uid, KnownPod{std::move(*request), pod.pod_namespace, pod.name});
+  LearnLocked(pod.uid, KnownPod{request, pod.pod_namespace, pod.name});
 }
 
 void PodMemo::Running(const std::string& uid, KnownPod pod) {

@@ -97,7 +97,7 @@ FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason, std::uint32_t kind)
   head.keeper_gpus_broken = fit.keeper_gpus_broken;
   head.ring_mbps = fit.quality.ring_mbps;
   head.sum_mbps = fit.quality.sum_mbps;
-  reason_by_slot.push_back(static_cast<std::uint16_t>(reason != nullptr ? reason->number : 0));
+  reason_by_slot.push_back(reason != nullptr ? reason->number : 0);
   return FitRef(index, fit);
 }
 
@@ -167,7 +167,9 @@ ScoreTable* VerbCache::FindScores(std::string_view context) {
   return &it->second;
 }
 
-VerbCachePool::Lease VerbCachePool::Acquire() {
+VerbCachePool::Lease VerbCachePool::Acquire() { return Lease(*this, Take()); }
+
+std::unique_ptr<VerbCache> VerbCachePool::Take() {
   std::unique_ptr<VerbCache> cache;
   {
     MutexLock lock(mutex_);
@@ -177,7 +179,7 @@ VerbCachePool::Lease VerbCachePool::Acquire() {
     }
   }
   if (!cache) cache = std::make_unique<VerbCache>();
-  return Lease(*this, std::move(cache));
+  return cache;
 }
 
 void VerbCachePool::Return(std::unique_ptr<VerbCache> cache) {

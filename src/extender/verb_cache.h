@@ -173,18 +173,16 @@ struct FitTable {
   std::deque<KeptReason> reasons;                                  // stable addresses
   std::unordered_map<std::string_view, KeptReason*> reason_index;  // keys view `reasons`
   // By KeptReason::number: its text. And by FitRef::slot(): the number of the fit's reason (0 for
-  // no fit and for a fit that passes; cut to 16 bits: read only while reasons are fewer than
-  // kMaxReasonNumbers). What filter's one pass over the names reads (FilterMarks).
-  static constexpr std::size_t kMaxReasonNumbers = std::size_t{1} << 16;
+  // no fit and for a fit that passes). What filter's one pass over the names reads (FilterMarks).
   std::vector<std::string_view> reason_texts;
-  std::vector<std::uint16_t> reason_by_slot{0};
+  std::vector<std::uint32_t> reason_by_slot{0};
   std::uint64_t last_use = 0;
 };
 
-// Filter's marks for one call (kube::RankedFilterReply): a bit per name that passes, by the
+// Filter's marks for one call (FilterVerdicts, verdicts.h): a bit per name that passes, by the
 // name's index in the request; a bit per failing name by its rank (state::NameIndex::Ranks); and
-// at each rank marked, how it fails (RankedFilterReply::AtRank). Kept by the cache between calls
-// so that a call allocates none of them.
+// at each rank marked, how it fails (FilterVerdicts::Pack). Kept by the cache between calls so
+// that a call allocates none of them.
 struct FilterMarks {
   // Sized for `names` request names and `ranks` ranks: the bits cleared, at_rank left as it is
   // (read only where a bit is set).
@@ -283,10 +281,12 @@ class VerbCachePool {
   };
 
   Lease Acquire();
-
- private:
+  // The same without a scope: a cache for the caller alone until it gives it back (Return). Filter
+  // hands its cache to the FilterVerdicts it answers, which read its marks.
+  std::unique_ptr<VerbCache> Take();
   void Return(std::unique_ptr<VerbCache> cache);
 
+ private:
   Mutex mutex_;
   std::vector<std::unique_ptr<VerbCache>> idle_ LINKFIT_GUARDED_BY(mutex_);
 };

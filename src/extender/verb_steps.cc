@@ -28,12 +28,6 @@ namespace {
 
 }  // namespace
 
-std::size_t LookUp(const state::Snapshot& snapshot, const std::vector<std::string_view>& names,
-                   std::uint32_t* at) {
-  return snapshot.ForEachPosition(
-      names, [at](std::size_t i, std::uint32_t position) { at[i] = position; });
-}
-
 void ComputeMissingFits(FitTable& table, const GpuRequest& request, const state::Snapshot& snapshot,
                         const std::uint32_t* positions, std::size_t n, const FitOptions& options) {
   GpuStateMemo<FitRef> alike;
@@ -43,28 +37,6 @@ void ComputeMissingFits(FitTable& table, const GpuRequest& request, const state:
     if (table.by_position.Find(position).known()) continue;
     ComputeFit(table, alike, request, snapshot, state::NodeRef{position}, options);
   }
-}
-
-std::optional<bool> NamesWrittenAsIs(const kube::ExtenderArgs& args,
-                                     const state::Snapshot* snapshot, const std::uint32_t* at,
-                                     std::size_t unknown_names) {
-  if (!args.node_names_as_sent) return args.node_names_escape_free;
-  if (at != nullptr && !snapshot->names_written_as_is()) return std::nullopt;
-  if (at != nullptr && unknown_names == 0) return true;
-  bool as_is = true;
-  for (std::size_t i = 0; i < args.node_names.size(); ++i) {
-    if (at != nullptr && at[i] != state::NameIndex::kNoPosition) continue;
-    switch (kube::CheckNameAsSent(args.node_names[i])) {
-      case kube::NameAsSent::kWrittenAsIs:
-        break;
-      case kube::NameAsSent::kNeedsEscape:
-        as_is = false;
-        break;
-      case kube::NameAsSent::kNeedsDecoding:
-        return std::nullopt;
-    }
-  }
-  return as_is;
 }
 
 }  // namespace linkfit::extender

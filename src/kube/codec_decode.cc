@@ -451,6 +451,25 @@ NameAsSent CheckNameAsSent(std::string_view name) {
   return NeedsUnescaping(name) ? NameAsSent::kNeedsDecoding : NameAsSent::kNeedsEscape;
 }
 
+Result<std::string> DecodeNameAsSent(std::string_view name, std::size_t index) {
+  thread_local simdjson::ondemand::parser parser;
+  std::string quoted;
+  quoted.reserve(name.size() + 2 + simdjson::SIMDJSON_PADDING);
+  quoted.append(1, '"').append(name).append(1, '"');
+  const simdjson::padded_string_view padded(quoted.data(), quoted.size(), quoted.capacity());
+  Ctx c;
+  od::document doc;
+  std::string_view decoded;
+  if (auto code = parser.iterate(padded).get(doc)) {
+    JsonFail(c, Indexed("NodeNames", index), code);
+  } else if (auto read = doc.get_string().get(decoded)) {
+    JsonFail(c, Indexed("NodeNames", index), read);
+  } else {
+    return std::string(decoded);
+  }
+  return MakeError(std::move(c.error));
+}
+
 Result<PodView> DecodePod(std::string_view json) {
   thread_local Scratch scratch;
   PodView pod;

@@ -164,11 +164,11 @@ void AppendRankedFailures(Output& out, const RankedFilterReply& reply, bool unre
   const std::size_t open = out.size();
   ForEachMarked(reply.failing, [&](std::size_t rank) {
     const std::uint64_t at = reply.at_rank[rank];
-    if (((at >> 48) != 0) != unresolvable) return;
+    if (((at >> 63) != 0) != unresolvable) return;
     out.Literal(",\"");
     AppendName(out, reply.names[static_cast<std::uint32_t>(at)], reply.names_escape_free);
     out.Literal("\":");
-    const auto number = static_cast<std::uint16_t>(at >> 32);
+    const auto number = static_cast<std::uint32_t>(at >> 32) & 0x7FFFFFFFu;
     auto& [offset, length] = written[number];
     if (length == 0) {  // a quoted reason is never empty
       offset = out.size();
@@ -254,8 +254,8 @@ std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities,
       [&](std::size_t i) { return priorities[i].score; }, hosts_escape_free);
 }
 
-std::string EncodeHostScores(const std::vector<std::string_view>& hosts,
-                             const std::vector<std::uint32_t>& scores, bool hosts_escape_free) {
+std::string EncodeHostScores(std::span<const std::string_view> hosts,
+                             std::span<const std::uint32_t> scores, bool hosts_escape_free) {
   return EncodeHostScoreList(
       hosts.size(), [&](std::size_t i) { return hosts[i]; },
       [&](std::size_t i) { return std::int64_t{scores[i]}; }, hosts_escape_free);

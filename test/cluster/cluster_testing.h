@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "linkfit/extender/extender.h"
+#include "linkfit/wire/verb_calls.h"
 #include "testing/fixtures.h"
 
 namespace linkfit::cluster::testing {
@@ -81,7 +82,7 @@ inline kube::FilterResult FilterWholeGpus(state::ClusterCache& cache, MetricsSin
   args.pod.requests["nvidia.com/gpu"] = gpus * 1000;
   args.node_names_given = true;
   args.node_names = names;
-  return ext.Filter(args);
+  return wire::FilterResult(ext, args);
 }
 
 }  // namespace linkfit::cluster::testing

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "linkfit/extender/extender.h"
+#include "linkfit/wire/verb_calls.h"
 #include "testing/cluster.h"
 
 namespace linkfit::extender::testing {
@@ -109,7 +110,7 @@ inline std::string ReasonFor(const std::vector<kube::NodeFailure>& failures,
 }
 
 // The extender as standalone mode serves it: every filter and prioritize request first passes
-// through the PodMemo (as WireHandler does), so that bind can resolve the pod.
+// through the PodMemo (as wire::Handler does), so that bind can resolve the pod.
 class MemoExtender {
  public:
   MemoExtender(state::ClusterCache& cache, const ExtenderOptions& options, Binder& binder,
@@ -117,10 +118,10 @@ class MemoExtender {
       : memo_(options.defaults), extender_(cache, options, binder, memo_, metrics) {}
   kube::FilterResult Filter(const kube::ExtenderArgs& args) {
     memo_.Seen(args.pod);
-    return extender_.Filter(args);
+    return wire::FilterResult(extender_, args);
   }
   std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) {
-    return extender_.Prioritize(args);  // as WireHandler: prioritize learns nothing
+    return wire::Priorities(extender_, args);  // as wire::Handler: prioritize learns nothing
   }
   std::string Bind(const kube::BindingArgs& args) { return extender_.Bind(args); }
   std::vector<kube::NodeVictims> Preempt(const kube::PreemptionArgs& args) const {

@@ -19,6 +19,7 @@
 #include "extender/gpu_state_memo.h"
 #include "extender/verb_cache.h"
 #include "linkfit/extender/scoring.h"
+#include "linkfit/wire/verb_calls.h"
 
 namespace linkfit::extender {
 namespace {
@@ -115,9 +116,9 @@ void PerStateTest::CheckFilter(const kube::PodView& pod) {
   // The wire's reply (built from marks when every name is known) is the lists' reply encoded.
   // Asked first on every other call, so that each of the two meets fits not kept yet.
   std::optional<std::string> reply;
-  if (++filter_calls_ % 2 == 0) reply = extender_.FilterReplyNamesAsSent(args);
-  const kube::FilterResult result = extender_.Filter(args);
-  if (!reply) reply = extender_.FilterReplyNamesAsSent(args);
+  if (++filter_calls_ % 2 == 0) reply = wire::FilterReply(extender_, args);
+  const kube::FilterResult result = wire::FilterResult(extender_, args);
+  if (!reply) reply = wire::FilterReply(extender_, args);
   ASSERT_TRUE(reply.has_value()) << pod.uid;
   EXPECT_EQ(*reply, kube::EncodeFilterResult(result)) << pod.uid;
   if (request->kind == GpuRequest::Kind::kNone) {  // passes everywhere, known or not
@@ -155,7 +156,7 @@ void PerStateTest::CheckPrioritize(const kube::PodView& pod) {
   const auto request = ParseGpuRequest(pod, RequestDefaults{});
   ASSERT_TRUE(request.has_value()) << pod.uid;
   const std::vector<std::string>& names = sample_.empty() ? names_ : sample_;
-  const auto priorities = extender_.Prioritize(testing::NamesArgs(pod, names));
+  const auto priorities = wire::Priorities(extender_, testing::NamesArgs(pod, names));
   ASSERT_EQ(priorities.size(), names.size());
   std::deque<NodeFit> fits;  // one per node: nothing shared between nodes
   std::vector<Candidate> candidates;
@@ -193,7 +194,8 @@ TEST_F(PerStateTest, FailedNodesCarryTheirNamesRanks) {
   std::shuffle(names_.begin(), names_.end(), rng);
   std::size_t checked = 0;
   for (const kube::PodView& pod : Pods()) {
-    const kube::FilterResult result = extender_.Filter(testing::NamesArgs(pod, names_));
+    const kube::FilterResult result =
+        wire::FilterResult(extender_, testing::NamesArgs(pod, names_));
     std::vector<const kube::NodeFailure*> failures;
     for (const kube::NodeFailure& f : result.failed_nodes) failures.push_back(&f);
     for (const kube::NodeFailure& f : result.failed_and_unresolvable_nodes) failures.push_back(&f);
@@ -223,7 +225,7 @@ class FilterCounts final : public MetricsSink {
   std::vector<std::array<std::uint64_t, 3>> counts;
 };
 
-// The wire's reply in steady state, built from marks by rank (FilterReplyNamesAsSent), is the
+// The wire's reply in steady state, built from marks by rank (wire::EncodeFilterVerdicts), is the
 // lists' reply encoded, byte for byte, and counts the same nodes: names shuffled, some sent twice
 // (the failure maps list such a name once, NodeNames as often as it passes), escapes looked for
 // or not, on the first call of a request (fits computed) and on the next (fits kept).
@@ -235,16 +237,15 @@ TEST_F(PerStateTest, TheWireReplyIsTheListsReplyEncoded) {
   std::shuffle(names.begin(), names.end(), rng);
   FilterCounts wire_counts;
   FilterCounts list_counts;
-  Extender wire(cache_, FineScores(), binder_, memo_, wire_counts);
+  Extender marks(cache_, FineScores(), binder_, memo_, wire_counts);
   Extender lists(cache_, FineScores(), binder_, memo_, list_counts);
   for (const bool escape_free : {false, true}) {
     for (const kube::PodView& pod : Pods()) {
       kube::ExtenderArgs args = testing::NamesArgs(pod, names);
       args.node_names_escape_free = escape_free;
       for (int call = 0; call < 2; ++call) {
-        const std::optional<std::string> reply = wire.FilterReplyNamesAsSent(args);
-        ASSERT_TRUE(reply.has_value()) << pod.uid;
-        EXPECT_EQ(*reply, kube::EncodeFilterResult(lists.Filter(args))) << pod.uid;
+        const std::string reply = wire::FilterReply(marks, args);
+        EXPECT_EQ(reply, kube::EncodeFilterResult(wire::FilterResult(lists, args))) << pod.uid;
       }
     }
   }
@@ -280,7 +281,8 @@ int PerStateTest::CheckRandomChanges(std::mt19937& rng) {
     switch (rng() % 5) {
       case 0: {  // bind a pod where it fits
         const kube::PodView& next = pods[rng() % pods.size()];
-        const kube::FilterResult passed = extender_.Filter(testing::NamesArgs(next, names_));
+        const kube::FilterResult passed =
+            wire::FilterResult(extender_, testing::NamesArgs(next, names_));
         if (passed.node_names.empty()) break;
         kube::PodView placed = next;
         placed.uid = next.uid + "-" + std::to_string(round);
@@ -420,10 +422,10 @@ TEST_F(PerStateTest, KeptScoresFollowTheCandidatesBestRing) {
   const kube::PodView pod = testing::GpuPod("pair", 2);
   names_ = {"idle", "broken"};
   CheckPrioritize(pod);
-  const auto beside = extender_.Prioritize(testing::NamesArgs(pod, {"idle", "broken"}));
+  const auto beside = wire::Priorities(extender_, testing::NamesArgs(pod, {"idle", "broken"}));
   sample_ = {"broken"};
   CheckPrioritize(pod);
-  const auto alone = extender_.Prioritize(testing::NamesArgs(pod, {"broken"}));
+  const auto alone = wire::Priorities(extender_, testing::NamesArgs(pod, {"broken"}));
   EXPECT_GT(alone[0].score, beside[1].score);  // alone, its pair is the best ring on offer
 }
 
@@ -472,10 +474,11 @@ TEST_F(PerStateTest, GuessedScoresAreCheckedAndCompleted) {
   options.fit.explain = false;
   Extender terse(cache_, options, binder_, memo_, metrics_);
   const kube::PodView pod = testing::GpuPod("pair", 2);
-  const kube::FilterResult passed = terse.Filter(testing::NamesArgs(pod, {"x", "y", "z", "v"}));
+  const kube::FilterResult passed =
+      wire::FilterResult(terse, testing::NamesArgs(pod, {"x", "y", "z", "v"}));
   ASSERT_EQ(passed.node_names.size(), 4u);
   const auto alone = [&](const std::string& name) {
-    return terse.Prioritize(testing::NamesArgs(pod, {name}))[0].score;
+    return wire::Priorities(terse, testing::NamesArgs(pod, {name}))[0].score;
   };
   const std::int64_t x = alone("x");
   EXPECT_GT(x, 0);
@@ -484,7 +487,7 @@ TEST_F(PerStateTest, GuessedScoresAreCheckedAndCompleted) {
   EXPECT_EQ(alone("x"), x);  // now from the table
   // Beside a V100 the figures change (kinds, best ring): every score as a fresh extender's.
   const std::vector<std::string> mixed = {"v", "y", "nowhere", "x"};
-  const auto kept = terse.Prioritize(testing::NamesArgs(pod, mixed));
+  const auto kept = wire::Priorities(terse, testing::NamesArgs(pod, mixed));
   state::ClusterCache fresh_cache;
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   for (const char* name : {"x", "y", "z", "v"}) {
@@ -493,7 +496,7 @@ TEST_F(PerStateTest, GuessedScoresAreCheckedAndCompleted) {
     fresh_cache.UpsertNode(node->info_ptr());
   }
   Extender fresh(fresh_cache, options, binder_, memo_, metrics_);
-  const auto want = fresh.Prioritize(testing::NamesArgs(pod, mixed));
+  const auto want = wire::Priorities(fresh, testing::NamesArgs(pod, mixed));
   ASSERT_EQ(kept.size(), want.size());
   for (std::size_t i = 0; i < kept.size(); ++i) {
     EXPECT_EQ(kept[i].host, mixed[i]);

@@ -104,7 +104,8 @@ TEST(EncodeHostPriorityListTest, ScoresBesideNamesWriteTheSameArray) {
   EXPECT_EQ(EncodeHostScores(hosts, scores),
             R"([{"Host":"node-a","Score":8},{"Host":"quote\"d","Score":0},)"
             R"({"Host":"n","Score":1000000},{"Host":"x\ny","Score":4294967295}])");
-  EXPECT_EQ(EncodeHostScores({"a", "b"}, {1, 2}, /*hosts_escape_free=*/true),
+  EXPECT_EQ(EncodeHostScores(std::vector<std::string_view>{"a", "b"},
+                             std::vector<std::uint32_t>{1, 2}, /*hosts_escape_free=*/true),
             R"([{"Host":"a","Score":1},{"Host":"b","Score":2}])");
 }
 

@@ -15,6 +15,7 @@
 #include "linkfit/extender/extender.h"
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/state/cluster_cache.h"
+#include "linkfit/wire/verb_calls.h"
 #include "testing/cluster.h"
 
 namespace linkfit::state {
@@ -258,7 +259,7 @@ TEST(ClusterCacheStressTest, ConcurrentFilterAndBindThroughTheExtender) {
         args.node_names_given = true;
         for (const std::string& name : kNodes) args.node_names.push_back(name);
         memo.Seen(args.pod);
-        const kube::FilterResult filtered = ext.Filter(args);
+        const kube::FilterResult filtered = wire::FilterResult(ext, args);
         if (filtered.node_names.empty()) continue;
         // Bind to a passing node; other threads may have taken it since (then bind fails).
         const std::string node(filtered.node_names[rng() % filtered.node_names.size()]);

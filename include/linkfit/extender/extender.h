@@ -1,6 +1,8 @@
 #pragma once
 
-// Extender: kube-scheduler's four extender verbs on decoded wire types, over the ClusterCache.
+// Extender: kube-scheduler's four extender verbs over the ClusterCache. Filter and prioritize take
+// a VerbCall and answer verdicts and scores (verdicts.h; wire/ decodes requests and writes
+// replies); bind and preempt take the decoded wire arguments.
 //
 //   Filter      read-only: one snapshot, FitOnNode per named node; FailedNodes for what freeing
 //               devices could fix, FailedAndUnresolvableNodes for what never fits.
@@ -33,6 +35,7 @@
 #include "linkfit/extender/node_fit.h"
 #include "linkfit/extender/pod_source.h"
 #include "linkfit/extender/scoring.h"
+#include "linkfit/extender/verdicts.h"
 #include "linkfit/extender/whole_machines.h"
 #include "linkfit/kube/codec.h"
 #include "linkfit/state/cluster_cache.h"
@@ -55,35 +58,14 @@ class Extender {
            MetricsSink& metrics);
   ~Extender();
 
-  // Filter and prioritize of a request decoded with kube::NameCheck::kAtDecode. (Given names read
-  // as sent that need decoding, Filter answers an error and PrioritizeScores zeros.)
-  kube::FilterResult Filter(const kube::ExtenderArgs& args) const;
-  std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) const;
-  // Prioritize's scores alone: scores[i] is args.node_names[i]'s (what the wire writes beside the
-  // request's own names, kube::EncodeHostScores).
-  std::vector<std::uint32_t> PrioritizeScores(const kube::ExtenderArgs& args) const;
-
-  // The same for a request decoded with kube::NameCheck::kByCaller, the wire's hot path: a name
-  // linkfit knows is one of its own, found by its bytes and written as it is (while every node
-  // name is, state::Snapshot::names_written_as_is), so only the names it does not know are looked
-  // at. nullopt when one of those holds an escape (kube-scheduler's never do: node names are DNS
-  // names): decode the request with kAtDecode and call again. Nothing is counted or kept for a
-  // call that answers nullopt. A request decoded with kAtDecode always has its answer.
-  std::optional<kube::FilterResult> FilterNamesAsSent(const kube::ExtenderArgs& args) const;
-  // FilterNamesAsSent's reply, encoded (kube::EncodeFilterResult of its result, byte for byte):
-  // what the wire sends. In steady state (a list of names linkfit knows, each fit kept) built in
-  // one pass over the names as a kube::RankedFilterReply, without the result's lists; otherwise
-  // the result, encoded. nullopt as there.
-  std::optional<std::string> FilterReplyNamesAsSent(const kube::ExtenderArgs& args) const;
-  struct Scores {
-    std::vector<std::uint32_t> scores;  // as PrioritizeScores
-    bool names_escape_free = false;     // a reply may write every name as it is
-  };
-  std::optional<Scores> PrioritizeNamesAsSent(const kube::ExtenderArgs& args) const;
-  // Whether a request's names are best read as sent: while every node name linkfit knows is
-  // written as it is. Otherwise FilterNamesAsSent and PrioritizeNamesAsSent answer nullopt for
-  // every request, and decoding each name at once costs less than decoding every request twice.
-  bool ReadsNamesAsSent() const { return cache_.Snapshot()->names_written_as_is(); }
+  // The pod's request as filter and prioritize read it (ParseGpuRequest with the configured
+  // defaults): a caller parses it once a call and hands it to both.
+  Result<GpuRequest> ParseRequest(const kube::PodView& pod) const;
+  // Filter: a verdict for every candidate of `call` (nodes linkfit does not know fail for good,
+  // saying why), the names counted by outcome.
+  FilterVerdicts Filter(const VerbCall& call) const;
+  // Prioritize: scores[i] is call.names[i]'s, 0 for a name where the pod does not fit.
+  std::vector<std::uint32_t> Prioritize(const VerbCall& call) const;
   // Returns "" on success, else the error for ExtenderBindingResult.Error.
   std::string Bind(const kube::BindingArgs& args);
   std::vector<kube::NodeVictims> Preempt(const kube::PreemptionArgs& args) const;

@@ -112,6 +112,9 @@ class PodMemo final : public PodSource {
   // pod without a UID (it could not be told from a retry) or whose hints do not parse (filter
   // answers with the reason).
   void Seen(const kube::PodView& pod);
+  // The same with the pod's request already parsed (with this memo's defaults, as the extender
+  // parses it: Extender::ParseRequest).
+  void Seen(const kube::PodView& pod, const GpuRequest& request);
   // A pod that already holds devices (the cluster or state file's allocations at start-up),
   // counted like a seen one.
   void Running(const std::string& uid, KnownPod pod);

@@ -110,6 +110,10 @@ enum class NameAsSent {
   kNeedsDecoding,  // an escape (or a control byte, which JSON forbids): decode with kAtDecode
 };
 NameAsSent CheckNameAsSent(std::string_view name);
+// Decodes one name read as sent (the bytes between its quotes), escapes and all: a request whose
+// names need decoding (kube-scheduler's never do) has those decoded one by one rather than the
+// whole body again. An error names NodeNames[index], as DecodeExtenderArgs with kAtDecode does.
+Result<std::string> DecodeNameAsSent(std::string_view name, std::size_t index);
 
 // Which node list a filter reply carries. kube-scheduler reads `NodeNames` in cache mode and
 // `Nodes` otherwise; answer in the mode the request used (ReplyListFor).
@@ -176,14 +180,14 @@ struct RankedFilterReply {
   // Bit i % 64 of passing[i / 64]: names[i] passes (listed in NodeNames, in request order).
   std::span<const std::uint64_t> passing;
   // Bit r % 64 of failing[r / 64]: the name ranked r fails, and at_rank[r] says how: bits 0-31
-  // its index in `names` (any of them, for a name sent twice), bits 32-47 its reason's index in
-  // `reasons`, bit 48 set where it goes to FailedAndUnresolvableNodes (FailedNodes otherwise).
+  // its index in `names` (any of them, for a name sent twice), bits 32-62 its reason's index in
+  // `reasons`, bit 63 set where it goes to FailedAndUnresolvableNodes (FailedNodes otherwise).
   std::span<const std::uint64_t> failing;
   const std::uint64_t* at_rank = nullptr;
-  static constexpr std::uint64_t AtRank(std::uint32_t index, std::uint16_t reason,
+  static constexpr std::uint64_t AtRank(std::uint32_t index, std::uint32_t reason,
                                         bool unresolvable) {
-    return std::uint64_t{index} | std::uint64_t{reason} << 32 |
-           std::uint64_t{unresolvable ? 1u : 0u} << 48;
+    return std::uint64_t{index} | std::uint64_t{reason & 0x7FFFFFFFu} << 32 |
+           std::uint64_t{unresolvable ? 1u : 0u} << 63;
   }
   std::span<const std::string_view> reasons;
 };
@@ -202,9 +206,8 @@ struct HostPriority {
 std::string EncodeHostPriorityList(const std::vector<HostPriority>& priorities,
                                    bool hosts_escape_free = false);
 // The same array for hosts[i] scored scores[i]. REQUIRES: scores.size() == hosts.size().
-std::string EncodeHostScores(const std::vector<std::string_view>& hosts,
-                             const std::vector<std::uint32_t>& scores,
-                             bool hosts_escape_free = false);
+std::string EncodeHostScores(std::span<const std::string_view> hosts,
+                             std::span<const std::uint32_t> scores, bool hosts_escape_free = false);
 
 // ---------------------------------------------------------------------------------------------
 // bind

@@ -87,6 +87,12 @@ class Snapshot {
     if (position == NameIndex::kNotFound) return nullptr;
     return NodeAt(position);
   }
+  // The position of the node named `name` (exact: compares the bytes), or NameIndex::kNoPosition.
+  std::uint32_t PositionOf(std::string_view name) const {
+    const std::size_t position = index_->Find(name);
+    return position == NameIndex::kNotFound ? NameIndex::kNoPosition
+                                            : static_cast<std::uint32_t>(position);
+  }
   // The node at a position a lookup returned.
   const NodeState* NodeAt(std::size_t position) const {
     return ChunkOf(position).nodes[position % kChunkSize].get();

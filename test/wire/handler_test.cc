@@ -1,8 +1,8 @@
-// WireHandler's standalone release: the HTTP status for each Extender outcome, including a
+// Handler's standalone release: the HTTP status for each Extender outcome, including a
 // release that arrives while the pod's bind is still being recorded (409, nothing freed); and
 // prioritize before the state is loaded.
 
-#include "app/wire_handler.h"
+#include "linkfit/wire/handler.h"
 
 #include <gtest/gtest.h>
 
@@ -15,9 +15,10 @@
 #include "linkfit/common/metrics.h"
 #include "linkfit/extender/extender.h"
 #include "linkfit/kube/codec.h"
+#include "linkfit/wire/verb_calls.h"
 #include "testing/cluster.h"
 
-namespace linkfit::app {
+namespace linkfit::wire {
 namespace {
 
 constexpr const char* kPod =
@@ -35,7 +36,7 @@ class ReleasingBinder final : public extender::Binder {
   }
   void Released(const std::string&) override {}
 
-  WireHandler* handler = nullptr;
+  Handler* handler = nullptr;
   std::optional<server::HttpReply> during_bind;
 };
 
@@ -59,7 +60,7 @@ class WireHandlerTest : public ::testing::Test {
   NullMetrics metrics;
   extender::PodMemo memo{{}};
   extender::Extender extender{cache, {}, binder, memo, metrics};
-  WireHandler handler{extender, &memo};
+  Handler handler{extender, &memo};
 };
 
 TEST_F(WireHandlerTest, ReleaseDuringTheBindIsAConflictAndFreesNothing) {
@@ -125,9 +126,10 @@ TEST(WireHandlerNamesTest, NamesReadAsSentAnswerAsDecodedNames) {
     NullMetrics metrics;
     extender::PodMemo memo{{}};
     extender::Extender extender{cache, {}, binder, memo, metrics};
-    WireHandler handler{extender, &memo};
+    Handler handler{extender, &memo};
     handler.SetReady(true);
-    EXPECT_EQ(extender.ReadsNamesAsSent(), !odd_node);  // else every name is decoded at once
+    // Names are read as sent while every known name is written as it is; else decoded at once.
+    EXPECT_EQ(cache.Snapshot()->names_written_as_is(), !odd_node);
     int decoded_differently = 0;
     for (int round = 0; round < 300; ++round) {
       std::string names;
@@ -152,10 +154,10 @@ TEST(WireHandlerNamesTest, NamesReadAsSentAnswerAsDecodedNames) {
       ASSERT_TRUE(as_sent.has_value()) << body;
       decoded_differently += as_sent->node_names != decoded->node_names ? 1 : 0;
       EXPECT_EQ(filtered.status, 200) << body;
-      EXPECT_EQ(filtered.body, kube::EncodeFilterResult(extender.Filter(*decoded))) << body;
+      EXPECT_EQ(filtered.body, kube::EncodeFilterResult(FilterResult(extender, *decoded))) << body;
       EXPECT_EQ(prioritized.status, 200) << body;
       EXPECT_EQ(prioritized.body,
-                kube::EncodeHostScores(decoded->node_names, extender.PrioritizeScores(*decoded),
+                kube::EncodeHostScores(decoded->node_names, PrioritizeScores(extender, *decoded),
                                        decoded->node_names_escape_free))
           << body;
     }
@@ -163,9 +165,9 @@ TEST(WireHandlerNamesTest, NamesReadAsSentAnswerAsDecodedNames) {
   }
 }
 
-// Given names read as sent that need decoding, the extender's plain verbs refuse rather than
-// answer for names they have not decoded.
-TEST(WireHandlerNamesTest, PlainVerbsRefuseNamesThatNeedDecoding) {
+// A name read as sent that needs decoding is decoded on its own (not the whole body again) and
+// answered as the name it is: "h\u003100" is h100, and a reply writes it so.
+TEST(WireHandlerNamesTest, NamesThatNeedDecodingAreDecodedOneByOne) {
   state::ClusterCache cache;
   cache.UpsertNode(linkfit::testing::MakeNodeInfo("h100", "dgx-h100"));
   ReleasingBinder binder;
@@ -173,16 +175,29 @@ TEST(WireHandlerNamesTest, PlainVerbsRefuseNamesThatNeedDecoding) {
   extender::PodMemo memo{{}};
   extender::Extender extender{cache, {}, binder, memo, metrics};
   const std::string body =  // the args' names point into it
-      std::string(R"({"Pod":)") + kPod + R"(,"NodeNames":["h100","h\u003100"]})";
+      std::string(R"({"Pod":)") + kPod + R"(,"NodeNames":["h100","h\u003100","x\u003cy"]})";
   auto args = kube::DecodeExtenderArgs(body, kube::NameCheck::kByCaller);
   ASSERT_TRUE(args.has_value());
-  EXPECT_FALSE(extender.FilterNamesAsSent(*args).has_value());
-  EXPECT_FALSE(extender.PrioritizeNamesAsSent(*args).has_value());
-  const kube::FilterResult refused = extender.Filter(*args);
-  EXPECT_NE(refused.error.find("escape"), std::string::npos) << refused.error;
-  EXPECT_TRUE(refused.node_names.empty());
-  EXPECT_EQ(extender.PrioritizeScores(*args), (std::vector<std::uint32_t>{0, 0}));
+  const auto candidates = Candidates::Find(*cache.Snapshot(), *args);
+  ASSERT_TRUE(candidates.has_value());
+  EXPECT_EQ(std::vector<std::string_view>(candidates->names().begin(), candidates->names().end()),
+            (std::vector<std::string_view>{"h100", "h100", "x<y"}));
+  EXPECT_FALSE(candidates->names_escape_free());  // x<y is written x\u003cy
+  const kube::FilterResult result = FilterResult(extender, *args);
+  EXPECT_EQ(result.node_names, (std::vector<std::string_view>{"h100", "h100"}));
+  ASSERT_EQ(result.failed_and_unresolvable_nodes.size(), 1u);
+  EXPECT_EQ(result.failed_and_unresolvable_nodes[0].node, "x<y");
+  const std::vector<std::uint32_t> scores = PrioritizeScores(extender, *args);
+  ASSERT_EQ(scores.size(), 3u);
+  EXPECT_EQ(scores[0], scores[1]);
+  EXPECT_GT(scores[0], 0u);
+  EXPECT_EQ(scores[2], 0u);
+  EXPECT_EQ(kube::DecodeNameAsSent("h\\u0031", 0).value(), "h1");
+  const auto bad = kube::DecodeNameAsSent("bad\\x", 3);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message.rfind("invalid JSON at NodeNames[3]: ", 0), 0u)
+      << bad.error().message;
 }
 
 }  // namespace
-}  // namespace linkfit::app
+}  // namespace linkfit::wire

@@ -1,9 +1,10 @@
 #pragma once
 
-// WireHandler: the bridge between the HTTP server and the Extender. It decodes wire JSON with the
-// kube codec, calls the Extender on domain types and encodes the exact replies of
-// ../shared/spec/extender-protocol.md. Bodies that are not the verb's JSON get 400 with a JSON
-// error; logical failures are 200 with the protocol's Error field.
+// Handler: the bridge between the HTTP server and the Extender. It decodes wire JSON with the kube
+// codec, calls the Extender in its own terms and encodes the exact replies of
+// ../shared/spec/extender-protocol.md. Filter and prioritize take one snapshot and parse the pod
+// once (verb_calls.h). Bodies that are not the verb's JSON get 400 with a JSON error; logical
+// failures are 200 with the protocol's Error field.
 //
 // Thread-safety: as the Extender (every method may be called concurrently).
 
@@ -16,14 +17,14 @@
 #include "linkfit/extender/extender.h"
 #include "linkfit/server/handler.h"
 
-namespace linkfit::app {
+namespace linkfit::wire {
 
-class WireHandler final : public server::ExtenderHandler {
+class Handler final : public server::ExtenderHandler {
  public:
   // `memo` (standalone mode; null in cluster mode) learns each pod of a filter request before the
   // extender reads it, so that bind can resolve it and demand counts it (once per pod,
   // PodMemo::Seen: a retried request changes nothing). Prioritize changes nothing.
-  explicit WireHandler(extender::Extender& extender, extender::PodMemo* memo = nullptr)
+  explicit Handler(extender::Extender& extender, extender::PodMemo* memo = nullptr)
       : extender_(extender), memo_(memo) {}
 
   server::HttpReply Filter(server::Body body) override;
@@ -53,8 +54,6 @@ class WireHandler final : public server::ExtenderHandler {
  private:
   extender::Extender& extender_;
   std::string NotReadyReason() const;
-  // How filter and prioritize read a request's NodeNames (Extender::ReadsNamesAsSent).
-  kube::NameCheck NameCheck() const;
 
   extender::PodMemo* memo_;
   std::atomic<bool> ready_{false};
@@ -62,4 +61,4 @@ class WireHandler final : public server::ExtenderHandler {
   std::function<nlohmann::json()> binding_status_;
 };
 
-}  // namespace linkfit::app
+}  // namespace linkfit::wire

@@ -1,6 +1,6 @@
 // Demand in standalone mode is counted by pod, never by call: a pod that kube-scheduler retries
 // weighs one pod, so no prioritize score depends on how often filter was called; a pod that
-// leaves takes its weight with it. Through the WireHandler, where standalone mode learns pods.
+// leaves takes its weight with it. Through the Handler, where standalone mode learns pods.
 
 #include <gtest/gtest.h>
 
@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "app/wire_handler.h"
 #include "linkfit/common/metrics.h"
 #include "linkfit/extender/extender.h"
+#include "linkfit/wire/handler.h"
 #include "testing/cluster.h"
 
-namespace linkfit::app {
+namespace linkfit::wire {
 namespace {
 
 class NullBinder final : public extender::Binder {
@@ -59,7 +59,7 @@ class DemandByPodTest : public ::testing::Test {
   NullMetrics metrics;
   extender::PodMemo memo{{}};
   extender::Extender extender{cache, {}, binder, memo, metrics};
-  WireHandler handler{extender, &memo};
+  Handler handler{extender, &memo};
 };
 
 TEST_F(DemandByPodTest, ARetriedFilterCallChangesNoScore) {
@@ -130,4 +130,4 @@ TEST(KnownPodOfTest, ReadsTheRequestBackFromTheDevices) {
 }
 
 }  // namespace
-}  // namespace linkfit::app
+}  // namespace linkfit::wire

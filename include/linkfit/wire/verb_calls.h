@@ -1,0 +1,74 @@
+#pragma once
+
+// Filter and prioritize between the wire and the extender: a decoded request's names found in the
+// call's one snapshot (Candidates), the extender's verdicts written in the reply shape the request
+// used, and the whole verb in process for callers that hold decoded arguments (tests, benches).
+//
+// Thread-safety: free functions on the caller's values; safe to call concurrently.
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "linkfit/common/result.h"
+#include "linkfit/extender/extender.h"
+#include "linkfit/kube/codec.h"
+
+namespace linkfit::wire {
+
+// A request's candidate names as the extender reads them: decoded, each with its position in the
+// call's snapshot. Move-only; views `args`' names, which must outlive it.
+class Candidates {
+ public:
+  // Looks every name of `args` up in `snapshot`. Names read as sent (kube::NameCheck::kByCaller)
+  // are trusted by their bytes where linkfit knows them (while every known name is written as it
+  // is); the others are looked at, and one that holds an escape is decoded on its own and looked
+  // up again. An error only for a name that is not a JSON string's content (never, for arguments
+  // the decoder gave).
+  static Result<Candidates> Find(const state::Snapshot& snapshot, const kube::ExtenderArgs& args);
+
+  // The call to make of them.
+  extender::VerbCall Call(const state::Snapshot& snapshot,
+                          const Result<extender::GpuRequest>& request) const {
+    return {snapshot, request, names_, positions_.get(), unknown_};
+  }
+  std::span<const std::string_view> names() const { return names_; }
+  // Whether a reply may write every name as it is (no escape needed).
+  bool names_escape_free() const { return names_escape_free_; }
+
+ private:
+  std::span<const std::string_view> names_;
+  std::unique_ptr<std::uint32_t[]> positions_;
+  std::size_t unknown_ = 0;
+  bool names_escape_free_ = false;
+  std::vector<std::string_view> decoded_names_;  // when a name needed decoding: every name
+  std::deque<std::string> decoded_;
+};
+
+// Filter's reply: `verdicts` on `candidates` of `args`, in the reply shape the request used
+// (kube::ReplyListFor). A cache-mode request whose every name linkfit knows is written from the
+// marks without lists (kube::EncodeRankedFilterReply); any other from FilterResultOf's lists. The
+// bytes are the same either way.
+std::string EncodeFilterVerdicts(const kube::ExtenderArgs& args, const Candidates& candidates,
+                                 const extender::FilterVerdicts& verdicts);
+// The verdicts as lists (the reasons kept in the result).
+kube::FilterResult FilterResultOf(const kube::ExtenderArgs& args, const Candidates& candidates,
+                                  const extender::FilterVerdicts& verdicts);
+
+// The verbs in process on decoded arguments, each on one snapshot with the pod parsed once: what
+// the handler does after decoding (a name that cannot be decoded makes an error result, and
+// zero scores).
+kube::FilterResult FilterResult(const extender::Extender& extender, const kube::ExtenderArgs& args);
+std::string FilterReply(const extender::Extender& extender, const kube::ExtenderArgs& args);
+// scores[i] is args.node_names[i]'s.
+std::vector<std::uint32_t> PrioritizeScores(const extender::Extender& extender,
+                                            const kube::ExtenderArgs& args);
+std::vector<kube::HostPriority> Priorities(const extender::Extender& extender,
+                                           const kube::ExtenderArgs& args);
+
+}  // namespace linkfit::wire

@@ -1,0 +1,167 @@
+#include "linkfit/wire/verb_calls.h"
+
+#include <bit>
+#include <utility>
+
+namespace linkfit::wire {
+namespace {
+
+static_assert(extender::FilterVerdicts::Pack(7, 0x7FFFFFFFu, true) ==
+                      kube::RankedFilterReply::AtRank(7, 0x7FFFFFFFu, true) &&
+                  extender::FilterVerdicts::Pack(UINT32_MAX, 3, false) ==
+                      kube::RankedFilterReply::AtRank(UINT32_MAX, 3, false),
+              "the verdicts' marks are the ranked reply's");
+
+// Calls visit(k) for each bit k set in `bits`, in order.
+template <typename Visit>
+void ForEachBit(std::span<const std::uint64_t> bits, Visit&& visit) {
+  for (std::size_t word = 0; word < bits.size(); ++word) {
+    for (std::uint64_t rest = bits[word]; rest != 0; rest &= rest - 1) {
+      visit(word * 64 + static_cast<std::size_t>(std::countr_zero(rest)));
+    }
+  }
+}
+
+}  // namespace
+
+Result<Candidates> Candidates::Find(const state::Snapshot& snapshot,
+                                    const kube::ExtenderArgs& args) {
+  Candidates found;
+  const std::size_t n = args.node_names.size();
+  found.names_ = args.node_names;
+  found.positions_.reset(new std::uint32_t[n]);  // all written
+  std::uint32_t* const at = found.positions_.get();
+  found.unknown_ = snapshot.ForEachPosition(
+      args.node_names, [at](std::size_t i, std::uint32_t position) { at[i] = position; });
+  if (!args.node_names_as_sent) {
+    found.names_escape_free_ = args.node_names_escape_free;
+    return found;
+  }
+  // A name linkfit knows is one of its own: its bytes are a known name's, written as they are
+  // while the snapshot says every name is. The others are looked at: none in the usual request.
+  const bool known_as_is = snapshot.names_written_as_is();
+  bool as_is = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (known_as_is && at[i] != state::NameIndex::kNoPosition) continue;
+    switch (kube::CheckNameAsSent(args.node_names[i])) {
+      case kube::NameAsSent::kWrittenAsIs:
+        break;
+      case kube::NameAsSent::kNeedsEscape:
+        as_is = false;
+        break;
+      case kube::NameAsSent::kNeedsDecoding: {
+        auto decoded = kube::DecodeNameAsSent(args.node_names[i], i);
+        if (!decoded) return tl::unexpected(decoded.error());
+        if (found.decoded_names_.empty()) {
+          found.decoded_names_.assign(args.node_names.begin(), args.node_names.end());
+          found.names_ = found.decoded_names_;
+        }
+        const std::string_view name = found.decoded_.emplace_back(std::move(*decoded));
+        found.decoded_names_[i] = name;
+        found.unknown_ -= at[i] == state::NameIndex::kNoPosition ? 1 : 0;
+        at[i] = snapshot.PositionOf(name);
+        found.unknown_ += at[i] == state::NameIndex::kNoPosition ? 1 : 0;
+        as_is = as_is && kube::CheckNameAsSent(name) == kube::NameAsSent::kWrittenAsIs;
+        break;
+      }
+    }
+  }
+  found.names_escape_free_ = as_is;
+  return found;
+}
+
+kube::FilterResult FilterResultOf(const kube::ExtenderArgs& args, const Candidates& candidates,
+                                  const extender::FilterVerdicts& verdicts) {
+  using Failure = extender::FilterVerdicts::Failure;
+  kube::FilterResult result;
+  result.list = kube::ReplyListFor(args);
+  result.names_escape_free = candidates.names_escape_free();
+  const std::span<const std::string_view> names = candidates.names();
+  ForEachBit(verdicts.passing(), [&](std::size_t i) {
+    if (result.list == kube::NodeListKind::kObjects) {
+      result.nodes_json.push_back(args.nodes[i].raw_json);
+    } else {
+      result.node_names.push_back(names[i]);
+    }
+  });
+  // Each reason kept once, when a failure first names it.
+  const std::span<const std::string_view> reasons = verdicts.reasons();
+  std::vector<std::string_view> kept(reasons.size());
+  std::vector<bool> is_kept(reasons.size());
+  const auto keep = [&](std::uint32_t reason) {
+    if (!is_kept[reason]) {
+      kept[reason] = result.Keep(std::string(reasons[reason]));
+      is_kept[reason] = true;
+    }
+    return kept[reason];
+  };
+  ForEachBit(verdicts.failing(), [&](std::size_t rank) {
+    const Failure failure = extender::FilterVerdicts::Unpack(verdicts.at_rank()[rank]);
+    auto& map = failure.unresolvable ? result.failed_and_unresolvable_nodes : result.failed_nodes;
+    map.push_back({names[failure.index], keep(failure.reason), static_cast<std::uint32_t>(rank)});
+  });
+  for (const Failure& failure : verdicts.unranked()) {
+    result.failed_and_unresolvable_nodes.push_back({names[failure.index], keep(failure.reason)});
+  }
+  return result;
+}
+
+std::string EncodeFilterVerdicts(const kube::ExtenderArgs& args, const Candidates& candidates,
+                                 const extender::FilterVerdicts& verdicts) {
+  if (kube::ReplyListFor(args) != kube::NodeListKind::kNames || candidates.names().empty() ||
+      !verdicts.unranked().empty()) {
+    return kube::EncodeFilterResult(FilterResultOf(args, candidates, verdicts));
+  }
+  kube::RankedFilterReply reply;
+  reply.names = candidates.names();
+  reply.names_escape_free = candidates.names_escape_free();
+  reply.passing = verdicts.passing();
+  reply.failing = verdicts.failing();
+  reply.at_rank = verdicts.at_rank();
+  reply.reasons = verdicts.reasons();
+  return kube::EncodeRankedFilterReply(reply);
+}
+
+kube::FilterResult FilterResult(const extender::Extender& extender,
+                                const kube::ExtenderArgs& args) {
+  const state::SnapshotPtr snapshot = extender.cache().Snapshot();
+  const Result<Candidates> candidates = Candidates::Find(*snapshot, args);
+  if (!candidates) {
+    kube::FilterResult refused;
+    refused.list = kube::NodeListKind::kNone;
+    refused.error = candidates.error().message;
+    return refused;
+  }
+  const Result<extender::GpuRequest> request = extender.ParseRequest(args.pod);
+  return FilterResultOf(args, *candidates, extender.Filter(candidates->Call(*snapshot, request)));
+}
+
+std::string FilterReply(const extender::Extender& extender, const kube::ExtenderArgs& args) {
+  const state::SnapshotPtr snapshot = extender.cache().Snapshot();
+  const Result<Candidates> candidates = Candidates::Find(*snapshot, args);
+  if (!candidates) return kube::EncodeFilterError(candidates.error().message);
+  const Result<extender::GpuRequest> request = extender.ParseRequest(args.pod);
+  return EncodeFilterVerdicts(args, *candidates,
+                              extender.Filter(candidates->Call(*snapshot, request)));
+}
+
+std::vector<std::uint32_t> PrioritizeScores(const extender::Extender& extender,
+                                            const kube::ExtenderArgs& args) {
+  const state::SnapshotPtr snapshot = extender.cache().Snapshot();
+  const Result<Candidates> candidates = Candidates::Find(*snapshot, args);
+  if (!candidates) return std::vector<std::uint32_t>(args.node_names.size());
+  const Result<extender::GpuRequest> request = extender.ParseRequest(args.pod);
+  return extender.Prioritize(candidates->Call(*snapshot, request));
+}
+
+std::vector<kube::HostPriority> Priorities(const extender::Extender& extender,
+                                           const kube::ExtenderArgs& args) {
+  const std::vector<std::uint32_t> scores = PrioritizeScores(extender, args);
+  std::vector<kube::HostPriority> priorities(scores.size());
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    priorities[i] = {args.node_names[i], scores[i]};
+  }
+  return priorities;
+}
+
+}  // namespace linkfit::wire
