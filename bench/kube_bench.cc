@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/extender_args.h"
 #include "linkfit/kube/codec.h"
 
 namespace linkfit::kube {
@@ -42,13 +43,9 @@ std::string PodJson() {
 std::string NodeName(std::size_t i) { return "gpu-node-" + std::to_string(10000 + i); }
 
 std::string CacheModeBody(std::size_t nodes) {
-  std::string body = R"({"Pod":)" + PodJson() + R"(,"Nodes":null,"NodeNames":[)";
-  for (std::size_t i = 0; i < nodes; ++i) {
-    if (i > 0) body += ',';
-    body += '"' + NodeName(i) + '"';
-  }
-  body += "]}";
-  return body;
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < nodes; ++i) names.push_back(NodeName(i));
+  return bench::CacheModeArgs(PodJson(), names);
 }
 
 // A node object of about 20 KB, shaped like a real GPU node: labels, a topology annotation,
@@ -113,13 +110,9 @@ std::string NodeJson(std::size_t i) {
 }
 
 std::string NonCacheModeBody(std::size_t nodes) {
-  std::string body = R"({"Pod":)" + PodJson() + R"(,"Nodes":{"metadata":{},"items":[)";
-  for (std::size_t i = 0; i < nodes; ++i) {
-    if (i > 0) body += ',';
-    body += NodeJson(i);
-  }
-  body += R"(]},"NodeNames":null})";
-  return body;
+  std::vector<std::string> objects;
+  for (std::size_t i = 0; i < nodes; ++i) objects.push_back(NodeJson(i));
+  return bench::NonCacheModeArgs(PodJson(), objects);
 }
 
 void BM_DecodeCacheMode(benchmark::State& state) {

@@ -55,7 +55,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "child_server.h"
+#include "common/child_process.h"
+#include "common/extender_args.h"
 #include "hostile.h"
 #include "http_connection.h"
 #include "linkfit/common/strings.h"
@@ -107,12 +108,23 @@ std::string ReadFirstLine(const std::string& path) {
 // stop them, and a left-over server keeps its port and CPU).
 [[noreturn]] void Die(const std::string& message) {
   std::cerr << "linkfit-load: " << message << "\n";
-  ChildServer::KillAll();
+  bench::ChildProcess::KillAll();
   std::exit(1);
 }
 
+// Starts a server as a child pinned to `cpu` (-1: unpinned), which dies with this process.
+bench::ChildProcess StartServer(std::vector<std::string> argv, int cpu) {
+  bench::ChildProcessOptions options;
+  options.argv = std::move(argv);
+  options.cpu = cpu;
+  options.die_with_parent = true;
+  auto child = bench::ChildProcess::Start(options);
+  if (!child) Die(child.error().message);
+  return std::move(*child);
+}
+
 extern "C" void StopChildrenAndExit(int signal_number) {
-  ChildServer::KillAll();
+  bench::ChildProcess::KillAll();
   ::_exit(128 + signal_number);
 }
 
@@ -125,7 +137,7 @@ struct Body {
 
 class Driver {
  public:
-  Driver(std::string name, ChildServer server,
+  Driver(std::string name, bench::ChildProcess server,
          HttpConnection::Wait wait = HttpConnection::Wait::kBlock)
       : name_(std::move(name)), server_(std::move(server)) {
     if (auto ok = connection_.Connect(server_.host(), server_.port()); !ok) Die(ok.error().message);
@@ -133,7 +145,7 @@ class Driver {
   }
 
   const std::string& name() const { return name_; }
-  ChildServer& server() { return server_; }
+  bench::ChildProcess& server() { return server_; }
   void set_wait(HttpConnection::Wait wait) { connection_.set_wait(wait); }
 
   // Sends one request; returns its latency in seconds, or a negative value on failure.
@@ -175,7 +187,7 @@ class Driver {
 
  private:
   std::string name_;
-  ChildServer server_;
+  bench::ChildProcess server_;
   HttpConnection connection_;
 };
 
@@ -360,13 +372,13 @@ void MeasureBinds(const Options& o, Driver& linkfit, Driver& parse_only,
     const std::uint64_t pod_serial = ++*serial;
     const std::string pod = PodJson(shape, pod_serial);
     const std::string filter =
-        CacheModeBody(pod, cluster.names, 16, static_cast<std::size_t>(i) * 16);
+        bench::CacheModeArgs(pod, cluster.names, 16, static_cast<std::size_t>(i) * 16);
     if (linkfit.Send("/scheduler/filter", filter, &response) < 0) Die("filter before bind failed");
     const std::string node = FirstPassingName(Decoded(response));
     if (node.empty()) Die("no node passes the bind pod's filter");
     const std::string uid = PodUid(pod_serial);
     const std::string bind =
-        BindBody("trainer-" + std::to_string(pod_serial), "ml-research", uid, node);
+        bench::BindingArgs("trainer-" + std::to_string(pod_serial), "ml-research", uid, node);
     const double seconds = linkfit.Send("/scheduler/bind", bind, &response);
     if (seconds < 0 || Decoded(response) != R"({"Error":""})") {
       Die("bind failed: " + Decoded(response));
@@ -399,11 +411,12 @@ void MeasureNonCache(const Options& o, Driver& linkfit, Driver& parse_only,
   }
   const std::string pod = PodJson(shape, ++*serial);
   Body body;
-  body.text = NonCacheModeBody(pod, objects);
+  body.text = bench::NonCacheModeArgs(pod, objects);
   body.uid_offset = UidOffset(body.text);
   f.non_cache_bytes = body.text.size();
   HttpResponse response;
-  if (linkfit.Send("/scheduler/filter", CacheModeBody(pod, cluster.names, count), &response) < 0) {
+  if (linkfit.Send("/scheduler/filter", bench::CacheModeArgs(pod, cluster.names, count),
+                   &response) < 0) {
     Die("cache-mode filter failed");
   }
   const std::string names_reply = Decoded(response);
@@ -438,8 +451,8 @@ void MeasureNonCache(const Options& o, Driver& linkfit, Driver& parse_only,
   // Then cache-mode requests, as a scheduler's usual ones: a server thread that decoded a large
   // body gives its buffers back when it next decodes a small one (kube/json_reader.h).
   for (int i = 0; i < 8; ++i) {
-    if (linkfit.Send("/scheduler/filter", CacheModeBody(pod, cluster.names, count), &response) <
-        0) {
+    if (linkfit.Send("/scheduler/filter", bench::CacheModeArgs(pod, cluster.names, count),
+                     &response) < 0) {
       Die("cache-mode filter after the non-cache ones failed");
     }
   }
@@ -456,7 +469,7 @@ std::map<std::size_t, std::vector<Body>> MakeBodies(const Options& o,
     if (size > cluster.names.size()) Die("--sizes exceeds --nodes");
     for (const PodShape& shape : shapes) {
       Body body;
-      body.text = CacheModeBody(PodJson(shape, ++*serial), cluster.shuffled_names, size);
+      body.text = bench::CacheModeArgs(PodJson(shape, ++*serial), cluster.shuffled_names, size);
       body.uid_offset = UidOffset(body.text);
       if (o.fresh_requests) body.cpu_offset = CpuOffset(body.text);
       bodies[size].push_back(std::move(body));
@@ -513,10 +526,7 @@ int Run(const Options& o) {
   }
 
   const auto start_linkfit = [&](const std::string& config_path) {
-    auto child =
-        ChildServer::Start({{linkfit_path, "serve", "--config", config_path}, o.server_cpu});
-    if (!child) Die(child.error().message);
-    return std::move(*child);
+    return StartServer({linkfit_path, "serve", "--config", config_path}, o.server_cpu);
   };
   if (o.hostile > 0) {
     Driver linkfit("linkfit", start_linkfit(config));
@@ -526,7 +536,7 @@ int Run(const Options& o) {
     std::vector<Body> bodies;
     for (const PodShape& shape : PodShapes()) {
       Body body;
-      body.text = CacheModeBody(PodJson(shape, ++serial), cluster.shuffled_names, size);
+      body.text = bench::CacheModeArgs(PodJson(shape, ++serial), cluster.shuffled_names, size);
       body.uid_offset = UidOffset(body.text);
       bodies.push_back(std::move(body));
     }
@@ -537,13 +547,13 @@ int Run(const Options& o) {
     return code;
   }
   {
-    ChildServer baseline = start_linkfit(small_config);
+    bench::ChildProcess baseline = start_linkfit(small_config);
     f.small_rss = baseline.RssBytes();
     f.small_cpu = baseline.startup_cpu_s();
   }
   // Start-up is measured three times; the last server is the one under load.
   for (int i = 0; i < 2; ++i) {
-    ChildServer trial = start_linkfit(config);
+    bench::ChildProcess trial = start_linkfit(config);
     f.startup_cpu.push_back(trial.startup_cpu_s());
     f.startup_wall.push_back(trial.startup_wall_s());
   }
@@ -551,9 +561,8 @@ int Run(const Options& o) {
   f.startup_cpu.push_back(linkfit.server().startup_cpu_s());
   f.startup_wall.push_back(linkfit.server().startup_wall_s());
   f.ready_rss = linkfit.server().RssBytes();
-  auto parse_child = ChildServer::Start({{parse_only_path}, o.server_cpu});
-  if (!parse_child) Die(parse_child.error().message);
-  Driver parse_only("parse-only", std::move(*parse_child), o.client_waits.front());
+  Driver parse_only("parse-only", StartServer({parse_only_path}, o.server_cpu),
+                    o.client_waits.front());
   f.parse_only_rss = parse_only.server().RssBytes();
 
   std::uint64_t serial = 0;

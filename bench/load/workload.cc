@@ -188,21 +188,6 @@ void PatchCpu(std::string& body, std::size_t offset, std::uint64_t serial) {
   body.replace(offset, digits.size(), digits);
 }
 
-std::string CacheModeBody(std::string_view pod, const std::vector<std::string>& names,
-                          std::size_t count, std::size_t first) {
-  std::string body = R"({"Pod":)";
-  body.append(pod);
-  body += R"(,"Nodes":null,"NodeNames":[)";
-  for (std::size_t i = 0; i < count; ++i) {
-    if (i > 0) body += ',';
-    body += '"';
-    body += names[(first + i) % names.size()];
-    body += '"';
-  }
-  body += "]}";
-  return body;
-}
-
 std::string NodeObjectJson(const std::string& name, const std::string& product) {
   std::string node =
       R"({"metadata":{"name":")" + name + R"(","uid":"0b7d9c44-1e2f-4a3b-8c5d-)" +
@@ -264,30 +249,6 @@ std::string NodeObjectJson(const std::string& name, const std::string& product) 
   }
   node += "]}}";
   return node;
-}
-
-std::string NonCacheModeBody(std::string_view pod, const std::vector<std::string>& node_objects) {
-  std::size_t size = pod.size() + 64;
-  for (const std::string& node : node_objects) size += node.size() + 1;
-  std::string body;
-  body.reserve(size);
-  body += R"({"Pod":)";
-  body.append(pod);
-  body += R"(,"Nodes":{"metadata":{},"items":[)";
-  for (std::size_t i = 0; i < node_objects.size(); ++i) {
-    if (i > 0) body += ',';
-    body += node_objects[i];
-  }
-  body += R"(]},"NodeNames":null})";
-  return body;
-}
-
-std::string BindBody(std::string_view pod_name, std::string_view pod_namespace,
-                     std::string_view uid, std::string_view node) {
-  std::string body = R"({"PodName":")";
-  body.append(pod_name).append(R"(","PodNamespace":")").append(pod_namespace);
-  body.append(R"(","PodUID":")").append(uid).append(R"(","Node":")").append(node).append("\"}");
-  return body;
 }
 
 }  // namespace linkfit::load
