@@ -124,6 +124,11 @@ struct RunFigures {
   std::vector<double> startup_wall;
 };
 
+// The machine as the report names it (CPU model, online CPUs), and the first line of a file
+// (/proc/loadavg before and after).
+std::string Machine();
+std::string ReadFirstLine(const std::string& path);
+
 // The run's Markdown report.
 std::string Report(const Options& o, const RunFigures& figures);
 

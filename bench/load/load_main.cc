@@ -83,27 +83,6 @@ bool WriteFile(const std::string& path, const std::string& text) {
   return out.good();
 }
 
-// The machine as the report names it.
-std::string Machine() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  std::string model = "unknown CPU";
-  while (std::getline(in, line)) {
-    if (StartsWith(line, "model name")) {
-      model = std::string(Trim(std::string_view(line).substr(line.find(':') + 1)));
-      break;
-    }
-  }
-  return model + ", " + std::to_string(::sysconf(_SC_NPROCESSORS_ONLN)) + " online CPUs";
-}
-
-std::string ReadFirstLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 // Errors end the run at once, children included (std::exit skips the destructors that would
 // stop them, and a left-over server keeps its port and CPU).
 [[noreturn]] void Die(const std::string& message) {
@@ -284,8 +263,22 @@ HostilePhase MeasureHostilePhase(Driver& linkfit, std::vector<Body>& bodies, int
   return phase;
 }
 
-int RunHostile(const Options& o, Driver& linkfit, std::vector<Body>& bodies, std::size_t size,
-               std::uint64_t* serial, const std::string& load_before) {
+// The hostile-clients mode (--hostile): filter with every pod shape at the first --sizes.
+int RunHostile(const Options& o, Driver& linkfit, const GeneratedCluster& cluster,
+               const std::string& load_before) {
+  const std::size_t size = o.sizes.front();
+  if (size > cluster.names.size()) Die("--sizes exceeds --nodes");
+  std::uint64_t serial_number = 0;
+  std::uint64_t* serial = &serial_number;
+  std::vector<Body> bodies;
+  for (const PodShape& shape : PodShapes()) {
+    Body body;
+    body.text = bench::CacheModeArgs(PodJson(shape, ++*serial), cluster.shuffled_names, size);
+    body.uid_offset = UidOffset(body.text);
+    bodies.push_back(std::move(body));
+  }
+  std::string encoding;
+  CheckReplies(linkfit, bodies[0].text, bodies[0].text, size, o.score_range, &encoding);
   if (RaiseOpenFileLimit() < o.hostile + 100) Die("the open-file limit is below --hostile + 100");
   linkfit.Run("/scheduler/filter", bodies, o.warmup + 10, serial, nullptr);
   const HostilePhase quiet = MeasureHostilePhase(linkfit, bodies, o.hostile_seconds, serial);
@@ -483,17 +476,20 @@ std::map<std::size_t, std::vector<Body>> MakeBodies(const Options& o,
   return bodies;
 }
 
+void PinClient(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<std::size_t>(cpu), &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    Die("cannot pin the client to CPU " + std::to_string(cpu));
+  }
+}
+
 int Run(const Options& o) {
   const std::string repo = Absolute(o.repo);
   const std::string linkfit_path = Absolute(o.linkfit);
   const std::string parse_only_path = Absolute(o.parse_only);
-  if (o.client_cpu >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(static_cast<std::size_t>(o.client_cpu), &set);
-    if (sched_setaffinity(0, sizeof(set), &set) != 0)
-      Die("cannot pin the client to CPU " + std::to_string(o.client_cpu));
-  }
+  if (o.client_cpu >= 0) PinClient(o.client_cpu);
   char dir_template[] = "/tmp/linkfit-load-XXXXXX";
   if (o.write_only.empty() && ::mkdtemp(dir_template) == nullptr) Die("mkdtemp failed");
   const std::string work =
@@ -530,19 +526,7 @@ int Run(const Options& o) {
   };
   if (o.hostile > 0) {
     Driver linkfit("linkfit", start_linkfit(config));
-    const std::size_t size = o.sizes.front();
-    if (size > cluster.names.size()) Die("--sizes exceeds --nodes");
-    std::uint64_t serial = 0;
-    std::vector<Body> bodies;
-    for (const PodShape& shape : PodShapes()) {
-      Body body;
-      body.text = bench::CacheModeArgs(PodJson(shape, ++serial), cluster.shuffled_names, size);
-      body.uid_offset = UidOffset(body.text);
-      bodies.push_back(std::move(body));
-    }
-    std::string encoding;
-    CheckReplies(linkfit, bodies[0].text, bodies[0].text, size, o.score_range, &encoding);
-    const int code = RunHostile(o, linkfit, bodies, size, &serial, f.load_before);
+    const int code = RunHostile(o, linkfit, cluster, f.load_before);
     std::filesystem::remove_all(work);
     return code;
   }
