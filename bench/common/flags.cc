@@ -1,5 +1,8 @@
 #include "common/flags.h"
 
+#include <optional>
+
+#include "app/flags.h"
 #include "linkfit/common/strings.h"
 
 namespace linkfit::bench {
@@ -42,28 +45,15 @@ Flags& Flags::Int(std::string name, int* out, std::int64_t min, std::int64_t max
   });
 }
 
-const Flags::Flag* Flags::Find(const std::string& name) const {
-  for (const Flag& flag : flags_) {
-    if (flag.name == name) return &flag;
-  }
-  return nullptr;
-}
-
 Result<void> Flags::Parse(int argc, char** argv, int first) const {
-  for (int i = first; i < argc; ++i) {
-    const std::string name = argv[i];
-    const Flag* flag = Find(name);
-    if (flag != nullptr && flag->is_switch) {
-      flag->parse("");
-      continue;
-    }
-    if (i + 1 >= argc) {
-      return MakeError(flag == nullptr ? "unknown option " + name : name + " needs a value");
-    }
-    const std::string value = argv[++i];
-    if (flag == nullptr || !flag->parse(value)) {
-      return MakeError("bad option " + name + " " + value);
-    }
+  const std::vector<std::string> args(argv + first, argv + argc);
+  std::vector<app::FlagSpec> known;
+  for (const Flag& flag : flags_) known.push_back({flag.name.substr(2), !flag.is_switch});
+  auto parsed = app::Flags::Parse(args, known);
+  if (!parsed) return tl::unexpected(parsed.error());
+  for (const Flag& flag : flags_) {
+    const std::optional<std::string> value = parsed->Get(flag.name.substr(2));
+    if (value && !flag.parse(*value)) return MakeError("bad option " + flag.name + " " + *value);
   }
   return {};
 }

@@ -1,13 +1,10 @@
 #pragma once
 
-// Flags: the command-line parser of the bench tools (linkfit-bench, linkfit-load, the cluster
-// benches, the parse-only server). Flags are `--name value` pairs, or `--name` switches that take
-// no value; each is registered with what to do with its value. Parse walks argv in order, so a
-// flag given twice keeps the last value.
-//
-// Errors (as values): "--name needs a value" (the last argument, not a switch), "bad option
-// --name value" (an unknown flag, or a value its parser refused), "unknown option --name" (only
-// when the unknown flag is the last argument).
+// Flags: the command line of the bench tools (linkfit-bench, linkfit-load, linkfit-parse-only,
+// the cluster benches), each flag registered with what to do with its value. The parsing is
+// linkfit's own (app/flags.h, as every `linkfit` subcommand parses): `--name value`,
+// `--name=value`, `--switch`; unknown flags, flags given twice and missing values are errors that
+// name the flag. A value its handler refuses is the error "bad option --name value".
 //
 // Thread-safety: one owner; Parse writes through the registered pointers.
 
@@ -36,17 +33,16 @@ class Flags {
                std::int64_t min = std::numeric_limits<std::int64_t>::min(),
                std::int64_t max = std::numeric_limits<std::int64_t>::max());
 
-  // Parses argv[first] .. argv[argc - 1].
+  // Parses argv[first] .. argv[argc - 1], then hands each flag given to its handler, in the order
+  // they were registered.
   Result<void> Parse(int argc, char** argv, int first = 1) const;
 
  private:
   struct Flag {
-    std::string name;
+    std::string name;  // with its leading "--"
     bool is_switch = false;
     std::function<bool(const std::string&)> parse;
   };
-  const Flag* Find(const std::string& name) const;
-
   std::vector<Flag> flags_;
 };
 

@@ -52,7 +52,8 @@ struct Options {
 };
 
 extern const char* const kUsage;
-// The options of argv, or nullopt when one is unknown or lacks its value.
+// The options of argv, or nullopt (having said why on stderr) when one is unknown, given twice,
+// lacks its value or has a bad one.
 std::optional<Options> ParseOptions(int argc, char** argv);
 
 // A count the server process keeps (context switches, page faults) over the measured loops;

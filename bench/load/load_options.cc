@@ -1,5 +1,7 @@
 // linkfit-load's command line (load_figures.h).
 
+#include <cstdio>
+
 #include "common/flags.h"
 #include "linkfit/common/strings.h"
 #include "load_figures.h"
@@ -73,7 +75,10 @@ std::optional<Options> ParseOptions(int argc, char** argv) {
       .Int("--hostile", &o.hostile)
       .Int("--hostile-seconds", &o.hostile_seconds)
       .Int("--wake-samples", &o.wake_samples);
-  if (!flags.Parse(argc, argv)) return std::nullopt;
+  if (auto parsed = flags.Parse(argc, argv); !parsed) {
+    std::fprintf(stderr, "linkfit-load: %s\n", parsed.error().message.c_str());
+    return std::nullopt;
+  }
   if (o.rounds < 1) o.rounds = 1;
   if (o.hostile < 0 || o.hostile_seconds < 1) return std::nullopt;
   return o;
