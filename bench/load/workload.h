@@ -43,8 +43,9 @@ struct PodShape {
 std::vector<PodShape> PodShapes();
 
 // A realistic full Pod object (as the scheduler's informer holds it: metadata, containers,
-// volumes, tolerations, status; no managedFields). Its metadata.uid ends with `serial` as 12
-// decimal digits, which PatchUid can rewrite in place.
+// volumes, tolerations, status; no managedFields). Its bytes are what the load figures measured,
+// so it stays this tool's own (the harness builds its pods from a trace). Its metadata.uid ends
+// with `serial` as 12 decimal digits, which PatchUid can rewrite in place.
 std::string PodJson(const PodShape& shape, std::uint64_t serial);
 
 // Rewrites the 12-digit serial of the first pod UID in `body` (found by UidOffset).
