@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "app/service.h"
+#include "common/extender_args.h"
 #include "linkfit/app/config.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/malloc_settings.h"
@@ -83,7 +84,7 @@ struct Bench {
     std::vector<std::string> bodies;
     for (const load::PodShape& shape : load::PodShapes()) {
       bodies.push_back(
-          load::CacheModeBody(load::PodJson(shape, ++serial), cluster.shuffled_names, size));
+          bench::CacheModeArgs(load::PodJson(shape, ++serial), cluster.shuffled_names, size));
     }
     return bodies;
   }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs the extender load benchmark (issue 3 §5, DESIGN.md §11) from an existing build; builds
-# nothing. Usage: scripts/load.sh BUILD_DIR [linkfit-load flags...]
+# nothing. Usage: scripts/load.sh BUILD_DIR [linkfit-load flags...] (any but --linkfit,
+# --parse-only and --repo, which it gives itself: a flag given twice is an error)
 #   scripts/load.sh build/release
 #   scripts/load.sh build/release --sizes 1000 --requests 1000
 # The server runs pinned to CPU 0 and the client to CPU 1 (taskset, util-linux); on a machine with

@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/flags.h"
 #include "kube/fake_api_server.h"
 #include "linkfit/cluster/cluster_source.h"
 #include "linkfit/common/malloc_settings.h"
@@ -67,13 +68,6 @@ double CpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-long Arg(int argc, char** argv, const char* name, long fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == name) return std::atol(argv[i + 1]);
-  }
-  return fallback;
 }
 
 std::string Compact(const std::string& id) {
@@ -173,11 +167,22 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
-  const int nodes = static_cast<int>(Arg(argc, argv, "--nodes", 5000));
-  const int pods = static_cast<int>(Arg(argc, argv, "--pods", 50000));
-  const int binds = static_cast<int>(Arg(argc, argv, "--binds", 2000));
-  const int threads = static_cast<int>(Arg(argc, argv, "--bind-threads", 8));
-  const int latency_ms = static_cast<int>(Arg(argc, argv, "--api-latency-ms", 1));
+  int nodes = 5000;
+  int pods = 50000;
+  int binds = 2000;
+  int threads = 8;
+  int latency_ms = 1;
+  linkfit::bench::Flags flags;
+  flags.Int("--nodes", &nodes)
+      .Int("--pods", &pods)
+      .Int("--binds", &binds)
+      .Int("--bind-threads", &threads)
+      .Int("--api-latency-ms", &latency_ms);
+  if (auto parsed = flags.Parse(argc, argv); !parsed) {
+    std::fprintf(stderr, "linkfit_cluster_api_bench: %s (--help for usage)\n",
+                 parsed.error().message.c_str());
+    return 2;
+  }
   setenv("LINKFIT_LOG_LEVEL", "warning", 0);
 
   int to_parent[2];

@@ -32,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/flags.h"
 #include "linkfit/cluster/node_store.h"
 #include "linkfit/cluster/pod_store.h"
 #include "linkfit/extender/extender.h"
@@ -155,13 +156,6 @@ std::string PodJson(int i, const std::string& node, int gpus, const std::string&
   return pod.dump();
 }
 
-long Arg(int argc, char** argv, const char* name, long fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == name) return std::atol(argv[i + 1]);
-  }
-  return fallback;
-}
-
 struct NoBinder final : extender::Binder {
   extender::BindReply Bind(const extender::BindRequest&) override {
     return {state::BindEvent::kRefused, "no binds in this benchmark"};
@@ -194,13 +188,27 @@ double Quantile(const std::vector<double>& sorted, double q) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int node_count = static_cast<int>(Arg(argc, argv, "--nodes", 5000));
-  const int pod_count = static_cast<int>(Arg(argc, argv, "--pods", 50000));
-  const long event_count = Arg(argc, argv, "--events", 200000);
+  int node_count = 5000;
+  int pod_count = 50000;
+  std::int64_t event_count = 200000;
   // 0: as fast as one thread applies them; else paced to this many events per second (the
   // target rate, to see filter latency at that load rather than at saturation).
-  const long event_rate = Arg(argc, argv, "--event-rate", 0);
-  const int names = static_cast<int>(std::min<long>(node_count, Arg(argc, argv, "--names", 1000)));
+  std::int64_t event_rate = 0;
+  int names_asked = 1000;
+  linkfit::bench::Flags flags;
+  flags.Int("--nodes", &node_count)
+      .Int("--pods", &pod_count)
+      .Int64("--events", &event_count)
+      .Int64("--event-rate", &event_rate)
+      .Int("--names", &names_asked);
+  if (auto parsed = flags.Parse(argc, argv); !parsed) {
+    std::fprintf(stderr,
+                 "linkfit_cluster_state_bench: %s\nusage: linkfit_cluster_state_bench [--nodes N] "
+                 "[--pods N] [--events N] [--event-rate N] [--names N]\n",
+                 parsed.error().message.c_str());
+    return 2;
+  }
+  const int names = std::min(node_count, names_asked);
   setenv("LINKFIT_LOG_LEVEL", "error", 0);
 
   const std::vector<Machine> machines = Machines();

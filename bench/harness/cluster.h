@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "harness/node_topology.h"
+#include "linkfit/alloc/mig.h"
 
 namespace linkfit::bench {
 
@@ -26,12 +27,8 @@ inline constexpr int kWholeGpuMilli = 1000;
 inline constexpr int kMigSlices = 8;
 inline constexpr int kMigComputeSlices = 7;
 
-struct MigProfile {
-  std::string name;  // e.g. "3g.40gb"
-  int memory_slices = 0;
-  int compute_slices = 0;
-  std::vector<int> starts;
-};
+// The harness's MIG profiles are linkfit's, read by alloc::LoadMigProfileSetFile.
+using alloc::MigProfile;
 
 enum class GpuDemand { kNone, kWhole, kShare, kMig };
 

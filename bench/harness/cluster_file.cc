@@ -5,23 +5,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
-#include <sstream>
 
+#include "linkfit/standalone/cluster_file.h"
 #include "linkfit/topology/spec.h"
 
 namespace linkfit::bench {
-namespace {
-
-std::string YamlQuote(const std::string& text) {
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') quoted += '\\';
-    quoted += c;
-  }
-  return quoted + "\"";
-}
-
-}  // namespace
 
 Result<std::string> MakeTempDir(const std::string& prefix) {
   const char* base = std::getenv("TMPDIR");
@@ -63,10 +51,56 @@ Result<std::string> SynthesizedPcieDocument(int gpu_count, const std::string& mo
   return topology::ToTopologyDocument(spec);
 }
 
+namespace {
+
+// The simulator's node as a cluster-file entry, its topology at `topology_path`.
+standalone::ClusterFileNode NodeEntry(const SimNode& node, const std::string& topology_path) {
+  standalone::ClusterFileNode entry;
+  entry.name = node.name;
+  entry.topology = topology_path;
+  if (!node.gpu_model.empty()) entry.labels["nvidia.com/gpu.product"] = node.gpu_model;
+  entry.mig_all = node.mig_mode;
+  for (int g = 0; !node.mig_mode && g < node.gpu_count; ++g) {
+    if ((node.mig_gpus >> g) & 1) entry.mig_gpus.push_back(g);
+  }
+  // Allocatable CPU and memory: linkfit scores GPUs stranded by them (it never filters on them).
+  if (node.cpu_capacity > 0) entry.cpu = std::to_string(node.cpu_capacity) + "m";
+  if (node.memory_capacity > 0) entry.memory = std::to_string(node.memory_capacity) + "Mi";
+  return entry;
+}
+
+// A preloaded pod as a cluster-file allocation.
+standalone::ClusterFileAllocation AllocationEntry(const Cluster& cluster,
+                                                  const Cluster::Preloaded& item) {
+  const PodSpec& pod = item.pod;
+  const Placement& at = item.placement;
+  standalone::ClusterFileAllocation entry;
+  entry.pod = "bench/" + pod.name;
+  entry.uid = pod.uid;
+  entry.node = cluster.node(at.node).name;
+  if (at.mig_gpu >= 0) {
+    entry.mig.push_back({at.mig_gpu, pod.mig_profile, at.mig_start});
+  } else {
+    for (int g = 0; at.gpus != 0 && g < cluster.node(at.node).gpu_count; ++g) {
+      if (((at.gpus >> g) & 1) == 0) continue;
+      if (at.gpu_milli < kWholeGpuMilli) {
+        entry.shares.push_back({g, at.gpu_milli});
+      } else {
+        entry.gpus.push_back(g);
+      }
+    }
+  }
+  entry.cpu = std::to_string(pod.cpu_milli) + "m";
+  entry.memory = std::to_string(pod.memory_mib) + "Mi";
+  return entry;
+}
+
+}  // namespace
+
 Result<std::string> WriteClusterFile(const Cluster& cluster, const std::string& dir) {
   std::map<std::pair<int, std::string>, std::string> synthesized;
-  std::ostringstream yaml;
-  yaml << "# written by linkfit-bench\nnodes:\n";
+  standalone::ClusterFile file;
+  file.comment = "written by linkfit-bench";
   for (const SimNode& node : cluster.nodes()) {
     std::string topology_path = node.topology_file;
     if (topology_path.empty()) {
@@ -84,57 +118,15 @@ Result<std::string> WriteClusterFile(const Cluster& cluster, const std::string& 
       }
       topology_path = it->second;
     }
-    yaml << "  - name: " << YamlQuote(node.name) << "\n"
-         << "    topology: " << YamlQuote(topology_path) << "\n";
-    if (!node.gpu_model.empty()) {
-      yaml << "    labels: {nvidia.com/gpu.product: " << YamlQuote(node.gpu_model) << "}\n";
-    }
-    if (node.mig_mode) {
-      yaml << "    mig: all\n";
-    } else if (node.mig_gpus != 0) {
-      yaml << "    mig: [";
-      const char* separator = "";
-      for (int g = 0; g < node.gpu_count; ++g) {
-        if ((node.mig_gpus >> g) & 1) {
-          yaml << separator << g;
-          separator = ", ";
-        }
-      }
-      yaml << "]\n";
-    }
-    // Allocatable CPU and memory: linkfit scores GPUs stranded by them (it never filters on them).
-    if (node.cpu_capacity > 0) yaml << "    cpu: " << node.cpu_capacity << "m\n";
-    if (node.memory_capacity > 0) yaml << "    memory: " << node.memory_capacity << "Mi\n";
+    file.nodes.push_back(NodeEntry(node, topology_path));
   }
-  yaml << "allocations:" << (cluster.preloaded().empty() ? " []\n" : "\n");
   for (const Cluster::Preloaded& item : cluster.preloaded()) {
-    const PodSpec& pod = item.pod;
-    const Placement& at = item.placement;
-    yaml << "  - {pod: " << YamlQuote("bench/" + pod.name) << ", uid: " << YamlQuote(pod.uid)
-         << ", node: " << YamlQuote(cluster.node(at.node).name);
-    if (at.mig_gpu >= 0) {
-      yaml << ", mig: [{gpu: " << at.mig_gpu << ", profile: " << YamlQuote(pod.mig_profile)
-           << ", start: " << at.mig_start << "}]";
-    } else if (at.gpus != 0) {
-      yaml << (at.gpu_milli < kWholeGpuMilli ? ", shares: [" : ", gpus: [");
-      const char* separator = "";
-      for (int g = 0; g < cluster.node(at.node).gpu_count; ++g) {
-        if (((at.gpus >> g) & 1) == 0) continue;
-        if (at.gpu_milli < kWholeGpuMilli) {
-          yaml << separator << "{gpu: " << g << ", milli: " << at.gpu_milli << "}";
-        } else {
-          yaml << separator << g;
-        }
-        separator = ", ";
-      }
-      yaml << "]";
-    }
-    yaml << ", cpu: " << pod.cpu_milli << "m, memory: " << pod.memory_mib << "Mi}\n";
+    file.allocations.push_back(AllocationEntry(cluster, item));
   }
   const std::string path = dir + "/cluster.yaml";
-  std::ofstream out(path);
-  out << yaml.str();
-  if (!out) return MakeError(path + ": cannot write");
+  if (auto written = standalone::WriteClusterFile(path, file); !written) {
+    return tl::unexpected(written.error());
+  }
   return path;
 }
 

@@ -68,9 +68,6 @@ Result<nlohmann::json> RunMigExperiment(const BenchOptions& options);
 Result<nlohmann::json> RunLatencyExperiment(const BenchOptions& options);
 Result<nlohmann::json> RunWholeMachinesExperiment(const BenchOptions& options);
 
-// A MIG profile set file (config/mig/*.json): every profile, the +me ones included.
-Result<std::vector<MigProfile>> LoadMigProfiles(const std::string& path);
-
 // The config `linkfit serve` runs with: `base` (a config file's text; empty: defaults) with
 // policy.whole_machines set to `whole_machines` (empty: unchanged), relative paths resolved
 // against `base_dir`, and mig_profiles_dir defaulting to `default_mig_dir`. Fails on a base whose

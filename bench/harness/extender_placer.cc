@@ -10,6 +10,7 @@
 // cpp-httplib stays inside this file (DESIGN.md §3).
 
 #include <httplib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -25,9 +26,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/child_process.h"
+#include "common/extender_args.h"
 #include "harness/cluster_file.h"
 #include "harness/experiment.h"
-#include "harness/linkfit_process.h"
 #include "linkfit/common/strings.h"
 
 namespace linkfit::bench {
@@ -40,7 +42,10 @@ std::string Quantity(std::int64_t value, const char* suffix) {
 }
 
 // The pod object kube-scheduler would send: resources in requests and limits, linkfit's hints as
-// annotations (issue 3's public API).
+// annotations (issue 3's public API). The harness's own, as each tool's pod is: it is built from a
+// trace PodSpec, while linkfit-load's (load/workload.h) is a fixed realistic object whose bytes
+// its latency figures measured, kube_bench's is the codec figures' corpus, and `linkfit demo`'s
+// lives in src/app, which cannot use bench/.
 nlohmann::json PodJson(const PodSpec& pod) {
   nlohmann::json resources = {{"cpu", Quantity(pod.cpu_milli, "m")},
                               {"memory", Quantity(pod.memory_mib, "Mi")}};
@@ -108,12 +113,12 @@ bool StringEquals(const nlohmann::json& object, const char* key, const std::stri
 class ExtenderPlacer : public Placer {
  public:
   ExtenderPlacer(std::uint64_t seed, const BenchOptions& options, std::string temp_dir,
-                 std::unique_ptr<LinkfitProcess> process)
+                 ChildProcess process)
       : options_(options),
         rng_(seed),
         temp_dir_(std::move(temp_dir)),
         process_(std::move(process)),
-        client_("127.0.0.1", process_->port()) {
+        client_("127.0.0.1", process_.port()) {
     client_.set_keep_alive(true);
     client_.set_tcp_nodelay(true);
     client_.set_connection_timeout(5, 0);
@@ -123,7 +128,7 @@ class ExtenderPlacer : public Placer {
 
   ~ExtenderPlacer() override {
     client_.stop();
-    process_.reset();
+    process_.Stop();
     std::error_code ignored;
     std::filesystem::remove_all(temp_dir_, ignored);
   }
@@ -153,15 +158,10 @@ class ExtenderPlacer : public Placer {
       feasible.resize(std::min(keep, feasible.size()));
     }
     const std::string pod_json = PodJson(pod).dump();
-    std::string names = "[";
-    for (std::size_t i = 0; i < feasible.size(); ++i) {
-      names += (i == 0 ? "\"" : ",\"") + cluster.node(feasible[i]).name + "\"";
-    }
-    names += "]";
-    const std::string args =
-        "{\"Pod\":" + pod_json + ",\"Nodes\":null,\"NodeNames\":" + names + "}";
+    std::vector<std::string> names;
+    for (int node : feasible) names.push_back(cluster.node(node).name);
 
-    auto filtered = Post("filter", "/scheduler/filter", args);
+    auto filtered = Post("filter", "/scheduler/filter", CacheModeArgs(pod_json, names));
     if (!filtered) return tl::unexpected(filtered.error());
     if (const auto* error = Field(*filtered, "Error");
         error && error->is_string() && !error->get<std::string>().empty()) {
@@ -183,14 +183,10 @@ class ExtenderPlacer : public Placer {
 
     int chosen = passing.front();
     if (passing.size() >= 2) {
-      std::string passing_names = "[";
-      for (std::size_t i = 0; i < passing.size(); ++i) {
-        passing_names += (i == 0 ? "\"" : ",\"") + cluster.node(passing[i]).name + "\"";
-      }
-      passing_names += "]";
+      std::vector<std::string> passing_names;
+      for (int node : passing) passing_names.push_back(cluster.node(node).name);
       auto priorities =
-          Post("prioritize", "/scheduler/prioritize",
-               "{\"Pod\":" + pod_json + ",\"Nodes\":null,\"NodeNames\":" + passing_names + "}");
+          Post("prioritize", "/scheduler/prioritize", CacheModeArgs(pod_json, passing_names));
       if (!priorities) return tl::unexpected(priorities.error());
       std::map<std::string, double> extender_score;
       if (priorities->is_array()) {
@@ -214,11 +210,8 @@ class ExtenderPlacer : public Placer {
     }
 
     const std::string& node_name = cluster.node(chosen).name;
-    nlohmann::json binding = {{"PodName", pod.name},
-                              {"PodNamespace", kNamespace},
-                              {"PodUID", pod.uid},
-                              {"Node", node_name}};
-    auto bound = Post("bind", "/scheduler/bind", binding.dump());
+    auto bound =
+        Post("bind", "/scheduler/bind", BindingArgs(pod.name, kNamespace, pod.uid, node_name));
     if (!bound) return tl::unexpected(bound.error());
     if (const auto* error = Field(*bound, "Error");
         error && error->is_string() && !error->get<std::string>().empty()) {
@@ -287,7 +280,7 @@ class ExtenderPlacer : public Placer {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (!response) {
       return MakeError("POST " + path + " failed: " + httplib::to_string(response.error()) +
-                       (process_->Alive() ? "" : " (linkfit serve exited)"));
+                       (process_.Alive() ? "" : " (linkfit serve exited)"));
     }
     if (response->status != 200) {
       return MakeError("POST " + path + " answered HTTP " + std::to_string(response->status) +
@@ -404,7 +397,7 @@ class ExtenderPlacer : public Placer {
   BenchOptions options_;
   std::mt19937_64 rng_;
   std::string temp_dir_;
-  std::unique_ptr<LinkfitProcess> process_;
+  ChildProcess process_;
   httplib::Client client_;
   std::map<std::string, std::vector<double>> latencies_;
   int bind_errors_ = 0;
@@ -512,8 +505,18 @@ Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
         << std::filesystem::absolute(options.repo_root + "/config/mig").lexically_normal().string()
         << "\"\n";
   }
-  auto process = LinkfitProcess::Start(options.linkfit_binary, config, *cluster_file,
-                                       *dir + "/linkfit.log", 60.0);
+  if (access(options.linkfit_binary.c_str(), X_OK) != 0) {
+    return MakeError("linkfit binary '" + options.linkfit_binary +
+                     "' not found or not executable (--linkfit)");
+  }
+  ChildProcessOptions launch;
+  launch.argv = {options.linkfit_binary, "serve",    "--config",   config, "--cluster",
+                 *cluster_file,          "--listen", "127.0.0.1:0"};
+  launch.name = "linkfit serve";
+  launch.stderr_log = *dir + "/linkfit.log";
+  launch.drain_stdout = true;
+  launch.ready_timeout_s = 60.0;
+  auto process = ChildProcess::Start(launch);
   if (!process) return tl::unexpected(process.error());  // the message quotes the log
   cleanup.path.clear();
   return PlacerPtr(std::make_unique<ExtenderPlacer>(seed, options, *dir, std::move(*process)));

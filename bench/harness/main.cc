@@ -2,10 +2,15 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <vector>
 
+#include "common/flags.h"
 #include "harness/experiment.h"
 #include "harness/report.h"
 #include "linkfit/common/strings.h"
@@ -56,6 +61,78 @@ environment:
   LINKFIT_BENCH_DEBUG=1  print every pod the linkfit policy could not place, and why
 )";
 
+// A value in percent, as a fraction, when it lies in [min, max].
+std::function<bool(const std::string&)> Percent(double* out, std::int64_t min, std::int64_t max) {
+  return [out, min, max](const std::string& value) {
+    const auto number = linkfit::ParseInt(value);
+    if (!number || *number < min || *number > max) return false;
+    *out = static_cast<double>(*number) / 100.0;
+    return true;
+  };
+}
+
+// One of `allowed`.
+std::function<bool(const std::string&)> OneOf(std::string* out, std::vector<std::string> allowed) {
+  return [out, allowed = std::move(allowed)](const std::string& value) {
+    if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) return false;
+    *out = value;
+    return true;
+  };
+}
+
+// The options after the experiment's name (argv[2] on).
+linkfit::Result<void> ParseFlags(int argc, char** argv, linkfit::bench::BenchOptions* options) {
+  linkfit::bench::BenchOptions& o = *options;
+  std::string seeds_error;
+  std::int64_t max_pods = static_cast<std::int64_t>(o.max_pods);
+  linkfit::bench::Flags flags;
+  flags.Switch("--quiet", &o.quiet)
+      .String("--trace", &o.trace_dir)
+      .String("--workload", &o.workload)
+      .Value("--seeds",
+             [&](const std::string& value) {
+               auto seeds = linkfit::bench::ParseSeeds(value);
+               if (!seeds) seeds_error = seeds.error().message;
+               if (seeds) o.seeds = *seeds;
+               return seeds.has_value();
+             })
+      .Value("--policies",
+             [&o](const std::string& value) {
+               o.policies.clear();
+               for (std::string_view policy : linkfit::Split(value, ',')) {
+                 if (!linkfit::Trim(policy).empty()) o.policies.emplace_back(linkfit::Trim(policy));
+               }
+               return true;
+             })
+      .String("--out", &o.out_dir)
+      .String("--linkfit", &o.linkfit_binary)
+      .String("--linkfit-config", &o.linkfit_config)
+      .Int("--weight", &o.extender_weight, 0)
+      .Value("--in-tree", OneOf(&o.in_tree_score, {"least", "most", "none"}))
+      .Int("--percentage-of-nodes-to-score", &o.percentage_of_nodes_to_score, 1, 100)
+      .Value("--demand", Percent(&o.demand_limit, 1, 1000))
+      .Int("--nodes-per-group", &o.nodes_per_group, 1, 1000)
+      .Int("--jobs", &o.jobs, 1, 1000000)
+      .Value("--load", Percent(&o.load, 1, 500))
+      .Value("--comm-share", Percent(&o.comm_share, 0, 100))
+      .Value("--baseline-mode", OneOf(&o.baseline_mode, {"paper", "kube"}))
+      .Int("--cases", &o.cases, 1, 100000)
+      .Value("--whole-machines",
+             [&o](const std::string& value) {
+               o.linkfit_whole_machines = value;
+               return !value.empty();
+             })
+      .Int64("--max-pods", &max_pods, 0);
+  auto parsed = flags.Parse(argc, argv, 2);
+  if (!parsed) {
+    // A bad seed list says what is wrong with it.
+    if (!seeds_error.empty()) return linkfit::MakeError("bad option --seeds: " + seeds_error);
+    return parsed;
+  }
+  o.max_pods = static_cast<std::size_t>(max_pods);
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,70 +145,10 @@ int main(int argc, char** argv) {
   options.experiment = argv[1];
   std::string command_line = "linkfit-bench";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
-  for (int i = 2; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--quiet") {
-      options.quiet = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "linkfit-bench: %s needs a value\n%s", flag.c_str(), kUsage);
-      return 2;
-    }
-    const std::string value = argv[++i];
-    auto number = linkfit::ParseInt(value);
-    if (flag == "--trace") {
-      options.trace_dir = value;
-    } else if (flag == "--workload") {
-      options.workload = value;
-    } else if (flag == "--seeds") {
-      auto seeds = linkfit::bench::ParseSeeds(value);
-      if (!seeds) {
-        std::fprintf(stderr, "linkfit-bench: %s\n", seeds.error().message.c_str());
-        return 2;
-      }
-      options.seeds = *seeds;
-    } else if (flag == "--policies") {
-      options.policies.clear();
-      for (std::string_view policy : linkfit::Split(value, ',')) {
-        if (!linkfit::Trim(policy).empty()) options.policies.emplace_back(linkfit::Trim(policy));
-      }
-    } else if (flag == "--out") {
-      options.out_dir = value;
-    } else if (flag == "--linkfit") {
-      options.linkfit_binary = value;
-    } else if (flag == "--linkfit-config") {
-      options.linkfit_config = value;
-    } else if (flag == "--weight" && number && *number >= 0) {
-      options.extender_weight = static_cast<int>(*number);
-    } else if (flag == "--in-tree" && (value == "least" || value == "most" || value == "none")) {
-      options.in_tree_score = value;
-    } else if (flag == "--percentage-of-nodes-to-score" && number && *number > 0 &&
-               *number <= 100) {
-      options.percentage_of_nodes_to_score = static_cast<int>(*number);
-    } else if (flag == "--demand" && number && *number > 0 && *number <= 1000) {
-      options.demand_limit = static_cast<double>(*number) / 100.0;
-    } else if (flag == "--nodes-per-group" && number && *number > 0 && *number <= 1000) {
-      options.nodes_per_group = static_cast<int>(*number);
-    } else if (flag == "--jobs" && number && *number > 0 && *number <= 1000000) {
-      options.jobs = static_cast<int>(*number);
-    } else if (flag == "--load" && number && *number > 0 && *number <= 500) {
-      options.load = static_cast<double>(*number) / 100.0;
-    } else if (flag == "--comm-share" && number && *number >= 0 && *number <= 100) {
-      options.comm_share = static_cast<double>(*number) / 100.0;
-    } else if (flag == "--baseline-mode" && (value == "paper" || value == "kube")) {
-      options.baseline_mode = value;
-    } else if (flag == "--cases" && number && *number > 0 && *number <= 100000) {
-      options.cases = static_cast<int>(*number);
-    } else if (flag == "--whole-machines" && !value.empty()) {
-      options.linkfit_whole_machines = value;
-    } else if (flag == "--max-pods" && number && *number >= 0) {
-      options.max_pods = static_cast<std::size_t>(*number);
-    } else {
-      std::fprintf(stderr, "linkfit-bench: bad option %s %s\n%s", flag.c_str(), value.c_str(),
-                   kUsage);
-      return 2;
-    }
+  if (auto parsed = ParseFlags(argc, argv, &options); !parsed) {
+    std::fprintf(stderr, "linkfit-bench: %s\n%s", parsed.error().message.c_str(),
+                 parsed.error().message.starts_with("bad option --seeds") ? "" : kUsage);
+    return 2;
   }
   const std::string& setting = options.linkfit_whole_machines;
   if (options.experiment != "whole-machines" && !setting.empty() && setting != "keep" &&

@@ -77,31 +77,6 @@ constexpr double kMeanDurationS = 3600;
 
 std::size_t Idx(int i) { return static_cast<std::size_t>(i); }
 
-}  // namespace
-
-// Loads a profile set: every profile, the +me ones included (the cluster model needs them all).
-Result<std::vector<MigProfile>> LoadMigProfiles(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return MakeError(path + ": cannot read");
-  try {
-    const nlohmann::json doc = nlohmann::json::parse(in);
-    std::vector<MigProfile> profiles;
-    for (const auto& item : doc.at("profiles")) {
-      MigProfile profile;
-      profile.name = item.at("name").get<std::string>();
-      profile.memory_slices = item.at("memory_slices").get<int>();
-      profile.compute_slices = item.at("compute_slices").get<int>();
-      profile.starts = item.at("placements").at("starts").get<std::vector<int>>();
-      profiles.push_back(std::move(profile));
-    }
-    return profiles;
-  } catch (const nlohmann::json::exception& error) {
-    return MakeError(path + ": " + error.what());
-  }
-}
-
-namespace {
-
 // The profile of a kind in a set (by geometry; +me profiles never match: they are 1g duplicates
 // listed after 1g, and the first match wins).
 const MigProfile* ProfileOfKind(const std::vector<MigProfile>& profiles, const Kind& kind) {
@@ -134,8 +109,10 @@ Result<void> BuildMigCluster(const BenchOptions& options, MigSetup& setup) {
       return MakeError(path + ": MIG profile set is " + (*topology)->mig_profile_set() +
                        ", expected " + group.profile_set);
     }
-    auto profiles = LoadMigProfiles(root + "mig/" + group.profile_set + ".json");
-    if (!profiles) return tl::unexpected(profiles.error());
+    // Every profile of the set, the +me ones included (the cluster model needs them all).
+    auto set = alloc::LoadMigProfileSetFile(root + "mig/" + group.profile_set + ".json");
+    if (!set) return tl::unexpected(set.error());
+    std::vector<MigProfile>* profiles = &set->profiles;
     std::array<std::string, kKindCount> names;
     for (std::size_t k = 0; k < kKindCount; ++k) {
       const MigProfile* profile = ProfileOfKind(*profiles, kKinds[k]);

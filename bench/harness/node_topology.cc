@@ -3,13 +3,10 @@
 #include <algorithm>
 #include <bit>
 #include <functional>
-#include <limits>
 #include <utility>
 
 namespace linkfit::bench {
 namespace {
-
-constexpr std::uint32_t kNotComputed = std::numeric_limits<std::uint32_t>::max();
 
 std::vector<int> Members(GpuMask mask) {
   std::vector<int> members;
@@ -19,100 +16,31 @@ std::vector<int> Members(GpuMask mask) {
   return members;
 }
 
-// Returns true when the graph on `members` whose edges satisfy `edge` has a Hamiltonian cycle
-// (bitmask dynamic programme over subsets: reach[subset] = possible end vertices of a path that
-// starts at members[0] and visits exactly `subset`).
-bool HasHamiltonianCycle(const std::vector<int>& members,
-                         const std::function<bool(int, int)>& edge) {
-  const std::size_t k = members.size();
-  if (k < 2) return false;
-  if (k == 2) return edge(members[0], members[1]);
-  std::vector<std::uint32_t> adjacency(k, 0);
-  for (std::size_t i = 0; i < k; ++i) {
-    for (std::size_t j = 0; j < k; ++j) {
-      if (i != j && edge(members[i], members[j])) adjacency[i] |= 1u << j;
-    }
-  }
-  const std::size_t subsets = std::size_t{1} << k;
-  std::vector<std::uint32_t> reach(subsets, 0);
-  reach[1] = 1u;
-  for (std::size_t subset = 1; subset < subsets; subset += 2) {  // always contains vertex 0
-    std::uint32_t ends = reach[subset];
-    while (ends != 0) {
-      const int end = std::countr_zero(ends);
-      ends &= ends - 1;
-      std::uint32_t next =
-          adjacency[static_cast<std::size_t>(end)] & ~static_cast<std::uint32_t>(subset);
-      while (next != 0) {
-        const int vertex = std::countr_zero(next);
-        next &= next - 1;
-        reach[subset | (std::size_t{1} << vertex)] |= 1u << vertex;
-      }
-    }
-  }
-  return (reach[subsets - 1] & adjacency[0]) != 0;
-}
-
 }  // namespace
 
-NodeTopology::NodeTopology(std::string id, int gpu_count, std::vector<std::uint32_t> bandwidth_mbps,
+NodeTopology::NodeTopology(std::string id, alloc::PlacementTablePtr table,
                            std::vector<int> allocator_score, std::vector<int> numa_node,
                            std::vector<bool> nvlink, std::string mig_profile_set)
     : id_(std::move(id)),
-      gpu_count_(gpu_count),
-      bandwidth_(std::move(bandwidth_mbps)),
+      table_(std::move(table)),
+      gpu_count_(table_->gpu_count()),
       allocator_score_(std::move(allocator_score)),
       numa_node_(std::move(numa_node)),
       nvlink_(std::move(nvlink)),
-      mig_profile_set_(std::move(mig_profile_set)),
-      ring_memo_(std::size_t{1} << gpu_count, kNotComputed),
-      nvlink_ring_memo_(std::size_t{1} << gpu_count, -1) {}
-
-std::uint32_t NodeTopology::ComputeRing(GpuMask set, bool nvlink_only) const {
-  const std::vector<int> members = Members(set);
-  if (nvlink_only) {
-    return HasHamiltonianCycle(members, [this](int a, int b) { return nvlink(a, b); }) ? 1u : 0u;
-  }
-  std::vector<std::uint32_t> thresholds;
-  for (int a : members) {
-    for (int b : members) {
-      if (a < b) thresholds.push_back(bandwidth_mbps(a, b));
-    }
-  }
-  std::sort(thresholds.begin(), thresholds.end(), std::greater<>());
-  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
-  for (std::uint32_t threshold : thresholds) {
-    if (HasHamiltonianCycle(members, [this, threshold](int a, int b) {
-          return bandwidth_mbps(a, b) >= threshold;
-        })) {
-      return threshold;
-    }
-  }
-  return 0;
-}
+      mig_profile_set_(std::move(mig_profile_set)) {}
 
 std::uint32_t NodeTopology::RingMbps(GpuMask set) const {
   if (std::popcount(set) < 2) return 0;
-  std::uint32_t& memo = ring_memo_[set];
-  if (memo == kNotComputed) memo = ComputeRing(set, false);
-  return memo;
+  return table_->Quality(set).ring_mbps;
 }
 
 bool NodeTopology::RingAllNvlink(GpuMask set) const {
-  if (std::popcount(set) < 2) return false;
-  std::int8_t& memo = nvlink_ring_memo_[set];
-  if (memo < 0) memo = ComputeRing(set, true) != 0 ? 1 : 0;
-  return memo == 1;
+  return std::popcount(set) >= 2 && table_->Meets(set, alloc::Closeness::kNvlink);
 }
 
 std::uint32_t NodeTopology::BestRingMbps(GpuMask free_gpus, int k) const {
   if (k < 2 || std::popcount(free_gpus) < k) return 0;
-  std::uint32_t best = 0;
-  // Enumerates the submasks of free_gpus with popcount k.
-  for (unsigned subset = free_gpus; subset != 0; subset = (subset - 1) & free_gpus) {
-    if (std::popcount(subset) == k) best = std::max(best, RingMbps(static_cast<GpuMask>(subset)));
-  }
-  return best;
+  return table_->Quality(table_->BestOnNode(free_gpus, k)).ring_mbps;
 }
 
 namespace {

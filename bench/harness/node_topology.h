@@ -1,17 +1,22 @@
 #pragma once
 
 // NodeTopology: the simulator's read-only view of one node's interconnect, distilled from
-// linkfit's topology module (see topology_catalog.h) into the few matrices the harness needs:
-// pair bandwidth (for ring metrics), NVIDIA go-gpuallocator pair scores (for the
-// default-scheduler baseline's device choice), NUMA node per GPU and the MIG profile set.
+// linkfit's topology module (see topology_catalog.h): the node's placement table (alloc/
+// placement_table.h, for ring metrics exactly as linkfit computes them), NVIDIA go-gpuallocator
+// pair scores (for the default-scheduler baseline's device choice), NVLink pairs, NUMA node per
+// GPU and the MIG profile set.
 //
 // Ring metrics follow DESIGN.md §5: ring(S) is the best, over cyclic orders of S, of the slowest
-// hop. They are memoised per GPU mask, so a NodeTopology must not be shared across threads.
+// hop (PlacementTable's ring[S]).
+//
+// Thread-safety: immutable; share NodeTopologyPtr freely across threads.
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "linkfit/alloc/placement_table.h"
 
 namespace linkfit::bench {
 
@@ -19,15 +24,16 @@ using GpuMask = std::uint16_t;
 
 class NodeTopology {
  public:
-  // `bandwidth_mbps` and `allocator_score` are row-major gpu_count x gpu_count matrices.
-  NodeTopology(std::string id, int gpu_count, std::vector<std::uint32_t> bandwidth_mbps,
-               std::vector<int> allocator_score, std::vector<int> numa_node,
-               std::vector<bool> nvlink, std::string mig_profile_set);
+  // `allocator_score` and `nvlink` are row-major gpu_count x gpu_count matrices.
+  NodeTopology(std::string id, alloc::PlacementTablePtr table, std::vector<int> allocator_score,
+               std::vector<int> numa_node, std::vector<bool> nvlink, std::string mig_profile_set);
 
   const std::string& id() const { return id_; }
   int gpu_count() const { return gpu_count_; }
   const std::string& mig_profile_set() const { return mig_profile_set_; }
-  std::uint32_t bandwidth_mbps(int a, int b) const { return bandwidth_[Cell(a, b)]; }
+  std::uint32_t bandwidth_mbps(int a, int b) const {
+    return table_->topology().bandwidth_mbps(a, b);
+  }
   bool nvlink(int a, int b) const { return nvlink_[Cell(a, b)]; }
   // go-gpuallocator's pair score: PCIe term (SYS 10 ... PIX 50) + 100 per visible NVLink.
   int allocator_score(int a, int b) const { return allocator_score_[Cell(a, b)]; }
@@ -35,27 +41,24 @@ class NodeTopology {
 
   // ring(S) in MB/s; 0 for sets of fewer than two GPUs.
   std::uint32_t RingMbps(GpuMask set) const;
-  // True when every hop of S's best ring is NVLink (some best-ring order uses only NVLink hops).
+  // True when S (two GPUs or more) has a ring whose every hop is NVLink: linkfit's kNvlink
+  // closeness (PlacementTable::Meets).
   bool RingAllNvlink(GpuMask set) const;
-  // The best ring bandwidth over all k-subsets of `free_gpus` (0 if k < 2 or too few GPUs).
+  // The best ring bandwidth over all k-subsets of `free_gpus` (0 if k < 2 or too few GPUs): the
+  // ring of the table's best k-set, which ranks rings first.
   std::uint32_t BestRingMbps(GpuMask free_gpus, int k) const;
 
  private:
   std::size_t Cell(int a, int b) const { return static_cast<std::size_t>(a * gpu_count_ + b); }
-  std::uint32_t ComputeRing(GpuMask set, bool nvlink_only) const;
 
   std::string id_;
+  alloc::PlacementTablePtr table_;
   int gpu_count_;
-  std::vector<std::uint32_t> bandwidth_;
   std::vector<int> allocator_score_;
   std::vector<int> numa_node_;
   std::vector<bool> nvlink_;
   std::string mig_profile_set_;
-  // Memo of RingMbps per mask (UINT32_MAX = not computed yet).
-  mutable std::vector<std::uint32_t> ring_memo_;
-  mutable std::vector<std::int8_t> nvlink_ring_memo_;
 };
-
 using NodeTopologyPtr = std::shared_ptr<const NodeTopology>;
 
 // NVIDIA go-gpuallocator's best-effort choice of `size` GPUs among `available` (the device

@@ -33,14 +33,12 @@ Result<NodeTopologyPtr> LoadNodeTopology(const std::string& path) {
   const topology::Topology& t = **model;
   const int n = t.gpu_count();
   const auto cells = static_cast<std::size_t>(n * n);
-  std::vector<std::uint32_t> bandwidth(cells, 0);
   std::vector<int> allocator(cells, 0);
   std::vector<bool> nvlink(cells, false);
   std::vector<int> numa;
   for (int a = 0; a < n; ++a) {
     numa.push_back(t.numa_node(a));
     for (int b = 0; b < n; ++b) {
-      bandwidth[static_cast<std::size_t>(a * n + b)] = t.bandwidth_mbps(a, b);
       nvlink[static_cast<std::size_t>(a * n + b)] = a != b && t.has_nvlink(a, b);
     }
   }
@@ -51,7 +49,7 @@ Result<NodeTopologyPtr> LoadNodeTopology(const std::string& path) {
     allocator[static_cast<std::size_t>(link.b * n + link.a)] = score;
   }
   std::string mig_set = n > 0 ? copy.gpus.front().mig_profile_set : std::string();
-  return std::make_shared<const NodeTopology>(copy.id, n, std::move(bandwidth),
+  return std::make_shared<const NodeTopology>(copy.id, alloc::PlacementTable::Build(*model),
                                               std::move(allocator), std::move(numa),
                                               std::move(nvlink), std::move(mig_set));
 }

@@ -1,9 +1,9 @@
 #pragma once
 
 // Turns linkfit topology documents (config/topologies/*.json, or nvidia-smi text) into the
-// simulator's NodeTopology, through linkfit's own topology module: LoadTopologyFile, then
-// BuildTopology for the bandwidth matrix (so the harness measures rings with the same numbers
-// linkfit optimises).
+// simulator's NodeTopology, through linkfit's own modules: LoadTopologyFile, BuildTopology, then
+// the topology's placement table (alloc/placement_table.h), so that the harness measures rings
+// as linkfit computes them.
 //
 // Thread-safety: pure function.
 

@@ -244,9 +244,9 @@ Result<MachineCatalog> LoadMachineCatalog(const std::string& repo_root) {
     if (!topology) return tl::unexpected(topology.error());
     catalog.kinds[kind.name] = {kind.name, path, kind.model, *topology};
   }
-  auto profiles = LoadMigProfiles(repo_root + "/config/mig/a100-40gb.json");
-  if (!profiles) return tl::unexpected(profiles.error());
-  catalog.a100_profiles = std::move(*profiles);
+  auto set = alloc::LoadMigProfileSetFile(repo_root + "/config/mig/a100-40gb.json");
+  if (!set) return tl::unexpected(set.error());
+  catalog.a100_profiles = std::move(set->profiles);
   return catalog;
 }
 

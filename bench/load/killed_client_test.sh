@@ -2,7 +2,7 @@
 # linkfit-load killed outright (SIGKILL: none of its handlers runs) must not leave the two servers
 # it started running: they hold its output pipe open (a CI step waiting on it never ends) and
 # their CPU. Each child server asks the kernel for SIGTERM when its parent dies
-# (child_server.cc). Usage: killed_client_test.sh LOAD LINKFIT PARSE_ONLY REPO
+# (bench/common/child_process.cc). Usage: killed_client_test.sh LOAD LINKFIT PARSE_ONLY REPO
 set -u
 load=$1 linkfit=$2 parse_only=$3 repo=$4
 

@@ -52,7 +52,8 @@ struct Options {
 };
 
 extern const char* const kUsage;
-// The options of argv, or nullopt when one is unknown or lacks its value.
+// The options of argv, or nullopt (having said why on stderr) when one is unknown, given twice,
+// lacks its value or has a bad one.
 std::optional<Options> ParseOptions(int argc, char** argv);
 
 // A count the server process keeps (context switches, page faults) over the measured loops;
@@ -123,6 +124,11 @@ struct RunFigures {
   std::vector<double> startup_cpu;  // three start-ups to ready, --nodes nodes
   std::vector<double> startup_wall;
 };
+
+// The machine as the report names it (CPU model, online CPUs), and the first line of a file
+// (/proc/loadavg before and after).
+std::string Machine();
+std::string ReadFirstLine(const std::string& path);
 
 // The run's Markdown report.
 std::string Report(const Options& o, const RunFigures& figures);

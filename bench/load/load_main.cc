@@ -55,7 +55,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "child_server.h"
+#include "common/child_process.h"
+#include "common/extender_args.h"
 #include "hostile.h"
 #include "http_connection.h"
 #include "linkfit/common/strings.h"
@@ -82,37 +83,27 @@ bool WriteFile(const std::string& path, const std::string& text) {
   return out.good();
 }
 
-// The machine as the report names it.
-std::string Machine() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  std::string model = "unknown CPU";
-  while (std::getline(in, line)) {
-    if (StartsWith(line, "model name")) {
-      model = std::string(Trim(std::string_view(line).substr(line.find(':') + 1)));
-      break;
-    }
-  }
-  return model + ", " + std::to_string(::sysconf(_SC_NPROCESSORS_ONLN)) + " online CPUs";
-}
-
-std::string ReadFirstLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 // Errors end the run at once, children included (std::exit skips the destructors that would
 // stop them, and a left-over server keeps its port and CPU).
 [[noreturn]] void Die(const std::string& message) {
   std::cerr << "linkfit-load: " << message << "\n";
-  ChildServer::KillAll();
+  bench::ChildProcess::KillAll();
   std::exit(1);
 }
 
+// Starts a server as a child pinned to `cpu` (-1: unpinned), which dies with this process.
+bench::ChildProcess StartServer(std::vector<std::string> argv, int cpu) {
+  bench::ChildProcessOptions options;
+  options.argv = std::move(argv);
+  options.cpu = cpu;
+  options.die_with_parent = true;
+  auto child = bench::ChildProcess::Start(options);
+  if (!child) Die(child.error().message);
+  return std::move(*child);
+}
+
 extern "C" void StopChildrenAndExit(int signal_number) {
-  ChildServer::KillAll();
+  bench::ChildProcess::KillAll();
   ::_exit(128 + signal_number);
 }
 
@@ -125,7 +116,7 @@ struct Body {
 
 class Driver {
  public:
-  Driver(std::string name, ChildServer server,
+  Driver(std::string name, bench::ChildProcess server,
          HttpConnection::Wait wait = HttpConnection::Wait::kBlock)
       : name_(std::move(name)), server_(std::move(server)) {
     if (auto ok = connection_.Connect(server_.host(), server_.port()); !ok) Die(ok.error().message);
@@ -133,7 +124,7 @@ class Driver {
   }
 
   const std::string& name() const { return name_; }
-  ChildServer& server() { return server_; }
+  bench::ChildProcess& server() { return server_; }
   void set_wait(HttpConnection::Wait wait) { connection_.set_wait(wait); }
 
   // Sends one request; returns its latency in seconds, or a negative value on failure.
@@ -175,7 +166,7 @@ class Driver {
 
  private:
   std::string name_;
-  ChildServer server_;
+  bench::ChildProcess server_;
   HttpConnection connection_;
 };
 
@@ -272,8 +263,22 @@ HostilePhase MeasureHostilePhase(Driver& linkfit, std::vector<Body>& bodies, int
   return phase;
 }
 
-int RunHostile(const Options& o, Driver& linkfit, std::vector<Body>& bodies, std::size_t size,
-               std::uint64_t* serial, const std::string& load_before) {
+// The hostile-clients mode (--hostile): filter with every pod shape at the first --sizes.
+int RunHostile(const Options& o, Driver& linkfit, const GeneratedCluster& cluster,
+               const std::string& load_before) {
+  const std::size_t size = o.sizes.front();
+  if (size > cluster.names.size()) Die("--sizes exceeds --nodes");
+  std::uint64_t serial_number = 0;
+  std::uint64_t* serial = &serial_number;
+  std::vector<Body> bodies;
+  for (const PodShape& shape : PodShapes()) {
+    Body body;
+    body.text = bench::CacheModeArgs(PodJson(shape, ++*serial), cluster.shuffled_names, size);
+    body.uid_offset = UidOffset(body.text);
+    bodies.push_back(std::move(body));
+  }
+  std::string encoding;
+  CheckReplies(linkfit, bodies[0].text, bodies[0].text, size, o.score_range, &encoding);
   if (RaiseOpenFileLimit() < o.hostile + 100) Die("the open-file limit is below --hostile + 100");
   linkfit.Run("/scheduler/filter", bodies, o.warmup + 10, serial, nullptr);
   const HostilePhase quiet = MeasureHostilePhase(linkfit, bodies, o.hostile_seconds, serial);
@@ -360,13 +365,13 @@ void MeasureBinds(const Options& o, Driver& linkfit, Driver& parse_only,
     const std::uint64_t pod_serial = ++*serial;
     const std::string pod = PodJson(shape, pod_serial);
     const std::string filter =
-        CacheModeBody(pod, cluster.names, 16, static_cast<std::size_t>(i) * 16);
+        bench::CacheModeArgs(pod, cluster.names, 16, static_cast<std::size_t>(i) * 16);
     if (linkfit.Send("/scheduler/filter", filter, &response) < 0) Die("filter before bind failed");
     const std::string node = FirstPassingName(Decoded(response));
     if (node.empty()) Die("no node passes the bind pod's filter");
     const std::string uid = PodUid(pod_serial);
     const std::string bind =
-        BindBody("trainer-" + std::to_string(pod_serial), "ml-research", uid, node);
+        bench::BindingArgs("trainer-" + std::to_string(pod_serial), "ml-research", uid, node);
     const double seconds = linkfit.Send("/scheduler/bind", bind, &response);
     if (seconds < 0 || Decoded(response) != R"({"Error":""})") {
       Die("bind failed: " + Decoded(response));
@@ -399,11 +404,12 @@ void MeasureNonCache(const Options& o, Driver& linkfit, Driver& parse_only,
   }
   const std::string pod = PodJson(shape, ++*serial);
   Body body;
-  body.text = NonCacheModeBody(pod, objects);
+  body.text = bench::NonCacheModeArgs(pod, objects);
   body.uid_offset = UidOffset(body.text);
   f.non_cache_bytes = body.text.size();
   HttpResponse response;
-  if (linkfit.Send("/scheduler/filter", CacheModeBody(pod, cluster.names, count), &response) < 0) {
+  if (linkfit.Send("/scheduler/filter", bench::CacheModeArgs(pod, cluster.names, count),
+                   &response) < 0) {
     Die("cache-mode filter failed");
   }
   const std::string names_reply = Decoded(response);
@@ -438,8 +444,8 @@ void MeasureNonCache(const Options& o, Driver& linkfit, Driver& parse_only,
   // Then cache-mode requests, as a scheduler's usual ones: a server thread that decoded a large
   // body gives its buffers back when it next decodes a small one (kube/json_reader.h).
   for (int i = 0; i < 8; ++i) {
-    if (linkfit.Send("/scheduler/filter", CacheModeBody(pod, cluster.names, count), &response) <
-        0) {
+    if (linkfit.Send("/scheduler/filter", bench::CacheModeArgs(pod, cluster.names, count),
+                     &response) < 0) {
       Die("cache-mode filter after the non-cache ones failed");
     }
   }
@@ -456,7 +462,7 @@ std::map<std::size_t, std::vector<Body>> MakeBodies(const Options& o,
     if (size > cluster.names.size()) Die("--sizes exceeds --nodes");
     for (const PodShape& shape : shapes) {
       Body body;
-      body.text = CacheModeBody(PodJson(shape, ++*serial), cluster.shuffled_names, size);
+      body.text = bench::CacheModeArgs(PodJson(shape, ++*serial), cluster.shuffled_names, size);
       body.uid_offset = UidOffset(body.text);
       if (o.fresh_requests) body.cpu_offset = CpuOffset(body.text);
       bodies[size].push_back(std::move(body));
@@ -470,17 +476,20 @@ std::map<std::size_t, std::vector<Body>> MakeBodies(const Options& o,
   return bodies;
 }
 
+void PinClient(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<std::size_t>(cpu), &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    Die("cannot pin the client to CPU " + std::to_string(cpu));
+  }
+}
+
 int Run(const Options& o) {
   const std::string repo = Absolute(o.repo);
   const std::string linkfit_path = Absolute(o.linkfit);
   const std::string parse_only_path = Absolute(o.parse_only);
-  if (o.client_cpu >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(static_cast<std::size_t>(o.client_cpu), &set);
-    if (sched_setaffinity(0, sizeof(set), &set) != 0)
-      Die("cannot pin the client to CPU " + std::to_string(o.client_cpu));
-  }
+  if (o.client_cpu >= 0) PinClient(o.client_cpu);
   char dir_template[] = "/tmp/linkfit-load-XXXXXX";
   if (o.write_only.empty() && ::mkdtemp(dir_template) == nullptr) Die("mkdtemp failed");
   const std::string work =
@@ -513,37 +522,22 @@ int Run(const Options& o) {
   }
 
   const auto start_linkfit = [&](const std::string& config_path) {
-    auto child =
-        ChildServer::Start({{linkfit_path, "serve", "--config", config_path}, o.server_cpu});
-    if (!child) Die(child.error().message);
-    return std::move(*child);
+    return StartServer({linkfit_path, "serve", "--config", config_path}, o.server_cpu);
   };
   if (o.hostile > 0) {
     Driver linkfit("linkfit", start_linkfit(config));
-    const std::size_t size = o.sizes.front();
-    if (size > cluster.names.size()) Die("--sizes exceeds --nodes");
-    std::uint64_t serial = 0;
-    std::vector<Body> bodies;
-    for (const PodShape& shape : PodShapes()) {
-      Body body;
-      body.text = CacheModeBody(PodJson(shape, ++serial), cluster.shuffled_names, size);
-      body.uid_offset = UidOffset(body.text);
-      bodies.push_back(std::move(body));
-    }
-    std::string encoding;
-    CheckReplies(linkfit, bodies[0].text, bodies[0].text, size, o.score_range, &encoding);
-    const int code = RunHostile(o, linkfit, bodies, size, &serial, f.load_before);
+    const int code = RunHostile(o, linkfit, cluster, f.load_before);
     std::filesystem::remove_all(work);
     return code;
   }
   {
-    ChildServer baseline = start_linkfit(small_config);
+    bench::ChildProcess baseline = start_linkfit(small_config);
     f.small_rss = baseline.RssBytes();
     f.small_cpu = baseline.startup_cpu_s();
   }
   // Start-up is measured three times; the last server is the one under load.
   for (int i = 0; i < 2; ++i) {
-    ChildServer trial = start_linkfit(config);
+    bench::ChildProcess trial = start_linkfit(config);
     f.startup_cpu.push_back(trial.startup_cpu_s());
     f.startup_wall.push_back(trial.startup_wall_s());
   }
@@ -551,9 +545,8 @@ int Run(const Options& o) {
   f.startup_cpu.push_back(linkfit.server().startup_cpu_s());
   f.startup_wall.push_back(linkfit.server().startup_wall_s());
   f.ready_rss = linkfit.server().RssBytes();
-  auto parse_child = ChildServer::Start({{parse_only_path}, o.server_cpu});
-  if (!parse_child) Die(parse_child.error().message);
-  Driver parse_only("parse-only", std::move(*parse_child), o.client_waits.front());
+  Driver parse_only("parse-only", StartServer({parse_only_path}, o.server_cpu),
+                    o.client_waits.front());
   f.parse_only_rss = parse_only.server().RssBytes();
 
   std::uint64_t serial = 0;

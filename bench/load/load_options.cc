@@ -1,5 +1,8 @@
 // linkfit-load's command line (load_figures.h).
 
+#include <cstdio>
+
+#include "common/flags.h"
 #include "linkfit/common/strings.h"
 #include "load_figures.h"
 
@@ -24,63 +27,57 @@ const char* const kUsage =
 
 std::optional<Options> ParseOptions(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--fresh-requests") {  // the one flag without a value
-      o.fresh_requests = true;
-      continue;
+  const auto client_wait = [&o](const std::string& value) {
+    if (value == "block") {
+      o.client_waits = {HttpConnection::Wait::kBlock};
+    } else if (value == "spin") {
+      o.client_waits = {HttpConnection::Wait::kSpin};
+    } else if (value == "both") {
+      o.client_waits = {HttpConnection::Wait::kBlock, HttpConnection::Wait::kSpin};
+    } else {
+      return false;
     }
-    if (i + 1 >= argc) return std::nullopt;
-    const std::string value = argv[++i];
+    return true;
+  };
+  const auto sizes = [&o](const std::string& value) {
+    o.sizes.clear();
+    for (std::string_view field : Split(value, ',')) {
+      const auto size = ParseInt(field);
+      if (!size || *size <= 0) return false;
+      o.sizes.push_back(static_cast<std::size_t>(*size));
+    }
+    return true;
+  };
+  const auto seed = [&o](const std::string& value) {
     const auto number = ParseInt(value);
-    const auto need_number = [&](int* out) {
-      if (!number) return false;
-      *out = static_cast<int>(*number);
-      return true;
-    };
-    if (arg == "--linkfit") {
-      o.linkfit = value;
-    } else if (arg == "--parse-only") {
-      o.parse_only = value;
-    } else if (arg == "--write-config") {
-      o.write_only = value;
-    } else if (arg == "--repo") {
-      o.repo = value;
-    } else if (arg == "--client-wait") {
-      if (value == "block") {
-        o.client_waits = {HttpConnection::Wait::kBlock};
-      } else if (value == "spin") {
-        o.client_waits = {HttpConnection::Wait::kSpin};
-      } else if (value == "both") {
-        o.client_waits = {HttpConnection::Wait::kBlock, HttpConnection::Wait::kSpin};
-      } else {
-        return std::nullopt;
-      }
-    } else if (arg == "--sizes") {
-      o.sizes.clear();
-      for (std::string_view field : Split(value, ',')) {
-        const auto size = ParseInt(field);
-        if (!size || *size <= 0) return std::nullopt;
-        o.sizes.push_back(static_cast<std::size_t>(*size));
-      }
-    } else if (arg == "--seed") {
-      if (!number) return std::nullopt;
-      o.seed = static_cast<std::uint64_t>(*number);
-    } else if (!(arg == "--nodes" && need_number(&o.nodes)) &&
-               !(arg == "--requests" && need_number(&o.requests)) &&
-               !(arg == "--warmup" && need_number(&o.warmup)) &&
-               !(arg == "--rounds" && need_number(&o.rounds)) &&
-               !(arg == "--binds" && need_number(&o.binds)) &&
-               !(arg == "--non-cache-nodes" && need_number(&o.non_cache_nodes)) &&
-               !(arg == "--non-cache-requests" && need_number(&o.non_cache_requests)) &&
-               !(arg == "--server-cpu" && need_number(&o.server_cpu)) &&
-               !(arg == "--client-cpu" && need_number(&o.client_cpu)) &&
-               !(arg == "--score-range" && need_number(&o.score_range)) &&
-               !(arg == "--hostile" && need_number(&o.hostile)) &&
-               !(arg == "--hostile-seconds" && need_number(&o.hostile_seconds)) &&
-               !(arg == "--wake-samples" && need_number(&o.wake_samples))) {
-      return std::nullopt;
-    }
+    if (number) o.seed = static_cast<std::uint64_t>(*number);
+    return number.has_value();
+  };
+  bench::Flags flags;
+  flags.Switch("--fresh-requests", &o.fresh_requests)
+      .String("--linkfit", &o.linkfit)
+      .String("--parse-only", &o.parse_only)
+      .String("--write-config", &o.write_only)
+      .String("--repo", &o.repo)
+      .Value("--client-wait", client_wait)
+      .Value("--sizes", sizes)
+      .Value("--seed", seed)
+      .Int("--nodes", &o.nodes)
+      .Int("--requests", &o.requests)
+      .Int("--warmup", &o.warmup)
+      .Int("--rounds", &o.rounds)
+      .Int("--binds", &o.binds)
+      .Int("--non-cache-nodes", &o.non_cache_nodes)
+      .Int("--non-cache-requests", &o.non_cache_requests)
+      .Int("--server-cpu", &o.server_cpu)
+      .Int("--client-cpu", &o.client_cpu)
+      .Int("--score-range", &o.score_range)
+      .Int("--hostile", &o.hostile)
+      .Int("--hostile-seconds", &o.hostile_seconds)
+      .Int("--wake-samples", &o.wake_samples);
+  if (auto parsed = flags.Parse(argc, argv); !parsed) {
+    std::fprintf(stderr, "linkfit-load: %s\n", parsed.error().message.c_str());
+    return std::nullopt;
   }
   if (o.rounds < 1) o.rounds = 1;
   if (o.hostile < 0 || o.hostile_seconds < 1) return std::nullopt;

@@ -1,13 +1,39 @@
 // linkfit-load's Markdown report (load_figures.h).
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
+#include <string>
 
+#include "linkfit/common/strings.h"
 #include "load_figures.h"
 
 namespace linkfit::load {
+
+// The machine as the report names it.
+std::string Machine() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  std::string model = "unknown CPU";
+  while (std::getline(in, line)) {
+    if (StartsWith(line, "model name")) {
+      model = std::string(Trim(std::string_view(line).substr(line.find(':') + 1)));
+      break;
+    }
+  }
+  return model + ", " + std::to_string(::sysconf(_SC_NPROCESSORS_ONLN)) + " online CPUs";
+}
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
 
 double Samples::Percentile(double p) const {
   if (seconds.empty()) return 0;

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <thread>
 
+#include "common/flags.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/server/prometheus_metrics.h"
@@ -32,23 +33,21 @@ int Run(int argc, char** argv) {
   server::ServerOptions options;
   options.host = "127.0.0.1";
   options.port = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--listen" && i + 1 < argc) {
-      const std::string_view listen = argv[++i];
-      const std::size_t colon = listen.rfind(':');
-      const auto port =
-          colon == std::string_view::npos ? std::nullopt : ParseInt(listen.substr(colon + 1));
-      if (!port) {
-        std::cerr << "linkfit-parse-only: --listen expects HOST:PORT\n";
-        return 2;
-      }
-      options.host = std::string(listen.substr(0, colon));
-      options.port = static_cast<int>(*port);
-    } else {
-      std::cerr << "usage: linkfit-parse-only [--listen HOST:PORT]\n";
-      return 2;
-    }
+  bench::Flags flags;
+  flags.Value("--listen", [&options](const std::string& listen) {
+    const std::size_t colon = listen.rfind(':');
+    const auto port = colon == std::string::npos
+                          ? std::nullopt
+                          : ParseInt(std::string_view(listen).substr(colon + 1));
+    if (!port) return false;
+    options.host = listen.substr(0, colon);
+    options.port = static_cast<int>(*port);
+    return true;
+  });
+  if (auto parsed = flags.Parse(argc, argv); !parsed) {
+    std::cerr << "linkfit-parse-only: " << parsed.error().message
+              << "\nusage: linkfit-parse-only [--listen HOST:PORT]\n";
+    return 2;
   }
   log::SetLevel(log::Level::kWarning);
   sigset_t stop_signals;

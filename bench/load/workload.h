@@ -1,9 +1,9 @@
 #pragma once
 
 // The load client's workload: a standalone cluster file of 8-GPU nodes (a mix of the
-// config/topologies fixtures, with existing allocations so that nodes differ) and request bodies
-// in kube-scheduler's exact wire format (full Pod objects; NodeNames in cache mode, full ~20 KB
-// Node objects otherwise).
+// config/topologies fixtures, with existing allocations so that nodes differ) and the objects its
+// request bodies carry (full Pod objects; full ~20 KB Node objects for non-cache mode), which
+// bench/common/extender_args.h wraps in kube-scheduler's exact wire format.
 //
 // Thread-safety: pure functions.
 
@@ -43,8 +43,9 @@ struct PodShape {
 std::vector<PodShape> PodShapes();
 
 // A realistic full Pod object (as the scheduler's informer holds it: metadata, containers,
-// volumes, tolerations, status; no managedFields). Its metadata.uid ends with `serial` as 12
-// decimal digits, which PatchUid can rewrite in place.
+// volumes, tolerations, status; no managedFields). Its bytes are what the load figures measured,
+// so it stays this tool's own (the harness builds its pods from a trace). Its metadata.uid ends
+// with `serial` as 12 decimal digits, which PatchUid can rewrite in place.
 std::string PodJson(const PodShape& shape, std::uint64_t serial);
 
 // Rewrites the 12-digit serial of the first pod UID in `body` (found by UidOffset).
@@ -55,20 +56,9 @@ void PatchUid(std::string& body, std::size_t offset, std::uint64_t serial);
 std::size_t CpuOffset(std::string_view body);
 void PatchCpu(std::string& body, std::size_t offset, std::uint64_t serial);
 
-// {"Pod":<pod>,"Nodes":null,"NodeNames":[first `count` of names]}.
-std::string CacheModeBody(std::string_view pod, const std::vector<std::string>& names,
-                          std::size_t count, std::size_t first = 0);
-
 // A Node object of about 20 KB, shaped like a real GPU node (labels, annotations, capacity,
 // allocatable, conditions, addresses, node info, a long image list).
 std::string NodeObjectJson(const std::string& name, const std::string& product);
-
-// {"Pod":<pod>,"Nodes":{"metadata":{},"items":[<nodes>]},"NodeNames":null}.
-std::string NonCacheModeBody(std::string_view pod, const std::vector<std::string>& node_objects);
-
-// {"PodName":...,"PodNamespace":...,"PodUID":...,"Node":...} (Go field order).
-std::string BindBody(std::string_view pod_name, std::string_view pod_namespace,
-                     std::string_view uid, std::string_view node);
 
 // The pod UID used by PodJson for `serial`.
 std::string PodUid(std::uint64_t serial);

@@ -4,7 +4,8 @@
 // from a cluster file instead of a Kubernetes API server, and binds are recorded in memory and,
 // when configured, in a state file written atomically (so a restart keeps allocations).
 //
-// Cluster file (YAML; paths relative to the file, absolute paths accepted):
+// Cluster file (YAML; paths relative to the file, absolute paths accepted; cluster_file.h writes
+// it from values):
 //
 //   nodes:
 //     - name: dgx-h100-0

@@ -1,0 +1,44 @@
+#include "common/extender_args.h"
+
+namespace linkfit::bench {
+
+std::string CacheModeArgs(std::string_view pod, const std::vector<std::string>& names,
+                          std::size_t count, std::size_t first) {
+  std::string body = R"({"Pod":)";
+  body.append(pod);
+  body += R"(,"Nodes":null,"NodeNames":[)";
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i > 0) body += ',';
+    body += '"';
+    body += names[(first + i) % names.size()];
+    body += '"';
+  }
+  body += "]}";
+  return body;
+}
+
+std::string NonCacheModeArgs(std::string_view pod, const std::vector<std::string>& node_objects) {
+  std::size_t size = pod.size() + 64;
+  for (const std::string& node : node_objects) size += node.size() + 1;
+  std::string body;
+  body.reserve(size);
+  body += R"({"Pod":)";
+  body.append(pod);
+  body += R"(,"Nodes":{"metadata":{},"items":[)";
+  for (std::size_t i = 0; i < node_objects.size(); ++i) {
+    if (i > 0) body += ',';
+    body += node_objects[i];
+  }
+  body += R"(]},"NodeNames":null})";
+  return body;
+}
+
+std::string BindingArgs(std::string_view pod_name, std::string_view pod_namespace,
+                        std::string_view uid, std::string_view node) {
+  std::string body = R"({"PodName":")";
+  body.append(pod_name).append(R"(","PodNamespace":")").append(pod_namespace);
+  body.append(R"(","PodUID":")").append(uid).append(R"(","Node":")").append(node).append("\"}");
+  return body;
+}
+
+}  // namespace linkfit::bench

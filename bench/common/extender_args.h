@@ -1,0 +1,40 @@
+#pragma once
+
+// The request bodies kube-scheduler sends an extender, byte for byte as its Go encoder writes
+// them (../shared/spec/extender-protocol.md): ExtenderArgs for filter and prioritize in both
+// nodeCacheCapable modes, and ExtenderBindingArgs for bind. The pod and node objects inside are
+// the caller's (each tool has its own: linkfit-load's realistic pods whose UID it rewrites in
+// place, kube_bench's fixed corpus, the harness's pods from its trace). Names and UIDs are written
+// as they are: the callers' never need JSON escaping.
+//
+// The tools share these bodies, not a kube-scheduler driver, because they drive it differently:
+// the harness adds in-tree scores and kube-scheduler's tie-break and learns the devices from
+// /inspect (harness/extender_placer.cc), linkfit-load times raw round trips on one keep-alive
+// connection, linkfit_verbs_bench calls the handler in process, and `linkfit demo` (src/app)
+// drives an in-process Service and explains every step.
+//
+// Thread-safety: pure functions.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace linkfit::bench {
+
+// {"Pod":<pod>,"Nodes":null,"NodeNames":[count names from names[first], wrapping around]}.
+std::string CacheModeArgs(std::string_view pod, const std::vector<std::string>& names,
+                          std::size_t count, std::size_t first = 0);
+// Every name of `names`, in order.
+inline std::string CacheModeArgs(std::string_view pod, const std::vector<std::string>& names) {
+  return CacheModeArgs(pod, names, names.size());
+}
+
+// {"Pod":<pod>,"Nodes":{"metadata":{},"items":[<node objects>]},"NodeNames":null}.
+std::string NonCacheModeArgs(std::string_view pod, const std::vector<std::string>& node_objects);
+
+// {"PodName":...,"PodNamespace":...,"PodUID":...,"Node":...} (Go's field order).
+std::string BindingArgs(std::string_view pod_name, std::string_view pod_namespace,
+                        std::string_view uid, std::string_view node);
+
+}  // namespace linkfit::bench
