@@ -33,6 +33,9 @@ struct SeedRun {
   double fragment_gpus = 0;
   double usable_gpus = 0;
   std::array<int, 6> failed_by_class{};  // CPU-only, share, 1, 2, 4, 8 GPUs
+  // One line per node with free GPU capacity at the end (leftovers.csv): model, GPUs, free GPU
+  // milli, free CPU milli, free memory MiB, class (stranded, fragment, usable).
+  std::string leftovers;
 };
 
 // Classifies the free GPU capacity of every node at the end of a replay (see SeedRun).
@@ -54,13 +57,24 @@ void ClassifyLeftovers(const Cluster& cluster, const std::vector<PodSpec>& shape
       gpu_only.memory_mib = 0;
       gpu_fits = gpu_fits || cluster.DeviceFits(node, gpu_only);
     }
+    const char* kind = "usable";
     if (fits) {
       run.usable_gpus += free_gpus;
     } else if (gpu_fits) {
       run.stranded_cpu_memory_gpus += free_gpus;
+      kind = "stranded";
     } else {
       run.fragment_gpus += free_gpus;
+      kind = "fragment";
     }
+    run.leftovers += n.gpu_model + "," + std::to_string(n.gpu_count) + "," +
+                     std::to_string(n.FreeGpuMilli()) + "," + std::to_string(n.cpu_free) + "," +
+                     std::to_string(n.memory_free) + "," + kind + ",";
+    for (int g = 0; g < n.gpu_count; ++g) {
+      const int free = n.gpu_free_milli[static_cast<std::size_t>(g)];
+      if (free > 0) run.leftovers += std::to_string(free) + " ";
+    }
+    run.leftovers += "\n";
   }
 }
 
@@ -176,6 +190,9 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
   }
   nlohmann::json results = nlohmann::json::array();
   std::vector<Series> series;
+  std::string leftovers =
+      "policy,seed,model,gpus,free_gpu_milli,free_cpu_milli,free_memory_mib,class,free_milli_by_"
+      "gpu\n";
   for (const std::string& policy : policies) {
     std::vector<SeedRun> runs;
     for (std::uint64_t seed : options.seeds) {
@@ -189,6 +206,12 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
                      policy.c_str(), static_cast<unsigned long long>(seed), run->ratio_130,
                      run->failed_pods, run->pods, run->seconds, run->stranded_cpu_memory_gpus,
                      run->fragment_gpus, run->usable_gpus);
+      }
+      const std::string prefix = policy + "," + std::to_string(seed) + ",";
+      for (std::size_t at = 0; at < run->leftovers.size();) {
+        const std::size_t end = run->leftovers.find('\n', at);
+        leftovers += prefix + run->leftovers.substr(at, end - at + 1);
+        at = end + 1;
       }
       runs.push_back(std::move(*run));
     }
@@ -276,6 +299,8 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
                      {"seeds", bound_pct.size()}});
   auto written =
       WriteSeriesCsv(options.out_dir + "/allocation_vs_demand.csv", "arrived_demand_pct", series);
+  if (!written) return tl::unexpected(written.error());
+  written = WriteText(options.out_dir + "/leftovers.csv", leftovers);
   if (!written) return tl::unexpected(written.error());
   Plot plot{"GPU allocation vs arrived demand (openb " + options.workload + ", FGD protocol)",
             "arrived GPU demand (% of capacity)",

@@ -7,7 +7,6 @@
 #include <sstream>
 
 namespace linkfit::bench {
-namespace {
 
 Result<void> WriteText(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -16,6 +15,8 @@ Result<void> WriteText(const std::string& path, const std::string& text) {
   if (!out) return MakeError(path + ": write failed");
   return {};
 }
+
+namespace {
 
 std::string ShellQuote(const std::string& text) {
   std::string quoted = "'";

@@ -20,6 +20,9 @@ struct Series {
   std::vector<double> y;
 };
 
+// Writes `text` to `path` (replacing it).
+Result<void> WriteText(const std::string& path, const std::string& text);
+
 // Writes one CSV: the x column (from the first series) then one column per series. Series of
 // different x grids are written as separate (x, y) column pairs.
 Result<void> WriteSeriesCsv(const std::string& path, const std::string& x_label,

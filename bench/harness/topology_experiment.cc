@@ -23,6 +23,7 @@
 // a mid value for ResNet/BERT-class models on 8 GPUs without overlap). 1.0 = no loss.
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -63,6 +64,10 @@ struct Outcome {
   int multi_gpu_pods = 0;
   int nvlink_rings = 0;
   int optimal_rings = 0;
+  // Multi-GPU pods for which some node's idle GPUs held an all-NVLink set of their size when
+  // they were placed, and those of them placed off NVLink all the same.
+  int nvlink_possible = 0;
+  int nvlink_missed = 0;
   std::vector<double> ring_gbps;  // multi-GPU pods, as placed
   std::vector<double> slowdown;
   std::vector<double> queue_s;  // every pod
@@ -142,6 +147,23 @@ Result<std::vector<Job>> DrawJobs(const BenchOptions& options, std::uint64_t see
   return jobs;
 }
 
+// Whether some node's idle GPUs hold a k-set whose ring is all NVLink (the placement the
+// nvlink_ring_rate asks for exists somewhere; CPU and memory never bind in this experiment).
+bool NvlinkSetExists(const Cluster& cluster, int k) {
+  for (const SimNode& node : cluster.nodes()) {
+    if (node.topology == nullptr) continue;
+    const unsigned idle = node.IdleGpus();
+    if (std::popcount(idle) < k) continue;
+    for (unsigned subset = idle; subset != 0; subset = (subset - 1) & idle) {
+      if (std::popcount(subset) == k &&
+          node.topology->RingAllNvlink(static_cast<GpuMask>(subset))) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 PodSpec PodOf(const Job& job, std::size_t index) {
   PodSpec pod;
   pod.name = "job-" + std::to_string(index);
@@ -196,6 +218,7 @@ Result<Outcome> ReplayTopology(const std::string& policy, std::uint64_t seed,
   auto try_place = [&](std::size_t i, double now) -> Result<bool> {
     const PodSpec& pod = pods[i];
     GpuMask free_before = 0;
+    const bool nvlink_possible = pod.gpu_count >= 2 && NvlinkSetExists(cluster, pod.gpu_count);
     auto placed = (*placer)->Place(cluster, pod);
     if (!placed) return tl::unexpected(placed.error());
     if (!*placed) return false;
@@ -213,7 +236,10 @@ Result<Outcome> ReplayTopology(const std::string& policy, std::uint64_t seed,
       const auto all = static_cast<GpuMask>((1u << topology.gpu_count()) - 1u);
       const double ideal = topology.BestRingMbps(all, pod.gpu_count);
       ++outcome.multi_gpu_pods;
-      if (topology.RingAllNvlink(p.gpus)) ++outcome.nvlink_rings;
+      const bool nvlink = topology.RingAllNvlink(p.gpus);
+      if (nvlink) ++outcome.nvlink_rings;
+      if (nvlink_possible) ++outcome.nvlink_possible;
+      if (nvlink_possible && !nvlink) ++outcome.nvlink_missed;
       if (ring >= best_now) ++outcome.optimal_rings;
       outcome.ring_gbps.push_back(ring / 1000.0);
       const double f = options.comm_share;
@@ -318,15 +344,17 @@ Result<nlohmann::json> RunTopologyExperiment(const BenchOptions& given) {
       if (!options.quiet) {
         std::fprintf(stderr,
                      "topology %-18s seed %3llu: %d multi-GPU pods, optimal ring %.1f %%, "
-                     "NVLink ring %.1f %% (%.1f s)\n",
+                     "NVLink ring %.1f %%, an NVLink set existed for %d, missed %d (%.1f s)\n",
                      policy.c_str(), static_cast<unsigned long long>(seed), outcome->multi_gpu_pods,
                      100.0 * outcome->optimal_rings / std::max(1, outcome->multi_gpu_pods),
                      100.0 * outcome->nvlink_rings / std::max(1, outcome->multi_gpu_pods),
-                     outcome->seconds);
+                     outcome->nvlink_possible, outcome->nvlink_missed, outcome->seconds);
       }
       all.multi_gpu_pods += outcome->multi_gpu_pods;
       all.nvlink_rings += outcome->nvlink_rings;
       all.optimal_rings += outcome->optimal_rings;
+      all.nvlink_possible += outcome->nvlink_possible;
+      all.nvlink_missed += outcome->nvlink_missed;
       using Field = std::vector<double> Outcome::*;
       for (Field field :
            {&Outcome::ring_gbps, &Outcome::slowdown, &Outcome::queue_s, &Outcome::multi_queue_s}) {
@@ -342,6 +370,12 @@ Result<nlohmann::json> RunTopologyExperiment(const BenchOptions& given) {
                        {"multi_gpu_pods", all.multi_gpu_pods},
                        {"nvlink_ring_rate", all.nvlink_rings / multi},
                        {"optimal_ring_rate", all.optimal_rings / multi},
+                       {"nvlink_possible_rate", all.nvlink_possible / multi},
+                       {"nvlink_missed_where_possible", all.nvlink_missed},
+                       {"nvlink_ring_rate_where_possible",
+                        all.nvlink_possible > 0
+                            ? 1.0 - all.nvlink_missed / static_cast<double>(all.nvlink_possible)
+                            : 1.0},
                        {"mean_ring_gbps", Mean(all.ring_gbps)},
                        {"p10_ring_gbps", Percentile(all.ring_gbps, 0.10)},
                        {"mean_slowdown", Mean(all.slowdown)},
@@ -381,7 +415,10 @@ Result<nlohmann::json> RunTopologyExperiment(const BenchOptions& given) {
        {"optimal_ring_rate: share of multi-GPU pods placed on the best ring any set of that "
         "node's free GPUs offered at that moment. nvlink_ring_rate: share whose ring is all "
         "NVLink/NVSwitch (impossible on the L40S nodes and on A100-PCIe sets larger than a "
-        "bridged pair).",
+        "bridged pair). nvlink_possible_rate: share of multi-GPU pods for which, when they were "
+        "placed, some node's idle GPUs held an all-NVLink set of their size; "
+        "nvlink_missed_where_possible: those placed off NVLink all the same; "
+        "nvlink_ring_rate_where_possible = 1 - missed / possible.",
         "mean_slowdown: (1 - f) + f x ideal ring / ring, f = comm_share, ideal = the best ring "
         "an idle node of that type offers for that many GPUs. Queueing delay counts from "
         "arrival to bind; GPU utilisation is allocated GPU-time over capacity between the first "

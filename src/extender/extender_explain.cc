@@ -85,7 +85,8 @@ std::string Extender::WholeMachineLoss(const state::NodeState& node, const NodeF
   for (std::size_t n = 0; n < fits.size() && keeper.empty(); ++n) {
     const NodeFit& other = fits[n];
     if (other.fits && other.keeper_gpus_broken < level &&
-        (!ring_decides || other.quality.ring_mbps >= fit.quality.ring_mbps)) {
+        (!ring_decides || RingRank(other.quality.ring_mbps, other.ring_all_nvlink) >=
+                              RingRank(fit.quality.ring_mbps, fit.ring_all_nvlink))) {
       keeper = snapshot.nodes()[n]->name();
     }
   }
@@ -110,7 +111,9 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
   KeptAlternatives kept;
   for (const state::NodeStatePtr& node : snapshot->nodes()) {
     const NodeFit& fit = fits.emplace_back(FitOnNode(*request, *node, options_.fit));
-    if (fit.fits) kept.Add(fit.keeper_gpus_broken, fit.quality.ring_mbps);
+    if (fit.fits) {
+      kept.Add(fit.keeper_gpus_broken, RingRank(fit.quality.ring_mbps, fit.ring_all_nvlink));
+    }
   }
   const KeptAlternatives::Rings below = kept.Below();
   const WholeMachinePolicy policy = options_.weights.whole_machines;
@@ -126,7 +129,8 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
       }
       if (!fit.reason.empty()) line += "; preferred closeness missed: " + fit.reason;
       if (policy != WholeMachinePolicy::kOff &&
-          LosesWholeMachinePoints(fit.keeper_gpus_broken, fit.quality.ring_mbps, below,
+          LosesWholeMachinePoints(fit.keeper_gpus_broken,
+                                  RingRank(fit.quality.ring_mbps, fit.ring_all_nvlink), below,
                                   ring_decides)) {
         line += "; " + WholeMachineLoss(node, fit, fits, *snapshot, ring_decides);
       }

@@ -80,6 +80,7 @@ std::vector<std::uint32_t> Extender::Prioritize(const VerbCall& call) const {
   ScoreInputs inputs{request->cpu_milli,
                      request->memory_bytes,
                      {},
+                     0,
                      {},
                      std::vector<std::uint32_t>(snapshot->kinds().size()),
                      snapshot->shared_kinds(),
@@ -92,7 +93,10 @@ std::vector<std::uint32_t> Extender::Prioritize(const VerbCall& call) const {
     inputs.best.ring_mbps = std::max(inputs.best.ring_mbps, terms.ring_mbps);
     inputs.best.sum_mbps = std::max(inputs.best.sum_mbps, terms.sum_mbps);
     std::uint32_t& kept = inputs.kept_by_level[terms.keeper_gpus_broken];
-    kept = std::max(kept, terms.ring_mbps + 1);
+    kept = std::max(kept, RingRank(terms.ring_mbps, terms.ring_all_nvlink != 0) + 1);
+    if (terms.ring_all_nvlink != 0) {
+      inputs.best_nvlink_ring = std::max(inputs.best_nvlink_ring, terms.ring_mbps);
+    }
   }
   // Steady state: the last call's context, and every candidate's score guessed right.
   if (guess != nullptr && missing == 0 && unscored == 0 && inputs == fits.last_inputs) {
@@ -104,6 +108,7 @@ std::vector<std::uint32_t> Extender::Prioritize(const VerbCall& call) const {
     figures.AddKind(static_cast<std::uint32_t>(kind), inputs.candidates_by_kind[kind]);
   }
   figures.AddQuality(inputs.best);  // the figures read the ring and sum
+  figures.AddNvlinkRing(inputs.best_nvlink_ring);
   for (std::size_t level = 0; level < inputs.kept_by_level.size(); ++level) {
     if (inputs.kept_by_level[level] != 0) {
       figures.AddKept(static_cast<int>(level), inputs.kept_by_level[level] - 1);

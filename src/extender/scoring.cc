@@ -199,6 +199,10 @@ class FragmentationMemo {
 constexpr double kPackingScaleGpus = 8.0;
 // Sigmoid slope of the fragmentation term per whole GPU of growth (FGD uses 1).
 constexpr double kFragmentationSlope = 1.0;
+// What a ring with a PCIe hop loses of the topology term where another candidate offers an
+// all-NVLink ring at least as fast (scoring.h): the pair sum's share, so that it outweighs the
+// packing band of a partly used node (1/3 of packing's weight) at the default weights.
+constexpr double kPcieHopTopologyCost = 0.2;
 // Resolution of the fragmentation term (FGD's: 100 steps of the sigmoid).
 constexpr double kFragmentationSteps = 100.0;
 
@@ -224,6 +228,7 @@ namespace {
 struct CandidateBests {
   double ring = 0;
   double sum = 0;
+  double nvlink_ring = 0;
   double idle_ahead_max = 0;
 };
 
@@ -250,6 +255,10 @@ GpuTerms GpuTermsOf(const TermInputs& in, const state::NodeState& node, const No
   if (request.kind == GpuRequest::Kind::kWhole && request.count >= 2 && in.bests.ring > 0) {
     terms.topology = 0.8 * fit.quality.ring_mbps / in.bests.ring +
                      0.2 * (in.bests.sum > 0 ? fit.quality.sum_mbps / in.bests.sum : 1.0);
+    if (!fit.ring_all_nvlink && in.bests.nvlink_ring > 0 &&
+        in.bests.nvlink_ring >= fit.quality.ring_mbps) {
+      terms.topology = std::max(0.0, terms.topology - kPcieHopTopologyCost);
+    }
   }
   // Packing, by bands: 2 = the pod only uses GPUs already in use (shares on a shared GPU),
   // 1 = the node is already partly used, 0 = it opens an idle node. Within a band, the fewer
@@ -397,6 +406,7 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
   CandidateBests& bests = impl_->bests;
   bests.ring = gathered.best_ring_;
   bests.sum = gathered.best_sum_;
+  bests.nvlink_ring = gathered.best_nvlink_ring_;
   if (weights.whole_machines != WholeMachinePolicy::kOff) {
     impl_->kept_below = gathered.kept_.Below();
     impl_->ring_decides = RingDecides(request, weights.whole_machines);
@@ -414,13 +424,16 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
 CandidateScorer::~CandidateScorer() = default;
 
 CandidateScorer::Figures CandidateScorer::figures() const {
-  return Figures{impl_->bests.ring,   impl_->bests.sum,       impl_->bests.idle_ahead_max,
-                 impl_->scarcity.cpu, impl_->scarcity.memory, impl_->kept_below};
+  return Figures{impl_->bests.ring,        impl_->bests.sum,
+                 impl_->bests.nvlink_ring, impl_->bests.idle_ahead_max,
+                 impl_->scarcity.cpu,      impl_->scarcity.memory,
+                 impl_->kept_below};
 }
 
 bool CandidateScorer::LosesWholeMachinePoints(std::size_t i) const {
   const NodeFit& fit = *impl_->candidates[i].fit;
-  return extender::LosesWholeMachinePoints(fit.keeper_gpus_broken, fit.quality.ring_mbps,
+  return extender::LosesWholeMachinePoints(fit.keeper_gpus_broken,
+                                           RingRank(fit.quality.ring_mbps, fit.ring_all_nvlink),
                                            impl_->kept_below, impl_->ring_decides);
 }
 

@@ -64,6 +64,7 @@ std::string ScoreContext(const std::string& signature, const GpuRequest& request
   AppendNumber(out, request.memory_bytes);
   AppendBits(out, figures.best_ring);
   AppendBits(out, figures.best_sum);
+  AppendBits(out, figures.best_nvlink_ring);
   AppendBits(out, figures.idle_ahead_max);
   AppendBits(out, figures.scarcity_cpu);
   AppendBits(out, figures.scarcity_memory);
@@ -94,7 +95,8 @@ FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason, std::uint32_t kind)
   LINKFIT_DCHECK(kind <= 0xFFFFFFu, "machine kind number " + std::to_string(kind) +
                                         " does not fit the 24 bits FitTerms keeps");
   head.kind = kind & 0xFFFFFFu;  // kinds are far fewer than 2^24 (a cluster has a handful)
-  head.keeper_gpus_broken = fit.keeper_gpus_broken;
+  head.keeper_gpus_broken = fit.keeper_gpus_broken & 0x7Fu;  // at most topology::kMaxGpus
+  head.ring_all_nvlink = fit.ring_all_nvlink ? 1 : 0;
   head.ring_mbps = fit.quality.ring_mbps;
   head.sum_mbps = fit.quality.sum_mbps;
   reason_by_slot.push_back(reason != nullptr ? reason->number : 0);

@@ -98,9 +98,10 @@ struct CachedFit {
 // fit's head, so that five share a line: with the caches cold, reading these within 32-byte heads
 // cost ~400 more memory reads a call at 5,000 names.
 struct FitTerms {
-  std::uint32_t kind : 24 = 0;  // machine kinds are far fewer than 2^24
-  std::uint32_t keeper_gpus_broken : 8 = 0;
-  std::uint32_t ring_mbps = 0;  // NodeFit::quality
+  std::uint32_t kind : 24 = 0;               // machine kinds are far fewer than 2^24
+  std::uint32_t keeper_gpus_broken : 7 = 0;  // at most topology::kMaxGpus
+  std::uint32_t ring_all_nvlink : 1 = 0;     // NodeFit::ring_all_nvlink
+  std::uint32_t ring_mbps = 0;               // NodeFit::quality
   std::uint32_t sum_mbps = 0;
 };
 static_assert(sizeof(FitTerms) == 12);
@@ -143,6 +144,7 @@ struct ScoreInputs {
   std::int64_t cpu_milli = 0;
   std::int64_t memory_bytes = 0;
   alloc::SetQuality best;                         // the candidates' best ring and sum
+  std::uint32_t best_nvlink_ring = 0;             // their best all-NVLink ring, 0 = none
   KeptAlternatives::Rings kept_by_level{};        // their best ring + 1 by break level
   std::vector<std::uint32_t> candidates_by_kind;  // by kind number in `kinds`
   std::shared_ptr<const state::MachineKinds> kinds;

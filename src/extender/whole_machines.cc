@@ -58,9 +58,9 @@ bool RingDecides(const GpuRequest& request, WholeMachinePolicy policy) {
   return policy == WholeMachinePolicy::kRing || request.closeness != alloc::Closeness::kNode;
 }
 
-void KeptAlternatives::Add(int level, std::uint32_t ring_mbps) {
+void KeptAlternatives::Add(int level, std::uint32_t ring_rank) {
   const auto at = static_cast<std::size_t>(std::clamp(level, 0, kLevels - 1));
-  by_level_[at] = std::max(by_level_[at], ring_mbps + 1);
+  by_level_[at] = std::max(by_level_[at], ring_rank + 1);
 }
 
 KeptAlternatives::Rings KeptAlternatives::Below() const {
@@ -73,13 +73,13 @@ KeptAlternatives::Rings KeptAlternatives::Below() const {
   return below;
 }
 
-bool LosesWholeMachinePoints(int level, std::uint32_t ring_mbps,
+bool LosesWholeMachinePoints(int level, std::uint32_t ring_rank,
                              const KeptAlternatives::Rings& below, bool ring_decides) {
   if (level <= 0) return false;
   const std::uint32_t alternative =
       below[static_cast<std::size_t>(std::min(level, KeptAlternatives::kLevels - 1))];
   if (alternative == 0) return false;  // every candidate breaks as much
-  return !ring_decides || alternative - 1 >= ring_mbps;
+  return !ring_decides || alternative - 1 >= ring_rank;
 }
 
 }  // namespace linkfit::extender

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -202,6 +203,41 @@ TEST_F(BrokenKeeperTest, ExplainSaysWhoLosesPointsForBreakingAWholeMachine) {
             std::string::npos)
       << a100;
   EXPECT_EQ(mig.find("loses"), std::string::npos) << mig;
+}
+
+// At equal nominal ring bandwidth an all-NVLink ring is the better ring (RingRank, scoring.h's
+// T): a 4-GPU pod without a hint takes four NVLink-joined GPUs of an idle DGX-1 (ring 20 GB/s)
+// rather than four PCIe-joined GPUs of an idle L40S server (also 20 GB/s), and the DGX-1 loses no
+// whole-machine points for it. (A half-used L40S server that the pod fills exactly still wins
+// here: packing and FGD's fragmentation, which sees an 8-GPU shape lose a whole idle machine,
+// outweigh the NVLink preference; bench/RESULTS.md counts these cases in the topology
+// experiment.)
+TEST_F(BrokenKeeperTest, AnNvlinkRingBeatsAPcieRingOfEqualBandwidth) {
+  AddNode("dgx1", "dgx1-v100");
+  AddNode("l40s-idle", "pcie-8x-l40s-2socket");
+  AddNode("l40s-half", "pcie-8x-l40s-2socket");
+  Hold("held", "l40s-half", Mask({0, 1, 2, 3}));
+  const kube::PodView pod = GpuPod("four", 4);
+  const std::vector<std::string> names = {"dgx1", "l40s-idle", "l40s-half"};
+  const kube::FilterResult passed = extender_.Filter(NamesArgs(pod, names));
+  ASSERT_EQ(passed.node_names.size(), 3u);
+  std::map<std::string, std::int64_t> score;
+  for (const kube::HostPriority& p : extender_.Prioritize(NamesArgs(pod, names))) {
+    score[std::string(p.host)] = static_cast<std::int64_t>(p.score);
+  }
+  EXPECT_GT(score["dgx1"], score["l40s-idle"]);
+  for (const std::string& line : extender_.Explain(pod)) {
+    if (line.rfind("dgx1: ", 0) == 0) {
+      EXPECT_EQ(line.find("loses"), std::string::npos) << line;
+    }
+  }
+  // The rule's comparison itself: equal bandwidth, NVLink first.
+  EXPECT_GT(RingRank(20000, true), RingRank(20000, false));
+  EXPECT_LT(RingRank(20000, true), RingRank(20001, false));
+  KeptAlternatives kept;
+  kept.Add(0, RingRank(20000, false));  // the L40S: breaks nothing, PCIe ring
+  EXPECT_FALSE(LosesWholeMachinePoints(8, RingRank(20000, true), kept.Below(), true));
+  EXPECT_TRUE(LosesWholeMachinePoints(8, RingRank(20000, false), kept.Below(), true));
 }
 
 }  // namespace

@@ -23,6 +23,9 @@ struct NodeFit {
   // When it fits: the GPUs of the largest keeper (whole machine, NVLink island, free MIG GPU) the
   // assignment breaks, 0 for none (whole_machines.h).
   std::uint8_t keeper_gpus_broken = 0;
+  // When it fits on 2+ whole GPUs: every hop of the chosen set's best ring is NVLink or NVSwitch
+  // (the whole-machines rule's RingRank).
+  bool ring_all_nvlink = false;
   // Whole GPUs: the chosen set's quality. Beside `fits`, in the first cache line: prioritize
   // reads both of every candidate's fit, and nothing else of it unless it scores afresh.
   alloc::SetQuality quality;

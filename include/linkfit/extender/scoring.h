@@ -3,7 +3,12 @@
 // Prioritize scores. For each node where the pod fits, four terms in [0, 1]:
 //
 //   T  topology: whole-GPU pods of 2+ GPUs: 0.8 * ring / best ring + 0.2 * sum / best sum, the
-//      best taken over the candidate nodes, so the node with the fastest set gets 1. Other pods: 1.
+//      best taken over the candidate nodes, so the node with the fastest set gets 1; less 0.2
+//      (not below 0) for a set whose ring has a PCIe hop while another candidate offers an
+//      all-NVLink ring at least as fast (an NVLink ring's bandwidth is the GPUs' own; a PCIe ring
+//      shares switches and root complex with NICs and host traffic, and NCCL may not run P2P
+//      across a root complex at all): at equal nominal bandwidth the NVLink set wins, also
+//      against a partly used PCIe node's packing band. Other pods: 1.
 //   P  packing, in bands (the Packing baseline of the FGD paper, made continuous):
 //      (band + tightness) / 3 with band 2 when a share lands only on GPUs already shared, 1 when
 //      the node is already partly used, 0 when the pod opens an idle node; tightness = 1 - the
@@ -195,10 +200,12 @@ class CandidateFigures {
   // A candidate's fit, as Add above, with its break level (NodeFit::keeper_gpus_broken).
   void Add(const NodeFit& fit, const state::MachineKind& kind) {
     Add(fit.quality, kind);
-    AddKept(fit.keeper_gpus_broken, fit.quality.ring_mbps);
+    AddKept(fit.keeper_gpus_broken, RingRank(fit.quality.ring_mbps, fit.ring_all_nvlink));
+    if (fit.ring_all_nvlink) AddNvlinkRing(fit.quality.ring_mbps);
   }
-  // A distinct fit's break level and ring (like AddQuality: once or many times counts the same).
-  void AddKept(int level, std::uint32_t ring_mbps) { kept_.Add(level, ring_mbps); }
+  // A distinct fit's break level and ring rank (RingRank; like AddQuality: once or many times
+  // counts the same).
+  void AddKept(int level, std::uint32_t ring_rank) { kept_.Add(level, ring_rank); }
   // A candidate's two parts apart, for a caller that has many candidates of few distinct fits:
   // `count` candidates of the kind numbered `kind` in `kinds`, and each distinct quality among
   // the candidates' fits once (the figures take the best ring and sum, maxima, so a quality added
@@ -208,6 +215,11 @@ class CandidateFigures {
     best_ring_ = std::max(best_ring_, static_cast<double>(quality.ring_mbps));
     best_sum_ = std::max(best_sum_, static_cast<double>(quality.sum_mbps));
   }
+  // The ring of a candidate's fit whose every hop is NVLink (NodeFit::ring_all_nvlink; a maximum,
+  // like AddQuality).
+  void AddNvlinkRing(std::uint32_t ring_mbps) {
+    best_nvlink_ring_ = std::max(best_nvlink_ring_, static_cast<double>(ring_mbps));
+  }
 
  private:
   friend class CandidateScorer;
@@ -216,6 +228,7 @@ class CandidateFigures {
 
   double best_ring_ = 0;
   double best_sum_ = 0;
+  double best_nvlink_ring_ = 0;  // 0: no candidate's ring is all NVLink
   KeptAlternatives kept_;
   const state::MachineKinds* kinds_ = nullptr;
   std::vector<std::uint32_t> counts_;  // candidates by kind number
@@ -243,10 +256,11 @@ class CandidateScorer {
   struct Figures {
     double best_ring = 0;
     double best_sum = 0;
+    double best_nvlink_ring = 0;  // the best all-NVLink ring among the candidates, 0 = none
     double idle_ahead_max = 0;
     double scarcity_cpu = 0;
     double scarcity_memory = 0;
-    // By break level, the best ring + 1 of the candidates that break less (0 = none), all zero
+    // By break level, the best ring rank + 1 of the candidates that break less (0 = none), all zero
     // under policy `off`: whole_machines.h.
     KeptAlternatives::Rings kept_below{};
   };

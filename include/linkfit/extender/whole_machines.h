@@ -21,11 +21,16 @@
 //                    idle machine, an NVLink island or a free MIG GPU while a node that keeps them
 //                    can take it, even for a faster ring it did not ask for. A pod with a hint:
 //                    as `ring`.
-//   ring  (default)  served as well = a ring at least as fast for the pod's size (closeness is
-//                    met on every candidate filter passed): a keeper is broken for a faster ring,
-//                    kept at an equal one. The default because `keep` sent unhinted multi-GPU
-//                    pods to PCIe machines in the topology experiment (NVLink ring rate 0.94 ->
-//                    0.67, bench/RESULTS.md); `ring` left it at 0.94.
+//   ring  (default)  served as well = a ring at least as good for the pod's size (closeness is
+//                    met on every candidate filter passed): a keeper is broken for a better ring,
+//                    kept at an equal one. Rings compare by bandwidth, and at equal bandwidth an
+//                    all-NVLink ring beats one with a PCIe hop (RingRank): NVLink bandwidth is the
+//                    GPUs' own, a PCIe ring shares its switches and root complex with the NICs and
+//                    host traffic. So a 4-GPU pod takes four NVLink-joined GPUs of an idle DGX-1
+//                    (20 GB/s) rather than four PCIe-joined L40S GPUs of the same nominal 20 GB/s.
+//                    The default because `keep` sent unhinted multi-GPU pods to PCIe machines in
+//                    the topology experiment (NVLink ring rate 0.94 -> 0.67, bench/RESULTS.md);
+//                    `ring` left it at 0.94.
 //   off              no keeper counts (the scores before the rule).
 //
 // A node that can never host the big shapes (GPUs in MIG mode, fewer GPUs, NVLink islands already
@@ -54,11 +59,18 @@ std::string_view ToString(WholeMachinePolicy policy);
 // breaks, in [0, topology::kMaxGpus]; 0 when it breaks none.
 int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assignment);
 
+// A fit's ring as the rule compares rings: by bandwidth, then all-NVLink above a ring with a PCIe
+// hop (twice the bandwidth, plus one when every hop is NVLink or NVSwitch).
+inline std::uint32_t RingRank(std::uint32_t ring_mbps, bool all_nvlink) {
+  return ring_mbps * 2u + (all_nvlink ? 1u : 0u);
+}
+
 // Whether the ring decides who serves a pod as well (else any candidate of a lower break level
 // does): under `ring`, and for a pod with a closeness hint under `keep`.
 bool RingDecides(const GpuRequest& request, WholeMachinePolicy policy);
 
-// One prioritize call's alternatives: per break level, the best ring (+1; 0 = no candidate) among
+// One prioritize call's alternatives: per break level, the best ring rank (RingRank; +1; 0 = no
+// candidate) among
 // the candidates of that level, gathered in any order; then, per level, the best ring among the
 // candidates of every lower level (Seal).
 class KeptAlternatives {
@@ -66,7 +78,7 @@ class KeptAlternatives {
   static constexpr int kLevels = topology::kMaxGpus + 1;
   using Rings = std::array<std::uint32_t, kLevels>;
 
-  void Add(int level, std::uint32_t ring_mbps);
+  void Add(int level, std::uint32_t ring_rank);
   // The candidates added: by level, their best ring + 1 (0 = none of that level).
   const Rings& by_level() const { return by_level_; }
   // By level, the best ring + 1 among candidates of a lower level (0 = none), from by_level().
@@ -76,9 +88,9 @@ class KeptAlternatives {
   Rings by_level_{};
 };
 
-// Whether a candidate of break `level` and ring `ring_mbps` loses the whole-machine points, given
-// `below` (KeptAlternatives::Below of the call's candidates).
-bool LosesWholeMachinePoints(int level, std::uint32_t ring_mbps,
+// Whether a candidate of break `level` and ring rank `ring_rank` (RingRank) loses the whole-machine
+// points, given `below` (KeptAlternatives::Below of the call's candidates).
+bool LosesWholeMachinePoints(int level, std::uint32_t ring_rank,
                              const KeptAlternatives::Rings& below, bool ring_decides);
 
 }  // namespace linkfit::extender
