@@ -120,7 +120,8 @@ FilterVerdicts Extender::Filter(const VerbCall& call) const {
   if (!call.request) {
     // A bad hint is never ignored: nothing passes, every node says why.
     marks.Prepare(n, ranks.size());
-    verdicts.own_reasons_.push_back(verdicts.own_texts_.emplace_back(call.request.error().message));
+    verdicts.own_reasons_.push_back(
+        verdicts.own_texts_.emplace_front(call.request.error().message));
     verdicts.reasons_ = verdicts.own_reasons_;
     for (std::size_t i = 0; i < n; ++i) {
       const auto index = static_cast<std::uint32_t>(i);
@@ -163,7 +164,7 @@ FilterVerdicts Extender::Filter(const VerbCall& call) const {
         std::uint32_t reason = unknown_reason;
         if (const std::string* problem = snapshot.Problem(call.names[i]); problem != nullptr) {
           reason = static_cast<std::uint32_t>(verdicts.own_reasons_.size());
-          verdicts.own_reasons_.push_back(verdicts.own_texts_.emplace_back(*problem));
+          verdicts.own_reasons_.push_back(verdicts.own_texts_.emplace_front(*problem));
         }
         verdicts.unranked_.push_back({index, reason, true});
         ++counts.unresolvable;

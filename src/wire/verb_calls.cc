@@ -40,6 +40,10 @@ Result<Candidates> Candidates::Find(const state::Snapshot& snapshot,
   // A name linkfit knows is one of its own: its bytes are a known name's, written as they are
   // while the snapshot says every name is. The others are looked at: none in the usual request.
   const bool known_as_is = snapshot.names_written_as_is();
+  if (known_as_is && found.unknown_ == 0) {  // the usual request: nothing to look at
+    found.names_escape_free_ = true;
+    return found;
+  }
   bool as_is = true;
   for (std::size_t i = 0; i < n; ++i) {
     if (known_as_is && at[i] != state::NameIndex::kNoPosition) continue;
@@ -56,7 +60,7 @@ Result<Candidates> Candidates::Find(const state::Snapshot& snapshot,
           found.decoded_names_.assign(args.node_names.begin(), args.node_names.end());
           found.names_ = found.decoded_names_;
         }
-        const std::string_view name = found.decoded_.emplace_back(std::move(*decoded));
+        const std::string_view name = found.decoded_.emplace_front(std::move(*decoded));
         found.decoded_names_[i] = name;
         found.unknown_ -= at[i] == state::NameIndex::kNoPosition ? 1 : 0;
         at[i] = snapshot.PositionOf(name);

@@ -10,7 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <forward_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -101,7 +101,7 @@ class FilterVerdicts {
   std::span<const std::string_view> reasons_;
   // Reasons the cache does not keep (a bad hint's, an unknown node's), and the list of every
   // reason's text when there are any.
-  std::deque<std::string> own_texts_;
+  std::forward_list<std::string> own_texts_;  // stable; no allocation while empty
   std::vector<std::string_view> own_reasons_;
 };
 

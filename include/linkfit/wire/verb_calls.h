@@ -8,7 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <forward_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,7 +47,7 @@ class Candidates {
   std::size_t unknown_ = 0;
   bool names_escape_free_ = false;
   std::vector<std::string_view> decoded_names_;  // when a name needed decoding: every name
-  std::deque<std::string> decoded_;
+  std::forward_list<std::string> decoded_;       // stable; no allocation while empty
 };
 
 // Filter's reply: `verdicts` on `candidates` of `args`, in the reply shape the request used
