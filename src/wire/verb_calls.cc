@@ -80,7 +80,17 @@ kube::FilterResult FilterResultOf(const kube::ExtenderArgs& args, const Candidat
   kube::FilterResult result;
   result.list = kube::ReplyListFor(args);
   result.names_escape_free = candidates.names_escape_free();
-  const std::span<const std::string_view> names = candidates.names();
+  // Names decoded here live in `candidates`: the result keeps its own copies of them, so that it
+  // may outlive the candidates (as the in-process FilterResult does).
+  const std::span<const std::string_view> decoded = candidates.names();
+  const bool names_decoded_here = decoded.data() != args.node_names.data();
+  std::vector<std::string_view> names(decoded.begin(), decoded.end());
+  if (names_decoded_here) {
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (names[i].data() != args.node_names[i].data())
+        names[i] = result.Keep(std::string(names[i]));
+    }
+  }
   ForEachBit(verdicts.passing(), [&](std::size_t i) {
     if (result.list == kube::NodeListKind::kObjects) {
       result.nodes_json.push_back(args.nodes[i].raw_json);

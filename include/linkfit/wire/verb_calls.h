@@ -56,7 +56,7 @@ class Candidates {
 // bytes are the same either way.
 std::string EncodeFilterVerdicts(const kube::ExtenderArgs& args, const Candidates& candidates,
                                  const extender::FilterVerdicts& verdicts);
-// The verdicts as lists (the reasons kept in the result).
+// The verdicts as lists (the reasons, and the names decoded by `candidates`, kept in the result).
 kube::FilterResult FilterResultOf(const kube::ExtenderArgs& args, const Candidates& candidates,
                                   const extender::FilterVerdicts& verdicts);
 
