@@ -56,8 +56,12 @@ for ((round = 0; round < rounds; ++round)); do
         echo "scripts/alternate.sh: $binary failed on '$name'" >&2
         exit 1
       fi
+      before=$(wc -l < "$rows")
       awk -F, -v b="$index" 'NR > 1 && $1 !~ /_(mean|median|stddev|cv)"?$/ {
         gsub(/"/, "", $1); print $1 "," b "," $3 "," $5 }' "$csv" >> "$rows"
+      if [[ $(wc -l < "$rows") -eq $before ]]; then  # said, never a column silently short
+        echo "scripts/alternate.sh: $binary reported no time for '$name' in round $((round + 1))" >&2
+      fi
       index=$((index + 1))
     done
   done
