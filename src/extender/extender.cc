@@ -4,7 +4,6 @@
 #include "linkfit/extender/extender.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -13,6 +12,7 @@
 
 #include "extender/verb_cache.h"
 #include "extender/verb_steps.h"
+#include "linkfit/common/bit_marks.h"
 
 namespace linkfit::extender {
 namespace {
@@ -26,14 +26,6 @@ struct MarkCounts {
   std::size_t unresolvable = 0;  // FailedAndUnresolvableNodes entries, likewise
   std::size_t unknown_fits = 0;  // names whose fit `fits` does not keep yet
 };
-
-std::size_t CountPassing(const FilterMarks& marks, std::size_t n) {
-  std::size_t passed = 0;
-  for (std::size_t word = 0; word < (n + 63) / 64; ++word) {
-    passed += static_cast<std::size_t>(std::popcount(marks.passing[word]));
-  }
-  return passed;
-}
 
 // Marks every name of a call by its kept fit (at[i]: the name's position; every name known):
 // passing ones by index, failing ones by rank, with how they fail. No branch per name (pass or
@@ -67,7 +59,7 @@ MarkCounts MarkKnown(const std::uint32_t* at, std::size_t n, const FitTable& fit
     }
     passing[first / 64] = passing_here;
   }
-  const std::size_t passed = CountPassing(marks, n);
+  const std::size_t passed = CountMarked(std::span(marks.passing.data(), (n + 63) / 64));
   return MarkCounts{passed, n - passed - never, never, unknown};
 }
 

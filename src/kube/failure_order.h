@@ -8,12 +8,12 @@
 //
 // Thread-safety: pure functions.
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "linkfit/common/bit_marks.h"
 #include "linkfit/kube/codec.h"
 
 namespace linkfit::kube {
@@ -29,21 +29,5 @@ struct SortEntry {
 // for a repeated name in input order (the caller keeps the last; the entries of a name may have
 // been cut to its last already).
 std::vector<SortEntry> SortFailures(const std::vector<NodeFailure>& failures);
-
-inline std::size_t CountMarked(std::span<const std::uint64_t> words) {
-  std::size_t marked = 0;
-  for (const std::uint64_t word : words) marked += static_cast<std::size_t>(std::popcount(word));
-  return marked;
-}
-
-// Calls visit(i) for each bit set in `words`, in order: i is the bit's number.
-template <typename Visit>
-void ForEachMarked(std::span<const std::uint64_t> words, Visit&& visit) {
-  for (std::size_t word = 0; word < words.size(); ++word) {
-    for (std::uint64_t bits = words[word]; bits != 0; bits &= bits - 1) {
-      visit(64 * word + static_cast<std::size_t>(std::countr_zero(bits)));
-    }
-  }
-}
 
 }  // namespace linkfit::kube

@@ -1,28 +1,16 @@
 #include "linkfit/wire/verb_calls.h"
 
-#include <bit>
 #include <utility>
 
+#include "linkfit/common/bit_marks.h"
+
 namespace linkfit::wire {
-namespace {
 
 static_assert(extender::FilterVerdicts::Pack(7, 0x7FFFFFFFu, true) ==
                       kube::RankedFilterReply::AtRank(7, 0x7FFFFFFFu, true) &&
                   extender::FilterVerdicts::Pack(UINT32_MAX, 3, false) ==
                       kube::RankedFilterReply::AtRank(UINT32_MAX, 3, false),
               "the verdicts' marks are the ranked reply's");
-
-// Calls visit(k) for each bit k set in `bits`, in order.
-template <typename Visit>
-void ForEachBit(std::span<const std::uint64_t> bits, Visit&& visit) {
-  for (std::size_t word = 0; word < bits.size(); ++word) {
-    for (std::uint64_t rest = bits[word]; rest != 0; rest &= rest - 1) {
-      visit(word * 64 + static_cast<std::size_t>(std::countr_zero(rest)));
-    }
-  }
-}
-
-}  // namespace
 
 Result<Candidates> Candidates::Find(const state::Snapshot& snapshot,
                                     const kube::ExtenderArgs& args) {
@@ -91,7 +79,7 @@ kube::FilterResult FilterResultOf(const kube::ExtenderArgs& args, const Candidat
         names[i] = result.Keep(std::string(names[i]));
     }
   }
-  ForEachBit(verdicts.passing(), [&](std::size_t i) {
+  ForEachMarked(verdicts.passing(), [&](std::size_t i) {
     if (result.list == kube::NodeListKind::kObjects) {
       result.nodes_json.push_back(args.nodes[i].raw_json);
     } else {
@@ -109,7 +97,7 @@ kube::FilterResult FilterResultOf(const kube::ExtenderArgs& args, const Candidat
     }
     return kept[reason];
   };
-  ForEachBit(verdicts.failing(), [&](std::size_t rank) {
+  ForEachMarked(verdicts.failing(), [&](std::size_t rank) {
     const Failure failure = extender::FilterVerdicts::Unpack(verdicts.at_rank()[rank]);
     auto& map = failure.unresolvable ? result.failed_and_unresolvable_nodes : result.failed_nodes;
     map.push_back({names[failure.index], keep(failure.reason), static_cast<std::uint32_t>(rank)});
