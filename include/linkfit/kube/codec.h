@@ -171,8 +171,9 @@ std::string EncodeFilterError(std::string_view message);
 // A cache-mode filter reply (NodeListKind::kNames, no Error) whose every name the caller found in
 // its own name index, given as marks rather than lists: which request names pass, by index, and
 // which fail, by their name's rank among the index's names (byte order, what Go sorts a map's keys
-// by: equal for equal names). The extender's filter builds it in one pass over the names, and it
-// is written without a sort and without a list of views (EncodeFilterResult of the same reply,
+// by: equal for equal names). The extender's filter marks its verdicts so in one pass over the
+// names (extender::FilterVerdicts; wire::EncodeFilterVerdicts hands them here), and it is written
+// without a sort and without a list of views (EncodeFilterResult of the same reply,
 // with each failure's order its rank, writes the same bytes).
 struct RankedFilterReply {
   std::span<const std::string_view> names;  // the request's NodeNames
