@@ -271,8 +271,8 @@ int main(int argc, char** argv) {
       for (int i = next++; i < binds; i = next++) {
         const std::string name = "pending-" + std::to_string(i);
         const auto uid = uids.find("bench/" + name);
-        kube::BindingArgs args{name, "bench", uid == uids.end() ? "" : uid->second,
-                               "gpu-" + std::to_string(i % nodes)};
+        extender::BindTarget args{name, "bench", uid == uids.end() ? "" : uid->second,
+                                  "gpu-" + std::to_string(i % nodes)};
         const auto start = std::chrono::steady_clock::now();
         TimedBinder::write_seconds = 0;
         const std::string error = ext.Bind(args);

@@ -63,30 +63,29 @@ std::string BindAnswer(const BindTarget& target, const BindReply& reply,
 
 }  // namespace
 
-std::string Extender::Bind(const kube::BindingArgs& args) {
-  const BindTarget target{args.pod_name, args.pod_namespace, args.pod_uid, args.node};
-  // A repeated bind of a pod already on `args.node` is a success once the first bind is
+std::string Extender::Bind(const BindTarget& target) {
+  // A repeated bind of a pod already on `target.node` is a success once the first bind is
   // recorded. While the first is still in the binder its outcome is unknown (it may fail and be
   // forgotten), so a repeat must not claim success; kube-scheduler retries.
   const auto repeated = [&]() -> std::string {
-    if (cache_.Phase(args.pod_uid) == state::PodPhase::kAdded) return "";
-    if (cache_.BindDone(args.pod_uid)) return "";
-    return "a bind of pod " + args.pod_namespace + "/" + args.pod_name + " to " + args.node +
+    if (cache_.Phase(target.pod_uid) == state::PodPhase::kAdded) return "";
+    if (cache_.BindDone(target.pod_uid)) return "";
+    return "a bind of pod " + target.pod_namespace + "/" + target.pod_name + " to " + target.node +
            " is still in progress";
   };
   const std::optional<KnownPod> pending =
-      pods_.ResolveForBind(args.pod_namespace, args.pod_name, args.pod_uid);
+      pods_.ResolveForBind(target.pod_namespace, target.pod_name, target.pod_uid);
   if (!pending) {
-    if (const auto existing = cache_.Find(args.pod_uid)) {
-      return existing->node == args.node
+    if (const auto existing = cache_.Find(target.pod_uid)) {
+      return existing->node == target.node
                  ? repeated()
-                 : "pod " + args.pod_uid + " is already bound to node " + existing->node;
+                 : "pod " + target.pod_uid + " is already bound to node " + existing->node;
     }
-    return "linkfit has not seen pod " + args.pod_namespace + "/" + args.pod_name + " (" +
-           args.pod_uid + ") " + pods_.where_pods_are_seen() + "; cannot bind it";
+    return "linkfit has not seen pod " + target.pod_namespace + "/" + target.pod_name + " (" +
+           target.pod_uid + ") " + pods_.where_pods_are_seen() + "; cannot bind it";
   }
   const bool gpu_less = pending->request.kind == GpuRequest::Kind::kNone;
-  if (gpu_less && cache_.Snapshot()->Find(args.node) == nullptr) {
+  if (gpu_less && cache_.Snapshot()->Find(target.node) == nullptr) {
     // A pod without GPUs on a node linkfit does not model: nothing to count, so the lifecycle's
     // step is looked up here rather than carried out on the cache.
     const BindReply reply = binder_.Bind(BindRequest{target, {}, nullptr, nullptr});
@@ -99,20 +98,20 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
   // memory count against the node when scoring; it never fails for lack of them.
   state::NodeInfoPtr placed_on;
   auto assumed = cache_.Assume(
-      args.pod_uid, args.node, [&](const state::NodeState& node) -> Result<state::Assignment> {
+      target.pod_uid, target.node, [&](const state::NodeState& node) -> Result<state::Assignment> {
         state::Assignment assignment;
         if (gpu_less) {
-          assignment.pod_uid = args.pod_uid;
+          assignment.pod_uid = target.pod_uid;
           assignment.node = node.name();
         } else {
           NodeFit fit = FitOnNode(pending->request, node, options_.fit);
           if (!fit.fits) {
-            return MakeError("pod no longer fits on " + args.node + ": " + fit.reason);
+            return MakeError("pod no longer fits on " + target.node + ": " + fit.reason);
           }
           assignment = std::move(fit.assignment);
         }
-        assignment.pod_namespace = args.pod_namespace;
-        assignment.pod_name = args.pod_name;
+        assignment.pod_namespace = target.pod_namespace;
+        assignment.pod_name = target.pod_name;
         assignment.cpu_milli = pending->request.cpu_milli;
         assignment.memory_bytes = pending->request.memory_bytes;
         placed_on = node.info_ptr();
@@ -120,21 +119,21 @@ std::string Extender::Bind(const kube::BindingArgs& args) {
       });
   if (!assumed) return assumed.error().message;
   if (assumed->already) return repeated();
-  if (auto writing = cache_.Advance(args.pod_uid, state::BindEvent::kWrite);
+  if (auto writing = cache_.Advance(target.pod_uid, state::BindEvent::kWrite);
       !writing || writing->late) {
     // The bind ended before it was written: the watch showed the pod bound (by an earlier
     // write), or a committed record took the devices.
-    if (const auto bound = cache_.Find(args.pod_uid); bound && writing) {
-      return bound->node == args.node
+    if (const auto bound = cache_.Find(target.pod_uid); bound && writing) {
+      return bound->node == target.node
                  ? ""
-                 : "pod " + args.pod_uid + " is already bound to node " + bound->node;
+                 : "pod " + target.pod_uid + " is already bound to node " + bound->node;
     }
     return "the devices planned for pod " + PodKeyOf(target) +
            " were taken by a pod whose committed record names them; not sent";
   }
   const BindReply reply = binder_.Bind(BindRequest{target, std::move(assumed->assignment),
                                                    std::move(placed_on), pending->containers});
-  return BindAnswer(target, reply, cache_.Advance(args.pod_uid, reply.event));
+  return BindAnswer(target, reply, cache_.Advance(target.pod_uid, reply.event));
 }
 
 state::RemoveOutcome Extender::Release(const std::string& pod_uid) {

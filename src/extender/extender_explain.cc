@@ -46,26 +46,27 @@ std::string DescribeDevices(const state::Assignment& a) {
 
 }  // namespace
 
-std::vector<kube::NodeVictims> Extender::Preempt(const kube::PreemptionArgs& args) const {
-  const std::vector<kube::NodeVictims>& candidates =
-      args.meta_victims_given ? args.node_meta_victims : args.node_victims;
-  std::vector<kube::NodeVictims> kept;
-  const auto request = ParseGpuRequest(args.pod, options_.defaults);
+std::vector<std::size_t> Extender::Preempt(const kube::PodView& pod,
+                                           std::span<const PreemptionCandidate> candidates) const {
+  std::vector<std::size_t> kept;
+  const auto request = ParseGpuRequest(pod, options_.defaults);
   if (!request) {
     return kept;
   }
   const state::SnapshotPtr snapshot = cache_.Snapshot();
-  for (const kube::NodeVictims& victims : candidates) {
-    if (victims.pods.empty()) continue;  // never keep a node without victims
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const PreemptionCandidate& candidate = candidates[i];
+    if (candidate.victim_uids.empty()) continue;  // never keep a node without victims
     if (request->kind == GpuRequest::Kind::kNone) {
-      kept.push_back(victims);
+      kept.push_back(i);
       continue;
     }
-    const state::NodeState* node = snapshot->Find(victims.node);
+    const state::NodeState* node = snapshot->Find(candidate.node);
     if (node == nullptr) continue;
     state::NodeStatePtr freed = std::make_shared<state::NodeState>(*node);
-    for (const kube::Victim& victim : victims.pods) freed = freed->Remove(victim.uid);
-    if (FitOnNode(*request, *freed, options_.fit).fits) kept.push_back(victims);
+    for (const std::string_view uid : candidate.victim_uids)
+      freed = freed->Remove(std::string(uid));
+    if (FitOnNode(*request, *freed, options_.fit).fits) kept.push_back(i);
   }
   return kept;
 }

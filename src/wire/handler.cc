@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "linkfit/kube/codec.h"
+#include "linkfit/wire/bind_preempt.h"
 #include "linkfit/wire/inspect_json.h"
 #include "linkfit/wire/verb_calls.h"
 
@@ -79,14 +80,14 @@ server::HttpReply Handler::Bind(std::string_view body) {
   if (const std::string reason = NotReadyReason(); !reason.empty()) {
     return server::HttpReply{200, kube::EncodeBindingResult(reason)};
   }
-  return server::HttpReply{200, kube::EncodeBindingResult(extender_.Bind(*args))};
+  return server::HttpReply{200, kube::EncodeBindingResult(extender_.Bind(BindTargetOf(*args)))};
 }
 
 server::HttpReply Handler::Preempt(std::string_view body) {
   auto args = kube::DecodePreemptionArgs(body);
   if (!args) return BadRequest(args.error().message);
   if (!NotReadyReason().empty()) return server::HttpReply{200, kube::EncodePreemptionResult({})};
-  return server::HttpReply{200, kube::EncodePreemptionResult(extender_.Preempt(*args))};
+  return server::HttpReply{200, kube::EncodePreemptionResult(KeptVictims(extender_, *args))};
 }
 
 server::HttpReply Handler::Inspect(std::string_view node) {

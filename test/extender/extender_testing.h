@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "linkfit/extender/extender.h"
+#include "linkfit/wire/bind_preempt.h"
 #include "linkfit/wire/verb_calls.h"
 #include "testing/cluster.h"
 
@@ -94,8 +95,8 @@ inline kube::ExtenderArgs NodesArgs(const kube::PodView& pod, const std::vector<
   return args;
 }
 
-inline kube::BindingArgs BindArgs(const kube::PodView& pod, const std::string& node) {
-  return kube::BindingArgs{pod.name, pod.pod_namespace, pod.uid, node};
+inline BindTarget BindArgs(const kube::PodView& pod, const std::string& node) {
+  return BindTarget{pod.name, pod.pod_namespace, pod.uid, node};
 }
 
 // Returns the reason for `node` in a failure list, or "" if it is not there.
@@ -123,9 +124,9 @@ class MemoExtender {
   std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) {
     return wire::Priorities(extender_, args);  // as wire::Handler: prioritize learns nothing
   }
-  std::string Bind(const kube::BindingArgs& args) { return extender_.Bind(args); }
+  std::string Bind(const BindTarget& target) { return extender_.Bind(target); }
   std::vector<kube::NodeVictims> Preempt(const kube::PreemptionArgs& args) const {
-    return extender_.Preempt(args);
+    return wire::KeptVictims(extender_, args);
   }
   state::RemoveOutcome Release(const std::string& uid) { return extender_.Release(uid); }
   std::vector<std::string> Explain(const kube::PodView& pod) const {

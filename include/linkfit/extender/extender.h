@@ -22,10 +22,13 @@
 //
 // Thread-safety: every method may be called concurrently.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "linkfit/common/metrics.h"
@@ -37,12 +40,19 @@
 #include "linkfit/extender/scoring.h"
 #include "linkfit/extender/verdicts.h"
 #include "linkfit/extender/whole_machines.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/kube/types.h"
 #include "linkfit/state/cluster_cache.h"
 
 namespace linkfit::extender {
 
 class VerbCachePool;
+
+// One node kube-scheduler offers for preemption and the pods it would evict there (borrowed for
+// the call).
+struct PreemptionCandidate {
+  std::string_view node;
+  std::vector<std::string_view> victim_uids;
+};
 
 struct ExtenderOptions {
   RequestDefaults defaults;
@@ -66,9 +76,13 @@ class Extender {
   FilterVerdicts Filter(const VerbCall& call) const;
   // Prioritize: scores[i] is call.names[i]'s, 0 for a name where the pod does not fit.
   std::vector<std::uint32_t> Prioritize(const VerbCall& call) const;
-  // Returns "" on success, else the error for ExtenderBindingResult.Error.
-  std::string Bind(const kube::BindingArgs& args);
-  std::vector<kube::NodeVictims> Preempt(const kube::PreemptionArgs& args) const;
+  // Binds the pod to the node: "" on success, else why not (the error kube-scheduler is told).
+  std::string Bind(const BindTarget& target);
+  // Returns the indices of the candidates to keep: those with victims where evicting them frees
+  // devices on which the pod fits (a pod without GPUs keeps every candidate with victims; a pod
+  // whose request is bad keeps none).
+  std::vector<std::size_t> Preempt(const kube::PodView& pod,
+                                   std::span<const PreemptionCandidate> candidates) const;
 
   // Frees a bound pod's devices (standalone departures): kRemoved, kUnknown for a UID that holds
   // nothing, kBindInFlight (nothing freed) while the pod's bind is still being recorded.
