@@ -33,8 +33,8 @@
 #include "linkfit/app/config.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/malloc_settings.h"
-#include "linkfit/kube/codec.h"
 #include "linkfit/state/name_index.h"
+#include "linkfit/wire/codec.h"
 #include "load/parse_only_handler.h"
 #include "load/workload.h"
 
@@ -176,7 +176,7 @@ void BM_Verb(benchmark::State& state) {
 void BM_NameLookups(benchmark::State& state) {
   Bench& bench = Shared();
   const std::string body = bench.Bodies(static_cast<std::size_t>(state.range(0)))[0];
-  const auto args = kube::DecodeExtenderArgs(body);
+  const auto args = wire::DecodeExtenderArgs(body);
   if (!args) {
     state.SkipWithError("the body does not decode");
     return;

@@ -164,13 +164,13 @@ struct NoBinder final : extender::Binder {
 };
 
 // Filter latencies (seconds) of `count` calls with `names`, sorted.
-std::vector<double> FilterLatencies(const extender::Extender& ext, const kube::ExtenderArgs& args,
+std::vector<double> FilterLatencies(const extender::Extender& ext, const wire::ExtenderArgs& args,
                                     int count) {
   std::vector<double> seconds;
   seconds.reserve(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    const kube::FilterResult result = wire::FilterResult(ext, args);
+    const wire::FilterResult result = wire::RunFilter(ext, args);
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (result.node_names.size() > args.node_names.size()) std::abort();
@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
   extender::ExtenderOptions options;
   NoBinder binder;
   extender::Extender ext(cache, options, binder, pods, metrics);
-  kube::ExtenderArgs args;
+  wire::ExtenderArgs args;
   args.pod.name = "probe";
   args.pod.uid = "probe";
   args.pod.requests["nvidia.com/gpu"] = 2000;

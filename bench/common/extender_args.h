@@ -4,8 +4,8 @@
 // them (../shared/spec/extender-protocol.md): ExtenderArgs for filter and prioritize in both
 // nodeCacheCapable modes, and ExtenderBindingArgs for bind. The pod and node objects inside are
 // the caller's (each tool has its own: linkfit-load's realistic pods whose UID it rewrites in
-// place, kube_bench's fixed corpus, the harness's pods from its trace). Names and UIDs are written
-// as they are: the callers' never need JSON escaping.
+// place, wire_codec_bench's fixed corpus, the harness's pods from its trace). Names and UIDs are
+// written as they are: the callers' never need JSON escaping.
 //
 // The tools share these bodies, not a kube-scheduler driver, because they drive it differently:
 // the harness adds in-tree scores and kube-scheduler's tie-break and learns the devices from

@@ -44,8 +44,8 @@ std::string Quantity(std::int64_t value, const char* suffix) {
 // The pod object kube-scheduler would send: resources in requests and limits, linkfit's hints as
 // annotations (issue 3's public API). The harness's own, as each tool's pod is: it is built from a
 // trace PodSpec, while linkfit-load's (load/workload.h) is a fixed realistic object whose bytes
-// its latency figures measured, kube_bench's is the codec figures' corpus, and `linkfit demo`'s
-// lives in src/app, which cannot use bench/.
+// its latency figures measured, wire_codec_bench's is the codec figures' corpus, and `linkfit
+// demo`'s lives in src/app, which cannot use bench/.
 nlohmann::json PodJson(const PodSpec& pod) {
   nlohmann::json resources = {{"cpu", Quantity(pod.cpu_milli, "m")},
                               {"memory", Quantity(pod.memory_mib, "Mi")}};

@@ -442,7 +442,7 @@ void MeasureNonCache(const Options& o, Driver& linkfit, Driver& parse_only,
   }
   f.after_non_cache_rss = linkfit.server().RssBytes();
   // Then cache-mode requests, as a scheduler's usual ones: a server thread that decoded a large
-  // body gives its buffers back when it next decodes a small one (kube/json_reader.h).
+  // body gives its buffers back when it next decodes a small one (common/json_reader.h).
   for (int i = 0; i < 8; ++i) {
     if (linkfit.Send("/scheduler/filter", bench::CacheModeArgs(pod, cluster.names, count),
                      &response) < 0) {

@@ -5,13 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "linkfit/kube/codec.h"
+#include "linkfit/common/json_string.h"
+#include "linkfit/wire/codec.h"
 
 namespace linkfit::load {
 namespace {
 
 server::HttpReply BadRequest(const std::string& message) {
-  return server::HttpReply{400, kube::EncodeErrorBody(message)};
+  return server::HttpReply{400, json::ErrorBody(message)};
 }
 
 constexpr std::string_view kFailReason = "parse-only: every other node fails";
@@ -19,13 +20,13 @@ constexpr std::string_view kFailReason = "parse-only: every other node fails";
 }  // namespace
 
 server::HttpReply ParseOnlyHandler::Filter(server::Body body) {
-  auto args = kube::DecodeExtenderArgs(body.text, kube::NameCheck::kAtDecode, body.readable_after);
+  auto args = wire::DecodeExtenderArgs(body.text, wire::NameCheck::kAtDecode, body.readable_after);
   if (!args) return BadRequest(args.error().message);
-  kube::FilterResult result;
-  result.list = kube::ReplyListFor(*args);
-  if (result.list == kube::NodeListKind::kObjects) {
+  wire::FilterResult result;
+  result.list = wire::ReplyListFor(*args);
+  if (result.list == wire::NodeListKind::kObjects) {
     result.nodes_json.reserve(args->nodes.size());
-    for (const kube::NodeItem& node : args->nodes) result.nodes_json.push_back(node.raw_json);
+    for (const wire::NodeItem& node : args->nodes) result.nodes_json.push_back(node.raw_json);
   } else {
     // Every other name fails. A do-nothing server writes the FailedNodes map in the request's
     // order (the order of a JSON object's keys means nothing to kube-scheduler's decoder), so
@@ -42,37 +43,37 @@ server::HttpReply ParseOnlyHandler::Filter(server::Body body) {
       }
     }
   }
-  return server::HttpReply{200, kube::EncodeFilterResult(result)};
+  return server::HttpReply{200, wire::EncodeFilterResult(result)};
 }
 
 server::HttpReply ParseOnlyHandler::Prioritize(server::Body body) {
-  auto args = kube::DecodeExtenderArgs(body.text, kube::NameCheck::kAtDecode, body.readable_after);
+  auto args = wire::DecodeExtenderArgs(body.text, wire::NameCheck::kAtDecode, body.readable_after);
   if (!args) return BadRequest(args.error().message);
-  std::vector<kube::HostPriority> priorities;
+  std::vector<wire::HostPriority> priorities;
   priorities.reserve(args->node_names.size());
   for (std::string_view name : args->node_names) priorities.push_back({name, 0});
   return server::HttpReply{200,
-                           kube::EncodeHostPriorityList(priorities, args->node_names_escape_free)};
+                           wire::EncodeHostPriorityList(priorities, args->node_names_escape_free)};
 }
 
 server::HttpReply ParseOnlyHandler::Bind(std::string_view body) {
-  auto args = kube::DecodeBindingArgs(body);
+  auto args = wire::DecodeBindingArgs(body);
   if (!args) return BadRequest(args.error().message);
-  return server::HttpReply{200, kube::EncodeBindingResult("")};
+  return server::HttpReply{200, wire::EncodeBindingResult("")};
 }
 
 server::HttpReply ParseOnlyHandler::Preempt(std::string_view body) {
-  auto args = kube::DecodePreemptionArgs(body);
+  auto args = wire::DecodePreemptionArgs(body);
   if (!args) return BadRequest(args.error().message);
-  return server::HttpReply{200, kube::EncodePreemptionResult(args->node_meta_victims)};
+  return server::HttpReply{200, wire::EncodePreemptionResult(args->node_meta_victims)};
 }
 
 server::HttpReply ParseOnlyHandler::Inspect(std::string_view) {
-  return server::HttpReply{404, kube::EncodeErrorBody("the parse-only server has no nodes")};
+  return server::HttpReply{404, json::ErrorBody("the parse-only server has no nodes")};
 }
 
 server::HttpReply ParseOnlyHandler::Explain(std::string_view) {
-  return server::HttpReply{404, kube::EncodeErrorBody("the parse-only server has no nodes")};
+  return server::HttpReply{404, json::ErrorBody("the parse-only server has no nodes")};
 }
 
 }  // namespace linkfit::load

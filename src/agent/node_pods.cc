@@ -2,7 +2,7 @@
 
 #include "linkfit/common/log.h"
 #include "linkfit/kube/annotations.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/kube/object_json.h"
 
 namespace linkfit::agent {
 

@@ -1,7 +1,8 @@
 #include "linkfit/agent/node_publisher.h"
 
+#include "linkfit/common/json_string.h"
 #include "linkfit/common/log.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/kube/object_json.h"
 
 namespace linkfit::agent {
 
@@ -13,10 +14,10 @@ std::string AnnotationPatch(const std::map<std::string, std::string>& current,
     const bool present = it != current.end();
     if (value ? present && it->second == *value : !present) continue;
     fields += fields.empty() ? "" : ",";
-    kube::AppendJsonString(fields, key);
+    json::AppendString(fields, key);
     fields += ':';
     if (value) {
-      kube::AppendJsonString(fields, *value);
+      json::AppendString(fields, *value);
     } else {
       fields += "null";
     }

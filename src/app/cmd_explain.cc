@@ -10,8 +10,8 @@
 #include "app/service.h"
 #include "linkfit/app/cli.h"
 #include "linkfit/extender/extender.h"
-#include "linkfit/kube/codec.h"
 #include "linkfit/standalone/standalone.h"
+#include "linkfit/wire/codec.h"
 
 namespace linkfit::app {
 
@@ -57,7 +57,7 @@ int RunExplain(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::stringstream pod_json;
   pod_json << in.rdbuf();
   const std::string envelope = R"({"Pod":)" + pod_json.str() + R"(,"Nodes":null,"NodeNames":[]})";
-  auto decoded = kube::DecodeExtenderArgs(envelope);
+  auto decoded = wire::DecodeExtenderArgs(envelope);
   if (!decoded) {
     err << "linkfit explain: " << *pod_path << " is not a Pod: " << decoded.error().message << "\n";
     return 2;

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 
+#include "linkfit/common/json_string.h"
 #include "linkfit/common/log.h"
 #include "linkfit/kube/annotations.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/kube/object_json.h"
 #include "linkfit/model/allocation.h"
 
 namespace linkfit::cluster {
@@ -52,28 +53,28 @@ std::size_t ApiBinder::unsettled() const {
 std::string ApiBinder::BindingBody(const extender::BindTarget& target,
                                    const kube::AllocationRecord* record, bool require_nri_plugin) {
   std::string body = R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":)";
-  kube::AppendJsonString(body, target.pod_name);
+  json::AppendString(body, target.pod_name);
   body += R"(,"namespace":)";
-  kube::AppendJsonString(body, target.pod_namespace);
+  json::AppendString(body, target.pod_namespace);
   body += R"(,"uid":)";
-  kube::AppendJsonString(body, target.pod_uid);
+  json::AppendString(body, target.pod_uid);
   if (record != nullptr) {
     body += R"(,"annotations":{)";
-    kube::AppendJsonString(body, kube::kAnnotationAllocation);
+    json::AppendString(body, kube::kAnnotationAllocation);
     body += ':';
-    kube::AppendJsonString(body, kube::EncodeAllocationRecord(*record));
+    json::AppendString(body, kube::EncodeAllocationRecord(*record));
     if (require_nri_plugin) {
       for (const auto& container : record->containers) {
         if (container.devices.empty()) continue;
         body += ',';
-        kube::AppendJsonString(body, kRequiredPluginsPrefix + container.name);
+        json::AppendString(body, kRequiredPluginsPrefix + container.name);
         body += R"(:"[\"linkfit\"]")";
       }
     }
     body += '}';
   }
   body += R"(},"target":{"apiVersion":"v1","kind":"Node","name":)";
-  kube::AppendJsonString(body, target.node);
+  json::AppendString(body, target.node);
   body += "}}";
   return body;
 }

@@ -3,8 +3,8 @@
 #include <chrono>
 #include <ctime>
 
+#include "linkfit/common/json_string.h"
 #include "linkfit/common/log.h"
-#include "linkfit/kube/codec.h"
 #include "linkfit/kube/micro_time.h"
 
 namespace linkfit::cluster {
@@ -15,7 +15,7 @@ void Field(std::string& out, const char* key, const std::string& value, bool fir
   out += '"';
   out += key;
   out += "\":";
-  kube::AppendJsonString(out, value);
+  json::AppendString(out, value);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/kube/annotations.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/kube/object_json.h"
 #include "linkfit/model/allocation.h"
 
 namespace linkfit::cluster {

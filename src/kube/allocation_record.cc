@@ -10,8 +10,8 @@
 
 #include "kube/device_json.h"
 #include "kube/json_reader.h"
+#include "linkfit/common/json_string.h"
 #include "linkfit/kube/annotations.h"
-#include "linkfit/kube/codec.h"
 #include "linkfit/kube/quantity.h"
 
 namespace linkfit::kube {
@@ -28,7 +28,7 @@ void AppendDevices(std::string& out, const AllocationRecord::Devices& devices) {
     out += ",\"uuids\":[";
     for (std::size_t i = 0; i < devices.uuids.size(); ++i) {
       if (i > 0) out += ',';
-      AppendJsonString(out, devices.uuids[i]);
+      json::AppendString(out, devices.uuids[i]);
     }
     out += ']';
   }
@@ -147,11 +147,11 @@ bool ReadQuantityField(Ctx& c, od::value& v, const std::string& where, std::int6
 
 std::string EncodeAllocationRecord(const AllocationRecord& record) {
   std::string out = "{\"v\":" + std::to_string(record.version) + ",\"pod\":";
-  AppendJsonString(out, record.pod);
+  json::AppendString(out, record.pod);
   out += ",\"uid\":";
-  AppendJsonString(out, record.uid);
+  json::AppendString(out, record.uid);
   out += ",\"node\":";
-  AppendJsonString(out, record.node);
+  json::AppendString(out, record.node);
   AppendDevices(out, record.devices);
   if (record.cpu_milli > 0) out += ",\"cpu\":\"" + std::to_string(record.cpu_milli) + "m\"";
   if (record.memory_bytes > 0) out += ",\"memory\":\"" + std::to_string(record.memory_bytes) + "\"";
@@ -161,7 +161,7 @@ std::string EncodeAllocationRecord(const AllocationRecord& record) {
       const AllocationRecord::Container& container = record.containers[i];
       if (i > 0) out += ',';
       out += "{\"name\":";
-      AppendJsonString(out, container.name);
+      json::AppendString(out, container.name);
       if (container.init) out += ",\"init\":true";
       AppendDevices(out, container.devices);
       out += '}';

@@ -1,6 +1,6 @@
 #include "kube/device_json.h"
 
-#include "linkfit/kube/codec.h"
+#include "linkfit/common/json_string.h"
 
 namespace linkfit::kube::json {
 
@@ -19,11 +19,11 @@ void AppendMigList(std::string& out, const std::vector<AllocationRecord::Mig>& m
   for (std::size_t i = 0; i < mig.size(); ++i) {
     if (i > 0) out += ',';
     out += "{\"gpu\":" + std::to_string(mig[i].gpu) + ",\"profile\":";
-    AppendJsonString(out, mig[i].profile);
+    json::AppendString(out, mig[i].profile);
     out += ",\"start\":" + std::to_string(mig[i].start);
     if (!mig[i].uuid.empty()) {
       out += ",\"uuid\":";
-      AppendJsonString(out, mig[i].uuid);
+      json::AppendString(out, mig[i].uuid);
     }
     out += '}';
   }

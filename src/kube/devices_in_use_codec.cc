@@ -10,8 +10,8 @@
 
 #include "kube/device_json.h"
 #include "kube/json_reader.h"
+#include "linkfit/common/json_string.h"
 #include "linkfit/kube/annotations.h"
-#include "linkfit/kube/codec.h"
 
 namespace linkfit::kube {
 namespace {
@@ -20,7 +20,7 @@ using namespace json;  // NOLINT: internal helpers of this module
 
 void AppendContainer(std::string& out, const DevicesInUse::Container& container) {
   out += "{\"name\":";
-  AppendJsonString(out, container.name);
+  json::AppendString(out, container.name);
   if (!container.gpus.empty()) {
     out += ",\"gpus\":";
     AppendInts(out, container.gpus);
@@ -119,10 +119,10 @@ std::string EncodeDevicesInUse(const DevicesInUse& devices) {
   for (std::size_t p = 0; p < devices.pods.size(); ++p) {
     const DevicesInUse::Pod& pod = devices.pods[p];
     out += p > 0 ? ",{\"uid\":" : "{\"uid\":";
-    AppendJsonString(out, pod.uid);
+    json::AppendString(out, pod.uid);
     if (!pod.pod.empty()) {
       out += ",\"pod\":";
-      AppendJsonString(out, pod.pod);
+      json::AppendString(out, pod.pod);
     }
     out += ",\"containers\":[";
     for (std::size_t i = 0; i < pod.containers.size(); ++i) {

@@ -6,27 +6,28 @@
 
 #include <nlohmann/json.hpp>
 
-#include "linkfit/kube/codec.h"
+#include "linkfit/common/json_string.h"
 #include "linkfit/wire/bind_preempt.h"
+#include "linkfit/wire/codec.h"
 #include "linkfit/wire/inspect_json.h"
 #include "linkfit/wire/verb_calls.h"
 
 namespace linkfit::wire {
 namespace {
 
-static_assert(server::kBodyPadding >= kube::kDecodePadding,
+static_assert(server::kBodyPadding >= kDecodePadding,
               "the server's body padding must let the decoder read a body where it lies");
 
 server::HttpReply BadRequest(const std::string& message) {
-  return server::HttpReply{400, kube::EncodeErrorBody(message)};
+  return server::HttpReply{400, json::ErrorBody(message)};
 }
 
-// How a request's NodeNames are read: as sent (kube::NameCheck::kByCaller) while every node name
+// How a request's NodeNames are read: as sent (NameCheck::kByCaller) while every node name
 // linkfit knows is written as it is, so that the names it knows are found by their bytes and a
 // request of 5,000 names is not looked at twice (Candidates::Find looks at the others: none in
 // kube-scheduler's requests). Otherwise every name is decoded at once.
-kube::NameCheck NameCheckFor(const state::Snapshot& snapshot) {
-  return snapshot.names_written_as_is() ? kube::NameCheck::kByCaller : kube::NameCheck::kAtDecode;
+NameCheck NameCheckFor(const state::Snapshot& snapshot) {
+  return snapshot.names_written_as_is() ? NameCheck::kByCaller : NameCheck::kAtDecode;
 }
 
 }  // namespace
@@ -38,11 +39,10 @@ std::string Handler::NotReadyReason() const {
 
 server::HttpReply Handler::Filter(server::Body body) {
   const state::SnapshotPtr snapshot = extender_.cache().Snapshot();  // the call's one snapshot
-  const auto args =
-      kube::DecodeExtenderArgs(body.text, NameCheckFor(*snapshot), body.readable_after);
+  const auto args = DecodeExtenderArgs(body.text, NameCheckFor(*snapshot), body.readable_after);
   if (!args) return BadRequest(args.error().message);
   if (const std::string reason = NotReadyReason(); !reason.empty()) {
-    return server::HttpReply{200, kube::EncodeFilterError(reason)};
+    return server::HttpReply{200, EncodeFilterError(reason)};
   }
   const auto candidates = Candidates::Find(*snapshot, *args);
   if (!candidates) return BadRequest(candidates.error().message);
@@ -54,8 +54,7 @@ server::HttpReply Handler::Filter(server::Body body) {
 
 server::HttpReply Handler::Prioritize(server::Body body) {
   const state::SnapshotPtr snapshot = extender_.cache().Snapshot();
-  const auto args =
-      kube::DecodeExtenderArgs(body.text, NameCheckFor(*snapshot), body.readable_after);
+  const auto args = DecodeExtenderArgs(body.text, NameCheckFor(*snapshot), body.readable_after);
   if (!args) return BadRequest(args.error().message);
   const auto candidates = Candidates::Find(*snapshot, *args);
   if (!candidates) return BadRequest(candidates.error().message);
@@ -70,24 +69,23 @@ server::HttpReply Handler::Prioritize(server::Body body) {
     scores.resize(candidates->names().size());
   }
   const std::span<const std::string_view> names = candidates->names();
-  return server::HttpReply{200,
-                           kube::EncodeHostScores(names, scores, candidates->names_escape_free())};
+  return server::HttpReply{200, EncodeHostScores(names, scores, candidates->names_escape_free())};
 }
 
 server::HttpReply Handler::Bind(std::string_view body) {
-  auto args = kube::DecodeBindingArgs(body);
+  auto args = DecodeBindingArgs(body);
   if (!args) return BadRequest(args.error().message);
   if (const std::string reason = NotReadyReason(); !reason.empty()) {
-    return server::HttpReply{200, kube::EncodeBindingResult(reason)};
+    return server::HttpReply{200, EncodeBindingResult(reason)};
   }
-  return server::HttpReply{200, kube::EncodeBindingResult(extender_.Bind(BindTargetOf(*args)))};
+  return server::HttpReply{200, EncodeBindingResult(extender_.Bind(BindTargetOf(*args)))};
 }
 
 server::HttpReply Handler::Preempt(std::string_view body) {
-  auto args = kube::DecodePreemptionArgs(body);
+  auto args = DecodePreemptionArgs(body);
   if (!args) return BadRequest(args.error().message);
-  if (!NotReadyReason().empty()) return server::HttpReply{200, kube::EncodePreemptionResult({})};
-  return server::HttpReply{200, kube::EncodePreemptionResult(KeptVictims(extender_, *args))};
+  if (!NotReadyReason().empty()) return server::HttpReply{200, EncodePreemptionResult({})};
+  return server::HttpReply{200, EncodePreemptionResult(KeptVictims(extender_, *args))};
 }
 
 server::HttpReply Handler::Inspect(std::string_view node) {
@@ -95,7 +93,7 @@ server::HttpReply Handler::Inspect(std::string_view node) {
   if (!node.empty()) {
     const state::NodeState* found = snapshot->Find(node);
     if (found == nullptr) {
-      return server::HttpReply{404, kube::EncodeErrorBody("unknown node " + std::string(node))};
+      return server::HttpReply{404, json::ErrorBody("unknown node " + std::string(node))};
     }
     return server::HttpReply{200, InspectNodeJson(*found).dump()};
   }
@@ -119,7 +117,7 @@ server::HttpReply Handler::Explain(std::string_view pod_json) {
   std::string envelope = R"({"Pod":)";
   envelope.append(pod_json);
   envelope.append(R"(,"Nodes":null,"NodeNames":[]})");
-  auto args = kube::DecodeExtenderArgs(envelope);
+  auto args = DecodeExtenderArgs(envelope);
   if (!args) return BadRequest("explain expects a Pod object: " + args.error().message);
   return server::HttpReply{200, nlohmann::json{{"lines", extender_.Explain(args->pod)}}.dump()};
 }
@@ -127,8 +125,8 @@ server::HttpReply Handler::Explain(std::string_view pod_json) {
 server::HttpReply Handler::Release(std::string_view body) {
   if (memo_ == nullptr) {
     return server::HttpReply{
-        404, kube::EncodeErrorBody("release is only available in standalone mode; in a "
-                                   "cluster linkfit learns departures from the pod watch")};
+        404, json::ErrorBody("release is only available in standalone mode; in a "
+                             "cluster linkfit learns departures from the pod watch")};
   }
   const auto json = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
   if (json.is_discarded() || !json.is_object() || !json.contains("PodUID") ||
@@ -140,14 +138,14 @@ server::HttpReply Handler::Release(std::string_view body) {
     case state::RemoveOutcome::kRemoved:
       return server::HttpReply{200, R"({"Error":""})"};
     case state::RemoveOutcome::kUnknown:
-      return server::HttpReply{404, kube::EncodeErrorBody("pod " + uid + " holds no devices")};
+      return server::HttpReply{404, json::ErrorBody("pod " + uid + " holds no devices")};
     case state::RemoveOutcome::kBindInFlight:
       break;
   }
   return server::HttpReply{
-      409, kube::EncodeErrorBody("pod " + uid +
-                                 " is still being bound; nothing was released, retry after the "
-                                 "bind returns")};
+      409, json::ErrorBody("pod " + uid +
+                           " is still being bound; nothing was released, retry after the "
+                           "bind returns")};
 }
 
 }  // namespace linkfit::wire

@@ -7,13 +7,12 @@
 namespace linkfit::wire {
 
 static_assert(extender::FilterVerdicts::Pack(7, 0x7FFFFFFFu, true) ==
-                      kube::RankedFilterReply::AtRank(7, 0x7FFFFFFFu, true) &&
+                      RankedFilterReply::AtRank(7, 0x7FFFFFFFu, true) &&
                   extender::FilterVerdicts::Pack(UINT32_MAX, 3, false) ==
-                      kube::RankedFilterReply::AtRank(UINT32_MAX, 3, false),
+                      RankedFilterReply::AtRank(UINT32_MAX, 3, false),
               "the verdicts' marks are the ranked reply's");
 
-Result<Candidates> Candidates::Find(const state::Snapshot& snapshot,
-                                    const kube::ExtenderArgs& args) {
+Result<Candidates> Candidates::Find(const state::Snapshot& snapshot, const ExtenderArgs& args) {
   Candidates found;
   const std::size_t n = args.node_names.size();
   found.names_ = args.node_names;
@@ -35,14 +34,14 @@ Result<Candidates> Candidates::Find(const state::Snapshot& snapshot,
   bool as_is = true;
   for (std::size_t i = 0; i < n; ++i) {
     if (known_as_is && at[i] != state::NameIndex::kNoPosition) continue;
-    switch (kube::CheckNameAsSent(args.node_names[i])) {
-      case kube::NameAsSent::kWrittenAsIs:
+    switch (CheckNameAsSent(args.node_names[i])) {
+      case NameAsSent::kWrittenAsIs:
         break;
-      case kube::NameAsSent::kNeedsEscape:
+      case NameAsSent::kNeedsEscape:
         as_is = false;
         break;
-      case kube::NameAsSent::kNeedsDecoding: {
-        auto decoded = kube::DecodeNameAsSent(args.node_names[i], i);
+      case NameAsSent::kNeedsDecoding: {
+        auto decoded = DecodeNameAsSent(args.node_names[i], i);
         if (!decoded) return tl::unexpected(decoded.error());
         if (found.decoded_names_.empty()) {
           found.decoded_names_.assign(args.node_names.begin(), args.node_names.end());
@@ -53,7 +52,7 @@ Result<Candidates> Candidates::Find(const state::Snapshot& snapshot,
         found.unknown_ -= at[i] == state::NameIndex::kNoPosition ? 1 : 0;
         at[i] = snapshot.PositionOf(name);
         found.unknown_ += at[i] == state::NameIndex::kNoPosition ? 1 : 0;
-        as_is = as_is && kube::CheckNameAsSent(name) == kube::NameAsSent::kWrittenAsIs;
+        as_is = as_is && CheckNameAsSent(name) == NameAsSent::kWrittenAsIs;
         break;
       }
     }
@@ -62,14 +61,14 @@ Result<Candidates> Candidates::Find(const state::Snapshot& snapshot,
   return found;
 }
 
-kube::FilterResult FilterResultOf(const kube::ExtenderArgs& args, const Candidates& candidates,
-                                  const extender::FilterVerdicts& verdicts) {
+FilterResult FilterResultOf(const ExtenderArgs& args, const Candidates& candidates,
+                            const extender::FilterVerdicts& verdicts) {
   using Failure = extender::FilterVerdicts::Failure;
-  kube::FilterResult result;
-  result.list = kube::ReplyListFor(args);
+  FilterResult result;
+  result.list = ReplyListFor(args);
   result.names_escape_free = candidates.names_escape_free();
   // Names decoded here live in `candidates`: the result keeps its own copies of them, so that it
-  // may outlive the candidates (as the in-process FilterResult does).
+  // may outlive the candidates (as RunFilter's result does).
   const std::span<const std::string_view> decoded = candidates.names();
   const bool names_decoded_here = decoded.data() != args.node_names.data();
   std::vector<std::string_view> names(decoded.begin(), decoded.end());
@@ -80,7 +79,7 @@ kube::FilterResult FilterResultOf(const kube::ExtenderArgs& args, const Candidat
     }
   }
   ForEachMarked(verdicts.passing(), [&](std::size_t i) {
-    if (result.list == kube::NodeListKind::kObjects) {
+    if (result.list == NodeListKind::kObjects) {
       result.nodes_json.push_back(args.nodes[i].raw_json);
     } else {
       result.node_names.push_back(names[i]);
@@ -108,29 +107,28 @@ kube::FilterResult FilterResultOf(const kube::ExtenderArgs& args, const Candidat
   return result;
 }
 
-std::string EncodeFilterVerdicts(const kube::ExtenderArgs& args, const Candidates& candidates,
+std::string EncodeFilterVerdicts(const ExtenderArgs& args, const Candidates& candidates,
                                  const extender::FilterVerdicts& verdicts) {
-  if (kube::ReplyListFor(args) != kube::NodeListKind::kNames || candidates.names().empty() ||
+  if (ReplyListFor(args) != NodeListKind::kNames || candidates.names().empty() ||
       !verdicts.unranked().empty()) {
-    return kube::EncodeFilterResult(FilterResultOf(args, candidates, verdicts));
+    return EncodeFilterResult(FilterResultOf(args, candidates, verdicts));
   }
-  kube::RankedFilterReply reply;
+  RankedFilterReply reply;
   reply.names = candidates.names();
   reply.names_escape_free = candidates.names_escape_free();
   reply.passing = verdicts.passing();
   reply.failing = verdicts.failing();
   reply.at_rank = verdicts.at_rank();
   reply.reasons = verdicts.reasons();
-  return kube::EncodeRankedFilterReply(reply);
+  return EncodeRankedFilterReply(reply);
 }
 
-kube::FilterResult FilterResult(const extender::Extender& extender,
-                                const kube::ExtenderArgs& args) {
+FilterResult RunFilter(const extender::Extender& extender, const ExtenderArgs& args) {
   const state::SnapshotPtr snapshot = extender.cache().Snapshot();
   const Result<Candidates> candidates = Candidates::Find(*snapshot, args);
   if (!candidates) {
-    kube::FilterResult refused;
-    refused.list = kube::NodeListKind::kNone;
+    FilterResult refused;
+    refused.list = NodeListKind::kNone;
     refused.error = candidates.error().message;
     return refused;
   }
@@ -138,17 +136,17 @@ kube::FilterResult FilterResult(const extender::Extender& extender,
   return FilterResultOf(args, *candidates, extender.Filter(candidates->Call(*snapshot, request)));
 }
 
-std::string FilterReply(const extender::Extender& extender, const kube::ExtenderArgs& args) {
+std::string RunFilterReply(const extender::Extender& extender, const ExtenderArgs& args) {
   const state::SnapshotPtr snapshot = extender.cache().Snapshot();
   const Result<Candidates> candidates = Candidates::Find(*snapshot, args);
-  if (!candidates) return kube::EncodeFilterError(candidates.error().message);
+  if (!candidates) return EncodeFilterError(candidates.error().message);
   const Result<extender::GpuRequest> request = extender.ParseRequest(args.pod);
   return EncodeFilterVerdicts(args, *candidates,
                               extender.Filter(candidates->Call(*snapshot, request)));
 }
 
 std::vector<std::uint32_t> PrioritizeScores(const extender::Extender& extender,
-                                            const kube::ExtenderArgs& args) {
+                                            const ExtenderArgs& args) {
   const state::SnapshotPtr snapshot = extender.cache().Snapshot();
   const Result<Candidates> candidates = Candidates::Find(*snapshot, args);
   if (!candidates) return std::vector<std::uint32_t>(args.node_names.size());
@@ -156,10 +154,9 @@ std::vector<std::uint32_t> PrioritizeScores(const extender::Extender& extender,
   return extender.Prioritize(candidates->Call(*snapshot, request));
 }
 
-std::vector<kube::HostPriority> Priorities(const extender::Extender& extender,
-                                           const kube::ExtenderArgs& args) {
+std::vector<HostPriority> Priorities(const extender::Extender& extender, const ExtenderArgs& args) {
   const std::vector<std::uint32_t> scores = PrioritizeScores(extender, args);
-  std::vector<kube::HostPriority> priorities(scores.size());
+  std::vector<HostPriority> priorities(scores.size());
   for (std::size_t i = 0; i < scores.size(); ++i) {
     priorities[i] = {args.node_names[i], scores[i]};
   }

@@ -68,7 +68,7 @@ inline nlohmann::json NodeObject(const std::string& name, const std::string& top
 
 // kube-scheduler's filter call for a pod asking for `gpus` whole GPUs over `names` (which must
 // outlive the result: its passing names point into them). No bind is made.
-inline kube::FilterResult FilterWholeGpus(state::ClusterCache& cache, MetricsSink& metrics,
+inline wire::FilterResult FilterWholeGpus(state::ClusterCache& cache, MetricsSink& metrics,
                                           int gpus, const std::vector<std::string_view>& names) {
   extender::PodMemo memo({});
   struct NoBinder final : extender::Binder {
@@ -76,13 +76,13 @@ inline kube::FilterResult FilterWholeGpus(state::ClusterCache& cache, MetricsSin
     void Released(const std::string&) override {}
   } binder;
   extender::Extender ext(cache, {}, binder, memo, metrics);
-  kube::ExtenderArgs args;
+  wire::ExtenderArgs args;
   args.pod.name = "p";
   args.pod.uid = "probe";
   args.pod.requests["nvidia.com/gpu"] = gpus * 1000;
   args.node_names_given = true;
   args.node_names = names;
-  return wire::FilterResult(ext, args);
+  return wire::RunFilter(ext, args);
 }
 
 }  // namespace linkfit::cluster::testing

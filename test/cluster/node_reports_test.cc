@@ -75,7 +75,7 @@ class NodeReportsTest : public ::testing::Test {
     snapshot_ = cache_.Snapshot();
     return snapshot_->Find(name);
   }
-  kube::FilterResult FilterGpus(int gpus, const std::vector<std::string_view>& names) {
+  wire::FilterResult FilterGpus(int gpus, const std::vector<std::string_view>& names) {
     return testing::FilterWholeGpus(cache_, metrics_, gpus, names);
   }
 
@@ -114,7 +114,7 @@ TEST_F(NodeReportsTest, AnUnhealthyGpuIsNeverPlacedOnAndTheRestStaysUsable) {
   EXPECT_EQ(node->whole_used(), Mask({3}));
   EXPECT_EQ(node->whole_free(), Mask({0, 1, 2, 4, 6, 7}));
   EXPECT_EQ(FilterGpus(6, {"h100-0"}).node_names.size(), 1u);
-  const kube::FilterResult seven = FilterGpus(7, {"h100-0"});
+  const wire::FilterResult seven = FilterGpus(7, {"h100-0"});
   ASSERT_EQ(seven.failed_and_unresolvable_nodes.size(), 1u);
   EXPECT_NE(seven.failed_and_unresolvable_nodes[0].reason.find("unhealthy"), std::string::npos)
       << seven.failed_and_unresolvable_nodes[0].reason;

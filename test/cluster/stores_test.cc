@@ -7,6 +7,7 @@
 #include "linkfit/cluster/api_binder.h"
 #include "linkfit/cluster/node_store.h"
 #include "linkfit/cluster/pod_store.h"
+#include "linkfit/common/json_string.h"
 #include "linkfit/extender/extender.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/model/allocation.h"
@@ -78,7 +79,7 @@ TEST_F(StoresTest, ANodeWithoutTheAnnotationIsUnknownAndABadOneIsAReason) {
   EXPECT_NE(problem->find("linkfit.io/topology"), std::string::npos) << *problem;
 
   // Filter names the reason, unresolvable.
-  const kube::FilterResult result =
+  const wire::FilterResult result =
       testing::FilterWholeGpus(cache_, metrics_, 1, {"bad-0", "cpu-0"});
   ASSERT_EQ(result.failed_and_unresolvable_nodes.size(), 2u);
   EXPECT_NE(result.failed_and_unresolvable_nodes[0].reason.find("unusable"), std::string::npos);
@@ -398,7 +399,7 @@ TEST(BindingBody, CarriesTheRecordAndOnRequestTheNriMarkerOfEachPlannedContainer
   record.containers = {{"train", false, record.devices}, {"logger", false, {}}};
   const std::string allocation = kube::EncodeAllocationRecord(record);
   std::string quoted;
-  kube::AppendJsonString(quoted, allocation);
+  json::AppendString(quoted, allocation);
   EXPECT_EQ(
       ApiBinder::BindingBody(target, nullptr),
       R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":"train",)"

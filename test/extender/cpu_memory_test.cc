@@ -417,7 +417,7 @@ TEST_F(CpuMemoryExtenderTest, PrioritizeAvoidsStrandingGpusByCpu) {
   ASSERT_EQ(extender_.Bind(BindArgs(hog, "a")), "");
   const kube::PodView small = CpuPod("small", 6000);
   extender_.Filter(NamesArgs(small, names));
-  const std::vector<kube::HostPriority> scores = extender_.Prioritize(NamesArgs(small, names));
+  const std::vector<wire::HostPriority> scores = extender_.Prioritize(NamesArgs(small, names));
   ASSERT_EQ(scores.size(), 2u);
   EXPECT_LT(scores[0].score, scores[1].score)
       << "a " << scores[0].score << ", b " << scores[1].score;
@@ -441,7 +441,7 @@ TEST_F(CpuMemoryExtenderTest, GpuPodAvoidsTheNodeWhoseCpuItWouldExhaust) {
   kube::PodView pod = GpuPod("g", 1);
   pod.requests["cpu"] = 8000;
   extender_.Filter(NamesArgs(pod, names));
-  const std::vector<kube::HostPriority> scores = extender_.Prioritize(NamesArgs(pod, names));
+  const std::vector<wire::HostPriority> scores = extender_.Prioritize(NamesArgs(pod, names));
   ASSERT_EQ(scores.size(), 2u);
   EXPECT_LT(scores[0].score, scores[1].score)
       << "a " << scores[0].score << ", b " << scores[1].score;

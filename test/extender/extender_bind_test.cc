@@ -218,19 +218,19 @@ TEST_F(BindInFlightTest, AReleaseWhileTheBindIsInTheBinderFreesNothing) {
 
 // Preempt ---------------------------------------------------------------------------------------
 
-kube::NodeVictims Victims(const std::string& node, std::vector<std::string> uids,
+wire::NodeVictims Victims(const std::string& node, std::vector<std::string> uids,
                           std::int64_t pdb = 0) {
-  kube::NodeVictims victims;
+  wire::NodeVictims victims;
   victims.node = node;
-  for (const std::string& uid : uids) victims.pods.push_back(kube::Victim{uid, 0, std::nullopt});
+  for (const std::string& uid : uids) victims.pods.push_back(wire::Victim{uid, 0, std::nullopt});
   victims.num_pdb_violations = pdb;
   return victims;
 }
 
 // The same candidates as a cache-mode (MetaVictims) or non-cache-mode (full pods) request.
-kube::PreemptionArgs PreemptArgs(const kube::PodView& pod,
-                                 const std::vector<kube::NodeVictims>& candidates, bool cache) {
-  kube::PreemptionArgs args;
+wire::PreemptionArgs PreemptArgs(const kube::PodView& pod,
+                                 const std::vector<wire::NodeVictims>& candidates, bool cache) {
+  wire::PreemptionArgs args;
   args.pod = pod;
   if (cache) {
     args.meta_victims_given = true;
@@ -238,8 +238,8 @@ kube::PreemptionArgs PreemptArgs(const kube::PodView& pod,
   } else {
     args.victims_given = true;
     args.node_victims = candidates;
-    for (kube::NodeVictims& node : args.node_victims) {
-      for (kube::Victim& victim : node.pods) {
+    for (wire::NodeVictims& node : args.node_victims) {
+      for (wire::Victim& victim : node.pods) {
         victim.priority = 100;
         victim.pod = GpuPod(victim.uid, 1);
       }
@@ -248,9 +248,9 @@ kube::PreemptionArgs PreemptArgs(const kube::PodView& pod,
   return args;
 }
 
-std::vector<std::string> KeptNodes(const std::vector<kube::NodeVictims>& kept) {
+std::vector<std::string> KeptNodes(const std::vector<wire::NodeVictims>& kept) {
   std::vector<std::string> names;
-  for (const kube::NodeVictims& node : kept) names.push_back(node.node);
+  for (const wire::NodeVictims& node : kept) names.push_back(node.node);
   return names;
 }
 
@@ -286,7 +286,7 @@ TEST_P(PreemptTest, KeepsOnlyNodesWhereTheVictimsFreeAConnectedSet) {
 TEST_P(PreemptTest, KeepsVictimOrderAndPdbViolations) {
   const kube::PodView pod = GpuPod("p1", 4, NvlinkRequired());
   // Evicting v1 and big-near frees the whole of `near`; evicting v5 leaves `far` two GPUs.
-  const std::vector<kube::NodeVictims> candidates = {Victims("near", {"v1", "big-near"}, 2),
+  const std::vector<wire::NodeVictims> candidates = {Victims("near", {"v1", "big-near"}, 2),
                                                      Victims("far", {"v5"}, 0)};
   const auto kept = extender_.Preempt(PreemptArgs(pod, candidates, cache_mode()));
   ASSERT_EQ(kept.size(), 1u);
@@ -303,7 +303,7 @@ TEST_P(PreemptTest, NeverKeepsANodeWithoutVictims) {
   const auto kept = extender_.Preempt(
       PreemptArgs(pod, {Victims("far", {}), Victims("near", {"v1"})}, cache_mode()));
   EXPECT_EQ(KeptNodes(kept), std::vector<std::string>{"near"});
-  for (const kube::NodeVictims& node : kept) EXPECT_FALSE(node.pods.empty());
+  for (const wire::NodeVictims& node : kept) EXPECT_FALSE(node.pods.empty());
 }
 
 TEST_P(PreemptTest, UnknownNodesVictimsAndBadHints) {

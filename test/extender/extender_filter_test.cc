@@ -31,9 +31,9 @@ TEST_F(FilterTest, ReasonsGoToTheRightMap) {
   Hold("busy", "dgx1", Mask({0, 1, 2, 3, 4, 5}));
   const std::vector<std::string> names = {"dgx1", "l40s", "a100", "ghost"};
   const auto args = NamesArgs(GpuPod("p1", 4, NvlinkRequired()), names);
-  const kube::FilterResult result = extender_.Filter(args);
+  const wire::FilterResult result = extender_.Filter(args);
   EXPECT_EQ(result.error, "");
-  EXPECT_EQ(result.list, kube::NodeListKind::kNames);
+  EXPECT_EQ(result.list, wire::NodeListKind::kNames);
   EXPECT_EQ(result.node_names, std::vector<std::string_view>{"a100"});
   // Busy GPUs: preemption may help.
   EXPECT_NE(ReasonFor(result.failed_nodes, "dgx1"), "");
@@ -72,7 +72,7 @@ TEST_F(FilterTest, ABadHintFailsEveryNodeNamingIt) {
     EXPECT_TRUE(result.node_names.empty());
     EXPECT_TRUE(result.failed_nodes.empty());
     ASSERT_EQ(result.failed_and_unresolvable_nodes.size(), names.size());
-    for (const kube::NodeFailure& failure : result.failed_and_unresolvable_nodes) {
+    for (const wire::NodeFailure& failure : result.failed_and_unresolvable_nodes) {
       EXPECT_NE(failure.reason.find(key), std::string::npos) << failure.reason;
     }
   }
@@ -94,8 +94,8 @@ TEST_F(FilterTest, NonCacheModeEchoesTheNodeObjects) {
                                         R"({"metadata":{"name":"a100","labels":{"x":"y"}}})",
                                         R"({"metadata":{"name":"ghost"}})"};
   const auto args = NodesArgs(GpuPod("p1", 2), names, raw);
-  const kube::FilterResult result = extender_.Filter(args);
-  EXPECT_EQ(result.list, kube::NodeListKind::kObjects);
+  const wire::FilterResult result = extender_.Filter(args);
+  EXPECT_EQ(result.list, wire::NodeListKind::kObjects);
   ASSERT_EQ(result.nodes_json.size(), 1u);
   EXPECT_EQ(result.nodes_json[0], raw[1]);
   EXPECT_TRUE(result.node_names.empty());

@@ -70,9 +70,9 @@ inline kube::StringMap NvlinkRequired() {
 }
 
 // Cache-mode args (NodeNames). `names` must outlive the args.
-inline kube::ExtenderArgs NamesArgs(const kube::PodView& pod,
+inline wire::ExtenderArgs NamesArgs(const kube::PodView& pod,
                                     const std::vector<std::string>& names) {
-  kube::ExtenderArgs args;
+  wire::ExtenderArgs args;
   args.pod = pod;
   args.node_names_given = true;
   for (const std::string& name : names) args.node_names.push_back(name);
@@ -80,14 +80,14 @@ inline kube::ExtenderArgs NamesArgs(const kube::PodView& pod,
 }
 
 // Non-cache-mode args (Nodes): `raw` holds each node's JSON and must outlive the args.
-inline kube::ExtenderArgs NodesArgs(const kube::PodView& pod, const std::vector<std::string>& names,
+inline wire::ExtenderArgs NodesArgs(const kube::PodView& pod, const std::vector<std::string>& names,
                                     const std::vector<std::string>& raw) {
-  kube::ExtenderArgs args;
+  wire::ExtenderArgs args;
   args.pod = pod;
   args.nodes_given = true;
   for (std::size_t i = 0; i < names.size(); ++i) {
     args.node_names.push_back(names[i]);
-    kube::NodeItem item;
+    wire::NodeItem item;
     item.raw_json = raw[i];
     item.view.name = names[i];
     args.nodes.push_back(std::move(item));
@@ -100,9 +100,9 @@ inline BindTarget BindArgs(const kube::PodView& pod, const std::string& node) {
 }
 
 // Returns the reason for `node` in a failure list, or "" if it is not there.
-inline std::string ReasonFor(const std::vector<kube::NodeFailure>& failures,
+inline std::string ReasonFor(const std::vector<wire::NodeFailure>& failures,
                              std::string_view node) {
-  for (const kube::NodeFailure& failure : failures) {
+  for (const wire::NodeFailure& failure : failures) {
     if (failure.node == node) {
       return failure.reason.empty() ? "(empty reason)" : std::string(failure.reason);
     }
@@ -117,15 +117,15 @@ class MemoExtender {
   MemoExtender(state::ClusterCache& cache, const ExtenderOptions& options, Binder& binder,
                MetricsSink& metrics)
       : memo_(options.defaults), extender_(cache, options, binder, memo_, metrics) {}
-  kube::FilterResult Filter(const kube::ExtenderArgs& args) {
+  wire::FilterResult Filter(const wire::ExtenderArgs& args) {
     memo_.Seen(args.pod);
-    return wire::FilterResult(extender_, args);
+    return wire::RunFilter(extender_, args);
   }
-  std::vector<kube::HostPriority> Prioritize(const kube::ExtenderArgs& args) {
+  std::vector<wire::HostPriority> Prioritize(const wire::ExtenderArgs& args) {
     return wire::Priorities(extender_, args);  // as wire::Handler: prioritize learns nothing
   }
   std::string Bind(const BindTarget& target) { return extender_.Bind(target); }
-  std::vector<kube::NodeVictims> Preempt(const kube::PreemptionArgs& args) const {
+  std::vector<wire::NodeVictims> Preempt(const wire::PreemptionArgs& args) const {
     return wire::KeptVictims(extender_, args);
   }
   state::RemoveOutcome Release(const std::string& uid) { return extender_.Release(uid); }

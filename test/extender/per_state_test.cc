@@ -110,22 +110,22 @@ void PerStateTest::CheckFilter(const kube::PodView& pod) {
   const state::SnapshotPtr snapshot = cache_.Snapshot();
   const auto request = ParseGpuRequest(pod, RequestDefaults{});
   ASSERT_TRUE(request.has_value()) << pod.uid;
-  const kube::ExtenderArgs args = testing::NamesArgs(pod, names_);
+  const wire::ExtenderArgs args = testing::NamesArgs(pod, names_);
   // The wire's reply (built from marks when every name is known) is the lists' reply encoded.
   // Asked first on every other call, so that each of the two meets fits not kept yet.
   std::optional<std::string> reply;
-  if (++filter_calls_ % 2 == 0) reply = wire::FilterReply(extender_, args);
-  const kube::FilterResult result = wire::FilterResult(extender_, args);
-  if (!reply) reply = wire::FilterReply(extender_, args);
+  if (++filter_calls_ % 2 == 0) reply = wire::RunFilterReply(extender_, args);
+  const wire::FilterResult result = wire::RunFilter(extender_, args);
+  if (!reply) reply = wire::RunFilterReply(extender_, args);
   ASSERT_TRUE(reply.has_value()) << pod.uid;
-  EXPECT_EQ(*reply, kube::EncodeFilterResult(result)) << pod.uid;
+  EXPECT_EQ(*reply, wire::EncodeFilterResult(result)) << pod.uid;
   if (request->kind == GpuRequest::Kind::kNone) {  // passes everywhere, known or not
     EXPECT_EQ(result.node_names.size(), names_.size());
     return;
   }
   std::map<std::string, std::string> failed, unresolvable;
-  for (const kube::NodeFailure& f : result.failed_nodes) failed[std::string(f.node)] = f.reason;
-  for (const kube::NodeFailure& f : result.failed_and_unresolvable_nodes) {
+  for (const wire::NodeFailure& f : result.failed_nodes) failed[std::string(f.node)] = f.reason;
+  for (const wire::NodeFailure& f : result.failed_and_unresolvable_nodes) {
     unresolvable[std::string(f.node)] = f.reason;
   }
   std::size_t passed = 0;
@@ -192,14 +192,13 @@ TEST_F(PerStateTest, FailedNodesCarryTheirNamesRanks) {
   std::shuffle(names_.begin(), names_.end(), rng);
   std::size_t checked = 0;
   for (const kube::PodView& pod : Pods()) {
-    const kube::FilterResult result =
-        wire::FilterResult(extender_, testing::NamesArgs(pod, names_));
-    std::vector<const kube::NodeFailure*> failures;
-    for (const kube::NodeFailure& f : result.failed_nodes) failures.push_back(&f);
-    for (const kube::NodeFailure& f : result.failed_and_unresolvable_nodes) failures.push_back(&f);
-    for (const kube::NodeFailure* a : failures) {
-      ASSERT_NE(a->order, kube::NodeFailure::kUnordered) << pod.uid << " " << a->node;
-      for (const kube::NodeFailure* b : failures) {
+    const wire::FilterResult result = wire::RunFilter(extender_, testing::NamesArgs(pod, names_));
+    std::vector<const wire::NodeFailure*> failures;
+    for (const wire::NodeFailure& f : result.failed_nodes) failures.push_back(&f);
+    for (const wire::NodeFailure& f : result.failed_and_unresolvable_nodes) failures.push_back(&f);
+    for (const wire::NodeFailure* a : failures) {
+      ASSERT_NE(a->order, wire::NodeFailure::kUnordered) << pod.uid << " " << a->node;
+      for (const wire::NodeFailure* b : failures) {
         EXPECT_EQ(a->order < b->order, a->node < b->node) << a->node << " / " << b->node;
       }
     }
@@ -239,11 +238,11 @@ TEST_F(PerStateTest, TheWireReplyIsTheListsReplyEncoded) {
   Extender lists(cache_, FineScores(), binder_, memo_, list_counts);
   for (const bool escape_free : {false, true}) {
     for (const kube::PodView& pod : Pods()) {
-      kube::ExtenderArgs args = testing::NamesArgs(pod, names);
+      wire::ExtenderArgs args = testing::NamesArgs(pod, names);
       args.node_names_escape_free = escape_free;
       for (int call = 0; call < 2; ++call) {
-        const std::string reply = wire::FilterReply(marks, args);
-        EXPECT_EQ(reply, kube::EncodeFilterResult(wire::FilterResult(lists, args))) << pod.uid;
+        const std::string reply = wire::RunFilterReply(marks, args);
+        EXPECT_EQ(reply, wire::EncodeFilterResult(wire::RunFilter(lists, args))) << pod.uid;
       }
     }
   }
@@ -279,8 +278,8 @@ int PerStateTest::CheckRandomChanges(std::mt19937& rng) {
     switch (rng() % 5) {
       case 0: {  // bind a pod where it fits
         const kube::PodView& next = pods[rng() % pods.size()];
-        const kube::FilterResult passed =
-            wire::FilterResult(extender_, testing::NamesArgs(next, names_));
+        const wire::FilterResult passed =
+            wire::RunFilter(extender_, testing::NamesArgs(next, names_));
         if (passed.node_names.empty()) break;
         kube::PodView placed = next;
         placed.uid = next.uid + "-" + std::to_string(round);
@@ -472,8 +471,8 @@ TEST_F(PerStateTest, GuessedScoresAreCheckedAndCompleted) {
   options.fit.explain = false;
   Extender terse(cache_, options, binder_, memo_, metrics_);
   const kube::PodView pod = testing::GpuPod("pair", 2);
-  const kube::FilterResult passed =
-      wire::FilterResult(terse, testing::NamesArgs(pod, {"x", "y", "z", "v"}));
+  const wire::FilterResult passed =
+      wire::RunFilter(terse, testing::NamesArgs(pod, {"x", "y", "z", "v"}));
   ASSERT_EQ(passed.node_names.size(), 4u);
   const auto alone = [&](const std::string& name) {
     return wire::Priorities(terse, testing::NamesArgs(pod, {name}))[0].score;

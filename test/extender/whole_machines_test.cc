@@ -134,13 +134,13 @@ Outcome RunScenarios(WholeMachinePolicy policy, bool workstations, bool hinted, 
         hints = {{"linkfit.io/closeness", "nvlink"}};
       }
       const kube::PodView pod = GpuPod("pod-" + std::to_string(p), sizes[p], hints);
-      const kube::FilterResult passed = extender.Filter(NamesArgs(pod, names));
+      const wire::FilterResult passed = extender.Filter(NamesArgs(pod, names));
       if (passed.node_names.empty()) break;  // the big pod found no machine
       std::vector<std::string> passing(passed.node_names.begin(), passed.node_names.end());
-      const std::vector<kube::HostPriority> scores = extender.Prioritize(NamesArgs(pod, passing));
+      const std::vector<wire::HostPriority> scores = extender.Prioritize(NamesArgs(pod, passing));
       std::int64_t best = -1;
       std::vector<std::string> top;
-      for (const kube::HostPriority& score : scores) {
+      for (const wire::HostPriority& score : scores) {
         if (static_cast<std::int64_t>(score.score) > best) top.clear();
         best = std::max(best, static_cast<std::int64_t>(score.score));
         if (static_cast<std::int64_t>(score.score) == best) top.emplace_back(score.host);
@@ -219,10 +219,10 @@ TEST_F(BrokenKeeperTest, AnNvlinkRingBeatsAPcieRingOfEqualBandwidth) {
   Hold("held", "l40s-half", Mask({0, 1, 2, 3}));
   const kube::PodView pod = GpuPod("four", 4);
   const std::vector<std::string> names = {"dgx1", "l40s-idle", "l40s-half"};
-  const kube::FilterResult passed = extender_.Filter(NamesArgs(pod, names));
+  const wire::FilterResult passed = extender_.Filter(NamesArgs(pod, names));
   ASSERT_EQ(passed.node_names.size(), 3u);
   std::map<std::string, std::int64_t> score;
-  for (const kube::HostPriority& p : extender_.Prioritize(NamesArgs(pod, names))) {
+  for (const wire::HostPriority& p : extender_.Prioritize(NamesArgs(pod, names))) {
     score[std::string(p.host)] = static_cast<std::int64_t>(p.score);
   }
   EXPECT_GT(score["dgx1"], score["l40s-idle"]);

@@ -11,8 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "linkfit/kube/codec.h"
+#include "linkfit/common/json_string.h"
 #include "linkfit/kube/quantity.h"
+#include "linkfit/wire/codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace linkfit::kube;  // NOLINT: a fuzz harness
@@ -66,6 +67,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)ParseQuantityMilli(body);
   (void)ParseQuantityValue(body);
   std::string escaped;
-  AppendJsonString(escaped, body);
+  json::AppendString(escaped, body);
   return 0;
 }

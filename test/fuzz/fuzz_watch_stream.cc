@@ -13,7 +13,7 @@
 
 #include "kube/watch_event.h"
 #include "linkfit/kube/api_client.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/kube/object_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace linkfit::kube;

@@ -254,12 +254,12 @@ TEST(ClusterCacheStressTest, ConcurrentFilterAndBindThroughTheExtender) {
       std::string& error = errors[static_cast<std::size_t>(t)];
       for (int i = 0; i < kIterations / 2; ++i) {
         const std::string uid = "e" + std::to_string(t) + "-" + std::to_string(i);
-        kube::ExtenderArgs args;
+        wire::ExtenderArgs args;
         args.pod = PodFor(uid, RandomRequest(rng));
         args.node_names_given = true;
         for (const std::string& name : kNodes) args.node_names.push_back(name);
         memo.Seen(args.pod);
-        const kube::FilterResult filtered = wire::FilterResult(ext, args);
+        const wire::FilterResult filtered = wire::RunFilter(ext, args);
         if (filtered.node_names.empty()) continue;
         // Bind to a passing node; other threads may have taken it since (then bind fails).
         const std::string node(filtered.node_names[rng() % filtered.node_names.size()]);

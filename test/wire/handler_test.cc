@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "linkfit/common/json_string.h"
 #include "linkfit/common/metrics.h"
 #include "linkfit/extender/extender.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/wire/codec.h"
 #include "linkfit/wire/verb_calls.h"
 #include "testing/cluster.h"
 
@@ -99,7 +100,7 @@ TEST_F(WireHandlerTest, PrioritizeBeforeReadyScoresEveryNameZero) {
   EXPECT_NE(ready.body.find(R"({"Host":"x\"y","Score":0}])"), std::string::npos) << ready.body;
 }
 
-// Filter and prioritize read a request's names as sent (kube::NameCheck::kByCaller) and look only
+// Filter and prioritize read a request's names as sent (wire::NameCheck::kByCaller) and look only
 // at those linkfit does not know. Every reply must be the one the same request gets when every
 // name is decoded first (the extender's verbs on kAtDecode args, encoded): names known, unknown,
 // escaped in the request, needing an escape in the reply, not decodable at all; pods that need
@@ -139,25 +140,25 @@ TEST(WireHandlerNamesTest, NamesReadAsSentAnswerAsDecodedNames) {
       }
       const std::string body =
           R"({"Pod":)" + pods[random() % pods.size()] + R"(,"NodeNames":[)" + names + "]}";
-      auto decoded = kube::DecodeExtenderArgs(body, kube::NameCheck::kAtDecode);
+      auto decoded = wire::DecodeExtenderArgs(body, wire::NameCheck::kAtDecode);
       const server::HttpReply filtered = handler.Filter(body);
       const server::HttpReply prioritized = handler.Prioritize(body);
       if (!decoded) {
-        const std::string expected = kube::EncodeErrorBody(decoded.error().message);
+        const std::string expected = json::ErrorBody(decoded.error().message);
         EXPECT_EQ(filtered.status, 400) << body;
         EXPECT_EQ(filtered.body, expected) << body;
         EXPECT_EQ(prioritized.status, 400) << body;
         EXPECT_EQ(prioritized.body, expected) << body;
         continue;
       }
-      auto as_sent = kube::DecodeExtenderArgs(body, kube::NameCheck::kByCaller);
+      auto as_sent = wire::DecodeExtenderArgs(body, wire::NameCheck::kByCaller);
       ASSERT_TRUE(as_sent.has_value()) << body;
       decoded_differently += as_sent->node_names != decoded->node_names ? 1 : 0;
       EXPECT_EQ(filtered.status, 200) << body;
-      EXPECT_EQ(filtered.body, kube::EncodeFilterResult(FilterResult(extender, *decoded))) << body;
+      EXPECT_EQ(filtered.body, wire::EncodeFilterResult(RunFilter(extender, *decoded))) << body;
       EXPECT_EQ(prioritized.status, 200) << body;
       EXPECT_EQ(prioritized.body,
-                kube::EncodeHostScores(decoded->node_names, PrioritizeScores(extender, *decoded),
+                wire::EncodeHostScores(decoded->node_names, PrioritizeScores(extender, *decoded),
                                        decoded->node_names_escape_free))
           << body;
     }
@@ -176,14 +177,14 @@ TEST(WireHandlerNamesTest, NamesThatNeedDecodingAreDecodedOneByOne) {
   extender::Extender extender{cache, {}, binder, memo, metrics};
   const std::string body =  // the args' names point into it
       std::string(R"({"Pod":)") + kPod + R"(,"NodeNames":["h100","h\u003100","x\u003cy"]})";
-  auto args = kube::DecodeExtenderArgs(body, kube::NameCheck::kByCaller);
+  auto args = wire::DecodeExtenderArgs(body, wire::NameCheck::kByCaller);
   ASSERT_TRUE(args.has_value());
   const auto candidates = Candidates::Find(*cache.Snapshot(), *args);
   ASSERT_TRUE(candidates.has_value());
   EXPECT_EQ(std::vector<std::string_view>(candidates->names().begin(), candidates->names().end()),
             (std::vector<std::string_view>{"h100", "h100", "x<y"}));
   EXPECT_FALSE(candidates->names_escape_free());  // x<y is written x\u003cy
-  const kube::FilterResult result = FilterResult(extender, *args);
+  const wire::FilterResult result = RunFilter(extender, *args);
   EXPECT_EQ(result.node_names, (std::vector<std::string_view>{"h100", "h100"}));
   ASSERT_EQ(result.failed_and_unresolvable_nodes.size(), 1u);
   EXPECT_EQ(result.failed_and_unresolvable_nodes[0].node, "x<y");
@@ -192,8 +193,8 @@ TEST(WireHandlerNamesTest, NamesThatNeedDecodingAreDecodedOneByOne) {
   EXPECT_EQ(scores[0], scores[1]);
   EXPECT_GT(scores[0], 0u);
   EXPECT_EQ(scores[2], 0u);
-  EXPECT_EQ(kube::DecodeNameAsSent("h\\u0031", 0).value(), "h1");
-  const auto bad = kube::DecodeNameAsSent("bad\\x", 3);
+  EXPECT_EQ(wire::DecodeNameAsSent("h\\u0031", 0).value(), "h1");
+  const auto bad = wire::DecodeNameAsSent("bad\\x", 3);
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().message.rfind("invalid JSON at NodeNames[3]: ", 0), 0u)
       << bad.error().message;

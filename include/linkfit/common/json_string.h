@@ -7,8 +7,8 @@
 // \u003e \u0026; U+2028/U+2029 as \u2028 \u2029; each byte of invalid UTF-8 as \ufffd;
 // everything else, other non-ASCII text included, as it is.
 //
-// The filter and prioritize replies write node names with the word-at-a-time writer of
-// src/kube/json_write.h; a property test holds the two to the same bytes.
+// One writer: the word-at-a-time escaper of json_write.h, which the filter and prioritize replies
+// use for node names too; a property test holds it to a plain reference of Go's rules.
 //
 // Thread-safety: pure functions.
 

@@ -13,7 +13,7 @@
 //   <binarySI>        ::= "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei"
 //
 // No whitespace is allowed anywhere (Kubernetes rejects " 1" and "1 "; its JSON unmarshaller trims
-// the quoted text first, and the pod decoder in codec.h does the same). At least one digit is
+// the quoted text first, and the pod reader in object_json.h does the same). At least one digit is
 // required, so "Gi", "-" and "." are rejected (apimachinery's hand-written parser happens to read
 // "Gi" as 0; the documented grammar, which linkfit follows, does not allow it).
 //

@@ -2,9 +2,9 @@
 
 // The small, read-only views of Kubernetes objects that linkfit works with: a PodView and a
 // NodeView hold only the fields the extender reads (identity, labels, annotations, resource
-// amounts), already converted to plain C++ values. They are produced by the wire codec
-// (codec.h) from the Pod and Node JSON kube-scheduler sends, and later by the API-server
-// reflector; nothing outside module `kube` sees JSON.
+// amounts), already converted to plain C++ values. They are produced by kube's object readers
+// (object_json.h) from the Pod and Node JSON kube-scheduler sends (inside the extender requests
+// wire/ decodes) and the API server lists and watches.
 //
 // Resource amounts are int64 thousandths ("milli", see quantity.h): 2 GPUs are 2000, 500m CPU is
 // 500, 1Gi memory is 1073741824000.

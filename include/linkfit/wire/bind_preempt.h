@@ -8,17 +8,17 @@
 #include <vector>
 
 #include "linkfit/extender/extender.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/wire/codec.h"
 
 namespace linkfit::wire {
 
 // The pod and node of a bind request.
-extender::BindTarget BindTargetOf(const kube::BindingArgs& args);
+extender::BindTarget BindTargetOf(const BindingArgs& args);
 
 // Preempt on decoded arguments: the nodes the extender keeps of those the request offered (its
 // NodeNameToMetaVictims in cache mode, NodeNameToVictims otherwise), each with its victims and
 // PDB violations as sent, in request order.
-std::vector<kube::NodeVictims> KeptVictims(const extender::Extender& extender,
-                                           const kube::PreemptionArgs& args);
+std::vector<NodeVictims> KeptVictims(const extender::Extender& extender,
+                                     const PreemptionArgs& args);
 
 }  // namespace linkfit::wire

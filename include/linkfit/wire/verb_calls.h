@@ -17,7 +17,7 @@
 
 #include "linkfit/common/result.h"
 #include "linkfit/extender/extender.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/wire/codec.h"
 
 namespace linkfit::wire {
 
@@ -25,12 +25,12 @@ namespace linkfit::wire {
 // call's snapshot. Move-only; views `args`' names, which must outlive it.
 class Candidates {
  public:
-  // Looks every name of `args` up in `snapshot`. Names read as sent (kube::NameCheck::kByCaller)
+  // Looks every name of `args` up in `snapshot`. Names read as sent (NameCheck::kByCaller)
   // are trusted by their bytes where linkfit knows them (while every known name is written as it
   // is); the others are looked at, and one that holds an escape is decoded on its own and looked
   // up again. An error only for a name that is not a JSON string's content (never, for arguments
   // the decoder gave).
-  static Result<Candidates> Find(const state::Snapshot& snapshot, const kube::ExtenderArgs& args);
+  static Result<Candidates> Find(const state::Snapshot& snapshot, const ExtenderArgs& args);
 
   // The call to make of them.
   extender::VerbCall Call(const state::Snapshot& snapshot,
@@ -51,24 +51,23 @@ class Candidates {
 };
 
 // Filter's reply: `verdicts` on `candidates` of `args`, in the reply shape the request used
-// (kube::ReplyListFor). A cache-mode request whose every name linkfit knows is written from the
-// marks without lists (kube::EncodeRankedFilterReply); any other from FilterResultOf's lists. The
+// (ReplyListFor). A cache-mode request whose every name linkfit knows is written from the
+// marks without lists (EncodeRankedFilterReply); any other from FilterResultOf's lists. The
 // bytes are the same either way.
-std::string EncodeFilterVerdicts(const kube::ExtenderArgs& args, const Candidates& candidates,
+std::string EncodeFilterVerdicts(const ExtenderArgs& args, const Candidates& candidates,
                                  const extender::FilterVerdicts& verdicts);
 // The verdicts as lists (the reasons, and the names decoded by `candidates`, kept in the result).
-kube::FilterResult FilterResultOf(const kube::ExtenderArgs& args, const Candidates& candidates,
-                                  const extender::FilterVerdicts& verdicts);
+FilterResult FilterResultOf(const ExtenderArgs& args, const Candidates& candidates,
+                            const extender::FilterVerdicts& verdicts);
 
 // The verbs in process on decoded arguments, each on one snapshot with the pod parsed once: what
 // the handler does after decoding (a name that cannot be decoded makes an error result, and
 // zero scores).
-kube::FilterResult FilterResult(const extender::Extender& extender, const kube::ExtenderArgs& args);
-std::string FilterReply(const extender::Extender& extender, const kube::ExtenderArgs& args);
+FilterResult RunFilter(const extender::Extender& extender, const ExtenderArgs& args);
+std::string RunFilterReply(const extender::Extender& extender, const ExtenderArgs& args);
 // scores[i] is args.node_names[i]'s.
 std::vector<std::uint32_t> PrioritizeScores(const extender::Extender& extender,
-                                            const kube::ExtenderArgs& args);
-std::vector<kube::HostPriority> Priorities(const extender::Extender& extender,
-                                           const kube::ExtenderArgs& args);
+                                            const ExtenderArgs& args);
+std::vector<HostPriority> Priorities(const extender::Extender& extender, const ExtenderArgs& args);
 
 }  // namespace linkfit::wire

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "linkfit/common/bit_marks.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/wire/codec.h"
 
-namespace linkfit::kube {
+namespace linkfit::wire {
 
 // A failure in sorted order: its index in the failures, and the key it was sorted by (equal for
 // equal names).
@@ -30,4 +30,4 @@ struct SortEntry {
 // been cut to its last already).
 std::vector<SortEntry> SortFailures(const std::vector<NodeFailure>& failures);
 
-}  // namespace linkfit::kube
+}  // namespace linkfit::wire

@@ -1,15 +1,13 @@
-// The decoders' scratch (kube/json_reader.h): a thread's parser and padded buffer are reused
+// The decoders' scratch (common/json_reader.h): a thread's parser and padded buffer are reused
 // while bodies keep their size, and given back when a small body follows a large one (Open).
 
-#include "kube/json_reader.h"
+#include "linkfit/common/json_reader.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "linkfit/kube/codec.h"
-
-namespace linkfit::kube::json {
+namespace linkfit::json {
 namespace {
 
 std::string ArrayOfBytes(std::size_t bytes) {
@@ -53,33 +51,5 @@ TEST(ScratchTest, LargeBuffersStayForLargeBodiesAndGoWhenASmallOneFollows) {
   EXPECT_LT(scratch.parser.capacity(), kKeepScratchBytes);
 }
 
-// Through the public decoder: a request of full Node objects larger than the bound decodes whole
-// (its views point into the caller's body, not the scratch), and a small request after it, which
-// gives the scratch back, too.
-TEST(ScratchTest, RequestsDecodeTheSameWhateverTheScratchHeld) {
-  std::string body = R"({"Pod":{"metadata":{"name":"p","uid":"u"}},"Nodes":{"items":[)";
-  std::size_t nodes = 0;
-  std::string last;  // the last node's JSON, as sent
-  while (body.size() < kKeepScratchBytes + (1 << 20)) {
-    if (nodes > 0) body += ',';
-    last = R"({"metadata":{"name":"node-)" + std::to_string(nodes) + R"(","annotations":{"pad":")" +
-           std::string(4000, 'x') + R"("}}})";
-    body += last;
-    ++nodes;
-  }
-  body += R"(]},"NodeNames":null})";
-  const Result<ExtenderArgs> args = DecodeExtenderArgs(body);
-  ASSERT_TRUE(args) << args.error().message;
-  ASSERT_EQ(args->nodes.size(), nodes);
-  EXPECT_EQ(args->node_names.front(), "node-0");
-  EXPECT_EQ(args->node_names.back(), "node-" + std::to_string(nodes - 1));
-  EXPECT_EQ(args->nodes.back().raw_json, last);
-  const Result<ExtenderArgs> small =
-      DecodeExtenderArgs(R"({"Pod":{"metadata":{"name":"q"}},"NodeNames":["a","b"]})");
-  ASSERT_TRUE(small) << small.error().message;
-  EXPECT_EQ(small->node_names.size(), 2u);
-  EXPECT_EQ(args->nodes.back().raw_json, last);  // the earlier request's views still hold
-}
-
 }  // namespace
-}  // namespace linkfit::kube::json
+}  // namespace linkfit::json

@@ -6,12 +6,13 @@
 //   - Decoding: envelope keys (`Pod`, `Nodes`, `NodeNames`, `PodName`, ...) match
 //     case-insensitively, like Go's encoding/json (which also folds U+212A KELVIN SIGN to 'k' and
 //     U+017F LONG S to 's'); a repeated key overrides the earlier one; `null` means absent;
-//     unknown keys are ignored. Embedded Kubernetes objects (Pod, Node) are camelCase and matched
-//     case-sensitively. The whole body is validated as JSON (simdjson; invalid UTF-8 and lone
-//     UTF-16 surrogates in escapes are rejected, Go would replace them with U+FFFD, but
-//     kube-scheduler never sends them). Any problem is an Error naming it; nothing throws.
+//     unknown keys are ignored. Embedded Kubernetes objects (Pod, Node) are camelCase, matched
+//     case-sensitively, and read by kube's object readers (linkfit/kube/object_json.h). The whole
+//     body is validated as JSON (simdjson; invalid UTF-8 and lone UTF-16 surrogates in escapes are
+//     rejected, Go would replace them with U+FFFD, but kube-scheduler never sends them). Any
+//     problem is an Error naming it; nothing throws.
 //   - Encoding: PascalCase keys in the Go struct order, compact, no trailing newline, map keys
-//     sorted by bytes, strings escaped as Go's encoding/json does (see AppendJsonString).
+//     sorted by bytes, strings escaped as Go's encoding/json does (common/json_string.h).
 //
 // Memory: DecodeExtenderArgs does not copy node names or node objects: ExtenderArgs::node_names
 // and NodeItem::raw_json are string_views into the caller's `body`, which must stay alive and
@@ -35,7 +36,10 @@
 #include "linkfit/common/result.h"
 #include "linkfit/kube/types.h"
 
-namespace linkfit::kube {
+namespace linkfit::wire {
+
+using kube::NodeView;
+using kube::PodView;
 
 // Score range an extender is meant to use (MinExtenderPriority / MaxExtenderPriority); the
 // scheduler multiplies by weight * 10 and does not clamp.
@@ -68,7 +72,7 @@ struct ExtenderArgs {
   // metadata.name of each `Nodes` item (parallel to `nodes`).
   std::vector<std::string_view> node_names;
   // True when `NodeNames` was given and none of its names has a byte a JSON reply escapes
-  // (kube/json_escape.h; DNS names never do): replies may write them as they are.
+  // (common/json_escape.h; DNS names never do): replies may write them as they are.
   bool node_names_escape_free = false;
   // True when `NodeNames` was read with NameCheck::kByCaller: each name is the bytes between its
   // quotes, not looked at (an escape is not decoded; node_names_escape_free is false). The
@@ -259,26 +263,4 @@ Result<PreemptionArgs> DecodePreemptionArgs(std::string_view body);
 // victims, so callers leave such nodes out.
 std::string EncodePreemptionResult(const std::vector<NodeVictims>& nodes);
 
-// ---------------------------------------------------------------------------------------------
-// objects from the API server (list items and watch event objects, cluster mode)
-
-// Decodes one Pod object. Malformed resource fields become `problems`, as in requests; JSON that
-// is not a Pod object is an error.
-Result<PodView> DecodePod(std::string_view json);
-// Decodes one Node object (NodeView::name from metadata.name, which is required).
-Result<NodeView> DecodeNode(std::string_view json);
-
-// ---------------------------------------------------------------------------------------------
-// helpers for other modules
-
-// Appends `text` as a JSON string literal, quotes included, escaped exactly as Go's
-// encoding/json Marshal does (Go 1.19/1.20, as in Kubernetes v1.26): `"` and `\` as `\"` `\\`,
-// \n \r \t as such, other control characters as \u00xx (lower-case hex, so \b is \u0008), `<` `>`
-// `&` as \u003c \u003e \u0026, U+2028/U+2029 as \u2028 \u2029, and each byte of invalid UTF-8 as
-// \ufffd. Everything else, including other non-ASCII text, is copied as is.
-void AppendJsonString(std::string& out, std::string_view text);
-
-// Returns {"Error":"<message>"}, the body linkfit sends with a 4xx/5xx or a failed bind.
-std::string EncodeErrorBody(std::string_view message);
-
-}  // namespace linkfit::kube
+}  // namespace linkfit::wire

@@ -13,12 +13,12 @@
 #include <string_view>
 #include <vector>
 
-#include "kube/encode_reference.h"
-#include "kube/json_escape.h"
+#include "linkfit/common/json_escape.h"
 #include "linkfit/common/json_string.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/wire/codec.h"
+#include "wire/encode_reference.h"
 
-namespace linkfit::kube {
+namespace linkfit::wire {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
@@ -31,7 +31,7 @@ TEST(EncodePropertyTest, AppendJsonStringMatchesReference) {
     const std::string text = random.Text(random.Below(70), clean_odds);
     std::string out = round % 2 == 0 ? "" : "prefix:";
     const std::string before = out;
-    AppendJsonString(out, text);
+    json::AppendString(out, text);
     ASSERT_EQ(out, before + ReferenceJsonString(text)) << "text of " << text.size() << " bytes";
     // The writer of everything off the hot path (error bodies, records) writes the same bytes.
     std::string plain = before;
@@ -64,7 +64,7 @@ TEST(EncodePropertyTest, AppendJsonStringEveryBytePair) {
         text[shape.at] = static_cast<char>(first);
         text[shape.at + 1] = static_cast<char>(second);
         std::string out;
-        AppendJsonString(out, text);
+        json::AppendString(out, text);
         ASSERT_EQ(out, ReferenceJsonString(text))
             << shape.text << " with bytes " << first << ", " << second << " at " << shape.at;
         ASSERT_EQ(json::Quote(text), out)
@@ -74,25 +74,25 @@ TEST(EncodePropertyTest, AppendJsonStringEveryBytePair) {
   }
 }
 
-// NeedsJsonEscape (what the decoder asks of every node name, and what decides whether a string is
-// copied as it is) on every byte value at every position of clean strings of 1 to 70 bytes, which
-// covers each path of its scan (below a word, two overlapping words, vector blocks with the
-// overlapping last one); and never a byte outside the view.
+// json::NeedsJsonEscape (what the decoder asks of every node name, and what decides whether a
+// string is copied as it is) on every byte value at every position of clean strings of 1 to 70
+// bytes, which covers each path of its scan (below a word, two overlapping words, vector blocks
+// with the overlapping last one); and never a byte outside the view.
 TEST(EncodePropertyTest, NeedsJsonEscapeMarksExactlyTheBytesGoEscapes) {
   const auto escaped = [](int byte) {
     return byte < 0x20 || byte >= 0x80 || byte == '"' || byte == '\\' || byte == '<' ||
            byte == '>' || byte == '&';
   };
-  EXPECT_FALSE(NeedsJsonEscape(""));
+  EXPECT_FALSE(json::NeedsJsonEscape(""));
   for (std::size_t size = 1; size <= 70; ++size) {
     // Special bytes just outside the view must not count.
     std::string buffer = "<" + std::string(size, 'a') + "\\";
     const std::string_view view(buffer.data() + 1, size);
-    ASSERT_FALSE(NeedsJsonEscape(view)) << size << " clean bytes";
+    ASSERT_FALSE(json::NeedsJsonEscape(view)) << size << " clean bytes";
     for (std::size_t at = 0; at < size; ++at) {
       for (int byte = 0; byte < 256; ++byte) {
         buffer[1 + at] = static_cast<char>(byte);
-        ASSERT_EQ(NeedsJsonEscape(view), escaped(byte))
+        ASSERT_EQ(json::NeedsJsonEscape(view), escaped(byte))
             << "byte " << byte << " at " << at << " of " << size;
       }
       buffer[1 + at] = 'a';
@@ -265,7 +265,7 @@ TEST(EncodePropertyTest, RankedFilterReplyMatchesReference) {
     for (const std::size_t r : sent) names.push_back(known[r]);
     // Said only of a request whose names need no escape (what the decoder finds).
     const bool escape_free =
-        random.OneIn(2) && std::none_of(names.begin(), names.end(), NeedsJsonEscape);
+        random.OneIn(2) && std::none_of(names.begin(), names.end(), json::NeedsJsonEscape);
     // As marks.
     const std::size_t words = (known.size() + 63) / 64;
     std::vector<std::uint64_t> passing((names.size() + 63) / 64);
@@ -424,4 +424,4 @@ TEST(EncodePropertyTest, NamesDecodedEscapeFreeAreWrittenAsTheReferenceWrites) {
 }
 
 }  // namespace
-}  // namespace linkfit::kube
+}  // namespace linkfit::wire

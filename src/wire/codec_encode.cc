@@ -1,4 +1,4 @@
-// Encoders of the extender wire format (codec.h): the bytes Go's encoding/json Marshal would
+// Encoders of the extender wire format (wire/codec.h): the bytes Go's encoding/json Marshal would
 // produce for the same k8s.io/kube-scheduler/extender/v1 values.
 
 #include <algorithm>
@@ -15,14 +15,14 @@
 #include <utility>
 #include <vector>
 
-#include "kube/failure_order.h"
-#include "kube/json_escape.h"
-#include "kube/json_write.h"
+#include "linkfit/common/json_escape.h"
 #include "linkfit/common/json_string.h"
+#include "linkfit/common/json_write.h"
 #include "linkfit/common/strings.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/wire/codec.h"
+#include "wire/failure_order.h"
 
-namespace linkfit::kube {
+namespace linkfit::wire {
 namespace {
 
 using namespace json_write;  // NOLINT: the writer's vocabulary, used throughout
@@ -58,17 +58,6 @@ void AppendFailures(Output& out, const std::vector<NodeFailure>& failures, bool 
 }
 
 }  // namespace
-
-bool NeedsJsonEscape(std::string_view text) { return HasSpecial(text); }
-
-void AppendJsonString(std::string& out, std::string_view text) {
-  out += '"';
-  StringOutput sink{out};
-  AppendEscaped(sink, text);
-  out += '"';
-}
-
-std::string EncodeErrorBody(std::string_view message) { return json::ErrorBody(message); }
 
 NodeListKind ReplyListFor(const ExtenderArgs& args) {
   if (args.node_names_given) return NodeListKind::kNames;
@@ -261,7 +250,7 @@ std::string EncodeHostScores(std::span<const std::string_view> hosts,
       [&](std::size_t i) { return std::int64_t{scores[i]}; }, hosts_escape_free);
 }
 
-std::string EncodeBindingResult(std::string_view error) { return EncodeErrorBody(error); }
+std::string EncodeBindingResult(std::string_view error) { return json::ErrorBody(error); }
 
 std::string EncodePreemptionResult(const std::vector<NodeVictims>& nodes) {
   std::vector<const NodeVictims*> sorted;
@@ -275,12 +264,12 @@ std::string EncodePreemptionResult(const std::vector<NodeVictims>& nodes) {
     if (i + 1 < sorted.size() && sorted[i + 1]->node == sorted[i]->node) continue;
     if (!first) out += ',';
     first = false;
-    AppendJsonString(out, sorted[i]->node);
+    json::AppendString(out, sorted[i]->node);
     out += ":{\"Pods\":[";
     for (std::size_t j = 0; j < sorted[i]->pods.size(); ++j) {
       if (j > 0) out += ',';
       out += "{\"UID\":";
-      AppendJsonString(out, sorted[i]->pods[j].uid);
+      json::AppendString(out, sorted[i]->pods[j].uid);
       out += '}';
     }
     out += "],\"NumPDBViolations\":";
@@ -291,4 +280,4 @@ std::string EncodePreemptionResult(const std::vector<NodeVictims>& nodes) {
   return out;
 }
 
-}  // namespace linkfit::kube
+}  // namespace linkfit::wire

@@ -1,7 +1,7 @@
-// Microbenchmarks of module `kube`: decoding extender requests and encoding replies, in the two
-// nodeCacheCapable modes (DESIGN.md section 11).
+// Microbenchmarks of the extender protocol's codec (module `wire`): decoding requests and encoding
+// replies, in the two nodeCacheCapable modes (DESIGN.md section 11).
 //
-//   cmake --build build --target linkfit_kube_bench && build/bench/linkfit_kube_bench
+//   cmake --build build --target linkfit_wire_codec_bench && build/bench/linkfit_wire_codec_bench
 
 #include <benchmark/benchmark.h>
 
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "common/extender_args.h"
-#include "linkfit/kube/codec.h"
+#include "linkfit/wire/codec.h"
 
-namespace linkfit::kube {
+namespace linkfit::wire {
 namespace {
 
 // A realistic pod: one GPU container, labels, annotations and a few unrelated spec fields. The
@@ -276,6 +276,6 @@ void BM_EncodeNonCacheModeFilter(benchmark::State& state) {
 BENCHMARK(BM_EncodeNonCacheModeFilter)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
-}  // namespace linkfit::kube
+}  // namespace linkfit::wire
 
 BENCHMARK_MAIN();

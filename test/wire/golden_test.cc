@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "linkfit/kube/codec.h"
+#include "linkfit/wire/codec.h"
 
-namespace linkfit::kube {
+namespace linkfit::wire {
 namespace {
 
 namespace fs = std::filesystem;
@@ -168,4 +168,4 @@ TEST(GoldenTest, Preempt) {
 }
 
 }  // namespace
-}  // namespace linkfit::kube
+}  // namespace linkfit::wire

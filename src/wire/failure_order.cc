@@ -1,4 +1,4 @@
-#include "kube/failure_order.h"
+#include "wire/failure_order.h"
 
 #include <algorithm>
 #include <array>
@@ -6,9 +6,9 @@
 #include <string_view>
 #include <utility>
 
-#include "kube/json_write.h"
+#include "linkfit/common/json_write.h"
 
-namespace linkfit::kube {
+namespace linkfit::wire {
 namespace {
 
 using json_write::LoadBigEndian;
@@ -171,4 +171,4 @@ std::vector<SortEntry> SortFailures(const std::vector<NodeFailure>& failures) {
   return sorted;
 }
 
-}  // namespace linkfit::kube
+}  // namespace linkfit::wire

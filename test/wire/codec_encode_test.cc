@@ -7,9 +7,10 @@
 #include <string_view>
 #include <vector>
 
-#include "linkfit/kube/codec.h"
+#include "linkfit/common/json_string.h"
+#include "linkfit/wire/codec.h"
 
-namespace linkfit::kube {
+namespace linkfit::wire {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
@@ -17,7 +18,7 @@ namespace {
 
 std::string Escaped(std::string_view text) {
   std::string out;
-  AppendJsonString(out, text);
+  json::AppendString(out, text);
   return out;
 }
 
@@ -127,7 +128,7 @@ TEST(BindingTest, DecodesAndEncodes) {
   EXPECT_EQ(lower->node, "d");
   EXPECT_EQ(EncodeBindingResult("myerror"), R"({"Error":"myerror"})");
   EXPECT_EQ(EncodeBindingResult(""), R"({"Error":""})");
-  EXPECT_EQ(EncodeErrorBody("bad \"x\""), R"({"Error":"bad \"x\""})");
+  EXPECT_EQ(json::ErrorBody("bad \"x\""), R"({"Error":"bad \"x\""})");
 }
 
 TEST(BindingTest, RejectsMissingFields) {
@@ -212,4 +213,4 @@ TEST(PreemptionTest, EmptyResultAndErrors) {
 }
 
 }  // namespace
-}  // namespace linkfit::kube
+}  // namespace linkfit::wire

@@ -1,7 +1,8 @@
 // The extender wire format read: ExtenderArgs in both node modes, a pod's requests, and the
 // problems of malformed bodies (codec_encode_test.cc: the replies written).
 
-#include "linkfit/kube/codec.h"
+#include "linkfit/wire/codec.h"
+#include "linkfit/common/json_reader.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace linkfit::kube {
+namespace linkfit::wire {
 namespace {
 
 constexpr std::int64_t kGiMilli = (std::int64_t{1} << 30) * 1000;
@@ -429,5 +430,33 @@ TEST(DecodeExtenderArgsTest, UnknownKeysAndWhitespaceAreFine) {
   EXPECT_EQ(Names(args), (std::vector<std::string>{"a", "b"}));
 }
 
+// The decoder's scratch (common/json_reader.h) seen through the request decoder: a request of full
+// Node objects larger than the bound decodes whole (its views point into the caller's body, not the
+// scratch), and a small request after it, which gives the scratch back, too.
+TEST(ScratchTest, RequestsDecodeTheSameWhateverTheScratchHeld) {
+  std::string body = R"({"Pod":{"metadata":{"name":"p","uid":"u"}},"Nodes":{"items":[)";
+  std::size_t nodes = 0;
+  std::string last;  // the last node's JSON, as sent
+  while (body.size() < json::kKeepScratchBytes + (1 << 20)) {
+    if (nodes > 0) body += ',';
+    last = R"({"metadata":{"name":"node-)" + std::to_string(nodes) + R"(","annotations":{"pad":")" +
+           std::string(4000, 'x') + R"("}}})";
+    body += last;
+    ++nodes;
+  }
+  body += R"(]},"NodeNames":null})";
+  const Result<ExtenderArgs> args = DecodeExtenderArgs(body);
+  ASSERT_TRUE(args) << args.error().message;
+  ASSERT_EQ(args->nodes.size(), nodes);
+  EXPECT_EQ(args->node_names.front(), "node-0");
+  EXPECT_EQ(args->node_names.back(), "node-" + std::to_string(nodes - 1));
+  EXPECT_EQ(args->nodes.back().raw_json, last);
+  const Result<ExtenderArgs> small =
+      DecodeExtenderArgs(R"({"Pod":{"metadata":{"name":"q"}},"NodeNames":["a","b"]})");
+  ASSERT_TRUE(small) << small.error().message;
+  EXPECT_EQ(small->node_names.size(), 2u);
+  EXPECT_EQ(args->nodes.back().raw_json, last);  // the earlier request's views still hold
+}
+
 }  // namespace
-}  // namespace linkfit::kube
+}  // namespace linkfit::wire

@@ -9,9 +9,9 @@
 
 #include <string_view>
 
-namespace linkfit::kube {
+namespace linkfit::json {
 
 // Whether any byte of `text` would be escaped (or checked) when written as a JSON string.
 bool NeedsJsonEscape(std::string_view text);
 
-}  // namespace linkfit::kube
+}  // namespace linkfit::json

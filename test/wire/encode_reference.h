@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "linkfit/kube/codec.h"
+#include "linkfit/wire/codec.h"
 
-namespace linkfit::kube {
+namespace linkfit::wire {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
@@ -257,4 +257,4 @@ class RandomText {
 };
 
 }  // namespace
-}  // namespace linkfit::kube
+}  // namespace linkfit::wire

@@ -1,11 +1,11 @@
 #pragma once
 
-// The byte-level JSON writer of the extender replies (codec_encode.cc, failure_order.cc): which
-// bytes need care and how Go's encoding/json escapes them, found eight or sixteen bytes at a
-// time; copies sized for the reply buffer; Output, the reply buffer itself; small decimals from
-// a table. Everything here is inline on purpose: the encoders call it for every node name and
-// score, and one translation unit per encoder keeps it inlined there (bench/RESULTS.md, reply
-// encoding).
+// The byte-level JSON writer of the extender replies (wire/codec_encode.cc, wire/failure_order.cc,
+// json_string.cc): which bytes need care and how Go's encoding/json escapes them, found eight or
+// sixteen bytes at a time; copies sized for the reply buffer; Output, the reply buffer itself;
+// small decimals from a table. Everything here is inline on purpose: the encoders call it for every
+// node name and score, and one translation unit per encoder keeps it inlined there
+// (bench/RESULTS.md, reply encoding).
 //
 // Thread-safety: pure functions and per-call values.
 
@@ -25,7 +25,7 @@
 
 #include "linkfit/common/strings.h"
 
-namespace linkfit::kube::json_write {
+namespace linkfit::json_write {
 // Internal linkage, as when these lived in codec_encode.cc: GCC inlines a function with
 // internal linkage called once more readily than an inline one (the prioritize reply was 7 %
 // slower with external linkage).
@@ -512,4 +512,4 @@ class ReasonCache {
 };
 
 }  // namespace
-}  // namespace linkfit::kube::json_write
+}  // namespace linkfit::json_write
