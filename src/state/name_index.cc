@@ -4,7 +4,6 @@
 #include <memory>
 #include <random>
 
-#include "linkfit/common/strings.h"
 #include "linkfit/state/name_probe.h"
 
 namespace linkfit::state {
@@ -54,7 +53,7 @@ NameIndex::NameIndex(const NameIndex& other)
       arena_(other.arena_),
       size_(other.size_),
       reseeds_(other.reseeds_),
-      names_written_as_is_(other.names_written_as_is_) {}
+      name_bytes_(other.name_bytes_) {}
 
 NameIndex& NameIndex::operator=(const NameIndex& other) {
   if (this != &other) {
@@ -65,7 +64,7 @@ NameIndex& NameIndex::operator=(const NameIndex& other) {
     arena_ = other.arena_;
     size_ = other.size_;
     reseeds_ = other.reseeds_;
-    names_written_as_is_ = other.names_written_as_is_;
+    name_bytes_ = other.name_bytes_;
     ranking_ = std::make_unique<Ranking>();
   }
   return *this;
@@ -146,7 +145,7 @@ void NameIndex::Insert(std::string_view name, std::size_t position) {
   arena_.append(reinterpret_cast<const char*>(&length), sizeof(length));
   arena_.append(name);
   ++size_;
-  names_written_as_is_ = names_written_as_is_ && JsonWritesAsIs(name);
+  name_bytes_.AddAll(name);
   if (!Place(static_cast<std::uint32_t>(position))) Reseed();
 }
 

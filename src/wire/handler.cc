@@ -27,7 +27,7 @@ server::HttpReply BadRequest(const std::string& message) {
 // request of 5,000 names is not looked at twice (Candidates::Find looks at the others: none in
 // kube-scheduler's requests). Otherwise every name is decoded at once.
 NameCheck NameCheckFor(const state::Snapshot& snapshot) {
-  return snapshot.names_written_as_is() ? NameCheck::kByCaller : NameCheck::kAtDecode;
+  return KnownNamesWrittenAsIs(snapshot) ? NameCheck::kByCaller : NameCheck::kAtDecode;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "linkfit/wire/verb_calls.h"
 
+#include "linkfit/common/json_escape.h"
+
 #include <utility>
 
 #include "linkfit/common/bit_marks.h"
@@ -11,6 +13,10 @@ static_assert(extender::FilterVerdicts::Pack(7, 0x7FFFFFFFu, true) ==
                   extender::FilterVerdicts::Pack(UINT32_MAX, 3, false) ==
                       RankedFilterReply::AtRank(UINT32_MAX, 3, false),
               "the verdicts' marks are the ranked reply's");
+
+bool KnownNamesWrittenAsIs(const state::Snapshot& snapshot) {
+  return !snapshot.name_bytes().Intersects(json::kBytesTheWriterLooksAt);
+}
 
 Result<Candidates> Candidates::Find(const state::Snapshot& snapshot, const ExtenderArgs& args) {
   Candidates found;
@@ -26,7 +32,7 @@ Result<Candidates> Candidates::Find(const state::Snapshot& snapshot, const Exten
   }
   // A name linkfit knows is one of its own: its bytes are a known name's, written as they are
   // while the snapshot says every name is. The others are looked at: none in the usual request.
-  const bool known_as_is = snapshot.names_written_as_is();
+  const bool known_as_is = KnownNamesWrittenAsIs(snapshot);
   if (known_as_is && found.unknown_ == 0) {  // the usual request: nothing to look at
     found.names_escape_free_ = true;
     return found;

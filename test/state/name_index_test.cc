@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include "linkfit/common/json_escape.h"
+
 namespace linkfit::state {
 namespace {
 
@@ -51,23 +53,32 @@ TEST(NameIndexTest, FindsExactlyWhatWasInserted) {
 
 // The batch lookup answers what Find answers for each name, in order, known or not, on an empty
 // index and on batches shorter and longer than its look-ahead.
-// A node name (a DNS subdomain) is written in JSON as it is; one name that is not makes the
-// whole index say so, and a copy keeps what it says.
-TEST(NameIndexTest, SaysWhetherEveryNameIsWrittenAsItIs) {
+// The index knows which bytes its names hold, and a copy keeps it: a node name (a DNS
+// subdomain) holds none that a JSON reply escapes, and one name that does makes the whole index
+// hold it.
+TEST(NameIndexTest, KnowsTheBytesItsNamesHold) {
+  const auto escapes = [](const NameIndex& index) {
+    return index.name_bytes().Intersects(json::kBytesTheWriterLooksAt);
+  };
   NameIndex index;
-  EXPECT_TRUE(index.names_written_as_is());
+  EXPECT_EQ(index.name_bytes(), ByteSet{});
+  EXPECT_FALSE(escapes(index));
   index.Insert("node-1.rack-2", 0);
   index.Insert("Node_2 with spaces/and~more", 1);
-  EXPECT_TRUE(index.names_written_as_is());
+  EXPECT_FALSE(escapes(index));
+  ByteSet expected;
+  expected.AddAll("node-1.rack-2");
+  expected.AddAll("Node_2 with spaces/and~more");
+  EXPECT_EQ(index.name_bytes(), expected);
   for (const std::string odd : {"a<b", "x\"y", "back\\slash", "caf\xC3\xA9", "tab\t", "a&b"}) {
     NameIndex copy = index;
     copy.Insert(odd, 2);
-    EXPECT_FALSE(copy.names_written_as_is()) << odd;
+    EXPECT_TRUE(escapes(copy)) << odd;
     const NameIndex copied(copy);
-    EXPECT_FALSE(copied.names_written_as_is()) << odd;
-    EXPECT_TRUE(index.names_written_as_is());
+    EXPECT_TRUE(escapes(copied)) << odd;
+    EXPECT_FALSE(escapes(index));
     copy = index;
-    EXPECT_TRUE(copy.names_written_as_is());
+    EXPECT_FALSE(escapes(copy));
   }
 }
 

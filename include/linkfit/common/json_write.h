@@ -23,6 +23,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "linkfit/common/json_escape.h"
 #include "linkfit/common/strings.h"
 
 namespace linkfit::json_write {
@@ -36,7 +37,7 @@ namespace {
 inline constexpr std::array<bool, 256> MakeSpecialTable() {
   std::array<bool, 256> table{};
   for (std::size_t i = 0; i < 256; ++i) {
-    table[i] = JsonWriterLooksAt(static_cast<unsigned char>(i));
+    table[i] = json::JsonWriterLooksAt(static_cast<unsigned char>(i));
   }
   return table;
 }

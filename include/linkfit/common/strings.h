@@ -63,24 +63,6 @@ inline void GrowUninitialized(std::string& text, std::size_t size) {
 #endif
 }
 
-// Whether a JSON string written the way Go's encoding/json writes it needs a look at `byte`:
-// control bytes, '"', '\\', '<', '>' and '&' are escaped, and every non-ASCII byte is checked as
-// UTF-8 (U+2028 and U+2029 are escaped, invalid bytes replaced). The one definition of the set:
-// the wire encoder's tables and the node name index are made from it.
-constexpr bool JsonWriterLooksAt(unsigned char byte) {
-  return byte < 0x20 || byte >= 0x80 || byte == '"' || byte == '\\' || byte == '<' || byte == '>' ||
-         byte == '&';
-}
-
-// Whether no byte of `text` is one JsonWriterLooksAt: the text is written as it is. A byte at a
-// time (for names as they are recorded, not for a request's hot path).
-constexpr bool JsonWritesAsIs(std::string_view text) {
-  for (const char ch : text) {
-    if (JsonWriterLooksAt(static_cast<unsigned char>(ch))) return false;
-  }
-  return true;
-}
-
 // Quotes a string for an error message, shortening it to `max_length` characters.
 std::string QuoteForMessage(std::string_view text, std::size_t max_length = 60);
 

@@ -119,8 +119,8 @@ class Snapshot {
   std::size_t ForEachPosition(const std::vector<std::string_view>& names, Visit&& visit) const {
     return index_->ForEachPosition(names.data(), names.size(), std::forward<Visit>(visit));
   }
-  // Whether every node's name is written in JSON as it is (NameIndex::names_written_as_is).
-  bool names_written_as_is() const { return index_->names_written_as_is(); }
+  // Every byte value that occurs in some node's name (NameIndex::name_bytes).
+  const ByteSet& name_bytes() const { return index_->name_bytes(); }
   // For each position, its name's rank among all the snapshot's names in byte order
   // (NameIndex::Ranks: computed once per set of names, then kept).
   const std::vector<std::uint32_t>& Ranks() const { return index_->Ranks(); }

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "linkfit/common/byte_set.h"
 #include "linkfit/state/name_probe.h"
 
 namespace linkfit::state {
@@ -83,16 +84,16 @@ class NameIndex {
   void Insert(std::string_view name, std::size_t position);
 
   std::size_t size() const { return size_; }
-  // Whether every name recorded is written in JSON as it is (JsonWritesAsIs, common/strings.h):
-  // no escape, no byte a reply looks at. A Kubernetes node name (a DNS subdomain) always is; the
-  // verbs trust names they find here without looking at their bytes only while this holds.
-  bool names_written_as_is() const { return names_written_as_is_; }
+  // Every byte value that occurs in some recorded name (a copy keeps it), so that a caller can
+  // ask a question of every name's bytes at once: the extender protocol trusts the names it
+  // finds here without looking at their bytes only while none holds a byte its replies escape.
+  const ByteSet& name_bytes() const { return name_bytes_; }
   // How many times a collision between two known names made the index pick a new seed.
   std::size_t reseeds() const { return reseeds_; }
 
-  // For each position, the rank of its name among all the index's names in byte order (what Go
-  // sorts map keys by), so that a reply's nodes sort without reading their names. Computed on
-  // the first call (n log n) and kept; safe to call concurrently. REQUIRES: no Insert after the
+  // For each position, the rank of its name among all the index's names in byte order, so that
+  // a caller sorts nodes by name without reading the names (a reply's maps are sorted so). Computed
+  // on the first call (n log n) and kept; safe to call concurrently. REQUIRES: no Insert after the
   // first call (the cache publishes an index and copies it to add).
   const std::vector<std::uint32_t>& Ranks() const;
 
@@ -120,7 +121,7 @@ class NameIndex {
   std::string arena_;                   // entries: the length (4 bytes), then the bytes
   std::size_t size_ = 0;
   std::size_t reseeds_ = 0;
-  bool names_written_as_is_ = true;
+  ByteSet name_bytes_;
   struct Ranking {
     std::once_flag once;
     std::vector<std::uint32_t> ranks;

@@ -21,6 +21,11 @@
 
 namespace linkfit::wire {
 
+// Whether every node name `snapshot` knows is written in a reply as it is (none holds a byte the
+// JSON writer escapes or checks; a Kubernetes node name, a DNS subdomain, never does): the names
+// of a request are then read as sent, and those found in the snapshot trusted by their bytes.
+bool KnownNamesWrittenAsIs(const state::Snapshot& snapshot);
+
 // A request's candidate names as the extender reads them: decoded, each with its position in the
 // call's snapshot. Move-only; views `args`' names, which must outlive it.
 class Candidates {
