@@ -7,8 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "extender/verb_cache.h"
 #include "extender/verb_steps.h"
@@ -32,8 +34,8 @@ struct MarkCounts {
 // fail follows no pattern a predictor could learn): every name's entry is written at its rank,
 // and only a failing one's bit is set. When a fit is not kept yet (unknown_fits > 0), the marks
 // are not to be used: compute the fits, then mark again.
-MarkCounts MarkKnown(const std::uint32_t* at, std::size_t n, const FitTable& fits,
-                     const std::uint32_t* ranks, FilterMarks& marks) {
+MarkCounts MarkKnownNames(const std::uint32_t* at, std::size_t n, const FitTable& fits,
+                          const std::uint32_t* ranks, FilterMarks& marks) {
   const FitRef* const kept = fits.by_position.data();
   const std::size_t kept_positions = fits.by_position.positions();
   const std::uint32_t* const reason_by_slot = fits.reason_by_slot.data();
@@ -65,6 +67,108 @@ MarkCounts MarkKnown(const std::uint32_t* at, std::size_t n, const FitTable& fit
 
 }  // namespace
 
+// Marks a FilterVerdicts (whose friend it is) for one call of Extender::Filter: one function per
+// case, each setting the marks, the reasons and the counts.
+struct VerdictMarker {
+  FilterVerdicts& verdicts;
+  FilterMarks& marks;
+  const VerbCall& call;
+
+  std::size_t names() const { return call.names.size(); }
+  const std::vector<std::uint32_t>& ranks() const { return call.snapshot.Ranks(); }
+
+  // Points the verdicts at the marks, `rank_count` ranks' worth of failures, and counts.
+  void Publish(std::size_t rank_count, const MarkCounts& counts) {
+    verdicts.passing_ = std::span(marks.passing.data(), (names() + 63) / 64);
+    verdicts.failing_ = std::span(marks.failing.data(), (rank_count + 63) / 64);
+    verdicts.at_rank_ = marks.at_rank.data();
+    verdicts.passed = counts.passed;
+    verdicts.failed = counts.failed;
+    verdicts.unresolvable = counts.unresolvable;
+  }
+
+  // Every name passes.
+  void PassAll() {
+    marks.Prepare(names(), 0);
+    for (std::size_t i = 0; i < names(); ++i) {
+      marks.passing[i / 64] |= std::uint64_t{1} << (i % 64);
+    }
+    Publish(0, MarkCounts{names(), 0, 0, 0});
+  }
+
+  // Every name fails for good, saying `reason`.
+  void FailAll(std::string reason) {
+    marks.Prepare(names(), ranks().size());
+    verdicts.own_reasons_.push_back(verdicts.own_texts_.emplace_front(std::move(reason)));
+    verdicts.reasons_ = verdicts.own_reasons_;
+    const std::uint32_t* const at = call.positions;
+    for (std::size_t i = 0; i < names(); ++i) {
+      const auto index = static_cast<std::uint32_t>(i);
+      if (at[i] == state::NameIndex::kNoPosition) {
+        verdicts.unranked_.push_back({index, 0, true});
+        continue;
+      }
+      const std::uint32_t rank = ranks()[at[i]];
+      marks.at_rank[rank] = FilterVerdicts::Pack(index, 0, true);
+      marks.failing[rank / 64] |= std::uint64_t{1} << (rank % 64);
+    }
+    Publish(ranks().size(), MarkCounts{0, 0, names(), 0});
+  }
+
+  // Every name known (the steady state): one pass by the kept fits; where a fit is not kept yet,
+  // `compute_missing` computes the missing ones and the names are marked again.
+  template <typename ComputeMissing>
+  void MarkKnown(const FitTable& fits, ComputeMissing&& compute_missing) {
+    marks.Prepare(names(), ranks().size());
+    MarkCounts counts = MarkKnownNames(call.positions, names(), fits, ranks().data(), marks);
+    if (counts.unknown_fits > 0) {
+      compute_missing();
+      marks.Prepare(names(), ranks().size());
+      counts = MarkKnownNames(call.positions, names(), fits, ranks().data(), marks);
+    }
+    verdicts.reasons_ = fits.reason_texts;
+    Publish(ranks().size(), counts);
+  }
+
+  // Some names unknown (fits computed): those fail for good, listed with the reason (no rank;
+  // the snapshot's problem with the node where it has one); not the steady state, so each name
+  // is marked on its own.
+  void MarkWithUnknown(const FitTable& fits) {
+    marks.Prepare(names(), ranks().size());
+    verdicts.own_reasons_ = fits.reason_texts;
+    const auto unknown_reason = static_cast<std::uint32_t>(verdicts.own_reasons_.size());
+    verdicts.own_reasons_.push_back(kUnknownNode);
+    const std::uint32_t* const at = call.positions;
+    MarkCounts counts;
+    for (std::size_t i = 0; i < names(); ++i) {
+      const auto index = static_cast<std::uint32_t>(i);
+      if (at[i] == state::NameIndex::kNoPosition) {
+        std::uint32_t reason = unknown_reason;
+        if (const std::string* problem = call.snapshot.Problem(call.names[i]); problem != nullptr) {
+          reason = static_cast<std::uint32_t>(verdicts.own_reasons_.size());
+          verdicts.own_reasons_.push_back(verdicts.own_texts_.emplace_front(*problem));
+        }
+        verdicts.unranked_.push_back({index, reason, true});
+        ++counts.unresolvable;
+        continue;
+      }
+      const FitRef fit = fits.by_position.Find(at[i]);
+      if (fit.fits()) {
+        marks.passing[i / 64] |= std::uint64_t{1} << (i % 64);
+        ++counts.passed;
+        continue;
+      }
+      const std::uint32_t rank = ranks()[at[i]];
+      marks.at_rank[rank] =
+          FilterVerdicts::Pack(index, fits.reason_by_slot[fit.slot()], fit.unresolvable());
+      marks.failing[rank / 64] |= std::uint64_t{1} << (rank % 64);
+      ++(fit.unresolvable() ? counts.unresolvable : counts.failed);
+    }
+    verdicts.reasons_ = verdicts.own_reasons_;
+    Publish(ranks().size(), counts);
+  }
+};
+
 FilterVerdicts::FilterVerdicts(VerbCachePool& pool, std::unique_ptr<VerbCache> cache)
     : pool_(&pool), cache_(std::move(cache)) {}
 FilterVerdicts::FilterVerdicts(FilterVerdicts&& other) noexcept = default;
@@ -90,97 +194,27 @@ Result<GpuRequest> Extender::ParseRequest(const kube::PodView& pod) const {
 FilterVerdicts Extender::Filter(const VerbCall& call) const {
   FilterVerdicts verdicts(*caches_, caches_->Take());
   VerbCache& cache = *verdicts.cache_;
-  FilterMarks& marks = cache.filter_marks();
-  const state::Snapshot& snapshot = call.snapshot;
-  const std::size_t n = call.names.size();
-  const std::uint32_t* const at = call.positions;
-  const auto spans = [&](std::size_t ranks) {
-    verdicts.passing_ = std::span(marks.passing.data(), (n + 63) / 64);
-    verdicts.failing_ = std::span(marks.failing.data(), (ranks + 63) / 64);
-    verdicts.at_rank_ = marks.at_rank.data();
-  };
+  VerdictMarker marker{verdicts, cache.filter_marks(), call};
   if (call.request && call.request->kind == GpuRequest::Kind::kNone) {
-    // No GPUs: nothing for linkfit to refuse.
-    marks.Prepare(n, 0);
-    for (std::size_t i = 0; i < n; ++i) marks.passing[i / 64] |= std::uint64_t{1} << (i % 64);
-    spans(0);
-    verdicts.passed = n;
-    metrics_.CountFilterNodes(n, 0, 0);
-    return verdicts;
-  }
-  const std::vector<std::uint32_t>& ranks = snapshot.Ranks();
-  if (!call.request) {
-    // A bad hint is never ignored: nothing passes, every node says why.
-    marks.Prepare(n, ranks.size());
-    verdicts.own_reasons_.push_back(
-        verdicts.own_texts_.emplace_front(call.request.error().message));
-    verdicts.reasons_ = verdicts.own_reasons_;
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto index = static_cast<std::uint32_t>(i);
-      if (at[i] == state::NameIndex::kNoPosition) {
-        verdicts.unranked_.push_back({index, 0, true});
-        continue;
-      }
-      const std::uint32_t rank = ranks[at[i]];
-      marks.at_rank[rank] = FilterVerdicts::Pack(index, 0, true);
-      marks.failing[rank / 64] |= std::uint64_t{1} << (rank % 64);
-    }
-    spans(ranks.size());
-    verdicts.unresolvable = n;
-    metrics_.CountFilterNodes(0, 0, n);
-    return verdicts;
-  }
-  cache.BeginCall(snapshot, cache_);
-  FitTable& fits = cache.Fits(RequestSignature(*call.request, options_.fit));
-  fits.by_position.Reserve(snapshot.size());
-  marks.Prepare(n, ranks.size());
-  MarkCounts counts;
-  if (call.unknown == 0) {
-    counts = MarkKnown(at, n, fits, ranks.data(), marks);
-    if (counts.unknown_fits > 0) {  // fits not kept yet: computed, then the names marked again
-      ComputeMissingFits(fits, *call.request, snapshot, at, n, options_.fit);
-      marks.Prepare(n, ranks.size());
-      counts = MarkKnown(at, n, fits, ranks.data(), marks);
-    }
-    verdicts.reasons_ = fits.reason_texts;
+    marker.PassAll();  // no GPUs: nothing for linkfit to refuse
+  } else if (!call.request) {
+    marker.FailAll(call.request.error().message);  // a bad hint is never ignored
   } else {
-    // Names linkfit does not know fail for good, listed with the reason (no rank): not the
-    // steady state, so each name is marked on its own.
-    ComputeMissingFits(fits, *call.request, snapshot, at, n, options_.fit);
-    verdicts.own_reasons_ = fits.reason_texts;
-    const auto unknown_reason = static_cast<std::uint32_t>(verdicts.own_reasons_.size());
-    verdicts.own_reasons_.push_back(kUnknownNode);
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto index = static_cast<std::uint32_t>(i);
-      if (at[i] == state::NameIndex::kNoPosition) {
-        std::uint32_t reason = unknown_reason;
-        if (const std::string* problem = snapshot.Problem(call.names[i]); problem != nullptr) {
-          reason = static_cast<std::uint32_t>(verdicts.own_reasons_.size());
-          verdicts.own_reasons_.push_back(verdicts.own_texts_.emplace_front(*problem));
-        }
-        verdicts.unranked_.push_back({index, reason, true});
-        ++counts.unresolvable;
-        continue;
-      }
-      const FitRef fit = fits.by_position.Find(at[i]);
-      if (fit.fits()) {
-        marks.passing[i / 64] |= std::uint64_t{1} << (i % 64);
-        ++counts.passed;
-        continue;
-      }
-      const std::uint32_t rank = ranks[at[i]];
-      marks.at_rank[rank] =
-          FilterVerdicts::Pack(index, fits.reason_by_slot[fit.slot()], fit.unresolvable());
-      marks.failing[rank / 64] |= std::uint64_t{1} << (rank % 64);
-      ++(fit.unresolvable() ? counts.unresolvable : counts.failed);
+    cache.BeginCall(call.snapshot, cache_);
+    FitTable& fits = cache.Fits(RequestSignature(*call.request, options_.fit));
+    fits.by_position.Reserve(call.snapshot.size());
+    if (call.unknown == 0) {
+      marker.MarkKnown(fits, [&] {
+        ComputeMissingFits(fits, *call.request, call.snapshot, call.positions, call.names.size(),
+                           options_.fit);
+      });
+    } else {
+      ComputeMissingFits(fits, *call.request, call.snapshot, call.positions, call.names.size(),
+                         options_.fit);
+      marker.MarkWithUnknown(fits);
     }
-    verdicts.reasons_ = verdicts.own_reasons_;
   }
-  spans(ranks.size());
-  verdicts.passed = counts.passed;
-  verdicts.failed = counts.failed;
-  verdicts.unresolvable = counts.unresolvable;
-  metrics_.CountFilterNodes(counts.passed, counts.failed, counts.unresolvable);
+  metrics_.CountFilterNodes(verdicts.passed, verdicts.failed, verdicts.unresolvable);
   return verdicts;
 }
 

@@ -90,6 +90,7 @@ class FilterVerdicts {
 
  private:
   friend class Extender;
+  friend struct VerdictMarker;
   FilterVerdicts(VerbCachePool& pool, std::unique_ptr<VerbCache> cache);
 
   VerbCachePool* pool_;
