@@ -7,9 +7,8 @@
 //   gave the pod) -> the simulator applies the same devices to its own cluster.
 // Departures: POST /standalone/release {"PodUID"}.
 //
-// cpp-httplib stays inside this file (DESIGN.md §3).
+// The HTTP calls are wire::ExtenderClient's, as `linkfit demo`'s and `linkfit explain`'s.
 
-#include <httplib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +30,7 @@
 #include "harness/cluster_file.h"
 #include "harness/experiment.h"
 #include "linkfit/common/strings.h"
+#include "linkfit/wire/extender_client.h"
 
 namespace linkfit::bench {
 namespace {
@@ -118,16 +118,11 @@ class ExtenderPlacer : public Placer {
         rng_(seed),
         temp_dir_(std::move(temp_dir)),
         process_(std::move(process)),
-        client_("127.0.0.1", process_.port()) {
-    client_.set_keep_alive(true);
-    client_.set_tcp_nodelay(true);
-    client_.set_connection_timeout(5, 0);
-    client_.set_read_timeout(30, 0);
-    client_.set_write_timeout(30, 0);
-  }
+        client_("http://127.0.0.1:" + std::to_string(process_.port()), "",
+                {.connect_seconds = 5, .read_seconds = 30, .write_seconds = 30}) {}
 
   ~ExtenderPlacer() override {
-    client_.stop();
+    client_.Stop();
     process_.Stop();
     std::error_code ignored;
     std::filesystem::remove_all(temp_dir_, ignored);
@@ -275,23 +270,14 @@ class ExtenderPlacer : public Placer {
   Result<nlohmann::json> Post(const std::string& verb, const std::string& path,
                               const std::string& body) {
     const auto start = std::chrono::steady_clock::now();
-    httplib::Result response = client_.Post(path, body, "application/json");
+    Result<std::string> reply = client_.Post(path, body);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (!response) {
-      return MakeError("POST " + path + " failed: " + httplib::to_string(response.error()) +
-                       (process_.Alive() ? "" : " (linkfit serve exited)"));
-    }
-    if (response->status != 200) {
-      return MakeError("POST " + path + " answered HTTP " + std::to_string(response->status) +
-                       ": " + response->body.substr(0, 300));
+    if (!reply) {
+      return MakeError(reply.error().message + (process_.Alive() ? "" : " (linkfit serve exited)"));
     }
     latencies_[verb].push_back(ms);
-    try {
-      return nlohmann::json::parse(response->body);
-    } catch (const nlohmann::json::exception& error) {
-      return MakeError("POST " + path + ": reply is not JSON: " + error.what());
-    }
+    return wire::ParseReply(*reply, "POST " + path);
   }
 
   // Asks the server which devices it recorded for the pod on `node`.
@@ -300,17 +286,8 @@ class ExtenderPlacer : public Placer {
     placement.node = node;
     if (pod.demand == GpuDemand::kNone) return placement;
     const std::string path = "/inspect/" + cluster.node(node).name;
-    httplib::Result response = client_.Get(path);
-    if (!response || response->status != 200) {
-      return MakeError("GET " + path + " failed" +
-                       (response ? ": HTTP " + std::to_string(response->status) : std::string()));
-    }
     nlohmann::json inspect;
-    try {
-      inspect = nlohmann::json::parse(response->body);
-    } catch (const nlohmann::json::exception& error) {
-      return MakeError("GET " + path + ": reply is not JSON: " + error.what());
-    }
+    LINKFIT_ASSIGN_OR_RETURN(inspect, client_.GetJson(path));
     if (inspect.contains("nodes") && inspect["nodes"].is_array() && !inspect["nodes"].empty()) {
       inspect = inspect["nodes"][0];
     }
@@ -398,7 +375,7 @@ class ExtenderPlacer : public Placer {
   std::mt19937_64 rng_;
   std::string temp_dir_;
   ChildProcess process_;
-  httplib::Client client_;
+  wire::ExtenderClient client_;
   std::map<std::string, std::vector<double>> latencies_;
   int bind_errors_ = 0;
   bool debug_ = std::getenv("LINKFIT_BENCH_DEBUG") != nullptr;

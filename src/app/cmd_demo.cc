@@ -4,9 +4,8 @@
 // that passed when there are two or more, bind to the top score (the first node on ties, where
 // kube-scheduler would pick one of them at random). /explain gives the ring bandwidth each node
 // could offer and /inspect/{node} the devices bind recorded, so every paragraph says what the pod
-// asked, who passed, the scores, where it landed and why. httplib stays in this file.
-
-#include <httplib.h>
+// asked, who passed, the scores, where it landed and why. The HTTP calls are
+// wire::ExtenderClient's.
 
 #include <algorithm>
 #include <charconv>
@@ -25,6 +24,7 @@
 #include "app/service.h"
 #include "linkfit/app/cli.h"
 #include "linkfit/common/log.h"
+#include "linkfit/wire/extender_client.h"
 
 namespace linkfit::app {
 namespace {
@@ -146,41 +146,6 @@ std::string Join(const std::vector<std::string>& items, const std::string& separ
   return joined;
 }
 
-// The extender's HTTP API, called as kube-scheduler calls it.
-class Api {
- public:
-  Api(const std::string& host, int port, const std::string& url_prefix)
-      : client_(host, port), prefix_(url_prefix) {
-    while (!prefix_.empty() && prefix_.back() == '/') prefix_.pop_back();
-    client_.set_keep_alive(true);
-    client_.set_tcp_nodelay(true);
-    client_.set_connection_timeout(5);
-    client_.set_read_timeout(10);
-  }
-
-  Result<json> Get(const std::string& path) { return Decode(client_.Get(path), "GET " + path); }
-  Result<json> Post(const std::string& path, const json& body) {
-    return Decode(client_.Post(path, body.dump(), "application/json"), "POST " + path);
-  }
-  Result<json> Verb(const std::string& verb, const json& body) {
-    return Post(prefix_ + "/" + verb, body);
-  }
-
- private:
-  static Result<json> Decode(const httplib::Result& response, const std::string& what) {
-    if (!response) return MakeError(what + ": " + httplib::to_string(response.error()));
-    if (response->status != 200) {
-      return MakeError(what + ": HTTP " + std::to_string(response->status) + " " + response->body);
-    }
-    json body = json::parse(response->body, nullptr, false);
-    if (body.is_discarded()) return MakeError(what + ": reply is not JSON");
-    return body;
-  }
-
-  httplib::Client client_;
-  std::string prefix_;
-};
-
 // What happened to one pod.
 struct Outcome {
   std::string asks;                  // the request as linkfit understood it
@@ -267,16 +232,18 @@ std::string DevicesOf(const json& node, const std::string& uid) {
   return Join(parts, "; ") + (model.empty() ? "" : " (" + model + ")") + left;
 }
 
-Result<Outcome> Schedule(Api& api, const json& pod, const std::vector<std::string>& nodes) {
+Result<Outcome> Schedule(wire::ExtenderClient& api, const json& pod,
+                         const std::vector<std::string>& nodes) {
   Outcome outcome;
   const std::string uid = pod["metadata"]["uid"].get<std::string>();
   json explain;
-  LINKFIT_ASSIGN_OR_RETURN(explain, api.Post("/explain", pod));
+  LINKFIT_ASSIGN_OR_RETURN(explain, api.PostJson("/explain", pod.dump()));
   ReadExplain(explain, outcome);
 
   json filter;
   LINKFIT_ASSIGN_OR_RETURN(
-      filter, api.Verb("filter", {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}}));
+      filter,
+      api.VerbJson("filter", json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}}.dump()));
   if (const std::string error = filter.value("Error", ""); !error.empty()) {
     outcome.error = error;
     return outcome;
@@ -299,7 +266,8 @@ Result<Outcome> Schedule(Api& api, const json& pod, const std::vector<std::strin
     json scores;
     LINKFIT_ASSIGN_OR_RETURN(
         scores,
-        api.Verb("prioritize", {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", outcome.passed}}));
+        api.VerbJson("prioritize",
+                     json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", outcome.passed}}.dump()));
     std::int64_t best = -1;
     for (const json& entry : scores) {
       const std::string host = entry.value("Host", "");
@@ -312,17 +280,18 @@ Result<Outcome> Schedule(Api& api, const json& pod, const std::vector<std::strin
     }
   }
   json bind;
-  LINKFIT_ASSIGN_OR_RETURN(bind, api.Verb("bind", {{"PodName", pod["metadata"]["name"]},
-                                                   {"PodNamespace", "demo"},
-                                                   {"PodUID", uid},
-                                                   {"Node", outcome.node}}));
+  LINKFIT_ASSIGN_OR_RETURN(bind, api.VerbJson("bind", json{{"PodName", pod["metadata"]["name"]},
+                                                           {"PodNamespace", "demo"},
+                                                           {"PodUID", uid},
+                                                           {"Node", outcome.node}}
+                                                          .dump()));
   if (const std::string error = bind.value("Error", ""); !error.empty()) {
     outcome.error = "bind to " + outcome.node + " failed: " + error;
     outcome.node.clear();
     return outcome;
   }
   json inspect;
-  LINKFIT_ASSIGN_OR_RETURN(inspect, api.Get("/inspect/" + outcome.node));
+  LINKFIT_ASSIGN_OR_RETURN(inspect, api.GetJson("/inspect/" + outcome.node));
   outcome.devices = DevicesOf(inspect, uid);
   return outcome;
 }
@@ -514,9 +483,9 @@ std::string Summary(const json& inspect) {
 }
 
 // Introduces the cluster, schedules every demo pod and sums up. Returns how many pods were placed.
-Result<int> Drive(Api& api, const Config& config, int port, std::ostream& out) {
+Result<int> Drive(wire::ExtenderClient& api, const Config& config, int port, std::ostream& out) {
   json cluster;
-  LINKFIT_ASSIGN_OR_RETURN(cluster, api.Get("/inspect"));
+  LINKFIT_ASSIGN_OR_RETURN(cluster, api.GetJson("/inspect"));
   std::vector<std::string> nodes;
   for (const json& node : cluster.value("nodes", json::array())) {
     nodes.push_back(node.value("name", ""));
@@ -539,7 +508,7 @@ Result<int> Drive(Api& api, const Config& config, int port, std::ostream& out) {
     placed += outcome.node.empty() ? 0 : 1;
   }
   json after;
-  LINKFIT_ASSIGN_OR_RETURN(after, api.Get("/inspect"));
+  LINKFIT_ASSIGN_OR_RETURN(after, api.GetJson("/inspect"));
   out << "\n" << Summary(after) << "\n";
   return placed;
 }
@@ -579,7 +548,8 @@ int RunDemo(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   auto service = Service::Start(*config);
   if (!service) return Fail(err, service.error().message);
-  Api api("127.0.0.1", (*service)->port(), config->url_prefix);
+  wire::ExtenderClient api("http://127.0.0.1:" + std::to_string((*service)->port()),
+                           config->url_prefix);
   Result<int> placed = 0;
   try {  // a reply of an unexpected shape throws json::type_error while it is read
     placed = Drive(api, *config, (*service)->port(), out);

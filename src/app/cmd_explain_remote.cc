@@ -7,8 +7,6 @@
 //   ln -s "$(command -v linkfit)" /usr/local/bin/kubectl-linkfit
 //   kubectl linkfit explain ml/trainer-0
 
-#include <httplib.h>
-
 #include <cstdlib>
 #include <ostream>
 
@@ -17,6 +15,7 @@
 #include "app/flags.h"
 #include "linkfit/app/cli.h"
 #include "linkfit/kube/api_client.h"
+#include "linkfit/wire/extender_client.h"
 
 namespace linkfit::app {
 
@@ -77,13 +76,11 @@ int RunExplainRemote(const std::string& pod_ref, const std::vector<std::string>&
         << object["spec"]["nodeName"].get<std::string>() << "\n";
   }
   const std::string server = flags->Get("server").value_or("http://127.0.0.1:9090");
-  httplib::Client extender(server);
-  extender.set_connection_timeout(5);
-  extender.set_read_timeout(30);
-  const auto reply = extender.Post("/explain", pod->body, "application/json");
+  wire::ExtenderClient extender(server, "", {.connect_seconds = 5, .read_seconds = 30});
+  const auto reply = extender.Call("POST", "/explain", pod->body);
   if (!reply) {
     err << "linkfit explain: cannot reach the extender at " << server << " ("
-        << httplib::to_string(reply.error())
+        << reply.error().message
         << "); forward its operations port, e.g. kubectl port-forward -n linkfit-system "
            "deploy/linkfit-scheduler 9090\n";
     return 1;
