@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -30,6 +31,8 @@ class ExtenderClientTest : public ::testing::Test {
     port_ =
         server_.bind_to_any_port("127.0.0.1");  // listening: connections queue until the loop runs
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() does nothing before the loop runs: wait for it, so that TearDown's stop ends it.
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   void TearDown() override {
     server_.stop();
