@@ -1,4 +1,4 @@
-// Feeds arbitrary bytes to every extender wire decoder (module `kube`), then re-encodes what
+// Feeds arbitrary bytes to every extender wire decoder (module `wire`), then re-encodes what
 // decoded: nothing may crash, hang or read out of bounds, and the raw node JSON echoed in a
 // non-cache reply must lie inside the request body. Names read as sent (NameCheck::kByCaller)
 // must lie inside the body, and be the decoded names wherever CheckNameAsSent says they need no
@@ -16,7 +16,10 @@
 #include "linkfit/wire/codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace linkfit::kube;  // NOLINT: a fuzz harness
+  using namespace linkfit::wire;  // NOLINT: a fuzz harness
+  using linkfit::kube::ParseQuantityMilli;
+  using linkfit::kube::ParseQuantityValue;
+  namespace json = linkfit::json;
   using linkfit::Result;
   const std::string body(reinterpret_cast<const char*>(data), size);
 
