@@ -31,6 +31,7 @@
 #include "harness/experiment.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/wire/extender_client.h"
+#include "linkfit/wire/scheduling_cycle.h"
 
 namespace linkfit::bench {
 namespace {
@@ -87,22 +88,6 @@ nlohmann::json PodJson(const PodSpec& pod) {
           {"status", {{"phase", "Pending"}}}};
 }
 
-// Finds a JSON key case-insensitively (Go's decoder semantics for envelope keys).
-const nlohmann::json* Field(const nlohmann::json& object, std::string_view key) {
-  if (!object.is_object()) return nullptr;
-  for (auto it = object.begin(); it != object.end(); ++it) {
-    const std::string& name = it.key();
-    if (name.size() == key.size() &&
-        std::equal(name.begin(), name.end(), key.begin(), [](char a, char b) {
-          return std::tolower(static_cast<unsigned char>(a)) ==
-                 std::tolower(static_cast<unsigned char>(b));
-        })) {
-      return &it.value();
-    }
-  }
-  return nullptr;
-}
-
 // True when object[key] is the string `expected` (without nlohmann's value(), whose string
 // overload trips GCC 12's -Wnull-dereference).
 bool StringEquals(const nlohmann::json& object, const char* key, const std::string& expected) {
@@ -118,8 +103,13 @@ class ExtenderPlacer : public Placer {
         rng_(seed),
         temp_dir_(std::move(temp_dir)),
         process_(std::move(process)),
-        client_("http://127.0.0.1:" + std::to_string(process_.port()), "",
-                {.connect_seconds = 5, .read_seconds = 30, .write_seconds = 30}) {}
+        client_("http://127.0.0.1:" + std::to_string(process_.port()), "/scheduler",
+                {.connect_seconds = 5, .read_seconds = 30, .write_seconds = 30}) {
+    // Each POST's round trip, by verb (the path's last part: filter, prioritize, bind, release).
+    client_.set_observer([this](std::string_view method, std::string_view path, double ms) {
+      if (method == "POST") latencies_[std::string(path.substr(path.rfind('/') + 1))].push_back(ms);
+    });
+  }
 
   ~ExtenderPlacer() override {
     client_.Stop();
@@ -156,68 +146,56 @@ class ExtenderPlacer : public Placer {
     std::vector<std::string> names;
     for (int node : feasible) names.push_back(cluster.node(node).name);
 
-    auto filtered = Post("filter", "/scheduler/filter", CacheModeArgs(pod_json, names));
-    if (!filtered) return tl::unexpected(filtered.error());
-    if (const auto* error = Field(*filtered, "Error");
-        error && error->is_string() && !error->get<std::string>().empty()) {
-      return MakeError("filter Error for pod " + pod.name + ": " + error->get<std::string>());
-    }
-    std::vector<int> passing;
-    if (const auto* passed = Field(*filtered, "NodeNames"); passed && passed->is_array()) {
-      for (const auto& name : *passed) {
-        const int index = name.is_string() ? cluster.NodeIndex(name.get<std::string>()) : -1;
-        if (index < 0)
-          return MakeError("filter returned a node not in the request: " + name.dump());
-        passing.push_back(index);
-      }
-    }
-    if (passing.empty()) {
-      if (debug_) DebugRejection(cluster, pod, *filtered, feasible.size());
-      return std::optional<Placement>();
-    }
-
-    int chosen = passing.front();
-    if (passing.size() >= 2) {
-      std::vector<std::string> passing_names;
-      for (int node : passing) passing_names.push_back(cluster.node(node).name);
-      auto priorities =
-          Post("prioritize", "/scheduler/prioritize", CacheModeArgs(pod_json, passing_names));
-      if (!priorities) return tl::unexpected(priorities.error());
+    wire::SchedulingCycle cycle(client_);
+    const wire::CyclePod cycle_pod{pod_json, pod.name, kNamespace, pod.uid};
+    // kube-scheduler's choice: in-tree score + extender score x weight x 10, ties at random.
+    const auto choose = [&](const std::vector<std::string>& passed,
+                            const std::vector<wire::HostScore>& scores) {
       std::map<std::string, double> extender_score;
-      if (priorities->is_array()) {
-        for (const auto& entry : *priorities) {
-          const auto* host = Field(entry, "Host");
-          const auto* score = Field(entry, "Score");
-          if (host && host->is_string() && score && score->is_number_integer()) {
-            extender_score[host->get<std::string>()] = score->get<double>();
-          }
-        }
+      for (const wire::HostScore& entry : scores) {
+        extender_score[entry.host] = static_cast<double>(entry.score);
       }
       TieBreaker ties(&rng_);
-      for (int node : passing) {
+      std::string chosen = passed.front();
+      for (const std::string& name : passed) {
+        const SimNode& node = cluster.node(cluster.NodeIndex(name));
         double total = 0;
-        if (options_.in_tree_score == "least") total = LeastAllocatedScore(cluster.node(node), pod);
-        if (options_.in_tree_score == "most") total = MostAllocatedScore(cluster.node(node), pod);
-        auto it = extender_score.find(cluster.node(node).name);
+        if (options_.in_tree_score == "least") total = LeastAllocatedScore(node, pod);
+        if (options_.in_tree_score == "most") total = MostAllocatedScore(node, pod);
+        auto it = extender_score.find(name);
         if (it != extender_score.end()) total += it->second * options_.extender_weight * 10;
-        if (ties.Offer(total)) chosen = node;
+        if (ties.Offer(total)) chosen = name;
+      }
+      return chosen;
+    };
+    Result<wire::CycleOutcome> scheduled = cycle.Schedule(cycle_pod, names, choose);
+    if (!scheduled) {
+      return MakeError(scheduled.error().message +
+                       (process_.Alive() ? "" : " (linkfit serve exited)"));
+    }
+    if (!scheduled->filter.error.empty()) {
+      return MakeError("filter Error for pod " + pod.name + ": " + scheduled->filter.error);
+    }
+    for (const std::string& name : scheduled->filter.passed) {
+      if (cluster.NodeIndex(name) < 0) {
+        return MakeError("filter returned a node not in the request: " + name);
       }
     }
-
-    const std::string& node_name = cluster.node(chosen).name;
-    auto bound =
-        Post("bind", "/scheduler/bind", BindingArgs(pod.name, kNamespace, pod.uid, node_name));
-    if (!bound) return tl::unexpected(bound.error());
-    if (const auto* error = Field(*bound, "Error");
-        error && error->is_string() && !error->get<std::string>().empty()) {
+    if (scheduled->node.empty()) {
+      if (debug_) DebugRejection(cluster, pod, scheduled->filter, feasible.size());
+      return std::optional<Placement>();
+    }
+    const std::string& node_name = scheduled->node;
+    if (!scheduled->bind_error.empty()) {
       // kube-scheduler would requeue the pod; the replay counts it as not placed.
       ++bind_errors_;
       if (debug_) {
         std::fprintf(stderr, "bind of %s to %s failed: %s\n", pod.name.c_str(), node_name.c_str(),
-                     error->dump().c_str());
+                     scheduled->bind_error.c_str());
       }
       return std::optional<Placement>();
     }
+    const int chosen = cluster.NodeIndex(node_name);
     auto placement = LearnDevices(cluster, chosen, pod);
     if (!placement) return tl::unexpected(placement.error());
     cluster.Apply(pod, *placement);
@@ -225,9 +203,11 @@ class ExtenderPlacer : public Placer {
   }
 
   Result<void> Release(Cluster& cluster, const PodSpec& pod, const Placement& placement) override {
-    auto released =
-        Post("release", "/standalone/release", nlohmann::json{{"PodUID", pod.uid}}.dump());
-    if (!released) return tl::unexpected(released.error());
+    auto released = client_.Post("/standalone/release", nlohmann::json{{"PodUID", pod.uid}}.dump());
+    if (!released) {
+      return MakeError(released.error().message +
+                       (process_.Alive() ? "" : " (linkfit serve exited)"));
+    }
     cluster.Release(pod, placement);
     return {};
   }
@@ -236,14 +216,11 @@ class ExtenderPlacer : public Placer {
   // LINKFIT_BENCH_DEBUG=1: one line per pod linkfit rejects, with its reasons for the first
   // nodes and how many nodes the simulator sees with a GPU free enough for it.
   static void DebugRejection(const Cluster& cluster, const PodSpec& pod,
-                             const nlohmann::json& filtered, std::size_t feasible) {
+                             const wire::FilterAnswer& filtered, std::size_t feasible) {
     std::string reasons;
-    for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"}) {
-      if (const auto* failed = Field(filtered, key); failed && failed->is_object()) {
-        for (auto it = failed->begin(); it != failed->end() && reasons.size() < 300; ++it) {
-          reasons += it.key() + ": " + it.value().dump() + "; ";
-        }
-      }
+    for (const auto& [node, reason] : filtered.failed) {
+      if (reasons.size() >= 300) break;
+      reasons += node + ": " + reason + "; ";
     }
     int with_gpu = 0;
     std::int64_t most_cpu = 0;
@@ -265,19 +242,6 @@ class ExtenderPlacer : public Placer {
                  pod.gpu_milli, feasible, static_cast<long long>(cluster.allocated_gpu_milli()),
                  static_cast<long long>(cluster.total_gpu_milli()), with_gpu,
                  static_cast<long long>(most_cpu), reasons.c_str());
-  }
-
-  Result<nlohmann::json> Post(const std::string& verb, const std::string& path,
-                              const std::string& body) {
-    const auto start = std::chrono::steady_clock::now();
-    Result<std::string> reply = client_.Post(path, body);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (!reply) {
-      return MakeError(reply.error().message + (process_.Alive() ? "" : " (linkfit serve exited)"));
-    }
-    latencies_[verb].push_back(ms);
-    return wire::ParseReply(*reply, "POST " + path);
   }
 
   // Asks the server which devices it recorded for the pod on `node`.

@@ -25,6 +25,7 @@
 #include "linkfit/app/cli.h"
 #include "linkfit/common/log.h"
 #include "linkfit/wire/extender_client.h"
+#include "linkfit/wire/scheduling_cycle.h"
 
 namespace linkfit::app {
 namespace {
@@ -235,64 +236,34 @@ std::string DevicesOf(const json& node, const std::string& uid) {
 Result<Outcome> Schedule(wire::ExtenderClient& api, const json& pod,
                          const std::vector<std::string>& nodes) {
   Outcome outcome;
-  const std::string uid = pod["metadata"]["uid"].get<std::string>();
+  const wire::CyclePod cycle_pod{pod.dump(), pod["metadata"]["name"].get<std::string>(), "demo",
+                                 pod["metadata"]["uid"].get<std::string>()};
   json explain;
-  LINKFIT_ASSIGN_OR_RETURN(explain, api.PostJson("/explain", pod.dump()));
+  LINKFIT_ASSIGN_OR_RETURN(explain, api.PostJson("/explain", cycle_pod.json));
   ReadExplain(explain, outcome);
 
-  json filter;
-  LINKFIT_ASSIGN_OR_RETURN(
-      filter,
-      api.VerbJson("filter", json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}}.dump()));
-  if (const std::string error = filter.value("Error", ""); !error.empty()) {
-    outcome.error = error;
+  wire::SchedulingCycle cycle(api);
+  wire::CycleOutcome scheduled;
+  LINKFIT_ASSIGN_OR_RETURN(scheduled, cycle.Schedule(cycle_pod, nodes));
+  outcome.passed = scheduled.filter.passed;
+  outcome.failed = scheduled.filter.failed;
+  outcome.unresolvable = scheduled.filter.unresolvable;
+  for (const wire::HostScore& entry : scheduled.scores) {
+    outcome.scores.emplace_back(entry.host, entry.score);
+  }
+  if (!scheduled.filter.error.empty()) {
+    outcome.error = scheduled.filter.error;
     return outcome;
   }
-  outcome.passed = StringList(filter.value("NodeNames", json::array()));
-  for (const std::string& node : nodes) {
-    // FailedAndUnresolvableNodes wins when a node is in both, as in kube-scheduler.
-    for (const std::string key : {"FailedAndUnresolvableNodes", "FailedNodes"}) {
-      const json reasons = filter.value(key, json::object());
-      if (!reasons.is_object() || !reasons.contains(node)) continue;
-      outcome.failed.emplace_back(node, reasons[node].get<std::string>());
-      if (key == "FailedAndUnresolvableNodes") outcome.unresolvable.insert(node);
-      break;
-    }
-  }
-  if (outcome.passed.empty()) return outcome;
-
-  outcome.node = outcome.passed.front();
-  if (outcome.passed.size() >= 2) {
-    json scores;
-    LINKFIT_ASSIGN_OR_RETURN(
-        scores,
-        api.VerbJson("prioritize",
-                     json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", outcome.passed}}.dump()));
-    std::int64_t best = -1;
-    for (const json& entry : scores) {
-      const std::string host = entry.value("Host", "");
-      const std::int64_t score = entry.value("Score", std::int64_t{0});
-      outcome.scores.emplace_back(host, score);
-      if (score > best) {
-        best = score;
-        outcome.node = host;
-      }
-    }
-  }
-  json bind;
-  LINKFIT_ASSIGN_OR_RETURN(bind, api.VerbJson("bind", json{{"PodName", pod["metadata"]["name"]},
-                                                           {"PodNamespace", "demo"},
-                                                           {"PodUID", uid},
-                                                           {"Node", outcome.node}}
-                                                          .dump()));
-  if (const std::string error = bind.value("Error", ""); !error.empty()) {
-    outcome.error = "bind to " + outcome.node + " failed: " + error;
-    outcome.node.clear();
+  if (scheduled.node.empty()) return outcome;
+  if (!scheduled.bind_error.empty()) {
+    outcome.error = "bind to " + scheduled.node + " failed: " + scheduled.bind_error;
     return outcome;
   }
+  outcome.node = scheduled.node;
   json inspect;
   LINKFIT_ASSIGN_OR_RETURN(inspect, api.GetJson("/inspect/" + outcome.node));
-  outcome.devices = DevicesOf(inspect, uid);
+  outcome.devices = DevicesOf(inspect, cycle_pod.uid);
   return outcome;
 }
 

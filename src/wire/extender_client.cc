@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -45,12 +46,16 @@ Result<ExtenderClient::Reply> ExtenderClient::Call(std::string_view method, std:
 
 Result<std::string> ExtenderClient::Ok(std::string_view method, std::string_view path,
                                        std::string_view body) {
+  const auto start = std::chrono::steady_clock::now();
   Reply reply;
   LINKFIT_ASSIGN_OR_RETURN(reply, Call(method, path, body));
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (reply.status != 200) {
     return MakeError(std::string(method) + " " + std::string(path) + ": HTTP " +
                      std::to_string(reply.status) + ": " + reply.body.substr(0, 300));
   }
+  if (observer_) observer_(method, path, ms);
   return std::move(reply.body);
 }
 

@@ -12,9 +12,11 @@
 //
 // Thread-safety: one thread at a time (it keeps one connection alive).
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -59,6 +61,11 @@ class ExtenderClient {
   // Closes the connection (a later call opens another).
   void Stop();
 
+  // Called after every 200 reply with the call and its round trip in milliseconds (the
+  // harness's latency figures).
+  using Observer = std::function<void(std::string_view method, std::string_view path, double ms)>;
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
+
   const std::string& url_prefix() const { return url_prefix_; }
 
  private:
@@ -67,6 +74,7 @@ class ExtenderClient {
 
   std::unique_ptr<Connection> connection_;
   std::string url_prefix_;
+  Observer observer_;
 };
 
 // `text` parsed as JSON, or an error naming `what` ("POST /explain: reply is not JSON").
