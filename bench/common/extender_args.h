@@ -7,12 +7,11 @@
 // place, wire_codec_bench's fixed corpus, the harness's pods from its trace). Names and UIDs are
 // written as they are: the callers' never need JSON escaping.
 //
-// The tools share these bodies and one HTTP client (wire::ExtenderClient: the harness and `linkfit
-// demo`), not a kube-scheduler driver, because they drive it differently: the harness adds
-// in-tree scores and kube-scheduler's tie-break and learns the devices from /inspect
-// (harness/extender_placer.cc), linkfit-load times raw round trips on one keep-alive connection,
-// linkfit_verbs_bench calls the handler in process, and `linkfit demo` (src/app) drives an
-// in-process Service and explains every step.
+// The harness and `linkfit demo` drive linkfit through one kube-scheduler cycle in src/
+// (wire::SchedulingCycle over wire::ExtenderClient, which writes the same bodies); these builders
+// serve the tools that drive it otherwise: linkfit-load times raw round trips on one keep-alive
+// connection with bodies of any size and rotation, linkfit_verbs_bench calls the handler in
+// process, and the codec bench decodes a fixed corpus.
 //
 // Thread-safety: pure functions.
 
