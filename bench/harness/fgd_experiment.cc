@@ -212,19 +212,33 @@ Result<std::vector<nlohmann::json>> BoundResults(const std::vector<NodeRecord>& 
                         {"arrivals", shape.arrivals},
                         {"forced", shape.forced}});
     }
-    forced_by_seed.push_back({{"seed", seed},
-                              {"pct", 100.0 * forced->ratio},
-                              {"unallocated_gpus", (1.0 - forced->ratio) * total_gpus},
-                              {"forced_shapes", shapes},
-                              {"closing_programs", forced->closing_programs},
-                              {"seconds", seconds}});
+    forced_by_seed.push_back(
+        {{"seed", seed},
+         {"pct", 100.0 * forced->ratio},
+         {"unallocated_gpus", (1.0 - forced->ratio) * total_gpus},
+         {"forced_shapes", shapes},
+         {"forced_prefix_pct",
+          100.0 * forced->forced_prefix_gpu_milli / static_cast<double>(cluster.total_gpu_milli())},
+         {"window_pct",
+          100.0 * forced->window_gpu_milli / static_cast<double>(cluster.total_gpu_milli())},
+         {"theta_first_possible_failure", forced->theta_first_possible_failure},
+         {"theta_worst_window",
+          {forced->theta_worst_window.first, forced->theta_worst_window.second}},
+         {"window_programs", forced->window_programs},
+         {"window_fallbacks", forced->window_fallbacks},
+         {"closing_programs", forced->closing_programs},
+         {"seconds", seconds}});
     if (!options.quiet) {
-      std::fprintf(stderr,
-                   "fgd %-18s seed %3llu: %.2f %% at 130 %% (LP over %d shapes x %d node kinds, "
-                   "%d pivots); forced shares %.2f %% (%.0f GPUs unallocated, %d LPs, %.1f s)\n",
-                   "upper-bound-lp", static_cast<unsigned long long>(seed), 100.0 * bound->ratio,
-                   bound->shapes, bound->kinds, bound->pivots, 100.0 * forced->ratio,
-                   (1.0 - forced->ratio) * total_gpus, forced->closing_programs, seconds);
+      std::fprintf(
+          stderr,
+          "fgd %-18s seed %3llu: %.2f %% at 130 %% (LP over %d shapes x %d node kinds, "
+          "%d pivots); forced shares %.2f %% (%.0f GPUs unallocated; step 2 %.2f %%, %d+%d "
+          "LPs, %d fallbacks, %.1f s)\n",
+          "upper-bound-lp", static_cast<unsigned long long>(seed), 100.0 * bound->ratio,
+          bound->shapes, bound->kinds, bound->pivots, 100.0 * forced->ratio,
+          (1.0 - forced->ratio) * total_gpus,
+          100.0 * forced->forced_prefix_gpu_milli / static_cast<double>(cluster.total_gpu_milli()),
+          forced->closing_programs, forced->window_programs, forced->window_fallbacks, seconds);
     }
   }
   std::vector<nlohmann::json> results;

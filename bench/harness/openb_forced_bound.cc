@@ -1,5 +1,6 @@
 #include "harness/openb_forced_bound.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <set>
@@ -8,103 +9,12 @@
 #include <utility>
 
 #include "harness/lp.h"
+#include "harness/openb_bound_model.h"
 
 namespace linkfit::bench {
 namespace {
 
-// Units inside the programs, to keep their coefficients near 1.
-constexpr double kCore = 1000.0;  // CPU milli
-constexpr double kGib = 1024.0;   // memory MiB
-constexpr double kGpu = 1000.0;   // GPU milli
-constexpr int kHalfGpuMilli = 500;
-
-struct Kind {
-  const SimNode* node = nullptr;
-  int count = 0;
-  double Gpus() const { return static_cast<double>(count) * node->gpu_count; }
-};
-
-struct Shape {
-  const PodSpec* pod = nullptr;
-  int arrivals = 0;
-  bool HasGpu() const { return pod->demand != GpuDemand::kNone && pod->gpu_count > 0; }
-  bool Big() const { return pod->demand == GpuDemand::kShare && pod->gpu_milli > kHalfGpuMilli; }
-  bool Small() const { return pod->demand == GpuDemand::kShare && pod->gpu_milli <= kHalfGpuMilli; }
-  double Gpus() const { return pod->gpu_count * static_cast<double>(pod->gpu_milli) / kGpu; }
-  double Cores() const { return static_cast<double>(pod->cpu_milli) / kCore; }
-  double Gib() const { return static_cast<double>(pod->memory_mib) / kGib; }
-};
-
-struct Model {
-  std::vector<Kind> kinds;
-  std::vector<Shape> shapes;
-  std::vector<int> shape_of;  // per arrival
-};
-
-bool Fits(const PodSpec& pod, const SimNode& node) {
-  return pod.cpu_milli <= node.cpu_capacity && pod.memory_mib <= node.memory_capacity &&
-         pod.gpu_count <= node.gpu_count && node.ModelAllowed(pod.gpu_models);
-}
-
-// A program built column by column and row by row, made dense for Maximise at the end.
-struct SparseProgram {
-  std::vector<double> objective;
-  std::vector<std::vector<std::pair<int, double>>> rows;
-  std::vector<double> bounds;
-
-  int Column(double value) {
-    objective.push_back(value);
-    return static_cast<int>(objective.size()) - 1;
-  }
-  int Row(double bound) {
-    rows.emplace_back();
-    bounds.push_back(bound);
-    return static_cast<int>(rows.size()) - 1;
-  }
-  void Set(int row, int column, double value) {
-    if (value != 0) rows[static_cast<std::size_t>(row)].emplace_back(column, value);
-  }
-  LinearProgram Dense() const {
-    LinearProgram program;
-    program.columns = static_cast<int>(objective.size());
-    program.objective = objective;
-    program.bounds = bounds;
-    for (const auto& sparse : rows) {
-      std::vector<double> row(objective.size(), 0.0);
-      for (const auto& [column, value] : sparse) row[static_cast<std::size_t>(column)] += value;
-      program.rows.push_back(std::move(row));
-    }
-    return program;
-  }
-};
-
-Result<Model> BuildModel(const Cluster& cluster, const std::vector<PodSpec>& arrivals) {
-  Model model;
-  using ShapeKey = std::tuple<std::int64_t, std::int64_t, int, int, std::vector<std::string>>;
-  std::map<ShapeKey, int> shapes;
-  for (const PodSpec& pod : arrivals) {
-    if (pod.demand == GpuDemand::kMig) return MakeError("bound: MIG pods are not modelled");
-    const int gpus = pod.demand == GpuDemand::kNone ? 0 : pod.gpu_count;
-    const int milli = pod.demand == GpuDemand::kNone ? 0 : pod.gpu_milli;
-    auto [it, added] =
-        shapes.try_emplace(ShapeKey{pod.cpu_milli, pod.memory_mib, gpus, milli, pod.gpu_models},
-                           static_cast<int>(model.shapes.size()));
-    if (added) model.shapes.push_back({&pod, 0});
-    ++model.shapes[static_cast<std::size_t>(it->second)].arrivals;
-    model.shape_of.push_back(it->second);
-  }
-  using KindKey = std::tuple<std::int64_t, std::int64_t, int, std::string>;
-  std::map<KindKey, int> kinds;
-  for (const SimNode& node : cluster.nodes()) {
-    if (node.mig_mode || node.mig_gpus != 0) return MakeError("bound: MIG nodes are not modelled");
-    auto [it, added] = kinds.try_emplace(
-        KindKey{node.cpu_capacity, node.memory_capacity, node.gpu_count, node.gpu_model},
-        static_cast<int>(model.kinds.size()));
-    if (added) model.kinds.push_back({&node, 0});
-    ++model.kinds[static_cast<std::size_t>(it->second)].count;
-  }
-  return model;
-}
+using namespace openb_bound;  // NOLINT(google-build-using-namespace)
 
 // Step 1's closing LP (openb_forced_bound.h): the most GPUs of the nodes where `theta` fits that
 // pods of the given counts per shape can leave closed to it. Sets *open_gpus to those nodes' GPUs.
@@ -167,10 +77,7 @@ Result<LpSolution> ClosingProgram(const Model& model, const std::vector<int>& co
 
 // Step 1 for one big-share shape: how many of its arrivals every such policy places.
 Result<int> ForcedArrivals(const Model& model, std::size_t shape, int* programs, int* pivots) {
-  std::vector<std::size_t> positions;
-  for (std::size_t i = 0; i < model.shape_of.size(); ++i) {
-    if (static_cast<std::size_t>(model.shape_of[i]) == shape) positions.push_back(i);
-  }
+  const std::vector<std::size_t> positions = ArrivalPositions(model, shape);
   const PodSpec& theta = *model.shapes[shape].pod;
   // Can the nodes be closed to theta by the pods that arrived before positions[j]?
   auto closable = [&](std::size_t j) -> Result<bool> {
@@ -268,6 +175,80 @@ Result<LpSolution> PackingProgram(const Model& model, const std::vector<int>& fo
   return solved;
 }
 
+// Step 2's optimum in GPUs with the given forced counts.
+Result<double> PackingBound(const Model& model, const std::vector<int>& forced, int* pivots) {
+  int forced_pods = 0;
+  for (int count : forced) forced_pods += count;
+  // The reward must outweigh what a forced pod displaces; checked, and raised when it does not.
+  for (double reward : {10.0, 1000.0}) {
+    bool reached = false;
+    auto solved = PackingProgram(model, forced, reward, &reached);
+    if (!solved) return tl::unexpected(solved.error());
+    *pivots += solved->pivots;
+    if (reached) return solved->value - reward * forced_pods;
+  }
+  return MakeError("bound: the forced shares do not fit the packing program");
+}
+
+// Step 3: the largest bound over the hypotheses on theta's first failure (none before arrival
+// `first_possible`, step 1; "never" means all its arrivals placed), by windows of hypotheses,
+// splitting the window with the largest bound while the budget of programs lasts.
+Result<double> WindowSearch(const Model& model, std::size_t theta, std::vector<int> forced,
+                            const ForcedBoundOptions& options, ForcedShareBound& bound) {
+  const std::size_t arrivals = static_cast<std::size_t>(model.shapes[theta].arrivals);
+  forced[theta] = static_cast<int>(arrivals);
+  auto never = PackingBound(model, forced, &bound.pivots);
+  if (!never) return never;
+  struct Window {
+    std::size_t first;
+    std::size_t end;
+    double value;
+  };
+  auto evaluate = [&](std::size_t first, std::size_t end) -> Result<Window> {
+    ++bound.window_programs;
+    auto value = WindowBound(model, theta, first, end, &bound.pivots);
+    if (!value) return tl::unexpected(value.error());
+    if (*value) return Window{first, end, **value};
+    ++bound.window_fallbacks;  // step 2 with the window's forced prefix: weaker, still valid
+    forced[theta] = static_cast<int>(first);
+    auto fallback = PackingBound(model, forced, &bound.pivots);
+    if (!fallback) return tl::unexpected(fallback.error());
+    return Window{first, end, *fallback};
+  };
+  std::vector<Window> windows;
+  const std::size_t start = static_cast<std::size_t>(bound.theta_first_possible_failure);
+  const std::size_t parts = std::min<std::size_t>(
+      static_cast<std::size_t>(std::max(1, options.initial_windows)), arrivals - start);
+  for (std::size_t p = 0; p < parts; ++p) {
+    auto window = evaluate(start + (arrivals - start) * p / parts,
+                           start + (arrivals - start) * (p + 1) / parts);
+    if (!window) return tl::unexpected(window.error());
+    windows.push_back(*window);
+  }
+  for (int split = 0; split < options.window_splits && !windows.empty(); ++split) {
+    auto worst =
+        std::max_element(windows.begin(), windows.end(),
+                         [](const Window& a, const Window& b) { return a.value < b.value; });
+    if (worst->end - worst->first < 2 || worst->value <= *never) break;
+    const Window whole = *worst;
+    windows.erase(worst);
+    const std::size_t middle = whole.first + (whole.end - whole.first) / 2;
+    for (auto [first, end] : {std::pair{whole.first, middle}, std::pair{middle, whole.end}}) {
+      auto window = evaluate(first, end);
+      if (!window) return tl::unexpected(window.error());
+      windows.push_back(*window);
+    }
+  }
+  double value = *never;
+  for (const Window& window : windows) {
+    if (window.value > value) {
+      value = window.value;
+      bound.theta_worst_window = {static_cast<int>(window.first), static_cast<int>(window.end)};
+    }
+  }
+  return value;
+}
+
 }  // namespace
 
 Result<ForcedShareBound> OpenbForcedShareBound(const Cluster& cluster,
@@ -277,29 +258,34 @@ Result<ForcedShareBound> OpenbForcedShareBound(const Cluster& cluster,
   if (!model) return tl::unexpected(model.error());
   ForcedShareBound bound;
   std::vector<int> forced(model->shapes.size(), 0);
-  int forced_pods = 0;
+  std::size_t theta = model->shapes.size();  // the exclusive big share with the most arrivals
   for (std::size_t s = 0; s < model->shapes.size(); ++s) {
     const Shape& shape = model->shapes[s];
     if (!shape.Big() || shape.arrivals < options.min_arrivals_to_force) continue;
     auto count = ForcedArrivals(*model, s, &bound.closing_programs, &bound.pivots);
     if (!count) return tl::unexpected(count.error());
     forced[s] = *count;
-    forced_pods += *count;
     bound.forced.push_back({shape.pod->gpu_milli, shape.pod->cpu_milli, shape.pod->memory_mib,
                             shape.arrivals, *count});
+    if (shape.pod->gpu_milli >= kExclusiveMilli &&
+        (theta == model->shapes.size() || shape.arrivals > model->shapes[theta].arrivals)) {
+      theta = s;
+    }
   }
-  // The reward must outweigh what a forced pod displaces; checked, and raised when it does not.
-  for (double reward : {10.0, 1000.0}) {
-    bool reached = false;
-    auto solved = PackingProgram(*model, forced, reward, &reached);
-    if (!solved) return tl::unexpected(solved.error());
-    bound.pivots += solved->pivots;
-    if (!reached) continue;
-    bound.allocated_gpu_milli = (solved->value - reward * forced_pods) * kGpu;
-    bound.ratio = bound.allocated_gpu_milli / static_cast<double>(cluster.total_gpu_milli());
-    return bound;
+  auto step2 = PackingBound(*model, forced, &bound.pivots);
+  if (!step2) return tl::unexpected(step2.error());
+  bound.forced_prefix_gpu_milli = *step2 * kGpu;
+  double value = *step2;
+  if (theta < model->shapes.size() && options.window_splits >= 0) {
+    bound.theta_first_possible_failure = forced[theta];
+    auto step3 = WindowSearch(*model, theta, forced, options, bound);
+    if (!step3) return tl::unexpected(step3.error());
+    bound.window_gpu_milli = *step3 * kGpu;
+    value = std::min(value, *step3);  // both bound every such policy
   }
-  return MakeError("bound: the forced shares do not fit the packing program");
+  bound.allocated_gpu_milli = value * kGpu;
+  bound.ratio = bound.allocated_gpu_milli / static_cast<double>(cluster.total_gpu_milli());
+  return bound;
 }
 
 }  // namespace linkfit::bench

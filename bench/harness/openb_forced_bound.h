@@ -32,6 +32,12 @@
 //    shares of shape S placed >= forced(S) (a reward M per forced pod, checked to be reached;
 //    then the optimum equals the constrained one). CPU, memory per kind as in openb_bound.h.
 //
+// 3. (Experimental, off by default: window_splits < 0.) Hypotheses on when the most common
+//    exclusive big share first fails, each bounded by one program that also knows that nodes
+//    closed by CPU keep their GPUs for low-CPU pods only (openb_window_bound.cc). On openb's
+//    arrivals the harness's dense simplex reaches its pivot limit on these programs (~8,000
+//    columns, 28 Nov 2026), so the figures come from steps 1 and 2.
+//
 // Every end state of such a policy maps to a feasible point of step 2 with the forced shares
 // placed, so the optimum bounds its allocation. Still relaxed: arrival order beyond the forced
 // prefixes, integrality, pooling of a kind's nodes (CPU, memory, GPU roles).
@@ -39,6 +45,7 @@
 // Thread-safety: a pure function.
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "harness/cluster.h"
@@ -55,16 +62,26 @@ struct ForcedShape {
 };
 
 struct ForcedShareBound {
-  double allocated_gpu_milli = 0;  // step 2's optimum
-  double ratio = 0;                // of the cluster's GPU milli
+  double allocated_gpu_milli = 0;      // the bound: the smaller of steps 2 and 3
+  double forced_prefix_gpu_milli = 0;  // step 2's optimum
+  double window_gpu_milli = 0;         // step 3's largest window (0 when not run)
+  double ratio = 0;                    // of the cluster's GPU milli
   std::vector<ForcedShape> forced;
-  int closing_programs = 0;  // step 1's LPs solved
+  int closing_programs = 0;                        // step 1's LPs solved
+  int theta_first_possible_failure = 0;            // step 3's shape: step 1's forced count
+  std::pair<int, int> theta_worst_window{-1, -1};  // the window with the largest bound, if any
+  int window_programs = 0;
+  int window_fallbacks = 0;  // windows bounded by step 2 (the window program missed a reward)
   int pivots = 0;            // all LPs together
 };
 
 struct ForcedBoundOptions {
   // Big-share shapes with fewer arrivals are not forced (forced = 0 keeps the bound valid).
   int min_arrivals_to_force = 1;
+  // Step 3: first windows over theta's possible first failures, then splits of the largest; a
+  // negative number of splits skips step 3.
+  int initial_windows = 8;
+  int window_splits = -1;
 };
 
 Result<ForcedShareBound> OpenbForcedShareBound(const Cluster& cluster,
