@@ -6,9 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "harness/experiment.h"
 #include "harness/openb_bound.h"
+#include "harness/openb_forced_bound.h"
 #include "harness/openb_workload.h"
 #include "harness/report.h"
 
@@ -23,6 +27,7 @@ struct SeedRun {
   double ratio_130 = 0;
   int pods = 0;
   int failed_pods = 0;
+  int failed_though_fit = 0;  // failed while some node could take it (openb_forced_bound.h)
   double failed_gpus = 0;
   int first_behind_level = -1;  // first level where allocation < demand - 1 point
   double seconds = 0;
@@ -103,6 +108,12 @@ Result<SeedRun> ReplayOneSeed(const std::string& policy, std::uint64_t seed,
     ++run.pods;
     if (!*placed) {
       ++run.failed_pods;
+      for (int node = 0; node < static_cast<int>(cluster.nodes().size()); ++node) {
+        if (cluster.DeviceFits(node, pod)) {
+          ++run.failed_though_fit;
+          break;
+        }
+      }
       run.failed_gpus += pod.RequestedGpus();
       const int pod_class = PodClass(pod);
       ++run.failed_by_class[static_cast<std::size_t>(pod_class + 1)];
@@ -168,6 +179,84 @@ const std::map<std::string, std::pair<double, int>>& PaperFigures() {
   return figures;
 }
 
+// The upper bounds of each seed's arrivals beside the policies: the LP of openb_bound.h and the
+// forced-share bound of openb_forced_bound.h.
+Result<std::vector<nlohmann::json>> BoundResults(const std::vector<NodeRecord>& nodes,
+                                                 const std::vector<PodSpec>& trace,
+                                                 const BenchOptions& options, int total_gpus) {
+  std::vector<double> lp_pct;
+  std::vector<double> forced_pct;
+  nlohmann::json forced_by_seed = nlohmann::json::array();
+  for (std::uint64_t seed : options.seeds) {
+    const Cluster cluster = BuildOpenbCluster(nodes);
+    std::vector<PodSpec> arrivals =
+        FgdArrivals(trace, seed, cluster.total_gpus(), options.demand_limit);
+    if (options.max_pods > 0 && arrivals.size() > options.max_pods) {
+      arrivals.resize(options.max_pods);
+    }
+    const std::string context = "upper bound, seed " + std::to_string(seed);
+    auto bound = OpenbGpuBound(cluster, arrivals);
+    if (!bound) return WithContext(bound.error(), context);
+    lp_pct.push_back(100.0 * bound->ratio);
+    const auto started = std::chrono::steady_clock::now();
+    auto forced = OpenbForcedShareBound(cluster, arrivals);
+    if (!forced) return WithContext(forced.error(), context);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    forced_pct.push_back(100.0 * forced->ratio);
+    nlohmann::json shapes = nlohmann::json::array();
+    for (const ForcedShape& shape : forced->forced) {
+      shapes.push_back({{"gpu_milli", shape.gpu_milli},
+                        {"cpu_milli", shape.cpu_milli},
+                        {"memory_mib", shape.memory_mib},
+                        {"arrivals", shape.arrivals},
+                        {"forced", shape.forced}});
+    }
+    forced_by_seed.push_back(
+        {{"seed", seed},
+         {"pct", 100.0 * forced->ratio},
+         {"unallocated_gpus", (1.0 - forced->ratio) * total_gpus},
+         {"forced_shapes", shapes},
+         {"forced_prefix_pct",
+          100.0 * forced->forced_prefix_gpu_milli / static_cast<double>(cluster.total_gpu_milli())},
+         {"window_pct",
+          100.0 * forced->window_gpu_milli / static_cast<double>(cluster.total_gpu_milli())},
+         {"theta_first_possible_failure", forced->theta_first_possible_failure},
+         {"theta_worst_window",
+          {forced->theta_worst_window.first, forced->theta_worst_window.second}},
+         {"window_programs", forced->window_programs},
+         {"window_fallbacks", forced->window_fallbacks},
+         {"closing_programs", forced->closing_programs},
+         {"seconds", seconds}});
+    if (!options.quiet) {
+      std::fprintf(
+          stderr,
+          "fgd %-18s seed %3llu: %.2f %% at 130 %% (LP over %d shapes x %d node kinds, "
+          "%d pivots); forced shares %.2f %% (%.0f GPUs unallocated; step 2 %.2f %%, %d+%d "
+          "LPs, %d fallbacks, %.1f s)\n",
+          "upper-bound-lp", static_cast<unsigned long long>(seed), 100.0 * bound->ratio,
+          bound->shapes, bound->kinds, bound->pivots, 100.0 * forced->ratio,
+          (1.0 - forced->ratio) * total_gpus,
+          100.0 * forced->forced_prefix_gpu_milli / static_cast<double>(cluster.total_gpu_milli()),
+          forced->closing_programs, forced->window_programs, forced->window_fallbacks, seconds);
+    }
+  }
+  std::vector<nlohmann::json> results;
+  for (const auto& [name, pct] : {std::pair{"upper-bound-lp", &lp_pct},
+                                  std::pair{"upper-bound-forced-shares", &forced_pct}}) {
+    const double mean = Mean(*pct);
+    results.push_back({{"policy", name},
+                       {"gpu_allocation_ratio", mean / 100.0},
+                       {"gpu_allocation_ratio_pct", mean},
+                       {"gpu_allocation_ratio_pct_stddev", StdDev(*pct)},
+                       {"unallocated_gpus", (1.0 - mean / 100.0) * total_gpus},
+                       {"per_seed_pct", *pct},
+                       {"seeds", pct->size()}});
+  }
+  results.back()["by_seed"] = forced_by_seed;
+  return results;
+}
+
 }  // namespace
 
 Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
@@ -216,6 +305,7 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
       runs.push_back(std::move(*run));
     }
     std::vector<double> at_130, at_100, behind, seconds, failed, stranded, fragment, usable;
+    std::vector<double> failed_though_fit;
     std::array<double, 6> failed_by_class{};
     for (const SeedRun& run : runs) {
       stranded.push_back(run.stranded_cpu_memory_gpus);
@@ -229,6 +319,7 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
       behind.push_back(run.first_behind_level < 0 ? 130.0 : run.first_behind_level);
       seconds.push_back(run.seconds);
       failed.push_back(run.failed_pods);
+      failed_though_fit.push_back(run.failed_though_fit);
     }
     const double ratio = Mean(at_130);
     nlohmann::json result = {{"policy", policy},
@@ -240,6 +331,7 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
                              {"unallocated_gpus_at_100", (1.0 - Mean(at_100) / 100.0) * total_gpus},
                              {"first_demand_pct_one_point_behind", Mean(behind)},
                              {"failed_pods", Mean(failed)},
+                             {"failed_pods_that_fitted_somewhere", Mean(failed_though_fit)},
                              {"unallocated_gpus_cpu_memory_stranded", Mean(stranded)},
                              {"unallocated_gpus_share_fragments", Mean(fragment)},
                              {"unallocated_gpus_still_usable", Mean(usable)},
@@ -269,34 +361,9 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
     }
     series.push_back(std::move(curve));
   }
-  // The LP upper bound of each seed's arrivals (openb_bound.h), beside the policies.
-  std::vector<double> bound_pct;
-  for (std::uint64_t seed : options.seeds) {
-    const Cluster cluster = BuildOpenbCluster(*nodes);
-    std::vector<PodSpec> arrivals =
-        FgdArrivals(trace, seed, cluster.total_gpus(), options.demand_limit);
-    if (options.max_pods > 0 && arrivals.size() > options.max_pods) {
-      arrivals.resize(options.max_pods);
-    }
-    auto bound = OpenbGpuBound(cluster, arrivals);
-    if (!bound) return WithContext(bound.error(), "upper bound, seed " + std::to_string(seed));
-    bound_pct.push_back(100.0 * bound->ratio);
-    if (!options.quiet) {
-      std::fprintf(stderr,
-                   "fgd %-18s seed %3llu: %.2f %% at 130 %% (LP over %d shapes x %d node kinds, "
-                   "%d pivots)\n",
-                   "upper-bound-lp", static_cast<unsigned long long>(seed), 100.0 * bound->ratio,
-                   bound->shapes, bound->kinds, bound->pivots);
-    }
-  }
-  const double bound_mean = Mean(bound_pct);
-  results.push_back({{"policy", "upper-bound-lp"},
-                     {"gpu_allocation_ratio", bound_mean / 100.0},
-                     {"gpu_allocation_ratio_pct", bound_mean},
-                     {"gpu_allocation_ratio_pct_stddev", StdDev(bound_pct)},
-                     {"unallocated_gpus", (1.0 - bound_mean / 100.0) * total_gpus},
-                     {"per_seed_pct", bound_pct},
-                     {"seeds", bound_pct.size()}});
+  auto bounds = BoundResults(*nodes, trace, options, total_gpus);
+  if (!bounds) return tl::unexpected(bounds.error());
+  for (nlohmann::json& bound : *bounds) results.push_back(std::move(bound));
   auto written =
       WriteSeriesCsv(options.out_dir + "/allocation_vs_demand.csv", "arrived_demand_pct", series);
   if (!written) return tl::unexpected(written.error());
@@ -322,7 +389,12 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
                          {"upper-bound-lp: no policy can allocate more of the same arrivals: an "
                           "LP over pod shapes and node kinds (bench/harness/openb_bound.h) that "
                           "relaxes the arrival order, integrality, and packing within nodes and "
-                          "GPUs (a kind's nodes pooled)."}}};
+                          "GPUs (a kind's nodes pooled).",
+                          "upper-bound-forced-shares: no policy that places every pod that fits "
+                          "somewhere when it arrives can allocate more: shares > 0.5 GPU that "
+                          "must be placed keep a GPU each, beside which only small shares fit "
+                          "(bench/harness/openb_forced_bound.h). failed_pods_that_fitted_somewhere "
+                          "says whether a policy obeyed that rule."}}};
 }
 
 }  // namespace linkfit::bench
