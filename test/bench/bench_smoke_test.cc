@@ -114,11 +114,17 @@ TEST_F(SmokeReplay, EveryBaselineReplaysTheSampleDeterministically) {
   ASSERT_TRUE(first) << first.error().message;
   auto second = RunFgdExperiment(Options());
   ASSERT_TRUE(second) << second.error().message;
-  // Seven baselines, then the LP upper bound (openb_bound.h), which no policy exceeds.
-  ASSERT_EQ((*first)["results"].size(), 8u);
+  // Seven baselines, then the LP upper bound (openb_bound.h), which no policy exceeds, then the
+  // forced-share bound (openb_forced_bound.h), never above the LP's.
+  ASSERT_EQ((*first)["results"].size(), 9u);
   EXPECT_EQ((*first)["results"].size(), (*second)["results"].size());
   const auto& bound = (*first)["results"][7];
   EXPECT_EQ(bound["policy"], "upper-bound-lp");
+  const auto& forced = (*first)["results"][8];
+  EXPECT_EQ(forced["policy"], "upper-bound-forced-shares");
+  EXPECT_EQ(forced["gpu_allocation_ratio"], (*second)["results"][8]["gpu_allocation_ratio"]);
+  EXPECT_LE(forced["gpu_allocation_ratio"].get<double>(),
+            bound["gpu_allocation_ratio"].get<double>() + 1e-9);
   for (std::size_t i = 0; i < 8; ++i) {
     const auto& a = (*first)["results"][i];
     const auto& b = (*second)["results"][i];
