@@ -1,5 +1,7 @@
 #include "common/extender_args.h"
 
+#include "linkfit/wire/scheduling_cycle.h"
+
 namespace linkfit::bench {
 
 std::string CacheModeArgs(std::string_view pod, const std::vector<std::string>& names,
@@ -35,10 +37,7 @@ std::string NonCacheModeArgs(std::string_view pod, const std::vector<std::string
 
 std::string BindingArgs(std::string_view pod_name, std::string_view pod_namespace,
                         std::string_view uid, std::string_view node) {
-  std::string body = R"({"PodName":")";
-  body.append(pod_name).append(R"(","PodNamespace":")").append(pod_namespace);
-  body.append(R"(","PodUID":")").append(uid).append(R"(","Node":")").append(node).append("\"}");
-  return body;
+  return wire::BindingBody(pod_name, pod_namespace, uid, node);
 }
 
 }  // namespace linkfit::bench

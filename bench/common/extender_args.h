@@ -33,7 +33,8 @@ inline std::string CacheModeArgs(std::string_view pod, const std::vector<std::st
 // {"Pod":<pod>,"Nodes":{"metadata":{},"items":[<node objects>]},"NodeNames":null}.
 std::string NonCacheModeArgs(std::string_view pod, const std::vector<std::string>& node_objects);
 
-// {"PodName":...,"PodNamespace":...,"PodUID":...,"Node":...} (Go's field order).
+// {"PodName":...,"PodNamespace":...,"PodUID":...,"Node":...} (Go's field order):
+// wire::BindingBody, the body kube-scheduler's cycle in src/ sends.
 std::string BindingArgs(std::string_view pod_name, std::string_view pod_namespace,
                         std::string_view uid, std::string_view node);
 

@@ -73,9 +73,10 @@ struct VerdictMarker {
   FilterVerdicts& verdicts;
   FilterMarks& marks;
   const VerbCall& call;
+  // The snapshot's ranks, looked up once (Snapshot::Ranks passes a once_flag on every call).
+  const std::vector<std::uint32_t>& ranks = call.snapshot.Ranks();
 
   std::size_t names() const { return call.names.size(); }
-  const std::vector<std::uint32_t>& ranks() const { return call.snapshot.Ranks(); }
 
   // Points the verdicts at the marks, `rank_count` ranks' worth of failures, and counts.
   void Publish(std::size_t rank_count, const MarkCounts& counts) {
@@ -98,7 +99,7 @@ struct VerdictMarker {
 
   // Every name fails for good, saying `reason`.
   void FailAll(std::string reason) {
-    marks.Prepare(names(), ranks().size());
+    marks.Prepare(names(), ranks.size());
     verdicts.own_reasons_.push_back(verdicts.own_texts_.emplace_front(std::move(reason)));
     verdicts.reasons_ = verdicts.own_reasons_;
     const std::uint32_t* const at = call.positions;
@@ -108,33 +109,33 @@ struct VerdictMarker {
         verdicts.unranked_.push_back({index, 0, true});
         continue;
       }
-      const std::uint32_t rank = ranks()[at[i]];
+      const std::uint32_t rank = ranks[at[i]];
       marks.at_rank[rank] = FilterVerdicts::Pack(index, 0, true);
       marks.failing[rank / 64] |= std::uint64_t{1} << (rank % 64);
     }
-    Publish(ranks().size(), MarkCounts{0, 0, names(), 0});
+    Publish(ranks.size(), MarkCounts{0, 0, names(), 0});
   }
 
   // Every name known (the steady state): one pass by the kept fits; where a fit is not kept yet,
   // `compute_missing` computes the missing ones and the names are marked again.
   template <typename ComputeMissing>
   void MarkKnown(const FitTable& fits, ComputeMissing&& compute_missing) {
-    marks.Prepare(names(), ranks().size());
-    MarkCounts counts = MarkKnownNames(call.positions, names(), fits, ranks().data(), marks);
+    marks.Prepare(names(), ranks.size());
+    MarkCounts counts = MarkKnownNames(call.positions, names(), fits, ranks.data(), marks);
     if (counts.unknown_fits > 0) {
       compute_missing();
-      marks.Prepare(names(), ranks().size());
-      counts = MarkKnownNames(call.positions, names(), fits, ranks().data(), marks);
+      marks.Prepare(names(), ranks.size());
+      counts = MarkKnownNames(call.positions, names(), fits, ranks.data(), marks);
     }
     verdicts.reasons_ = fits.reason_texts;
-    Publish(ranks().size(), counts);
+    Publish(ranks.size(), counts);
   }
 
   // Some names unknown (fits computed): those fail for good, listed with the reason (no rank;
   // the snapshot's problem with the node where it has one); not the steady state, so each name
   // is marked on its own.
   void MarkWithUnknown(const FitTable& fits) {
-    marks.Prepare(names(), ranks().size());
+    marks.Prepare(names(), ranks.size());
     verdicts.own_reasons_ = fits.reason_texts;
     const auto unknown_reason = static_cast<std::uint32_t>(verdicts.own_reasons_.size());
     verdicts.own_reasons_.push_back(kUnknownNode);
@@ -158,14 +159,14 @@ struct VerdictMarker {
         ++counts.passed;
         continue;
       }
-      const std::uint32_t rank = ranks()[at[i]];
+      const std::uint32_t rank = ranks[at[i]];
       marks.at_rank[rank] =
           FilterVerdicts::Pack(index, fits.reason_by_slot[fit.slot()], fit.unresolvable());
       marks.failing[rank / 64] |= std::uint64_t{1} << (rank % 64);
       ++(fit.unresolvable() ? counts.unresolvable : counts.failed);
     }
     verdicts.reasons_ = verdicts.own_reasons_;
-    Publish(ranks().size(), counts);
+    Publish(ranks.size(), counts);
   }
 };
 

@@ -45,9 +45,10 @@ std::string CacheModeBody(std::string_view pod_json, const std::vector<std::stri
   return body;
 }
 
-std::string BindingBody(const CyclePod& pod, std::string_view node) {
-  return R"({"PodName":)" + json::Quote(pod.name) + R"(,"PodNamespace":)" +
-         json::Quote(pod.pod_namespace) + R"(,"PodUID":)" + json::Quote(pod.uid) + R"(,"Node":)" +
+std::string BindingBody(std::string_view pod_name, std::string_view pod_namespace,
+                        std::string_view uid, std::string_view node) {
+  return R"({"PodName":)" + json::Quote(pod_name) + R"(,"PodNamespace":)" +
+         json::Quote(pod_namespace) + R"(,"PodUID":)" + json::Quote(uid) + R"(,"Node":)" +
          json::Quote(node) + "}";
 }
 
@@ -113,7 +114,8 @@ Result<std::vector<HostScore>> SchedulingCycle::Prioritize(const CyclePod& pod,
 
 Result<std::string> SchedulingCycle::Bind(const CyclePod& pod, std::string_view node) {
   nlohmann::json reply;
-  LINKFIT_ASSIGN_OR_RETURN(reply, client_.VerbJson("bind", BindingBody(pod, node)));
+  LINKFIT_ASSIGN_OR_RETURN(
+      reply, client_.VerbJson("bind", BindingBody(pod.name, pod.pod_namespace, pod.uid, node)));
   if (!reply.is_object()) return MakeError("bind reply is not an object");
   return StringAt(reply, "Error");
 }

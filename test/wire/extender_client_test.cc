@@ -10,6 +10,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace linkfit::wire {
 namespace {
@@ -73,6 +74,21 @@ TEST_F(ExtenderClientTest, OtherStatusesAndBodiesAreErrorsNamingTheCall) {
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("GET /nowhere: HTTP 404"), std::string::npos);
   EXPECT_FALSE(client.Call("PUT", "/explain"));
+}
+
+// The observer hears each call that got a 200 reply, with its method and path; a refusal is an
+// error, not a round trip to count.
+TEST_F(ExtenderClientTest, TheObserverHearsEveryAnsweredCall) {
+  ExtenderClient client(Url(), "/scheduler");
+  std::vector<std::string> heard;
+  client.set_observer([&](std::string_view method, std::string_view path, double ms) {
+    EXPECT_GE(ms, 0.0);
+    heard.push_back(std::string(method) + " " + std::string(path));
+  });
+  ASSERT_TRUE(client.Verb("filter", "{}"));
+  EXPECT_FALSE(client.Post("/explain", "{}"));
+  EXPECT_FALSE(client.GetJson("/inspect"));  // answered 200, but not JSON: heard all the same
+  EXPECT_EQ(heard, (std::vector<std::string>{"POST /scheduler/filter", "GET /inspect"}));
 }
 
 TEST_F(ExtenderClientTest, AServerThatIsNotThereIsAnErrorNotAReply) {

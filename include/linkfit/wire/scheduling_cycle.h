@@ -83,6 +83,7 @@ class SchedulingCycle {
 
 // The request bodies, as kube-scheduler writes them.
 std::string CacheModeBody(std::string_view pod_json, const std::vector<std::string>& names);
-std::string BindingBody(const CyclePod& pod, std::string_view node);
+std::string BindingBody(std::string_view pod_name, std::string_view pod_namespace,
+                        std::string_view uid, std::string_view node);
 
 }  // namespace linkfit::wire
