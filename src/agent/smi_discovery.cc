@@ -129,7 +129,8 @@ void MarkUnhealthy(topology::GpuSpec& gpu, const std::string& problem) {
   gpu.healthy = false;
 }
 
-// GPUs the query lists beyond topo -m's matrix join unhealthy, with SYS links to all others.
+// GPUs the query lists beyond topo -m's matrix join unhealthy, with SYS links to all others and
+// SYS to every NIC (topo -m, which relates NICs to GPUs, did not see them).
 Result<void> AddGpusMissingFromMatrix(topology::TopologySpec& spec,
                                       std::vector<topology::GpuSpec> extras,
                                       const topology::GpuModelTable& table) {
@@ -148,6 +149,8 @@ Result<void> AddGpusMissingFromMatrix(topology::TopologySpec& spec,
     for (const topology::GpuSpec& gpu : spec.gpus) {
       spec.links.push_back({gpu.index, extra.index, 0, false, topology::PcieRelation::kSys});
     }
+    for (topology::NicSpec& nic : spec.nics)
+      nic.gpu_relations.push_back(topology::PcieRelation::kSys);
     MarkUnhealthy(extra, "listed by " + Quoted(kQuery) + " but missing from nvidia-smi topo -m");
     spec.warnings.push_back("GPU" + std::to_string(extra.index) +
                             " is missing from nvidia-smi topo -m; published unhealthy");

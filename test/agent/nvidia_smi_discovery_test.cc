@@ -242,6 +242,13 @@ TEST(NvidiaSmiDiscovery, AGpuMissingFromTopoIsUnhealthyWithSysLinks) {
     EXPECT_EQ(link.pcie, topology::PcieRelation::kSys);
   }
   EXPECT_EQ(links_to_lost, 7);
+  // topo -m related its NICs to the GPUs it saw; the lost GPU is SYS to each (never closer).
+  ASSERT_EQ(spec.nics.size(), 8u);
+  for (const topology::NicSpec& nic : spec.nics) {
+    ASSERT_EQ(nic.gpu_relations.size(), 8u) << nic.name;
+    EXPECT_EQ(nic.gpu_relations[7], topology::PcieRelation::kSys) << nic.name;
+  }
+  EXPECT_EQ(spec.nics[0].gpu_relations[0], topology::PcieRelation::kPxb);
   for (int g = 0; g < 7; ++g) EXPECT_TRUE(spec.gpus[static_cast<std::size_t>(g)].healthy) << g;
   ExpectLinkfitReads(spec);
 
