@@ -14,9 +14,12 @@
 // `nvidia-smi mig -lgi` is read only when some GPU is in MIG mode.
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -337,14 +340,55 @@ Result<Discovery> DiscoverWithNvidiaSmi(const CommandRunner& run,
   return found;
 }
 
+Result<std::map<std::string, int>> ParseNicRails(std::string_view text) {
+  std::map<std::string, int> rails;
+  for (std::string_view entry : Split(text, ',')) {
+    entry = Trim(entry);
+    if (entry.empty()) continue;
+    const std::size_t equals = entry.find('=');
+    const std::string name(Trim(entry.substr(0, std::min(equals, entry.size()))));
+    const auto rail = equals == std::string_view::npos ? std::optional<std::int64_t>()
+                                                       : ParseInt(Trim(entry.substr(equals + 1)));
+    if (name.empty() || !rail || *rail < 0 || *rail >= topology::kMaxNics) {
+      return MakeError("--nic-rails: " + QuoteForMessage(entry) +
+                       " is not NAME=RAIL with RAIL in 0.." +
+                       std::to_string(topology::kMaxNics - 1));
+    }
+    if (!rails.emplace(name, static_cast<int>(*rail)).second) {
+      return MakeError("--nic-rails: " + name + " is given twice");
+    }
+  }
+  return rails;
+}
+
+namespace {
+
+Result<Discovery> WithRails(Result<Discovery> found, const std::map<std::string, int>& rails) {
+  if (!found) return found;
+  for (const auto& [name, rail] : rails) {
+    const auto nic = std::find_if(found->spec.nics.begin(), found->spec.nics.end(),
+                                  [&](const topology::NicSpec& n) { return n.name == name; });
+    if (nic != found->spec.nics.end()) {
+      nic->rail = rail;
+      continue;
+    }
+    const std::string warning = "--nic-rails names " + name + ", which this node does not have";
+    found->warnings.push_back(warning);
+    found->spec.warnings.push_back(warning);
+  }
+  return found;
+}
+
+}  // namespace
+
 Result<Discovery> Discover(const NvmlOptions& options, const CommandRunner& run) {
   auto nvml = DiscoverWithNvml(options);
-  if (nvml) return nvml;
+  if (nvml) return WithRails(std::move(nvml), options.nic_rails);
   log::Warning("NVML unusable (" + nvml.error().message + "); discovering through nvidia-smi");
   auto smi = DiscoverWithNvidiaSmi(run, options.gpu_models != nullptr
                                             ? *options.gpu_models
                                             : topology::GpuModelTable::Builtin());
-  if (smi) return smi;
+  if (smi) return WithRails(std::move(smi), options.nic_rails);
   return MakeError("no GPU discovery worked: NVML: " + nvml.error().message +
                    "; nvidia-smi: " + smi.error().message);
 }
