@@ -365,11 +365,12 @@ namespace {
 
 Result<Discovery> WithRails(Result<Discovery> found, const std::map<std::string, int>& rails) {
   if (!found) return found;
-  for (const auto& [name, rail] : rails) {
+  for (const auto& entry : rails) {
+    const std::string& name = entry.first;
     const auto nic = std::find_if(found->spec.nics.begin(), found->spec.nics.end(),
                                   [&](const topology::NicSpec& n) { return n.name == name; });
     if (nic != found->spec.nics.end()) {
-      nic->rail = rail;
+      nic->rail = entry.second;
       continue;
     }
     const std::string warning = "--nic-rails names " + name + ", which this node does not have";

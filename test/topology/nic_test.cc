@@ -93,6 +93,22 @@ TEST(NicDocument, NicLessDocumentsHaveNoNicsKey) {
   }
 }
 
+// The sample document (also a seed of fuzz_topology_document): three NICs, one with a stated
+// rail, one with a Data Direct function, one a virtual function.
+TEST(NicDocument, SampleDocumentBuilds) {
+  auto spec = ParseTopologyDocument(ReadFile("test/data/topology-documents/nics.json"));
+  ASSERT_TRUE(spec) << spec.error().message;
+  auto built = BuildTopology(*spec);
+  ASSERT_TRUE(built) << built.error().message;
+  ASSERT_EQ((*built)->nic_count(), 3);
+  EXPECT_EQ((*built)->nics()[0].rail, 0);
+  EXPECT_EQ((*built)->nics()[1].rail, 3);
+  EXPECT_EQ((*built)->nics()[2].rail, 2);
+  EXPECT_EQ((*built)->nics()[1].data_path_pci_bus_id, "0000:0a:00.0");
+  EXPECT_EQ((*built)->nics()[2].sriov_physfn, "0000:04:00.0");
+  EXPECT_EQ((*built)->nic_relation(1, 1), R::kPix);
+}
+
 TEST(NicDocument, BadNicsAreErrorsNamingTheField) {
   const struct {
     const char* nics;
