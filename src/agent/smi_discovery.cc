@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/smi_mig_table.h"
+#include "agent/sysfs_nics.h"
 #include "linkfit/agent/discovery.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
@@ -380,6 +381,31 @@ Result<Discovery> WithRails(Result<Discovery> found, const std::map<std::string,
   return found;
 }
 
+// The NICs sysfs shows replace those of topo -m, which know no bus id, port or Data Direct
+// function; a relation the two disagree on is a warning (sysfs's is published).
+void NicsFromSysfs(const std::string& sysfs_root, Discovery& found) {
+  std::vector<std::string> warnings;
+  std::vector<topology::NicSpec> nics = ReadNics(sysfs_root, found.spec, warnings);
+  if (nics.empty()) return;
+  for (const topology::NicSpec& nic : nics) {
+    const auto seen = std::find_if(found.spec.nics.begin(), found.spec.nics.end(),
+                                   [&](const topology::NicSpec& n) { return n.name == nic.name; });
+    if (seen == found.spec.nics.end()) continue;
+    for (std::size_t g = 0; g < nic.gpu_relations.size() && g < seen->gpu_relations.size(); ++g) {
+      if (nic.gpu_relations[g] == seen->gpu_relations[g]) continue;
+      warnings.push_back(
+          "NIC " + nic.name + " to GPU" + std::to_string(g) + ": sysfs says " +
+          std::string(topology::ToString(nic.gpu_relations[g])) + ", nvidia-smi topo -m " +
+          std::string(topology::ToString(seen->gpu_relations[g])) + "; publishing sysfs's");
+    }
+  }
+  found.spec.nics = std::move(nics);
+  for (std::string& warning : warnings) {
+    found.spec.warnings.push_back(warning);
+    found.warnings.push_back(std::move(warning));
+  }
+}
+
 }  // namespace
 
 Result<Discovery> Discover(const NvmlOptions& options, const CommandRunner& run) {
@@ -389,7 +415,10 @@ Result<Discovery> Discover(const NvmlOptions& options, const CommandRunner& run)
   auto smi = DiscoverWithNvidiaSmi(run, options.gpu_models != nullptr
                                             ? *options.gpu_models
                                             : topology::GpuModelTable::Builtin());
-  if (smi) return WithRails(std::move(smi), options.nic_rails);
+  if (smi) {
+    NicsFromSysfs(options.sysfs_root, *smi);
+    return WithRails(std::move(smi), options.nic_rails);
+  }
   return MakeError("no GPU discovery worked: NVML: " + nvml.error().message +
                    "; nvidia-smi: " + smi.error().message);
 }

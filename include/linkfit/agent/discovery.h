@@ -76,8 +76,10 @@ Result<Discovery> DiscoverWithNvidiaSmi(
 // names the bad entry.
 Result<std::map<std::string, int>> ParseNicRails(std::string_view text);
 
-// NVML first, nvidia-smi when NVML cannot be loaded; the error names why both failed. NIC rails
-// from `options.nic_rails` are applied to either's NICs (a name the node lacks is a warning).
+// NVML first, nvidia-smi when NVML cannot be loaded; the error names why both failed. Through
+// nvidia-smi, the NICs sysfs (`options.sysfs_root`) shows replace those of topo -m, and a
+// relation the two disagree on is a warning. NIC rails from `options.nic_rails` are applied to
+// either's NICs (a name the node lacks is a warning).
 Result<Discovery> Discover(const NvmlOptions& options, const CommandRunner& run);
 
 // Critical Xid events through an NVML event set (nvmlEventTypeXidCriticalError), for the GPUs
