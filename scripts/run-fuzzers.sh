@@ -36,7 +36,8 @@ fi
 seeds_for() {
   case "$1" in
     fuzz_nvidia_smi) echo "test/data/nvidia-smi" ;;
-    fuzz_topology_document) echo "config/topologies" ;;
+    fuzz_topology_document) echo "config/topologies test/data/topology-documents" ;;
+    fuzz_nic_vpd) echo "test/data/vpd" ;;
     fuzz_allocation_record) echo "test/data/allocation-records" ;;
     fuzz_devices_in_use) echo "test/data/devices-in-use" ;;
     fuzz_nvidia_smi_mig) echo "test/data/nvidia-smi" ;;

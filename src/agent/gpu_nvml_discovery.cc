@@ -15,6 +15,7 @@
 
 #include "agent/gpu_nvml_library.h"
 #include "agent/gpu_nvml_links.h"
+#include "agent/sysfs_nics.h"
 #include "agent/sysfs_pcie.h"
 #include "linkfit/agent/discovery.h"
 #include "linkfit/common/strings.h"
@@ -576,6 +577,8 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
     known.pcie_generation = true;
     known.pcie_from_sysfs = true;
   }
+  // RDMA NICs and their PCIe relation to each GPU (none where sysfs shows no class/infiniband).
+  spec.nics = ReadNics(options.sysfs_root, spec, found.warnings);
   ApplyFacts(
       spec, probe.stated, links,
       options.gpu_models != nullptr ? *options.gpu_models : topology::GpuModelTable::Builtin(),

@@ -12,7 +12,14 @@
 namespace linkfit::agent::nvml {
 namespace {
 
-// The CPU socket of a NUMA node from sysfs: the physical package of its first CPU.
+// The lower of two generations, 0 (unknown) counting as "not yet seen".
+int Lowest(int current, int generation) {
+  if (generation == 0) return current;
+  return current == 0 ? generation : std::min(current, generation);
+}
+
+}  // namespace
+
 std::optional<int> SocketFromSysfs(const std::string& sysfs_root, int numa) {
   std::ifstream cpus(sysfs_root + "/devices/system/node/node" + std::to_string(numa) + "/cpulist");
   std::string list;
@@ -25,14 +32,6 @@ std::optional<int> SocketFromSysfs(const std::string& sysfs_root, int numa) {
   if (!(package >> socket) || socket < 0) return std::nullopt;
   return socket;
 }
-
-// The lower of two generations, 0 (unknown) counting as "not yet seen".
-int Lowest(int current, int generation) {
-  if (generation == 0) return current;
-  return current == 0 ? generation : std::min(current, generation);
-}
-
-}  // namespace
 
 std::string CanonicalBusId(std::string_view bus_id) {
   const std::string lower = ToLower(Trim(bus_id));

@@ -6,6 +6,7 @@
 //
 // Thread-safety: free functions over values the caller owns; NVML itself is thread-safe.
 
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -43,6 +44,10 @@ struct LinkCounts {
 LinkCounts CountNvlinks(const NvmlLibrary& nvml, const std::vector<nvmlDevice_t>& devices,
                         const std::vector<topology::GpuSpec>& gpus,
                         std::vector<std::string>& warnings);
+
+// The CPU socket of a NUMA node from sysfs: the physical package of its first CPU; nullopt when
+// sysfs does not say.
+std::optional<int> SocketFromSysfs(const std::string& sysfs_root, int numa);
 
 // Sockets: from sysfs where it says; otherwise a PCIe relation closer than SYS (which cannot
 // cross the inter-socket link) puts both GPUs' NUMA nodes on one socket, numbered by their

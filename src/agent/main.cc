@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,6 +64,10 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
                                exporter, relying on NVIDIA_VISIBLE_DEVICES=all) are left as they
                                are instead of getting no GPU; only namespaces an administrator
                                controls
+  --host-sys DIR               the node's /sys (default /sys): PCIe switches, NUMA nodes and the
+                               RDMA NICs (class/infiniband) the topology document then lists
+  --nic-rails NAME=RAIL,...    rails of RDMA NICs by name (e.g. mlx5_0=0,mlx5_3=1); the others
+                               keep their position among the node's NICs, ordered by name
   --host-proc DIR              the node's /proc, for the driver's device files (default /proc);
                                NRI runtimes without CDI get the device files of what each
                                container is handed
@@ -90,6 +95,8 @@ struct Flags {
   std::string device_plugin_dir;
   std::string share_resource = handoff::kDefaultShareResource;
   std::string host_proc = "/proc";
+  std::string host_sys = "/sys";
+  std::map<std::string, int> nic_rails;
   std::vector<std::string> exempt_namespaces;
   int discover_interval_s = 60;
   int devices_interval_s = 10;
@@ -137,6 +144,12 @@ Result<Flags> ParseFlags(const std::vector<std::string>& args) {
       flags.exempt_namespaces.push_back(std::move(ns));
     } else if (arg == "--host-proc") {
       LINKFIT_ASSIGN_OR_RETURN(flags.host_proc, value());
+    } else if (arg == "--host-sys") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.host_sys, value());
+    } else if (arg == "--nic-rails") {
+      std::string text;
+      LINKFIT_ASSIGN_OR_RETURN(text, value());
+      LINKFIT_ASSIGN_OR_RETURN(flags.nic_rails, ParseNicRails(text));
     } else if (arg == "--share-resource") {
       LINKFIT_ASSIGN_OR_RETURN(flags.share_resource, value());
     } else if (arg == "--nvml-library") {
@@ -191,6 +204,8 @@ bool IsSocket(const std::string& path) {
 int Run(const Flags& flags) {
   NvmlOptions nvml;
   nvml.library = flags.nvml_library;
+  nvml.sysfs_root = flags.host_sys;
+  nvml.nic_rails = flags.nic_rails;
   std::shared_ptr<const topology::GpuModelTable> gpu_models;
   if (!flags.gpu_models.empty()) {
     auto loaded = topology::GpuModelTable::LoadFile(flags.gpu_models);

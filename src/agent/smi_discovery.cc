@@ -14,13 +14,17 @@
 // `nvidia-smi mig -lgi` is read only when some GPU is in MIG mode.
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "agent/smi_mig_table.h"
+#include "agent/sysfs_nics.h"
 #include "linkfit/agent/discovery.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
@@ -129,7 +133,8 @@ void MarkUnhealthy(topology::GpuSpec& gpu, const std::string& problem) {
   gpu.healthy = false;
 }
 
-// GPUs the query lists beyond topo -m's matrix join unhealthy, with SYS links to all others.
+// GPUs the query lists beyond topo -m's matrix join unhealthy, with SYS links to all others and
+// SYS to every NIC (topo -m, which relates NICs to GPUs, did not see them).
 Result<void> AddGpusMissingFromMatrix(topology::TopologySpec& spec,
                                       std::vector<topology::GpuSpec> extras,
                                       const topology::GpuModelTable& table) {
@@ -148,6 +153,8 @@ Result<void> AddGpusMissingFromMatrix(topology::TopologySpec& spec,
     for (const topology::GpuSpec& gpu : spec.gpus) {
       spec.links.push_back({gpu.index, extra.index, 0, false, topology::PcieRelation::kSys});
     }
+    for (topology::NicSpec& nic : spec.nics)
+      nic.gpu_relations.push_back(topology::PcieRelation::kSys);
     MarkUnhealthy(extra, "listed by " + Quoted(kQuery) + " but missing from nvidia-smi topo -m");
     spec.warnings.push_back("GPU" + std::to_string(extra.index) +
                             " is missing from nvidia-smi topo -m; published unhealthy");
@@ -334,14 +341,84 @@ Result<Discovery> DiscoverWithNvidiaSmi(const CommandRunner& run,
   return found;
 }
 
+Result<std::map<std::string, int>> ParseNicRails(std::string_view text) {
+  std::map<std::string, int> rails;
+  for (std::string_view entry : Split(text, ',')) {
+    entry = Trim(entry);
+    if (entry.empty()) continue;
+    const std::size_t equals = entry.find('=');
+    const std::string name(Trim(entry.substr(0, std::min(equals, entry.size()))));
+    const auto rail = equals == std::string_view::npos ? std::optional<std::int64_t>()
+                                                       : ParseInt(Trim(entry.substr(equals + 1)));
+    if (name.empty() || !rail || *rail < 0 || *rail >= topology::kMaxNics) {
+      return MakeError("--nic-rails: " + QuoteForMessage(entry) +
+                       " is not NAME=RAIL with RAIL in 0.." +
+                       std::to_string(topology::kMaxNics - 1));
+    }
+    if (!rails.emplace(name, static_cast<int>(*rail)).second) {
+      return MakeError("--nic-rails: " + name + " is given twice");
+    }
+  }
+  return rails;
+}
+
+namespace {
+
+Result<Discovery> WithRails(Result<Discovery> found, const std::map<std::string, int>& rails) {
+  if (!found) return found;
+  for (const auto& entry : rails) {
+    const std::string& name = entry.first;
+    const auto nic = std::find_if(found->spec.nics.begin(), found->spec.nics.end(),
+                                  [&](const topology::NicSpec& n) { return n.name == name; });
+    if (nic != found->spec.nics.end()) {
+      nic->rail = entry.second;
+      continue;
+    }
+    const std::string warning = "--nic-rails names " + name + ", which this node does not have";
+    found->warnings.push_back(warning);
+    found->spec.warnings.push_back(warning);
+  }
+  return found;
+}
+
+// The NICs sysfs shows replace those of topo -m, which know no bus id, port or Data Direct
+// function; a relation the two disagree on is a warning (sysfs's is published).
+void NicsFromSysfs(const std::string& sysfs_root, Discovery& found) {
+  std::vector<std::string> warnings;
+  std::vector<topology::NicSpec> nics = ReadNics(sysfs_root, found.spec, warnings);
+  if (nics.empty()) return;
+  for (const topology::NicSpec& nic : nics) {
+    const auto seen = std::find_if(found.spec.nics.begin(), found.spec.nics.end(),
+                                   [&](const topology::NicSpec& n) { return n.name == nic.name; });
+    if (seen == found.spec.nics.end()) continue;
+    for (std::size_t g = 0; g < nic.gpu_relations.size() && g < seen->gpu_relations.size(); ++g) {
+      if (nic.gpu_relations[g] == seen->gpu_relations[g]) continue;
+      warnings.push_back(
+          "NIC " + nic.name + " to GPU" + std::to_string(g) + ": sysfs says " +
+          std::string(topology::ToString(nic.gpu_relations[g])) + ", nvidia-smi topo -m " +
+          std::string(topology::ToString(seen->gpu_relations[g])) + "; publishing sysfs's");
+    }
+  }
+  found.spec.nics = std::move(nics);
+  for (std::string& warning : warnings) {
+    found.spec.warnings.push_back(warning);
+    found.warnings.push_back(std::move(warning));
+  }
+}
+
+}  // namespace
+
 Result<Discovery> Discover(const NvmlOptions& options, const CommandRunner& run) {
   auto nvml = DiscoverWithNvml(options);
-  if (nvml) return nvml;
+  if (nvml) return WithRails(std::move(nvml), options.nic_rails);
   log::Warning("NVML unusable (" + nvml.error().message + "); discovering through nvidia-smi");
   auto smi = DiscoverWithNvidiaSmi(run, options.gpu_models != nullptr
                                             ? *options.gpu_models
                                             : topology::GpuModelTable::Builtin());
-  if (smi) return smi;
+  if (smi) {
+    NicsFromSysfs(options.sysfs_root, *smi);
+    return WithRails(std::move(smi), options.nic_rails);
+  }
   return MakeError("no GPU discovery worked: NVML: " + nvml.error().message +
                    "; nvidia-smi: " + smi.error().message);
 }

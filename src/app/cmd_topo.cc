@@ -31,6 +31,24 @@ std::string MaskText(const std::vector<topology::GpuMask>& masks) {
   return out.empty() ? "-" : out;
 }
 
+// One line per NIC: name, rail, NUMA node, port, PCI function(s), then its relation to each GPU.
+void PrintNics(const topology::Topology& topo, std::ostream& out) {
+  if (topo.nic_count() == 0) return;
+  out << "\nNICs (relation to GPU0.." << topo.gpu_count() - 1 << "):\n";
+  for (const topology::NicSpec& nic : topo.nics()) {
+    out << "  " << nic.name << "  rail " << nic.rail << "  NUMA "
+        << (nic.numa_node >= 0 ? std::to_string(nic.numa_node) : "?");
+    if (nic.link_layer != topology::NicLinkLayer::kUnknown) out << "  " << ToString(nic.link_layer);
+    if (nic.rate_gbps > 0) out << " " << nic.rate_gbps << " Gb/s";
+    if (!nic.state.empty()) out << " " << nic.state;
+    if (!nic.pci_bus_id.empty()) out << "  " << nic.pci_bus_id;
+    if (!nic.data_path_pci_bus_id.empty()) out << " (data path " << nic.data_path_pci_bus_id << ")";
+    out << " ";
+    for (topology::PcieRelation relation : nic.gpu_relations) out << " " << ToString(relation);
+    out << "\n";
+  }
+}
+
 void PrintText(const topology::Topology& topo, std::ostream& out) {
   const int n = topo.gpu_count();
   const topology::TopologySpec& spec = topo.spec();
@@ -48,6 +66,7 @@ void PrintText(const topology::Topology& topo, std::ostream& out) {
   out << "NUMA nodes:         " << MaskText(topo.numa_groups()) << "\n";
   out << "sockets:            " << MaskText(topo.socket_groups()) << "\n";
   out << "PCIe switch groups: " << MaskText(topo.pcie_switch_groups()) << "\n";
+  PrintNics(topo, out);
   out << "\npair bandwidth (GB/s per direction):\n      ";
   for (int b = 0; b < n; ++b) out << std::setw(6) << ("GPU" + std::to_string(b));
   out << "\n";
@@ -79,17 +98,24 @@ nlohmann::json ToJson(const topology::Topology& topo) {
     sockets.push_back(topo.socket(a));
     models.push_back(topo.gpu(a).model);
   }
-  return {{"id", topo.spec().id},
-          {"gpus", n},
-          {"models", models},
-          {"bandwidth_gbps", matrix},
-          {"numa", numa},
-          {"sockets", sockets},
-          {"islands", MaskList(topo.nvlink_islands())},
-          {"numa_groups", MaskList(topo.numa_groups())},
-          {"pcie_switch_groups", MaskList(topo.pcie_switch_groups())},
-          {"fingerprint", topo.fingerprint()},
-          {"warnings", topo.warnings()}};
+  nlohmann::json doc = {{"id", topo.spec().id},
+                        {"gpus", n},
+                        {"models", models},
+                        {"bandwidth_gbps", matrix},
+                        {"numa", numa},
+                        {"sockets", sockets},
+                        {"islands", MaskList(topo.nvlink_islands())},
+                        {"numa_groups", MaskList(topo.numa_groups())},
+                        {"pcie_switch_groups", MaskList(topo.pcie_switch_groups())},
+                        {"fingerprint", topo.fingerprint()},
+                        {"warnings", topo.warnings()}};
+  if (topo.nic_count() > 0) {
+    // The NICs as the topology document writes them (rails resolved).
+    topology::TopologySpec nics_only;
+    nics_only.nics = topo.nics();
+    doc["nics"] = nlohmann::json::parse(topology::ToTopologyDocument(nics_only))["nics"];
+  }
+  return doc;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Topology documents: the gpu-topology-fixture/v1 schema (../shared/topologies/README.md) and
-// linkfit's compact annotation form (same keys, no provenance/system/topo_matrix/nics).
+// linkfit's compact annotation form (same keys, no provenance/system/topo_matrix; NICs in
+// linkfit's own `nics` form, document_nics.h). The fixture schema's `nics` entries have another
+// shape (name, numa_node, pcie_parent, pxb_gpus) and are not read.
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +15,7 @@
 
 #include "linkfit/common/strings.h"
 #include "linkfit/topology/spec.h"
+#include "topology/document_nics.h"
 
 namespace linkfit::topology {
 namespace {
@@ -458,6 +461,9 @@ Result<TopologySpec> ParseTopologyDocument(std::string_view json_text) {
     spec.gpus.push_back(std::move(gpu));
   }
   LINKFIT_ASSIGN_OR_RETURN(spec.links, ParseLinks(root, count, spec.warnings));
+  if (schema != kFixtureSchema) {
+    LINKFIT_ASSIGN_OR_RETURN(spec.nics, internal::ParseNics(root, count));
+  }
   return spec;
 }
 
@@ -549,6 +555,7 @@ std::string ToTopologyDocument(const TopologySpec& spec) {
     links.push_back(std::move(item));
   }
   doc["links"] = std::move(links);
+  internal::WriteNics(spec.nics, doc);
   return doc.dump();
 }
 

@@ -5,7 +5,7 @@
 //   \tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID     <- header (ANSI-underlined)
 //   GPU0\t X \tNV18\tPXB\t0-55,112-167\t0\t\tN/A                     <- one row per GPU
 //   GPU1\tNV18\t X \tNODE\t0-55,112-167\t0\t\tN/A
-//   NIC0\tPXB\tNODE\t X \t\t\t                                       <- NIC rows (ignored)
+//   NIC0\tPXB\tNODE\t X \t\t\t                                       <- NIC rows (not needed)
 //
 //   Legend: ...                                                      <- legend, NIC legend
 //
@@ -17,10 +17,13 @@
 // NVLinks go through NVSwitches, and which NUMA nodes share a socket. The parser infers these
 // conservatively and records every inference in TopologySpec::warnings.
 //
+// The GPU rows' cells in the NIC columns become TopologySpec::nics (nvidia_smi_nics.cc, which
+// also reads the NIC legend).
+//
 // The CSV and the split of a combined text are in nvidia_smi_csv.cc, what a model name tells in
-// model_guess.cc. What remains (about 630 lines) stays one file: the matrix, its cells and the
-// NUMA, socket and fabric inference share the Line, Cell, Matrix and DisjointSets types, which
-// exist only here.
+// model_guess.cc, the fabric inferred from the links in nvidia_smi_fabric.cc, the NIC columns in
+// nvidia_smi_nics.cc. What remains stays one file: the matrix, its cells and the NUMA and socket
+// inference share the Line, Cell and Matrix types, which exist only here.
 
 #include <algorithm>
 #include <cstddef>
@@ -28,7 +31,6 @@
 #include <exception>
 #include <initializer_list>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -43,6 +45,8 @@
 namespace linkfit::topology {
 namespace {
 
+using internal::DisjointSets;
+using internal::InferFabric;
 using internal::ParseQueryGpuCsv;
 using internal::StripAnsi;
 
@@ -150,6 +154,7 @@ struct Matrix {
   int header_line = 0;
   int gpu_count = 0;
   std::vector<int> column_gpu;  // per device column: GPU index, or -1 for a NIC/other device
+  std::vector<std::string> column_label;  // per device column: "GPU0", "NIC0", "mlx5_0"
   std::vector<TrailingColumn> trailing;
   std::vector<GpuRow> rows;  // by GPU index
   bool has_cpu_affinity = false;
@@ -181,6 +186,7 @@ Result<void> ParseHeader(const std::vector<std::string_view>& tokens, int line, 
     } else {
       matrix.column_gpu.push_back(-1);
     }
+    matrix.column_label.emplace_back(token);
     if (matrix.column_gpu.size() > kMaxGpus + kMaxDeviceColumns) {
       return MakeError(LinePrefix(line) + "the topo -m header has more than " +
                        std::to_string(kMaxGpus + kMaxDeviceColumns) + " device columns");
@@ -361,22 +367,6 @@ std::vector<int> AssignNumaNodes(const Matrix& matrix, std::vector<std::string>&
   return numa;
 }
 
-// A tiny union-find over small integer ids.
-class DisjointSets {
- public:
-  explicit DisjointSets(std::size_t size) : parent_(size) {
-    std::iota(parent_.begin(), parent_.end(), std::size_t{0});
-  }
-  std::size_t Find(std::size_t x) {
-    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
-    return x;
-  }
-  void Union(std::size_t a, std::size_t b) { parent_[Find(a)] = Find(b); }
-
- private:
-  std::vector<std::size_t> parent_;
-};
-
 // Groups NUMA nodes into sockets. A PCIe relation closer than SYS (between two GPUs, or from
 // both to one NIC) cannot cross the inter-socket link, so it puts both NUMA nodes on one
 // socket (DGX A100 in NPS4 mode: NODE between NUMA nodes 1 and 3). Without such evidence each
@@ -509,48 +499,6 @@ std::vector<std::vector<Cell>> ReadGpuCells(const Matrix& matrix,
   return cells;
 }
 
-void InferFabric(TopologySpec& spec) {
-  const std::size_t n = spec.gpus.size();
-  std::size_t nvlinked = 0;
-  std::set<int> counts;
-  DisjointSets islands(n);
-  for (const LinkSpec& link : spec.links) {
-    if (link.nvlink_count == 0) continue;
-    ++nvlinked;
-    counts.insert(link.nvlink_count);
-    islands.Union(static_cast<std::size_t>(link.a), static_cast<std::size_t>(link.b));
-  }
-  NvlinkFabric& fabric = spec.fabric;
-  if (nvlinked == 0) {
-    fabric.kind = NvlinkFabricKind::kNone;
-    return;
-  }
-  // topo -m cannot tell NVSwitch from a full mesh of direct links; a uniform all-to-all NVLink
-  // class on 4+ GPUs is what HGX/DGX NVSwitch boards print (DGX-2, DGX A100, DGX H100), while no
-  // direct-link board wires 4+ GPUs all-to-all with equal bonds.
-  if (n >= 4 && nvlinked == spec.links.size() && counts.size() == 1) {
-    fabric.kind = NvlinkFabricKind::kNvswitch;
-    for (LinkSpec& link : spec.links) link.via_nvswitch = true;
-  } else {
-    std::map<std::size_t, int> island_size;
-    for (std::size_t g = 0; g < n; ++g) ++island_size[islands.Find(g)];
-    const bool all_pairs = std::all_of(island_size.begin(), island_size.end(),
-                                       [](const auto& entry) { return entry.second <= 2; });
-    fabric.kind = all_pairs ? NvlinkFabricKind::kBridge : NvlinkFabricKind::kDirect;
-  }
-
-  for (GpuSpec& gpu : spec.gpus) {
-    int links = 0;
-    for (const LinkSpec& link : spec.links) {
-      if (link.a != gpu.index && link.b != gpu.index) continue;
-      // Through NVSwitches every peer shares the same physical links: NV# is their number.
-      links = fabric.kind == NvlinkFabricKind::kNvswitch ? std::max(links, link.nvlink_count)
-                                                         : links + link.nvlink_count;
-    }
-    gpu.nvlink_physical_links = links;
-  }
-}
-
 Result<TopologySpec> ParseNvidiaSmiImpl(std::string_view topo_text, std::string_view csv,
                                         const GpuModelTable& table) {
   if (topo_text.size() > kMaxTextBytes || csv.size() > kMaxTextBytes) {
@@ -574,6 +522,17 @@ Result<TopologySpec> ParseNvidiaSmiImpl(std::string_view topo_text, std::string_
   }
   if (Result<void> parsed = ParseQueryGpuCsv(csv, matrix->gpu_count, spec.gpus); !parsed) {
     return tl::unexpected(parsed.error());
+  }
+
+  std::vector<internal::NicColumn> nic_columns;
+  for (std::size_t c = 0; c < matrix->column_gpu.size(); ++c) {
+    if (matrix->column_gpu[c] >= 0) continue;
+    internal::NicColumn& column = nic_columns.emplace_back();
+    column.label = matrix->column_label[c];
+    for (const GpuRow& row : matrix->rows) column.cells.push_back(row.cells[c]);
+  }
+  if (auto nics = internal::ReadNicColumns(topo_text, nic_columns, spec); !nics) {
+    return tl::unexpected(nics.error());
   }
 
   int inferred_pcie = 0;

@@ -5,8 +5,10 @@
 // is the public entry point; these exist so that the nvidia-smi path can be tested and fuzzed
 // without linking the JSON document parser.
 //
-// Thread-safety: pure functions.
+// Thread-safety: pure functions; a DisjointSets is used by one thread.
 
+#include <cstddef>
+#include <numeric>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +35,41 @@ std::string StripAnsi(std::string_view line);
 // optional, columns by header name) into `gpus` (already sized to the matrix's `gpu_count`); an
 // error names the line and what is wrong.
 Result<void> ParseQueryGpuCsv(std::string_view csv, int gpu_count, std::vector<GpuSpec>& gpus);
+
+// One NIC column of the topo -m matrix: its header label ("NIC3", or "mlx5_3" from drivers that
+// name the column after the device) and each GPU row's cell in it, by GPU index.
+struct NicColumn {
+  std::string label;
+  std::vector<std::string> cells;
+};
+
+// Fills spec.nics (spec.gpus already set) from the NIC columns and the "NIC Legend:" block of
+// `topo_text` ("  NIC0: mlx5_0"): a NIC's name is its legend entry, else its label. A cell that is
+// not a PCIe relation is SYS with a warning; a legend entry that is not `NIC<n>: <name>`, that
+// repeats a label, or names a device twice is an error naming the line. A NIC's NUMA node is
+// that of its closest GPUs (closer than SYS) when they share one, else unknown.
+Result<void> ReadNicColumns(std::string_view topo_text, const std::vector<NicColumn>& columns,
+                            TopologySpec& spec);
+
+// A tiny union-find over small integer ids.
+class DisjointSets {
+ public:
+  explicit DisjointSets(std::size_t size) : parent_(size) {
+    std::iota(parent_.begin(), parent_.end(), std::size_t{0});
+  }
+  std::size_t Find(std::size_t x) {
+    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
+    return x;
+  }
+  void Union(std::size_t a, std::size_t b) { parent_[Find(a)] = Find(b); }
+
+ private:
+  std::vector<std::size_t> parent_;
+};
+
+// The NVLink fabric of a spec whose links are set (nvidia_smi_fabric.cc): none, bridge pairs,
+// direct links or NVSwitch (a uniform all-to-all NV# on 4+ GPUs), and each GPU's physical links.
+void InferFabric(TopologySpec& spec);
 
 // SplitNvidiaSmiText() followed by ParseNvidiaSmi(): what ParseTopologyText() does for text that
 // is not JSON.

@@ -102,4 +102,24 @@ std::string_view ToString(FigureSource source) {
   return "unstated";
 }
 
+Result<NicLinkLayer> ParseNicLinkLayer(std::string_view text) {
+  const std::string lower = ToLower(Trim(text));
+  if (lower == "infiniband") return NicLinkLayer::kInfiniband;
+  if (lower == "ethernet") return NicLinkLayer::kEthernet;
+  return MakeError("unknown link layer " + QuoteForMessage(text) +
+                   " (expected InfiniBand or Ethernet)");
+}
+
+std::string_view ToString(NicLinkLayer layer) {
+  switch (layer) {
+    case NicLinkLayer::kInfiniband:
+      return "InfiniBand";
+    case NicLinkLayer::kEthernet:
+      return "Ethernet";
+    case NicLinkLayer::kUnknown:
+      break;
+  }
+  return "";
+}
+
 }  // namespace linkfit::topology

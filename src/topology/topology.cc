@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <set>
@@ -109,6 +110,43 @@ PcieRate PairPcieRate(const std::map<std::string, const PcieNode*>& tree, const 
   return rate;
 }
 
+// NICs: unique non-empty names, unique bus ids (a Data Direct function is not the NIC's own),
+// one relation per GPU, rails in range; an unstated rail becomes the NIC's position.
+Result<void> ValidateNics(TopologySpec& spec) {
+  const std::size_t gpus = spec.gpus.size();
+  if (spec.nics.size() > static_cast<std::size_t>(kMaxNics)) {
+    return MakeError("topology has " + std::to_string(spec.nics.size()) + " NICs; at most " +
+                     std::to_string(kMaxNics) + " are supported");
+  }
+  std::set<std::string> names;
+  std::set<std::string> bus_ids;
+  for (std::size_t i = 0; i < spec.nics.size(); ++i) {
+    NicSpec& nic = spec.nics[i];
+    const std::string where = "NIC " + std::to_string(i);
+    if (nic.name.empty()) return MakeError(where + " has no name");
+    if (!names.insert(nic.name).second) return MakeError("duplicate NIC name " + nic.name);
+    const std::string what = "NIC " + nic.name;
+    for (const std::string* bus : {&nic.pci_bus_id, &nic.data_path_pci_bus_id}) {
+      if (!bus->empty() && !bus_ids.insert(*bus).second) {
+        return MakeError(what + ": PCI function " + *bus + " is listed for another NIC too");
+      }
+    }
+    if (nic.gpu_relations.size() != gpus) {
+      return MakeError(what + " has " + std::to_string(nic.gpu_relations.size()) +
+                       " GPU relations; the node has " + std::to_string(gpus) + " GPUs");
+    }
+    if (nic.rail < -1 || nic.rail >= kMaxNics) {
+      return MakeError(what + ": rail " + std::to_string(nic.rail) + " is outside 0.." +
+                       std::to_string(kMaxNics - 1));
+    }
+    if (nic.rail == -1) nic.rail = static_cast<int>(i);
+    if (nic.numa_node < -1 || nic.rate_gbps < 0 || nic.sriov_num_vfs < 0) {
+      return MakeError(what + ": negative NUMA node, rate or VF count");
+    }
+  }
+  return {};
+}
+
 Result<void> Validate(TopologySpec& spec) {
   const int n = static_cast<int>(spec.gpus.size());
   if (n == 0) return MakeError("topology has no GPUs");
@@ -146,7 +184,7 @@ Result<void> Validate(TopologySpec& spec) {
       spec.links.push_back(it->second);
     }
   }
-  return {};
+  return ValidateNics(spec);
 }
 
 std::uint64_t Fnv1a(std::string_view text) {
@@ -315,6 +353,14 @@ Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandw
   for (std::uint32_t value : derived.bandwidth) canonical += "," + std::to_string(value);
   for (GpuMask g : derived.switch_groups) canonical += ";s" + std::to_string(g);
   for (GpuMask g : derived.islands) canonical += ";i" + std::to_string(g);
+  // NICs only where there are some, so that NIC-less nodes keep their fingerprints.
+  for (const NicSpec& nic : spec.nics) {
+    canonical += ";n" + std::to_string(nic.rail) + "/" + std::string(ToString(nic.link_layer)) +
+                 "/" + std::to_string(nic.rate_gbps) + "/";
+    for (PcieRelation relation : nic.gpu_relations) {
+      canonical += static_cast<char>('0' + static_cast<int>(relation));
+    }
+  }
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(Fnv1a(canonical)));
   derived.fingerprint = hex;

@@ -74,9 +74,11 @@ class AgentEndToEndTest : public ::testing::Test {
         std::filesystem::path(LINKFIT_FAKE_NVML_FULL).parent_path().string();
     setenv("LD_LIBRARY_PATH", library_dir.c_str(), 1);
     setenv("LINKFIT_FAKE_NVML", recording_.c_str(), 1);
-    auto out = RunCommand({LINKFIT_AGENT_BINARY, "--once", "--node-name", "a100-0", "--kubeconfig",
-                           kubeconfig_, "--pod-resources-socket", kubelet_->socket_path()},
-                          {});
+    // --host-sys: not this machine's PCIe tree or RDMA NICs.
+    auto out = RunCommand(
+        {LINKFIT_AGENT_BINARY, "--once", "--node-name", "a100-0", "--kubeconfig", kubeconfig_,
+         "--pod-resources-socket", kubelet_->socket_path(), "--host-sys", "/nonexistent-sysfs"},
+        {});
     unsetenv("LD_LIBRARY_PATH");
     return out;
   }

@@ -135,7 +135,8 @@ class HandoffEndToEndTest : public AgentEndToEndTest {
     daemon_ = std::make_unique<AgentDaemon>(
         Args({LINKFIT_AGENT_BINARY, "--node-name", "a100-0", "--kubeconfig", kubeconfig_,
               "--pod-resources-socket", kubelet_->socket_path(), "--nri-socket", nri_socket,
-              "--device-plugin-dir", device_manager_->directory(), "--devices-interval", "1"},
+              "--device-plugin-dir", device_manager_->directory(), "--devices-interval", "1",
+              "--host-sys", "/nonexistent-sysfs"},  // not this machine's PCIe tree or NICs
              std::move(extra)),
         log_path_);
     unsetenv("LD_LIBRARY_PATH");

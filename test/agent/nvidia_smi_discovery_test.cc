@@ -5,10 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "linkfit/agent/discovery.h"
 #include "linkfit/topology/topology.h"
+#include "sysfs_tree.h"
 #include "testing/fixtures.h"
 
 namespace linkfit::agent {
@@ -242,6 +246,13 @@ TEST(NvidiaSmiDiscovery, AGpuMissingFromTopoIsUnhealthyWithSysLinks) {
     EXPECT_EQ(link.pcie, topology::PcieRelation::kSys);
   }
   EXPECT_EQ(links_to_lost, 7);
+  // topo -m related its NICs to the GPUs it saw; the lost GPU is SYS to each (never closer).
+  ASSERT_EQ(spec.nics.size(), 8u);
+  for (const topology::NicSpec& nic : spec.nics) {
+    ASSERT_EQ(nic.gpu_relations.size(), 8u) << nic.name;
+    EXPECT_EQ(nic.gpu_relations[7], topology::PcieRelation::kSys) << nic.name;
+  }
+  EXPECT_EQ(spec.nics[0].gpu_relations[0], topology::PcieRelation::kPxb);
   for (int g = 0; g < 7; ++g) EXPECT_TRUE(spec.gpus[static_cast<std::size_t>(g)].healthy) << g;
   ExpectLinkfitReads(spec);
 
@@ -345,6 +356,7 @@ TEST(NvidiaSmiDiscovery, DiscoverFallsBackWhenNvmlCannotBeLoaded) {
   ScriptedSmi smi = Machine("dgx-h100");
   NvmlOptions options;
   options.library = "/nonexistent/libnvidia-ml.so.1";
+  options.sysfs_root = "/nonexistent-sysfs";  // not this machine's NICs
   auto found = Discover(options, smi.Runner());
   ASSERT_TRUE(found) << found.error().message;
   EXPECT_EQ(found->source, "nvidia-smi");
@@ -358,6 +370,68 @@ TEST(NvidiaSmiDiscovery, DiscoverFallsBackWhenNvmlCannotBeLoaded) {
       << neither.error().message;
   EXPECT_NE(neither.error().message.find("nvidia-smi: `nvidia-smi topo -m`"), std::string::npos)
       << neither.error().message;
+}
+
+// The 4x L40S box of test/data/nvidia-smi/nics (two sockets, one dual-port NIC on socket 1) as
+// sysfs shows it: each GPU below a host bridge of its own, the NIC's two functions on the
+// host bridge pci0000:c0 on NUMA node `nic_numa`.
+void BuildL40sBox(testing::SysfsTree& tree, int nic_numa) {
+  const int bridges[] = {0x00, 0x20, 0x80, 0xa0};
+  for (int g = 0; g < 4; ++g) {
+    char path[64];
+    std::snprintf(path, sizeof(path), "pci0000:%02x/0000:%02x:01.0/0000:%02x:00.0", bridges[g],
+                  bridges[g], bridges[g] + 1);
+    tree.Function(path, "0x10de", "0x26b9", g / 2);
+  }
+  for (int f = 0; f < 2; ++f) {
+    const std::string function = "pci0000:c0/0000:c0:01.0/0000:c1:00." + std::to_string(f);
+    tree.Function(function, "0x15b3", "0x1017", nic_numa);
+    tree.Rdma("mlx5_" + std::to_string(f), function, "Ethernet", "25 Gb/sec (1X EDR)", "4: ACTIVE",
+              f, "");
+  }
+}
+
+// Through nvidia-smi, the NICs come from sysfs where it shows some (bus ids, ports); where topo -m
+// and sysfs disagree on a relation, a warning names it and sysfs's is published.
+TEST(NvidiaSmiDiscovery, NicsComeFromSysfsWhereItShowsSome) {
+  ScriptedSmi smi;
+  smi.Set(kTopo, Data("nics/l40s-4x-2socket-nics-one-socket-missalignment106.topo.txt"));
+  smi.Set(kQuery, std::string("index, uuid, name, memory.total [MiB], pci.bus_id\n"
+                              "0, GPU-0, NVIDIA L40S, 46068 MiB, 00000000:01:00.0\n"
+                              "1, GPU-1, NVIDIA L40S, 46068 MiB, 00000000:21:00.0\n"
+                              "2, GPU-2, NVIDIA L40S, 46068 MiB, 00000000:81:00.0\n"
+                              "3, GPU-3, NVIDIA L40S, 46068 MiB, 00000000:A1:00.0\n"));
+  NvmlOptions options;
+  options.library = "/nonexistent/libnvidia-ml.so.1";
+  {
+    testing::SysfsTree tree;
+    BuildL40sBox(tree, /*nic_numa=*/1);
+    options.sysfs_root = tree.root();
+    auto found = Discover(options, smi.Runner());
+    ASSERT_TRUE(found) << found.error().message;
+    ASSERT_EQ(found->spec.nics.size(), 2u);
+    EXPECT_EQ(found->spec.nics[1].pci_bus_id, "0000:c1:00.1");
+    EXPECT_EQ(found->spec.nics[1].link_layer, topology::NicLinkLayer::kEthernet);
+    using R = topology::PcieRelation;
+    EXPECT_EQ(found->spec.nics[0].gpu_relations,
+              (std::vector<R>{R::kSys, R::kSys, R::kNode, R::kNode}));
+    for (const std::string& warning : found->warnings) {
+      EXPECT_EQ(warning.find("sysfs says"), std::string::npos) << warning;
+    }
+  }
+  testing::SysfsTree moved;  // sysfs puts the card on socket 0: it disagrees with topo -m
+  BuildL40sBox(moved, /*nic_numa=*/0);
+  options.sysfs_root = moved.root();
+  auto found = Discover(options, smi.Runner());
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_EQ(found->spec.nics[0].gpu_relations[0], topology::PcieRelation::kNode);
+  bool warned = false;
+  for (const std::string& warning : found->warnings) {
+    warned = warned || warning ==
+                           "NIC mlx5_0 to GPU0: sysfs says NODE, nvidia-smi topo -m SYS; "
+                           "publishing sysfs's";
+  }
+  EXPECT_TRUE(warned);
 }
 
 }  // namespace

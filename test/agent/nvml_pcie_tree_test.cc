@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 
 #include "agent/sysfs_pcie.h"
@@ -105,6 +108,68 @@ TEST(SysfsPcie, AGpuSysfsDoesNotKnowIsSaid) {
     said = said || warning.find("PCIe path of GPUs 3 unknown to sysfs") != std::string::npos;
   }
   EXPECT_TRUE(said);
+}
+
+}  // namespace
+}  // namespace linkfit::agent
+
+namespace linkfit::agent {
+namespace {
+
+// Discovery publishes the RDMA NICs sysfs shows, related to each GPU from the PCI paths: a NIC
+// on the first leaf switch is PIX to GPUs 0 and 1 and PXB to 2 and 3 (across the top switch).
+TEST(SysfsPcie, PublishedDocumentCarriesTheNics) {
+  const RecordedSysfs sysfs(kMachine);
+  const std::filesystem::path root = sysfs.root();
+  const std::string nic =
+      "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0/0000:04:02.0/"
+      "0000:0c:00.0";
+  std::filesystem::create_directories(root / nic / "infiniband_verbs" / "uverbs0");
+  std::ofstream(root / nic / "numa_node") << "0\n";
+  std::ofstream(root / nic / "infiniband_verbs" / "uverbs0" / "ibdev") << "mlx5_0\n";
+  std::filesystem::create_directories(root / "class" / "infiniband" / "mlx5_0" / "ports" / "1");
+  std::filesystem::create_symlink("../../../" + nic, root / "class/infiniband/mlx5_0/device");
+  std::ofstream(root / "class/infiniband/mlx5_0/ports/1/link_layer") << "InfiniBand\n";
+  NvmlOptions options = Fake(kMachine);
+  options.sysfs_root = sysfs.root();
+  auto found = DiscoverWithNvml(options);
+  ASSERT_TRUE(found) << found.error().message;
+  nlohmann::json published = nlohmann::json::parse(topology::ToTopologyDocument(found->spec));
+  EXPECT_EQ(published["nics"], nlohmann::json::parse(R"([{"name": "mlx5_0",
+    "pci_bus_id": "0000:0c:00.0", "numa_node": 0, "link_layer": "InfiniBand",
+    "uverbs": "uverbs0", "gpu_relations": ["PIX", "PIX", "PXB", "PXB"]}])"));
+  // The rest of the document is what it was without the NIC.
+  published.erase("nics");
+  EXPECT_EQ(published, Expected());
+  ASSERT_NE(Build(*found), nullptr);
+
+  // --nic-rails sets a rail by name; a name the node lacks is a warning.
+  options.nic_rails = {{"mlx5_0", 3}, {"mlx5_9", 1}};
+  auto railed = Discover(options, [](const std::vector<std::string>&) -> Result<std::string> {
+    return MakeError("nvidia-smi is not run when NVML works");
+  });
+  ASSERT_TRUE(railed) << railed.error().message;
+  ASSERT_EQ(railed->spec.nics.size(), 1u);
+  EXPECT_EQ(railed->spec.nics[0].rail, 3);
+  EXPECT_EQ(nlohmann::json::parse(topology::ToTopologyDocument(railed->spec))["nics"][0]["rail"],
+            3);
+  bool warned = false;
+  for (const std::string& warning : railed->warnings) {
+    warned = warned || warning == "--nic-rails names mlx5_9, which this node does not have";
+  }
+  EXPECT_TRUE(warned);
+}
+
+TEST(SysfsPcie, NicRailsFlagParses) {
+  auto rails = ParseNicRails("mlx5_0=0, mlx5_3=1,,mlx5_10=7");
+  ASSERT_TRUE(rails) << rails.error().message;
+  EXPECT_EQ(*rails, (std::map<std::string, int>{{"mlx5_0", 0}, {"mlx5_3", 1}, {"mlx5_10", 7}}));
+  for (const char* bad :
+       {"mlx5_0", "mlx5_0=", "=1", "mlx5_0=-1", "mlx5_0=128", "mlx5_0=x", "mlx5_0=1,mlx5_0=2"}) {
+    EXPECT_FALSE(ParseNicRails(bad)) << bad;
+  }
+  EXPECT_NE(ParseNicRails("mlx5_0=1,mlx5_0=2").error().message.find("mlx5_0 is given twice"),
+            std::string::npos);
 }
 
 }  // namespace

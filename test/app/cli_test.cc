@@ -54,6 +54,30 @@ TEST(CliTopo, ReadsNvidiaSmiText) {
   EXPECT_NE(run.out.find("NVLink islands:     {0,1,2,3,4,5,6,7}"), std::string::npos) << run.out;
 }
 
+// NICs: one line each (name, rail, NUMA node, relations to the GPUs) and, with --json, the
+// document's `nics`; a NIC-less topology prints no NIC section and has no "nics" key.
+TEST(CliTopo, PrintsNics) {
+  const std::string sample = SourcePath("test/data/nvidia-smi/dgx-h100.topo.txt");
+  const CliRun run = Cli({"topo", "--topology", sample});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.out.find("NICs (relation to GPU0..7):\n"
+                         "  mlx5_0  rail 0  NUMA 0  PXB NODE NODE NODE SYS SYS SYS SYS\n"),
+            std::string::npos)
+      << run.out;
+  const CliRun json_run = Cli({"topo", "--topology", sample, "--json"});
+  ASSERT_EQ(json_run.code, 0) << json_run.err;
+  const auto nics = nlohmann::json::parse(json_run.out)["nics"];
+  ASSERT_EQ(nics.size(), 8u);
+  EXPECT_EQ(nics[7]["name"], "mlx5_11");
+  EXPECT_EQ(nics[7]["rail"], 7);
+  EXPECT_EQ(nics[7]["gpu_relations"][7], "PXB");
+
+  const CliRun plain = Cli({"topo", "--topology", Fixture("dgx-h100")});
+  EXPECT_EQ(plain.out.find("NICs"), std::string::npos) << plain.out;
+  const CliRun plain_json = Cli({"topo", "--topology", Fixture("dgx-h100"), "--json"});
+  EXPECT_FALSE(nlohmann::json::parse(plain_json.out).contains("nics"));
+}
+
 TEST(CliPlace, ChoosesTheBestSetAndReportsItsQuality) {
   const CliRun run = Cli(
       {"place", "--topology", Fixture("dgx1-v100"), "--gpus", "2", "--used", "1,2,3", "--json"});

@@ -2,8 +2,8 @@
 // ParseNvidiaSmi().
 //
 // Besides "no crash, no sanitizer report", it checks the contract that the rest of linkfit relies
-// on: an accepted spec has 1..kMaxGpus GPUs indexed 0..n-1 and one link per pair, and
-// BuildTopology() accepts it.
+// on: an accepted spec has 1..kMaxGpus GPUs indexed 0..n-1, one link per pair and one relation
+// per GPU for each NIC, and BuildTopology() accepts it.
 
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +27,9 @@ void CheckAccepted(const Result<TopologySpec>& spec) {
     if (spec->gpus[g].index != static_cast<int>(g)) std::abort();
   }
   if (spec->links.size() != n * (n - 1) / 2) std::abort();
+  for (const linkfit::topology::NicSpec& nic : spec->nics) {
+    if (nic.gpu_relations.size() != n) std::abort();
+  }
   if (!linkfit::topology::BuildTopology(*spec)) std::abort();
 }
 

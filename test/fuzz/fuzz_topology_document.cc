@@ -1,7 +1,7 @@
 // libFuzzer target: topology documents (JSON) through ParseTopologyDocument().
 //
 // An accepted document must survive BuildTopology() without crashing, and a spec serialised by
-// ToTopologyDocument() must parse again (the node annotation round trip).
+// ToTopologyDocument() must parse again (the node annotation round trip) with the same NICs.
 
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto topology = linkfit::topology::BuildTopology(*spec);
   if (!topology) return 0;
   const std::string document = linkfit::topology::ToTopologyDocument(*spec);
-  if (!linkfit::topology::ParseTopologyDocument(document)) std::abort();
+  const auto reparsed = linkfit::topology::ParseTopologyDocument(document);
+  if (!reparsed || reparsed->nics != spec->nics) std::abort();
   return 0;
 }

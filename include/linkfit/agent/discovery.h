@@ -17,8 +17,10 @@
 // thread.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "linkfit/common/result.h"
@@ -46,7 +48,11 @@ struct Discovery {
 
 struct NvmlOptions {
   std::string library = "libnvidia-ml.so.1";  // dlopen name (found through LD_LIBRARY_PATH)
-  std::string sysfs_root = "/sys";            // NUMA node of a PCI device when NVML has none
+  // NUMA node of a PCI device when NVML has none, the PCIe tree, RDMA NICs (--host-sys)
+  std::string sysfs_root = "/sys";
+  // Rails of RDMA NICs by name (--nic-rails mlx5_0=0,mlx5_3=1); the others keep the default, their
+  // position among the node's NICs. Applied whichever source found the NICs.
+  std::map<std::string, int> nic_rails;
   // What the machine cannot tell, by model name (nullptr: the built-in config/gpus.json); also
   // used by the nvidia-smi fallback of Discover(). Must outlive the calls.
   const topology::GpuModelTable* gpu_models = nullptr;
@@ -66,7 +72,14 @@ Result<Discovery> DiscoverWithNvidiaSmi(
     const CommandRunner& run,
     const topology::GpuModelTable& table = topology::GpuModelTable::Builtin());
 
-// NVML first, nvidia-smi when NVML cannot be loaded; the error names why both failed.
+// Parses --nic-rails: comma-separated NAME=RAIL, RAIL in 0..kMaxNics-1, each name once; the error
+// names the bad entry.
+Result<std::map<std::string, int>> ParseNicRails(std::string_view text);
+
+// NVML first, nvidia-smi when NVML cannot be loaded; the error names why both failed. Through
+// nvidia-smi, the NICs sysfs (`options.sysfs_root`) shows replace those of topo -m, and a
+// relation the two disagree on is a warning. NIC rails from `options.nic_rails` are applied to
+// either's NICs (a name the node lacks is a warning).
 Result<Discovery> Discover(const NvmlOptions& options, const CommandRunner& run);
 
 // Critical Xid events through an NVML event set (nvmlEventTypeXidCriticalError), for the GPUs

@@ -136,6 +136,41 @@ struct LinkSpec {
   int nvlink_generation = 0;
 };
 
+// The link layer of an RDMA NIC's port, as sysfs (`ports/<n>/link_layer`) and ibv_devinfo name
+// it: InfiniBand, or Ethernet (RoCE).
+enum class NicLinkLayer : std::uint8_t { kUnknown, kInfiniband, kEthernet };
+Result<NicLinkLayer> ParseNicLinkLayer(std::string_view text);  // "InfiniBand" | "Ethernet"
+std::string_view ToString(NicLinkLayer layer);                  // "" for kUnknown
+
+// linkfit models at most this many RDMA NICs per node (a DGX with two ports per card and VFs
+// stays far below it).
+inline constexpr int kMaxNics = 128;
+
+// One RDMA NIC (an RDMA device: one PCI function, e.g. one port of a ConnectX card), as the node
+// agent reads it from sysfs or `nvidia-smi topo -m` shows it. What the source does not tell stays
+// at its "unknown" value; nvidia-smi text tells only the name and the relations.
+struct NicSpec {
+  std::string name;        // RDMA device name, e.g. "mlx5_3"
+  std::string pci_bus_id;  // "0000:18:00.0"; empty when unknown
+  // ConnectX-8 Data Direct: a separate PCI function the NIC's DMA goes through (the kernel's
+  // mlx5 "data direct" device, 15b3:2100). When present, gpu_relations are those of this
+  // function, since GPU memory traffic crosses it rather than the NIC's own function.
+  std::string data_path_pci_bus_id;
+  int numa_node = -1;  // -1 = unknown
+  NicLinkLayer link_layer = NicLinkLayer::kUnknown;
+  double rate_gbps = 0;              // port rate (sysfs "400 Gb/sec (4X NDR)" -> 400); 0 = unknown
+  std::string state;                 // port state: "ACTIVE", "DOWN", "INIT", ...; empty = unknown
+  std::string uverbs;                // the verbs character device, e.g. "uverbs3"; empty = unknown
+  std::vector<std::string> netdevs;  // network interfaces of the device, e.g. {"ibp24s0"}
+  std::string sriov_physfn;          // a virtual function: its physical function's bus id
+  int sriov_num_vfs = 0;             // a physical function: its enabled virtual functions
+  int rail = -1;                     // rail index; -1 = the NIC's position in TopologySpec::nics
+  // The PCIe common ancestor with each GPU, by GPU index, as `nvidia-smi topo -m` prints it in
+  // the NIC's column: PIX, PXB, PHB, NODE or SYS.
+  std::vector<PcieRelation> gpu_relations;
+  friend bool operator==(const NicSpec&, const NicSpec&) = default;
+};
+
 // How a node hands devices to containers, as its agent reports it (design §4.5, node/handoff.h):
 //   nri-cdi   linkfit's NRI plugin, on a runtime that injects CDI devices
 //   nri-env   linkfit's NRI plugin, on a runtime that takes NVIDIA_VISIBLE_DEVICES only
@@ -151,6 +186,7 @@ struct TopologySpec {
   std::vector<PcieNode> pcie_tree;  // may be empty (nvidia-smi text has no tree)
   std::vector<GpuSpec> gpus;        // sorted by index, indexes 0..n-1
   std::vector<LinkSpec> links;      // one per unordered pair
+  std::vector<NicSpec> nics;        // RDMA NICs; empty when none is known
   std::string handoff_mode;         // a kHandoffModes value from the node agent; "" = not said
   // Non-fatal findings of the loader (unknown cells treated as SYS, missing fields defaulted...).
   std::vector<std::string> warnings;

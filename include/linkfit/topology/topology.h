@@ -34,7 +34,8 @@ class Topology;
 using TopologyPtr = std::shared_ptr<const Topology>;
 
 // Validates `spec` (GPU indexes 0..n-1 without duplicates, 1..16 GPUs, one link per pair, links
-// naming existing GPUs) and derives the model. Asymmetric or unknown links were already turned
+// naming existing GPUs; NICs with unique non-empty names and bus ids, one relation per GPU, at
+// most kMaxNics) and derives the model. Asymmetric or unknown links were already turned
 // into SYS with a warning by the parsers; a missing pair here is an error.
 // What the document leaves unsaid of a GPU's NVLinks (their generation, narrow GA102 links) comes
 // from `models` by the GPU's model name: the table the node agent uses (config/gpus.json).
@@ -67,6 +68,15 @@ class Topology {
   // Connected components of the NVLink graph (NVSwitches included), as GPU masks, in order of
   // their lowest GPU. GPUs without NVLink form singleton islands.
   const std::vector<GpuMask>& nvlink_islands() const { return d_.islands; }
+
+  // The node's RDMA NICs in document order (empty when none is known: a NIC-less node pays
+  // only the empty vector). Each NIC's rail is resolved (its position where the spec said none)
+  // and its gpu_relations has one entry per GPU.
+  int nic_count() const { return static_cast<int>(spec_.nics.size()); }
+  const std::vector<NicSpec>& nics() const { return spec_.nics; }
+  PcieRelation nic_relation(int nic, int gpu) const {
+    return spec_.nics[Idx(nic)].gpu_relations[Idx(gpu)];
+  }
 
   int numa_node(int gpu) const { return spec_.gpus[Idx(gpu)].numa_node; }
   int socket(int gpu) const { return spec_.gpus[Idx(gpu)].socket; }

@@ -1,0 +1,33 @@
+#pragma once
+
+// The `nics` array of linkfit's topology document (document.cc), read and written here so that
+// the GPU part of the document stays one file. A NIC entry:
+//
+//   {"name": "mlx5_0", "pci_bus_id": "0000:18:00.0", "numa_node": 0,
+//    "link_layer": "InfiniBand", "rate_gbps": 400, "state": "ACTIVE", "uverbs": "uverbs0",
+//    "netdevs": ["ibp24s0"], "rail": 0, "gpu_relations": ["PXB", "NODE", ...],
+//    "data_path_pci_bus_id": "0000:1a:00.1", "sriov_physfn": "...", "sriov_num_vfs": 0}
+//
+// Only `name` and `gpu_relations` (one per GPU, by index) are required; the writer leaves out
+// what is unknown, and leaves out `nics` altogether when there are none, so NIC-less documents
+// read and write exactly as before NICs existed.
+//
+// Thread-safety: pure functions.
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "linkfit/common/result.h"
+#include "linkfit/topology/spec.h"
+
+namespace linkfit::topology::internal {
+
+// Reads $.nics of `root` for a node of `gpu_count` GPUs; an absent or null field is no NICs.
+// Errors name the offending field ("$.nics[2].gpu_relations[7]: ...").
+Result<std::vector<NicSpec>> ParseNics(const nlohmann::json& root, int gpu_count);
+
+// Adds "nics" to `doc` when `nics` is not empty.
+void WriteNics(const std::vector<NicSpec>& nics, nlohmann::json& doc);
+
+}  // namespace linkfit::topology::internal
