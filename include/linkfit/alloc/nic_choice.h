@@ -14,6 +14,32 @@
 // NicRequest: `count` NICs (one per GPU of the pod by default), each with `milli` thousandths of
 // the NIC: 1000 is the whole NIC, held by this pod alone; less is a share, packed like GPU shares.
 //
+// The objective, for a pod of g whole GPUs asking k NICs. A candidate is a GPU set S and a NIC
+// set N of k NICs that can take the request (a whole NIC: unused; a share: enough left), each
+// NIC serving a GPU of S: when k >= g every GPU has its own NIC and the k - g others serve the
+// GPU they are closest to; when k < g every GPU uses the closest NIC of N. A GPU is "close" when
+// its NIC is at the asked closeness; S is "aligned" when some N makes all of its GPUs close.
+// Candidates compare on, in order:
+//   1. S meets the pod's GPU closeness (required: only such S)
+//   2. S is aligned (NIC closeness required: only aligned S)
+//   3. the GPU objective of PlacementTable (ring, sum, span, look-ahead), without its last
+//      tie-break
+//   4. the most close GPUs
+//   5. the closest pairs: the sum of each NIC's PCIe relation to its GPU (PIX 4 .. SYS 0)
+//   6. the fewest NICs nobody used before (shares pack: whole NICs stay whole)
+//   7. the least share left over on the chosen NICs (best fit)
+//   8. the least future damage: over the chosen NICs, the GPUs left free at the asked
+//      closeness of each (a NIC next to free GPUs is worth keeping)
+//   9. the lowest GPU indexes, then the lowest NIC indexes (as the tables break ties)
+// ChooseNics applies 4-9 to a GPU set already chosen (pods of GPU shares, MIG instances, no GPU);
+// PlaceWholeGpusWithNics chooses S and N together. Both are exact: the tests compare them with
+// a brute force over every (S, N) and pairing.
+//
+// Cost: the GPU sets of the asked size inside the free GPUs (70 for 4 of 8) are each checked for
+// alignment by a bipartite matching; only the sets tied on 1-3 get a NIC choice: a dynamic
+// program over NICs in index order and the GPUs already paired (2^g states: 256 for 8 GPUs).
+// The callers memoize per node state, so this runs once per distinct occupancy.
+//
 // Thread-safety: plain values and pure functions.
 
 #include <algorithm>
@@ -24,8 +50,10 @@
 #include <vector>
 
 #include "linkfit/alloc/closeness.h"
+#include "linkfit/alloc/placement_table.h"
 #include "linkfit/common/result.h"
 #include "linkfit/topology/spec.h"
+#include "linkfit/topology/topology.h"
 
 namespace linkfit::alloc {
 
@@ -59,5 +87,54 @@ struct NicRequest {
 
 // A set of NICs of one node, bit i = NIC i (topology::Topology::nics() order).
 using NicMask = std::bitset<topology::kMaxNics>;
+
+// What a node's NICs can take now, by NIC index (size: the node's NIC count).
+struct NicAvailability {
+  // Thousandths free: 1000 minus what pods hold; 0 for a NIC linkfit does not place on.
+  std::vector<int> free_milli;
+  // NICs linkfit does not place on (port down, SR-IOV virtual function), for the reasons.
+  NicMask excluded;
+};
+
+// One NIC of a choice: its index, the thousandths taken, the GPU it serves (-1: none).
+struct NicPick {
+  int nic = -1;
+  int milli = 0;
+  int gpu = -1;
+  friend bool operator==(const NicPick&, const NicPick&) = default;
+};
+
+struct NicChoice {
+  bool fits = false;
+  std::vector<NicPick> nics;       // ascending NIC index
+  int close_gpus = 0;              // GPUs whose NIC is at the asked closeness
+  bool aligned = false;            // every GPU of the pod is close (a pod without GPUs: true)
+  topology::GpuMask far_gpus = 0;  // the pod's GPUs without a close NIC
+  // Why it does not fit, or which preference it misses; empty when neither.
+  std::string reason;
+  // No change of occupancy can make it fit: the node has fewer NICs than asked.
+  bool unresolvable = false;
+};
+
+// The NICs for a pod that holds `gpus` (0 for none), `free_after` the node's free whole GPUs
+// once it is placed (for the future damage). Fits whenever k NICs can take the request.
+NicChoice ChooseNics(const topology::Topology& topology, topology::GpuMask gpus,
+                     topology::GpuMask free_after, const NicAvailability& nics,
+                     const NicRequest& request);
+
+// Whether `gpus` can each have a close NIC among those `nics` can give (k = request.CountFor).
+bool Aligned(const topology::Topology& topology, topology::GpuMask gpus,
+             const NicAvailability& nics, const NicRequest& request);
+
+// A whole-GPU pod's GPUs and NICs together (the objective above). `gpus.fits` and `nics.fits`
+// both hold when it fits; a missed preference is in gpus.reason (GPU closeness) or nics.reason.
+struct JointPlacement {
+  WholeGpuPlacement gpus;
+  NicChoice nics;
+  bool fits() const { return gpus.fits && nics.fits; }
+};
+JointPlacement PlaceWholeGpusWithNics(const PlacementTable& table, GpuMask free,
+                                      const NicAvailability& nics, const WholeGpuRequest& gpus,
+                                      const NicRequest& request);
 
 }  // namespace linkfit::alloc
