@@ -10,6 +10,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "linkfit/alloc/nic_choice.h"
 #include "linkfit/alloc/placement_table.h"
 
 namespace {
@@ -68,6 +69,44 @@ BENCHMARK_CAPTURE(BM_Lookup, dgx_a100_numa, std::string("dgx-a100"),
 BENCHMARK_CAPTURE(BM_Lookup, dgx2_node, std::string("dgx2-v100"), linkfit::alloc::Closeness::kNode)
     ->Arg(4)
     ->Arg(8);
+
+// GPUs and NICs chosen together (issue 37): the published HGX H100 with 8 GPUs and 9 NICs
+// (test/data/nvidia-smi/nics), one NIC per GPU at PXB, over random free GPU masks with random NICs
+// in use. This is what a memo miss of filter costs on a NIC node (nodes in one state share it).
+void BM_JointGpuNic(benchmark::State& state) {
+  std::ifstream in(std::string(LINKFIT_SOURCE_DIR) +
+                   "/test/data/nvidia-smi/nics/hgx-h100-9nic-nccl1453.topo.txt");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto spec = linkfit::topology::ParseNvidiaSmi(text.str(), "");
+  if (!spec) std::abort();
+  auto topo = linkfit::topology::BuildTopology(std::move(*spec));
+  if (!topo) std::abort();
+  const PlacementTablePtr table = PlacementTable::Build(*topo);
+  std::mt19937 rng(1);
+  struct Case {
+    GpuMask free;
+    linkfit::alloc::NicAvailability nics;
+  };
+  std::vector<Case> cases(1024);
+  for (Case& c : cases) {
+    c.free = static_cast<GpuMask>((rng() | rng()) & table->topology().all_gpus());
+    for (int n = 0; n < (*topo)->nic_count(); ++n)
+      c.nics.free_milli.push_back(rng() % 4 ? 1000 : 0);
+  }
+  const int k = static_cast<int>(state.range(0));
+  linkfit::alloc::NicRequest nic;
+  nic.count = linkfit::alloc::NicRequest::kPerGpu;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const Case& c = cases[i++ & 1023];
+    const auto placement = linkfit::alloc::PlaceWholeGpusWithNics(
+        *table, c.free, c.nics,
+        {k, linkfit::alloc::Closeness::kNode, linkfit::alloc::ClosenessPolicy::kPreferred}, nic);
+    benchmark::DoNotOptimize(placement.gpus.gpus);
+  }
+}
+BENCHMARK(BM_JointGpuNic)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMicrosecond);
 
 // The raw table read (no request handling): BestOnNode + Quality.
 void BM_TableRead(benchmark::State& state) {

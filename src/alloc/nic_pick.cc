@@ -39,8 +39,9 @@ NicChoice PairEveryGpu(const NicTerms& terms, int k, NicScore& chosen_score) {
   // The action that reached each state after each NIC: -2 skipped, -1 extra, j paired with
   // terms.gpus[j].
   std::vector<std::int8_t> action(nics * states, -2);
+  std::vector<Cell> next;
   for (std::size_t i = 0; i < nics; ++i) {
-    std::vector<Cell> next = current;
+    next = current;  // skipping NIC i; reuses next's storage
     std::int8_t* acted = &action[i * states];
     auto offer = [&](std::size_t to, const NicScore& score, std::int8_t how) {
       if (!next[to].reached || BetterNics(score, next[to].score)) {
@@ -61,7 +62,7 @@ NicChoice PairEveryGpu(const NicTerms& terms, int k, NicScore& chosen_score) {
               static_cast<std::int8_t>(j));
       }
     }
-    current = std::move(next);
+    current.swap(next);
   }
   std::size_t state = states - 1;
   if (!current[state].reached) return choice;
@@ -167,12 +168,6 @@ std::string CountNoun(int count, const std::string& noun) {
 NicChoice ChooseNics(const topology::Topology& topology, GpuMask gpus, GpuMask free_after,
                      const NicAvailability& nics, const NicRequest& request) {
   NicScore score;
-  return ChooseNicsScored(topology, gpus, free_after, nics, request, score);
-}
-
-NicChoice ChooseNicsScored(const topology::Topology& topology, GpuMask gpus, GpuMask free_after,
-                           const NicAvailability& nics, const NicRequest& request,
-                           NicScore& score) {
   const int g = __builtin_popcount(gpus);
   const int k = request.CountFor(g);
   const NicTerms terms(topology, gpus, free_after, nics, request);

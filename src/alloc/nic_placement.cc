@@ -190,6 +190,13 @@ JointPlacement PlaceWholeGpusWithNics(const PlacementTable& table, GpuMask free,
                           nics, request);
     return out;
   }
+  // The table's pick is the best meeting set when one exists, else the best set: when it is
+  // aligned, no other set can come before it.
+  if (AlignedWith(reach, out.gpus.gpus, nic_count)) {
+    out.nics = ChooseNics(topology, out.gpus.gpus, static_cast<GpuMask>(free & ~out.gpus.gpus),
+                          nics, request);
+    return out;
+  }
   const bool level_applies = gpus.closeness != Closeness::kNode && gpus.gpus > 1;
   auto meets = [&](GpuMask set) { return !level_applies || table.Meets(set, gpus.closeness); };
   auto aligned = [&](GpuMask set) { return AlignedWith(reach, set, nic_count); };
@@ -206,25 +213,12 @@ JointPlacement PlaceWholeGpusWithNics(const PlacementTable& table, GpuMask free,
   }
   PreferWhere(sets, meets);
   PreferWhere(sets, aligned);
-  std::vector<GpuMask> tied{sets.front()};
+  GpuMask best = sets.front();
   for (std::size_t i = 1; i < sets.size(); ++i) {
-    const int order = CompareGpuSide(table, sets[i], tied.front(), free);
-    if (order < 0) tied.clear();
-    if (order <= 0) tied.push_back(sets[i]);
+    const int order = CompareGpuSide(table, sets[i], best, free);
+    if (order < 0 || (order == 0 && LowerGpus(sets[i], best))) best = sets[i];
   }
-  GpuMask best = 0;
-  NicScore best_score;
-  for (GpuMask set : tied) {
-    NicScore score;
-    NicChoice choice =
-        ChooseNicsScored(topology, set, static_cast<GpuMask>(free & ~set), nics, request, score);
-    const int order = CompareNicTerms(score, best_score);
-    if (best == 0 || order < 0 || (order == 0 && LowerGpus(set, best))) {
-      best = set;
-      best_score = score;
-      out.nics = std::move(choice);
-    }
-  }
+  out.nics = ChooseNics(topology, best, static_cast<GpuMask>(free & ~best), nics, request);
   const bool met_before = out.gpus.closeness_met;
   out.gpus.gpus = best;
   out.gpus.quality = table.Quality(best);

@@ -76,11 +76,6 @@ class NicTerms {
   std::vector<int> relation_;  // [candidate * gpus + j]: PcieRelation as an int
 };
 
-// ChooseNics, also giving the chosen NICs' score (for comparing GPU sets tied on the GPU side).
-NicChoice ChooseNicsScored(const topology::Topology& topology, topology::GpuMask gpus,
-                           topology::GpuMask free_after, const NicAvailability& nics,
-                           const NicRequest& request, NicScore& score);
-
 // "3 NICs", "1 NIC".
 std::string CountNoun(int count, const std::string& noun);
 

@@ -176,7 +176,6 @@ Expected BruteForce(const PlacementTable& table, GpuMask free, const NicAvailabi
     const auto la = table.Lookahead(static_cast<GpuMask>(free & ~a.set));
     const auto lb = table.Lookahead(static_cast<GpuMask>(free & ~b.set));
     if (la != lb) return la > lb;
-    if (int o = CompareKeys(a.keys, b.keys)) return o < 0;
     return LowerSet(MaskToIndexes(a.set), MaskToIndexes(b.set));
   };
   const Option best =

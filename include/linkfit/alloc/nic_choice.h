@@ -22,23 +22,26 @@
 // Candidates compare on, in order:
 //   1. S meets the pod's GPU closeness (required: only such S)
 //   2. S is aligned (NIC closeness required: only aligned S)
-//   3. the GPU objective of PlacementTable (ring, sum, span, look-ahead), without its last
-//      tie-break
+//   3. the GPU objective of PlacementTable, ties included (ring, sum, span, look-ahead, lowest
+//      GPU indexes): a total order, so it settles S
+//   then, for that S, N and its pairing:
 //   4. the most close GPUs
-//   5. the closest pairs: the sum of each NIC's PCIe relation to its GPU (PIX 4 .. SYS 0)
+//   5. the closest pairs: the sum of each pair's PCIe relation (PIX 4 .. SYS 0); an unpaired
+//      NIC counts its relation to its closest GPU of S
 //   6. the fewest NICs nobody used before (shares pack: whole NICs stay whole)
 //   7. the least share left over on the chosen NICs (best fit)
 //   8. the least future damage: over the chosen NICs, the GPUs left free at the asked
 //      closeness of each (a NIC next to free GPUs is worth keeping)
-//   9. the lowest GPU indexes, then the lowest NIC indexes (as the tables break ties)
+//   9. the lowest NIC indexes (the set holding the lowest NIC where two differ)
 // ChooseNics applies 4-9 to a GPU set already chosen (pods of GPU shares, MIG instances, no GPU);
 // PlaceWholeGpusWithNics chooses S and N together. Both are exact: the tests compare them with
 // a brute force over every (S, N) and pairing.
 //
-// Cost: the GPU sets of the asked size inside the free GPUs (70 for 4 of 8) are each checked for
-// alignment by a bipartite matching; only the sets tied on 1-3 get a NIC choice: a dynamic
-// program over NICs in index order and the GPUs already paired (2^g states: 256 for 8 GPUs).
-// The callers memoize per node state, so this runs once per distinct occupancy.
+// Cost: when the GPU set the placement table picks (a lookup) is aligned, it is S; otherwise the
+// GPU sets of the asked size inside the free GPUs (70 for 4 of 8) are each checked for alignment
+// by a bipartite matching. N then comes from a dynamic program over NICs in index order and the
+// GPUs already paired (2^g states: 256 for 8 GPUs), or, when fewer NICs than GPUs are asked,
+// from the NIC sets that differ in what they offer. Callers memoize per node state.
 //
 // Thread-safety: plain values and pure functions.
 
