@@ -26,23 +26,6 @@ namespace {
 using nvml::CanonicalBusId;
 using nvml::NvmlLibrary;
 
-topology::PcieRelation RelationOf(nvmlGpuTopologyLevel_t level) {
-  switch (level) {
-    case NVML_TOPOLOGY_INTERNAL:
-    case NVML_TOPOLOGY_SINGLE:
-      return topology::PcieRelation::kPix;
-    case NVML_TOPOLOGY_MULTIPLE:
-      return topology::PcieRelation::kPxb;
-    case NVML_TOPOLOGY_HOSTBRIDGE:
-      return topology::PcieRelation::kPhb;
-    case NVML_TOPOLOGY_NODE:
-      return topology::PcieRelation::kNode;
-    case NVML_TOPOLOGY_SYSTEM:
-      return topology::PcieRelation::kSys;
-  }
-  return topology::PcieRelation::kSys;
-}
-
 // The profile name nvidia-smi prints ("3g.20gb", "1g.10gb+me", "1g.24gb+gfx"): compute slices,
 // the memory rounded up to whole GB, and the suffix NVML's profile index stands for.
 std::string ProfileName(unsigned profile, const nvmlGpuInstanceProfileInfo_t& info) {
@@ -511,60 +494,8 @@ Result<Discovery> DiscoverWithNvml(const NvmlOptions& options) {
   }
   DescribeUnidentified(spec, probe.pci_device_id, probe.identified, found.warnings);
   const nvml::LinkCounts links = nvml::CountNvlinks(*nvml, devices, spec.gpus, found.warnings);
-  const bool nvswitch = !links.switches.empty();
-  for (unsigned a = 0; a < count; ++a) {
-    spec.gpus[a].nvlink_physical_links = links.to_switch[a];
-    for (unsigned b = 0; b < count; ++b) spec.gpus[a].nvlink_physical_links += links.to_gpu[a][b];
-    for (unsigned b = a + 1; b < count; ++b) {
-      topology::LinkSpec link;
-      link.a = static_cast<int>(a);
-      link.b = static_cast<int>(b);
-      nvmlGpuTopologyLevel_t level = NVML_TOPOLOGY_SYSTEM;
-      if (devices[a] != nullptr && devices[b] != nullptr) {
-        const nvmlReturn_t rc = f.common_ancestor(devices[a], devices[b], &level);
-        if (rc != NVML_SUCCESS) {
-          found.warnings.push_back("GPU" + std::to_string(a) + "-GPU" + std::to_string(b) +
-                                   ": PCIe relation unknown (" + nvml->ErrorText(rc) +
-                                   "); treated as SYS");
-          level = NVML_TOPOLOGY_SYSTEM;
-        }
-      }
-      link.pcie = RelationOf(level);
-      const int ab = links.to_gpu[a][b];
-      const int ba = links.to_gpu[b][a];
-      if (ab != ba) {
-        const std::string problem = "asymmetric NVLinks: GPU" + std::to_string(a) + " sees " +
-                                    std::to_string(ab) + " to GPU" + std::to_string(b) +
-                                    ", which sees " + std::to_string(ba) + " back";
-        probe.Unhealthy(spec.gpus[a], problem);
-        probe.Unhealthy(spec.gpus[b], problem);
-      }
-      link.nvlink_count = std::min(ab, ba);
-      if (nvswitch && links.to_switch[a] > 0 && links.to_switch[b] > 0) {
-        link.nvlink_count = std::min(links.to_switch[a], links.to_switch[b]);
-        link.via_nvswitch = true;
-      }
-      spec.links.push_back(link);
-    }
-  }
-  spec.fabric.kind = topology::NvlinkFabricKind::kNone;
-  if (nvswitch) {
-    spec.fabric.kind = topology::NvlinkFabricKind::kNvswitch;
-    spec.fabric.nvswitch_count = static_cast<int>(links.switches.size());
-  } else if (std::any_of(spec.links.begin(), spec.links.end(),
-                         [](const auto& link) { return link.nvlink_count > 0; })) {
-    // Pairs only (each GPU bonded to at most one peer): NVLink bridges; else direct links.
-    bool pairs = true;
-    for (const topology::GpuSpec& gpu : spec.gpus) {
-      int peers = 0;
-      for (const topology::LinkSpec& link : spec.links) {
-        if ((link.a == gpu.index || link.b == gpu.index) && link.nvlink_count > 0) ++peers;
-      }
-      pairs = pairs && peers <= 1;
-    }
-    spec.fabric.kind =
-        pairs ? topology::NvlinkFabricKind::kBridge : topology::NvlinkFabricKind::kDirect;
-  }
+  nvml::ReadPairs(*nvml, devices, links, spec, found.warnings);
+  nvml::SetFabricKind(links, spec);
   nvml::AssignSockets(spec, options.sysfs_root, found.warnings);
   // The PCIe switches above the GPUs, and each GPU's own link where NVML did not state it.
   const std::vector<PcieLinkFigures> sysfs_links =

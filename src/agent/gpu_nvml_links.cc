@@ -180,4 +180,99 @@ void AssignSockets(topology::TopologySpec& spec, const std::string& sysfs_root,
   }
 }
 
+namespace {
+
+void MarkUnhealthy(topology::GpuSpec& gpu, const std::string& problem) {
+  if (gpu.healthy) gpu.health_problem = problem;
+  gpu.healthy = false;
+}
+
+topology::PcieRelation RelationOf(nvmlGpuTopologyLevel_t level) {
+  switch (level) {
+    case NVML_TOPOLOGY_INTERNAL:
+    case NVML_TOPOLOGY_SINGLE:
+      return topology::PcieRelation::kPix;
+    case NVML_TOPOLOGY_MULTIPLE:
+      return topology::PcieRelation::kPxb;
+    case NVML_TOPOLOGY_HOSTBRIDGE:
+      return topology::PcieRelation::kPhb;
+    case NVML_TOPOLOGY_NODE:
+      return topology::PcieRelation::kNode;
+    case NVML_TOPOLOGY_SYSTEM:
+      return topology::PcieRelation::kSys;
+  }
+  return topology::PcieRelation::kSys;
+}
+
+}  // namespace
+
+// Each GPU pair's PCIe relation (NVML's common ancestor) and NVLinks; a pair whose two ends count
+// different links marks both GPUs unhealthy.
+void ReadPairs(const NvmlLibrary& nvml, const std::vector<nvmlDevice_t>& devices,
+               const LinkCounts& links, topology::TopologySpec& spec,
+               std::vector<std::string>& warnings) {
+  const Functions& f = nvml.f();
+  const auto count = static_cast<unsigned>(devices.size());
+  const bool nvswitch = !links.switches.empty();
+  for (unsigned a = 0; a < count; ++a) {
+    spec.gpus[a].nvlink_physical_links = links.to_switch[a];
+    for (unsigned b = 0; b < count; ++b) spec.gpus[a].nvlink_physical_links += links.to_gpu[a][b];
+    for (unsigned b = a + 1; b < count; ++b) {
+      topology::LinkSpec link;
+      link.a = static_cast<int>(a);
+      link.b = static_cast<int>(b);
+      nvmlGpuTopologyLevel_t level = NVML_TOPOLOGY_SYSTEM;
+      if (devices[a] != nullptr && devices[b] != nullptr) {
+        const nvmlReturn_t rc = f.common_ancestor(devices[a], devices[b], &level);
+        if (rc != NVML_SUCCESS) {
+          warnings.push_back("GPU" + std::to_string(a) + "-GPU" + std::to_string(b) +
+                             ": PCIe relation unknown (" + nvml.ErrorText(rc) +
+                             "); treated as SYS");
+          level = NVML_TOPOLOGY_SYSTEM;
+        }
+      }
+      link.pcie = RelationOf(level);
+      const int ab = links.to_gpu[a][b];
+      const int ba = links.to_gpu[b][a];
+      if (ab != ba) {
+        const std::string problem = "asymmetric NVLinks: GPU" + std::to_string(a) + " sees " +
+                                    std::to_string(ab) + " to GPU" + std::to_string(b) +
+                                    ", which sees " + std::to_string(ba) + " back";
+        MarkUnhealthy(spec.gpus[a], problem);
+        MarkUnhealthy(spec.gpus[b], problem);
+      }
+      link.nvlink_count = std::min(ab, ba);
+      if (nvswitch && links.to_switch[a] > 0 && links.to_switch[b] > 0) {
+        link.nvlink_count = std::min(links.to_switch[a], links.to_switch[b]);
+        link.via_nvswitch = true;
+      }
+      spec.links.push_back(link);
+    }
+  }
+}
+
+// The NVLink fabric: NVSwitches, bridges (each GPU bonded to at most one peer), direct links or
+// none.
+void SetFabricKind(const LinkCounts& links, topology::TopologySpec& spec) {
+  const bool nvswitch = !links.switches.empty();
+  spec.fabric.kind = topology::NvlinkFabricKind::kNone;
+  if (nvswitch) {
+    spec.fabric.kind = topology::NvlinkFabricKind::kNvswitch;
+    spec.fabric.nvswitch_count = static_cast<int>(links.switches.size());
+  } else if (std::any_of(spec.links.begin(), spec.links.end(),
+                         [](const auto& link) { return link.nvlink_count > 0; })) {
+    // Pairs only (each GPU bonded to at most one peer): NVLink bridges; else direct links.
+    bool pairs = true;
+    for (const topology::GpuSpec& gpu : spec.gpus) {
+      int peers = 0;
+      for (const topology::LinkSpec& link : spec.links) {
+        if ((link.a == gpu.index || link.b == gpu.index) && link.nvlink_count > 0) ++peers;
+      }
+      pairs = pairs && peers <= 1;
+    }
+    spec.fabric.kind =
+        pairs ? topology::NvlinkFabricKind::kBridge : topology::NvlinkFabricKind::kDirect;
+  }
+}
+
 }  // namespace linkfit::agent::nvml

@@ -1,8 +1,8 @@
 #pragma once
 
 // The parts of NVML discovery (gpu_nvml_discovery.cc) that concern links between GPUs: NVLinks
-// counted per peer and per NVSwitch with the NVLink version of every link, the version table, and
-// CPU sockets from sysfs or from PCIe relations.
+// counted per peer and per NVSwitch with the NVLink version of every link, the version table, each
+// pair's PCIe relation, the fabric kind, and CPU sockets from sysfs or from PCIe relations.
 //
 // Thread-safety: free functions over values the caller owns; NVML itself is thread-safe.
 
@@ -54,5 +54,16 @@ std::optional<int> SocketFromSysfs(const std::string& sysfs_root, int numa);
 // lowest NUMA node.
 void AssignSockets(topology::TopologySpec& spec, const std::string& sysfs_root,
                    std::vector<std::string>& warnings);
+
+// Each GPU pair's PCIe relation (NVML's common ancestor, SYS where it fails) and NVLink count
+// into spec.links, and each GPU's physical NVLinks; a pair whose two ends count different links
+// marks both GPUs unhealthy. `devices` is by GPU index, null for a GPU NVML cannot open.
+void ReadPairs(const NvmlLibrary& nvml, const std::vector<nvmlDevice_t>& devices,
+               const LinkCounts& links, topology::TopologySpec& spec,
+               std::vector<std::string>& warnings);
+
+// The NVLink fabric of spec.links: NVSwitches, bridges (each GPU bonded to at most one peer),
+// direct links, or none.
+void SetFabricKind(const LinkCounts& links, topology::TopologySpec& spec);
 
 }  // namespace linkfit::agent::nvml

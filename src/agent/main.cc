@@ -201,20 +201,166 @@ bool IsSocket(const std::string& path) {
   return ::stat(path.c_str(), &info) == 0 && S_ISSOCK(info.st_mode);
 }
 
+// The GPU model table of --gpu-models (null: the built-in one), set into `nvml`.
+Result<std::shared_ptr<const topology::GpuModelTable>> LoadGpuModels(const Flags& flags,
+                                                                     NvmlOptions& nvml) {
+  if (flags.gpu_models.empty()) return std::shared_ptr<const topology::GpuModelTable>();
+  auto loaded = topology::GpuModelTable::LoadFile(flags.gpu_models);
+  if (!loaded) return MakeError("--gpu-models: " + loaded.error().message);
+  auto table = std::make_shared<const topology::GpuModelTable>(std::move(*loaded));
+  nvml.gpu_models = table.get();
+  return table;
+}
+
+// NRI where the runtime offers it; without it, the device plugin verifies instead (design §4.5).
+bool UseNri(const Flags& flags) {
+  if (flags.nri_socket.empty()) return false;
+  if (!flags.device_plugin_dir.empty() && !IsSocket(flags.nri_socket)) {
+    log::Warning("no NRI socket at " + flags.nri_socket +
+                 " (the runtime runs no NRI): the device plugin runs in verify-only mode");
+    return false;
+  }
+  return true;
+}
+
+// The API server connection and the watch of this node's pods, started.
+struct ApiConnection {
+  std::unique_ptr<kube::ApiClient> client;
+  std::unique_ptr<kube::Reflector> pods;
+};
+
+Result<ApiConnection> Connect(const Flags& flags, NodePods& pods) {
+  auto config = flags.kubeconfig.empty() ? kube::InClusterConfig()
+                                         : kube::LoadKubeconfig(flags.kubeconfig, flags.context);
+  if (!config) return tl::unexpected(config.error());
+  config->user_agent = "linkfit-agent/0.1";
+  config->qps = 5;  // one node's daemon: a handful of calls a minute in steady state
+  config->burst = 10;
+  auto made = kube::NewApiClient(std::move(*config));
+  if (!made) return tl::unexpected(made.error());
+  ApiConnection connection;
+  connection.client = std::move(*made);
+  kube::ReflectorOptions options;
+  options.kind = "pods";
+  options.path = "/api/v1/pods";
+  options.field_selector = "spec.nodeName=" + flags.node_name;
+  connection.pods = std::make_unique<kube::Reflector>(*connection.client, pods, options);
+  connection.pods->Start();
+  return connection;
+}
+
+// --print: one discovery (and one PodResources read) to stdout.
+int PrintOnce(const NodeAgent::DiscoverFn& discover, const NodeAgent::DevicesFn& devices) {
+  auto found = discover();
+  if (!found) {
+    std::cerr << "linkfit-agent: " << found.error().message << "\n";
+    return 1;
+  }
+  std::cout << "# " << found->source << (found->driver_version.empty() ? "" : ", driver ")
+            << found->driver_version << "\n";
+  std::cout << topology::ToTopologyDocument(found->spec) << "\n";
+  if (devices) {
+    auto used = devices(found->spec);
+    if (used) {
+      std::cout << kube::EncodeDevicesInUse(*used) << "\n";
+    } else {
+      std::cerr << "linkfit-agent: " << used.error().message << "\n";
+    }
+  }
+  return 0;
+}
+
+// With the NRI plugin, what it handed over is the truth to publish; the kubelet's view fills
+// in pods it handed nothing.
+NodeAgent::DevicesFn HandedFirst(NodeAgent::DevicesFn kubelet, HandedDevicesView& handed) {
+  return [kubelet = std::move(kubelet),
+          &handed](const topology::TopologySpec& spec) -> Result<kube::DevicesInUse> {
+    kube::DevicesInUse from_kubelet;
+    if (kubelet) {
+      auto listed = kubelet(spec);
+      if (!listed && !handed.known()) return tl::unexpected(listed.error());
+      if (listed) from_kubelet = std::move(*listed);
+    } else if (!handed.known()) {
+      return MakeError("the NRI plugin has not synchronised with the runtime yet");
+    }
+    return MergeDeviceReports(handed.Report(spec), from_kubelet);
+  };
+}
+
+// --once: one round, after waiting briefly for the pod list so that devices-in-use carries UIDs.
+int RunOnce(NodeAgent& agent, kube::Reflector& pods) {
+  for (int i = 0; i < 100 && !pods.synced(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto round = agent.RunRound(true);
+  pods.Stop();
+  if (!round) {
+    std::cerr << "linkfit-agent: " << round.error().message << "\n";
+    return 1;
+  }
+  std::cout << (*round ? "published" : "unchanged") << "\n";
+  return 0;
+}
+
+// NVML's health events marking GPUs unhealthy until `stopping`; no thread where NVML has none.
+std::thread StartHealthWatch(const NvmlOptions& nvml, NodeAgent& agent,
+                             std::unique_ptr<HealthWatch>& health, std::atomic<bool>& stopping) {
+  auto watch = WatchHealthWithNvml(nvml);
+  if (!watch) {
+    log::Warning("no NVML health events (" + watch.error().message +
+                 "); health comes from re-discovery only");
+    return {};
+  }
+  health = std::move(*watch);
+  return std::thread([&agent, &stopping, watch_ptr = health.get()] {
+    while (!stopping.load()) {
+      for (const HealthWatch::Event& event : watch_ptr->Wait(1000)) {
+        agent.MarkUnhealthy(event.gpu, event.problem);
+      }
+    }
+  });
+}
+
+std::thread StartNri(const Flags& flags, NodeAgent& agent, HandedDevicesView& handed,
+                     std::atomic<bool>& stopping) {
+  handoff::NriPluginOptions nri;
+  nri.node_name = flags.node_name;
+  nri.cdi = flags.cdi;
+  nri.exempt_namespaces.insert(flags.exempt_namespaces.begin(), flags.exempt_namespaces.end());
+  nri.device_files = [cache = std::make_shared<DeviceFilesCache>(flags.host_proc, agent)] {
+    return cache->Get();
+  };
+  nri.on_configured = [&agent](const std::string& mode, const std::string& runtime) {
+    log::Info("NRI: configured by " + runtime);
+    agent.SetHandoffMode(mode);
+  };
+  // `nri` by value: it leaves scope before the thread ends.
+  return std::thread([&flags, nri, &agent, &handed, &stopping] {
+    RunNriPlugin(flags.nri_socket, nri, agent, &handed, stopping);
+  });
+}
+
+std::thread StartDevicePlugins(const Flags& flags, bool use_nri, NodeAgent& agent, NodePods& pods,
+                               std::atomic<bool>& stopping) {
+  DevicePluginLoopOptions plugin;
+  plugin.plugin.directory = flags.device_plugin_dir;
+  plugin.plugin.devices.share_resource = flags.share_resource;
+  plugin.plugin.verify = !use_nri;
+  plugin.node_name = flags.node_name;
+  plugin.pod_resources_socket = flags.socket;
+  return std::thread(
+      [plugin, &agent, &pods, &stopping] { RunDevicePlugins(plugin, agent, pods, stopping); });
+}
+
 int Run(const Flags& flags) {
   NvmlOptions nvml;
   nvml.library = flags.nvml_library;
   nvml.sysfs_root = flags.host_sys;
   nvml.nic_rails = flags.nic_rails;
-  std::shared_ptr<const topology::GpuModelTable> gpu_models;
-  if (!flags.gpu_models.empty()) {
-    auto loaded = topology::GpuModelTable::LoadFile(flags.gpu_models);
-    if (!loaded) {
-      std::cerr << "linkfit-agent: --gpu-models: " << loaded.error().message << "\n";
-      return 2;
-    }
-    gpu_models = std::make_shared<const topology::GpuModelTable>(std::move(*loaded));
-    nvml.gpu_models = gpu_models.get();
+  auto gpu_models = LoadGpuModels(flags, nvml);
+  if (!gpu_models) {
+    std::cerr << "linkfit-agent: " << gpu_models.error().message << "\n";
+    return 2;
   }
   AgentMetrics metrics;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint;
@@ -227,43 +373,12 @@ int Run(const Flags& flags) {
     metrics_endpoint = std::move(*served);
   }
   const CommandRunner runner = SystemCommandRunner();
-  // NRI where the runtime offers it; without it, the device plugin verifies instead (design §4.5).
-  bool use_nri = !flags.nri_socket.empty();
-  if (use_nri && !flags.device_plugin_dir.empty() && !IsSocket(flags.nri_socket)) {
-    log::Warning("no NRI socket at " + flags.nri_socket +
-                 " (the runtime runs no NRI): the device plugin runs in verify-only mode");
-    use_nri = false;
-  }
+  const bool use_nri = UseNri(flags);
   // `gpu_models` is captured so that the table outlives every discovery.
-  NodeAgent::DiscoverFn discover = [nvml, runner, gpu_models] { return Discover(nvml, runner); };
-
+  NodeAgent::DiscoverFn discover = [nvml, runner, models = *gpu_models] {
+    return Discover(nvml, runner);
+  };
   NodePods pods;
-  std::unique_ptr<kube::ApiClient> client;
-  std::unique_ptr<kube::Reflector> pod_reflector;
-  if (!flags.print) {
-    auto config = flags.kubeconfig.empty() ? kube::InClusterConfig()
-                                           : kube::LoadKubeconfig(flags.kubeconfig, flags.context);
-    if (!config) {
-      std::cerr << "linkfit-agent: " << config.error().message << "\n";
-      return 1;
-    }
-    config->user_agent = "linkfit-agent/0.1";
-    config->qps = 5;  // one node's daemon: a handful of calls a minute in steady state
-    config->burst = 10;
-    auto made = kube::NewApiClient(std::move(*config));
-    if (!made) {
-      std::cerr << "linkfit-agent: " << made.error().message << "\n";
-      return 1;
-    }
-    client = std::move(*made);
-    kube::ReflectorOptions options;
-    options.kind = "pods";
-    options.path = "/api/v1/pods";
-    options.field_selector = "spec.nodeName=" + flags.node_name;
-    pod_reflector = std::make_unique<kube::Reflector>(*client, pods, options);
-    pod_reflector->Start();
-  }
-
   NodeAgent::DevicesFn devices;
   if (!flags.socket.empty()) {
     const bool know_uids = !flags.print;
@@ -271,120 +386,42 @@ int Run(const Flags& flags) {
       return know_uids ? pods.UidOf(key) : std::optional<std::string>(key);
     });
   }
+  if (flags.print) return PrintOnce(discover, devices);
 
+  auto api = Connect(flags, pods);
+  if (!api) {
+    std::cerr << "linkfit-agent: " << api.error().message << "\n";
+    return 1;
+  }
+  HandedDevicesView handed;
+  if (use_nri) devices = HandedFirst(std::move(devices), handed);
   AgentOptions options;
   options.discover_interval = std::chrono::seconds(flags.discover_interval_s);
   options.devices_interval = std::chrono::seconds(flags.devices_interval_s);
-
-  if (flags.print) {
-    auto found = discover();
-    if (!found) {
-      std::cerr << "linkfit-agent: " << found.error().message << "\n";
-      return 1;
-    }
-    std::cout << "# " << found->source << (found->driver_version.empty() ? "" : ", driver ")
-              << found->driver_version << "\n";
-    std::cout << topology::ToTopologyDocument(found->spec) << "\n";
-    if (devices) {
-      auto used = devices(found->spec);
-      if (used) {
-        std::cout << kube::EncodeDevicesInUse(*used) << "\n";
-      } else {
-        std::cerr << "linkfit-agent: " << used.error().message << "\n";
-      }
-    }
-    return 0;
-  }
-
-  // With the NRI plugin, what it handed over is the truth to publish; the kubelet's view fills
-  // in pods it handed nothing.
-  HandedDevicesView handed;
-  if (use_nri) {
-    devices = [kubelet = devices,
-               &handed](const topology::TopologySpec& spec) -> Result<kube::DevicesInUse> {
-      kube::DevicesInUse from_kubelet;
-      if (kubelet) {
-        auto listed = kubelet(spec);
-        if (!listed && !handed.known()) return tl::unexpected(listed.error());
-        if (listed) from_kubelet = std::move(*listed);
-      } else if (!handed.known()) {
-        return MakeError("the NRI plugin has not synchronised with the runtime yet");
-      }
-      return MergeDeviceReports(handed.Report(spec), from_kubelet);
-    };
-  }
-  NodePublisher publisher(*client, flags.node_name);
+  NodePublisher publisher(*api->client, flags.node_name);
   NodeAgent agent(options, discover, devices, publisher);
   agent.SetMetrics(&metrics);
   // Until the runtime configures the NRI plugin, another device plugin's choice stands.
   agent.SetHandoffMode(!use_nri && !flags.device_plugin_dir.empty() ? "verify" : "report");
-  if (flags.once) {
-    // Wait briefly for the pod list so the first devices-in-use carries UIDs.
-    for (int i = 0; i < 100 && !pod_reflector->synced(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    auto round = agent.RunRound(true);
-    pod_reflector->Stop();
-    if (!round) {
-      std::cerr << "linkfit-agent: " << round.error().message << "\n";
-      return 1;
-    }
-    std::cout << (*round ? "published" : "unchanged") << "\n";
-    return 0;
-  }
+  if (flags.once) return RunOnce(agent, *api->pods);
+
   StopOnSignals(agent);
-  std::unique_ptr<HealthWatch> health;
   std::atomic<bool> stopping{false};
-  std::thread health_thread;
-  if (auto watch = WatchHealthWithNvml(nvml); watch) {
-    health = std::move(*watch);
-    health_thread = std::thread([&agent, &stopping, watch_ptr = health.get()] {
-      while (!stopping.load()) {
-        for (const HealthWatch::Event& event : watch_ptr->Wait(1000)) {
-          agent.MarkUnhealthy(event.gpu, event.problem);
-        }
-      }
-    });
-  } else {
-    log::Warning("no NVML health events (" + watch.error().message +
-                 "); health comes from re-discovery only");
-  }
+  std::unique_ptr<HealthWatch> health;
+  std::thread health_thread = StartHealthWatch(nvml, agent, health, stopping);
   std::thread nri_thread;
-  if (use_nri) {
-    handoff::NriPluginOptions nri;
-    nri.node_name = flags.node_name;
-    nri.cdi = flags.cdi;
-    nri.exempt_namespaces.insert(flags.exempt_namespaces.begin(), flags.exempt_namespaces.end());
-    nri.device_files = [cache = std::make_shared<DeviceFilesCache>(flags.host_proc, agent)] {
-      return cache->Get();
-    };
-    nri.on_configured = [&agent](const std::string& mode, const std::string& runtime) {
-      log::Info("NRI: configured by " + runtime);
-      agent.SetHandoffMode(mode);
-    };
-    // `nri` by value: it leaves scope before the thread ends.
-    nri_thread = std::thread([&flags, nri, &agent, &handed, &stopping] {
-      RunNriPlugin(flags.nri_socket, nri, agent, &handed, stopping);
-    });
-  }
+  if (use_nri) nri_thread = StartNri(flags, agent, handed, stopping);
   std::thread plugin_thread;
   if (!flags.device_plugin_dir.empty()) {
-    DevicePluginLoopOptions plugin;
-    plugin.plugin.directory = flags.device_plugin_dir;
-    plugin.plugin.devices.share_resource = flags.share_resource;
-    plugin.plugin.verify = !use_nri;
-    plugin.node_name = flags.node_name;
-    plugin.pod_resources_socket = flags.socket;
-    plugin_thread = std::thread(
-        [plugin, &agent, &pods, &stopping] { RunDevicePlugins(plugin, agent, pods, stopping); });
+    plugin_thread = StartDevicePlugins(flags, use_nri, agent, pods, stopping);
   }
   agent.Run();
   stopping.store(true);
-  if (plugin_thread.joinable()) plugin_thread.join();
-  if (nri_thread.joinable()) nri_thread.join();
-  if (health_thread.joinable()) health_thread.join();
-  pod_reflector->Stop();
-  client->Stop();
+  for (std::thread* thread : {&plugin_thread, &nri_thread, &health_thread}) {
+    if (thread->joinable()) thread->join();
+  }
+  api->pods->Stop();
+  api->client->Stop();
   return 0;
 }
 
