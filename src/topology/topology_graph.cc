@@ -93,18 +93,17 @@ std::vector<GpuMask> SwitchGroupsFromRelations(const TopologySpec& spec) {
   return groups;
 }
 
-}  // namespace
-
-GraphDerivations DeriveFromGraph(const TopologySpec& spec, std::vector<std::string>& warnings) {
-  const int n = static_cast<int>(spec.gpus.size());
+// The machine as a graph: GPUs, PCIe switches and host bridges, NUMA nodes and sockets, NVLink
+// bundles and NVSwitches.
+struct MachineGraph {
   Graph graph;
-  std::vector<Vertex> gpu_vertex;
-  for (const GpuSpec& gpu : spec.gpus) {
-    gpu_vertex.push_back(boost::add_vertex(
-        VertexProps{VertexKind::kGpu, gpu.index, "GPU" + std::to_string(gpu.index)}, graph));
-  }
+  std::vector<Vertex> gpu_vertex;  // by GPU index
+};
 
-  // PCIe tree, NUMA nodes and sockets.
+// The PCIe tree, NUMA nodes and sockets, and each GPU's attachment to them.
+void AddPcieAndNuma(const TopologySpec& spec, MachineGraph& machine) {
+  Graph& graph = machine.graph;
+  const std::vector<Vertex>& gpu_vertex = machine.gpu_vertex;
   std::map<std::string, Vertex> pcie_vertex;
   for (const PcieNode& node : spec.pcie_tree) {
     pcie_vertex[node.id] = boost::add_vertex(
@@ -158,8 +157,12 @@ GraphDerivations DeriveFromGraph(const TopologySpec& spec, std::vector<std::stri
       boost::add_edge(a->second, b->second, EdgeProps{EdgeKind::kInterSocket, 0}, graph);
     }
   }
+}
 
-  // NVLink: direct bundles between GPUs, or GPU-to-NVSwitch edges for switched pairs.
+// NVLink: direct bundles between GPUs, or GPU-to-NVSwitch edges for switched pairs.
+void AddNvlinks(const TopologySpec& spec, MachineGraph& machine) {
+  Graph& graph = machine.graph;
+  const std::vector<Vertex>& gpu_vertex = machine.gpu_vertex;
   bool any_switched = false;
   Vertex nvswitch = 0;
   for (const LinkSpec& link : spec.links) {
@@ -181,27 +184,29 @@ GraphDerivations DeriveFromGraph(const TopologySpec& spec, std::vector<std::stri
                       EdgeProps{EdgeKind::kNvlink, link.nvlink_count}, graph);
     }
   }
+}
 
-  GraphDerivations out;
-  out.vertex_count = static_cast<int>(boost::num_vertices(graph));
-  out.edge_count = static_cast<int>(boost::num_edges(graph));
-
-  // Islands: connected components of the NVLink-only subgraph, restricted to GPUs.
-  {
-    boost::filtered_graph<Graph, NvlinkOnly> nvlink_graph(graph, NvlinkOnly{&graph});
-    std::vector<int> component(boost::num_vertices(graph));
-    boost::connected_components(nvlink_graph, component.data());
-    std::map<int, GpuMask> islands;
-    for (int i = 0; i < n; ++i) {
-      const int c = component[gpu_vertex[static_cast<std::size_t>(i)]];
-      islands[c] = static_cast<GpuMask>(islands[c] | Bit(i));
-    }
-    for (const auto& entry : islands) out.nvlink_islands.push_back(entry.second);
-    std::sort(out.nvlink_islands.begin(), out.nvlink_islands.end(),
-              [](GpuMask a, GpuMask b) { return (a & -a) < (b & -b); });
+// Islands: connected components of the NVLink-only subgraph, restricted to GPUs, in order of
+// their lowest GPU.
+std::vector<GpuMask> NvlinkIslands(const MachineGraph& machine, int n) {
+  const Graph& graph = machine.graph;
+  std::vector<GpuMask> found;
+  boost::filtered_graph<Graph, NvlinkOnly> nvlink_graph(graph, NvlinkOnly{&graph});
+  std::vector<int> component(boost::num_vertices(graph));
+  boost::connected_components(nvlink_graph, component.data());
+  std::map<int, GpuMask> islands;
+  for (int i = 0; i < n; ++i) {
+    const int c = component[machine.gpu_vertex[static_cast<std::size_t>(i)]];
+    islands[c] = static_cast<GpuMask>(islands[c] | Bit(i));
   }
+  for (const auto& entry : islands) found.push_back(entry.second);
+  std::sort(found.begin(), found.end(), [](GpuMask a, GpuMask b) { return (a & -a) < (b & -b); });
+  return found;
+}
 
-  // Switch groups: for each PCIe switch, the GPUs whose path runs through it.
+// Switch groups: for each PCIe switch, the GPUs whose path runs through it (from the pair
+// relations where the tree is incomplete).
+std::vector<GpuMask> SwitchGroups(const TopologySpec& spec, std::vector<std::string>& warnings) {
   std::set<GpuMask> groups;
   if (AllGpusHavePaths(spec)) {
     for (const PcieNode& node : spec.pcie_tree) {
@@ -228,7 +233,25 @@ GraphDerivations DeriveFromGraph(const TopologySpec& spec, std::vector<std::stri
   } else {
     for (GpuMask g : SwitchGroupsFromRelations(spec)) groups.insert(g);
   }
-  out.pcie_switch_groups.assign(groups.begin(), groups.end());
+  return {groups.begin(), groups.end()};
+}
+
+}  // namespace
+
+GraphDerivations DeriveFromGraph(const TopologySpec& spec, std::vector<std::string>& warnings) {
+  MachineGraph machine;
+  for (const GpuSpec& gpu : spec.gpus) {
+    machine.gpu_vertex.push_back(boost::add_vertex(
+        VertexProps{VertexKind::kGpu, gpu.index, "GPU" + std::to_string(gpu.index)},
+        machine.graph));
+  }
+  AddPcieAndNuma(spec, machine);
+  AddNvlinks(spec, machine);
+  GraphDerivations out;
+  out.vertex_count = static_cast<int>(boost::num_vertices(machine.graph));
+  out.edge_count = static_cast<int>(boost::num_edges(machine.graph));
+  out.nvlink_islands = NvlinkIslands(machine, static_cast<int>(spec.gpus.size()));
+  out.pcie_switch_groups = SwitchGroups(spec, warnings);
   return out;
 }
 
