@@ -154,42 +154,21 @@ struct TimedBinder final : extender::Binder {
   static inline thread_local double write_seconds = 0;  // the calling thread's last write
 };
 
-}  // namespace
+// The fake API server, in a child process: it prints its kubeconfig's path on `kubeconfig`'s
+// pipe and runs until its stdin (`to_child`) closes.
+struct FakeApiServer {
+  pid_t pid = -1;
+  int to_child = -1;
+  std::string kubeconfig;  // empty: it did not start
+};
 
-int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::printf(
-          "usage: linkfit_cluster_api_bench [--nodes 5000] [--pods 50000] [--binds 2000]\n"
-          "                                 [--bind-threads 8] [--api-latency-ms 1]\n"
-          "Start-up (time, CPU, heap and resident growth at ready per node and per pod), then\n"
-          "binds; --binds 0 stops after start-up.\n");
-      return 0;
-    }
-  }
-  int nodes = 5000;
-  int pods = 50000;
-  int binds = 2000;
-  int threads = 8;
-  int latency_ms = 1;
-  linkfit::bench::Flags flags;
-  flags.Int("--nodes", &nodes)
-      .Int("--pods", &pods)
-      .Int("--binds", &binds)
-      .Int("--bind-threads", &threads)
-      .Int("--api-latency-ms", &latency_ms);
-  if (auto parsed = flags.Parse(argc, argv); !parsed) {
-    std::fprintf(stderr, "linkfit_cluster_api_bench: %s (--help for usage)\n",
-                 parsed.error().message.c_str());
-    return 2;
-  }
-  setenv("LINKFIT_LOG_LEVEL", "warning", 0);
-
+FakeApiServer StartFakeApiServer(int nodes, int pods, int binds, int latency_ms) {
+  FakeApiServer server;
   int to_parent[2];
   int to_child[2];
-  if (pipe(to_parent) != 0 || pipe(to_child) != 0) return 1;
-  const pid_t child = fork();
-  if (child == 0) {
+  if (pipe(to_parent) != 0 || pipe(to_child) != 0) return server;
+  server.pid = fork();
+  if (server.pid == 0) {
     close(to_parent[0]);
     close(to_child[1]);
     dup2(to_child[0], STDIN_FILENO);
@@ -197,69 +176,21 @@ int main(int argc, char** argv) {
   }
   close(to_parent[1]);
   close(to_child[0]);
-  UseStartUpMallocSettings();  // as `linkfit serve` does (cmd_serve.cc)
-  std::string kubeconfig;
+  server.to_child = to_child[1];
   char c = 0;
-  while (read(to_parent[0], &c, 1) == 1 && c != '\n') kubeconfig.push_back(c);
-  if (kubeconfig.empty()) {
-    std::fprintf(stderr, "the fake API server did not start\n");
-    return 1;
-  }
+  while (read(to_parent[0], &c, 1) == 1 && c != '\n') server.kubeconfig.push_back(c);
+  return server;
+}
 
-  auto catalog = alloc::MigCatalog::LoadDirectory(std::string(LINKFIT_SOURCE_DIR) + "/config/mig");
-  auto client = kube::LoadKubeconfig(kubeconfig);
-  if (!catalog || !client) return 1;
-  NullMetrics metrics;
-  state::ClusterCache cache;
-  alloc::PlacementTableCache registry;
-  model::NodeModelFactory factory(registry, *catalog, topology::BandwidthModel::Defaults());
-  cluster::ClusterOptions options;
-  options.client = *client;
-  options.client.qps = 0;  // the start-up figure is linkfit's, not the rate limit's
-  options.on_ready = [] { UseServingMallocSettings(); };  // as `linkfit serve` does
-  malloc_trim(0);
-  const HeapInUse heap_before = HeapInUse::Now();
-  const double resident_before = ResidentBytes();
-  auto source = cluster::ClusterSource::Create(options, cache, factory, metrics);
-  if (!source) {
-    std::fprintf(stderr, "%s\n", source.error().message.c_str());
-    return 1;
-  }
-  const double cpu_start = CpuSeconds();
-  const auto wall_start = std::chrono::steady_clock::now();
-  (*source)->Start();
-  if (!(*source)->WaitReady(std::chrono::minutes(5))) return 1;
-  const double cpu = CpuSeconds() - cpu_start;
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  const HeapInUse heap_now = HeapInUse::Now();
-  const double heap = heap_now.arenas - heap_before.arenas;
-  const double mmapped = heap_now.mmapped - heap_before.mmapped;
-  const double resident = ResidentBytes() - resident_before;
-  std::printf(
-      "start-up over HTTPS: %d nodes, %d pods (+%d pending) to ready in %.2f s wall, "
-      "%.2f s CPU; heap %.1f MB in arenas (%.0f B per pod, nodes included) and %.1f MB in "
-      "mmapped blocks\n",
-      nodes, pods, binds, wall, cpu, heap / 1e6, heap / std::max(1, pods + binds), mmapped / 1e6);
-  // The resident growth counts what malloc keeps but does not use (freed list pages, arenas).
-  std::printf("resident at ready: +%.1f MB = %.0f B per node", resident / 1e6,
-              resident / std::max(1, nodes));
-  if (pods + binds > 0) std::printf(", %.0f B per pod (nodes included)", resident / (pods + binds));
-  std::printf("\n");
-  if (binds == 0) {
-    (*source)->Stop();
-    close(to_child[1]);
-    int status = 0;
-    waitpid(child, &status, 0);
-    return 0;
-  }
-
-  // Binds, with the Binding write timed apart.
-  TimedBinder timed((*source)->binder());
+// 2. `binds` binds of the pending pods from `threads` threads, with the Binding write timed apart;
+// returns how many bound.
+int MeasureBinds(cluster::ClusterSource& source, state::ClusterCache& cache, NullMetrics& metrics,
+                 int nodes, int binds, int threads, int latency_ms) {
+  TimedBinder timed(source.binder());
   extender::ExtenderOptions extender_options;
-  extender::Extender ext(cache, extender_options, timed, (*source)->pods(), metrics);
+  extender::Extender ext(cache, extender_options, timed, source.pods(), metrics);
   // The UIDs kube-scheduler's bind would carry.
-  const std::unordered_map<std::string, std::string> uids = (*source)->pods().UidsByName();
+  const std::unordered_map<std::string, std::string> uids = source.pods().UidsByName();
   std::atomic<int> next{0};
   std::atomic<int> ok{0};
   std::vector<std::vector<double>> latencies(static_cast<std::size_t>(threads));
@@ -308,9 +239,98 @@ int main(int argc, char** argv) {
       ok.load(), binds, binds_seconds, ok.load() / binds_seconds, threads, latency_ms,
       quantile(all, 0.5) * 1e3, quantile(all, 0.99) * 1e3, quantile(own, 0.5) * 1e3,
       quantile(own, 0.99) * 1e3);
+  return ok.load();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf(
+          "usage: linkfit_cluster_api_bench [--nodes 5000] [--pods 50000] [--binds 2000]\n"
+          "                                 [--bind-threads 8] [--api-latency-ms 1]\n"
+          "Start-up (time, CPU, heap and resident growth at ready per node and per pod), then\n"
+          "binds; --binds 0 stops after start-up.\n");
+      return 0;
+    }
+  }
+  int nodes = 5000;
+  int pods = 50000;
+  int binds = 2000;
+  int threads = 8;
+  int latency_ms = 1;
+  linkfit::bench::Flags flags;
+  flags.Int("--nodes", &nodes)
+      .Int("--pods", &pods)
+      .Int("--binds", &binds)
+      .Int("--bind-threads", &threads)
+      .Int("--api-latency-ms", &latency_ms);
+  if (auto parsed = flags.Parse(argc, argv); !parsed) {
+    std::fprintf(stderr, "linkfit_cluster_api_bench: %s (--help for usage)\n",
+                 parsed.error().message.c_str());
+    return 2;
+  }
+  setenv("LINKFIT_LOG_LEVEL", "warning", 0);
+
+  const FakeApiServer server = StartFakeApiServer(nodes, pods, binds, latency_ms);
+  if (server.kubeconfig.empty()) {
+    std::fprintf(stderr, "the fake API server did not start\n");
+    return 1;
+  }
+  UseStartUpMallocSettings();  // as `linkfit serve` does (cmd_serve.cc)
+  auto catalog = alloc::MigCatalog::LoadDirectory(std::string(LINKFIT_SOURCE_DIR) + "/config/mig");
+  auto client = kube::LoadKubeconfig(server.kubeconfig);
+  if (!catalog || !client) return 1;
+  NullMetrics metrics;
+  state::ClusterCache cache;
+  alloc::PlacementTableCache registry;
+  model::NodeModelFactory factory(registry, *catalog, topology::BandwidthModel::Defaults());
+  cluster::ClusterOptions options;
+  options.client = *client;
+  options.client.qps = 0;  // the start-up figure is linkfit's, not the rate limit's
+  options.on_ready = [] { UseServingMallocSettings(); };  // as `linkfit serve` does
+  malloc_trim(0);
+  const HeapInUse heap_before = HeapInUse::Now();
+  const double resident_before = ResidentBytes();
+  auto source = cluster::ClusterSource::Create(options, cache, factory, metrics);
+  if (!source) {
+    std::fprintf(stderr, "%s\n", source.error().message.c_str());
+    return 1;
+  }
+  const double cpu_start = CpuSeconds();
+  const auto wall_start = std::chrono::steady_clock::now();
+  (*source)->Start();
+  if (!(*source)->WaitReady(std::chrono::minutes(5))) return 1;
+  const double cpu = CpuSeconds() - cpu_start;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  const HeapInUse heap_now = HeapInUse::Now();
+  const double heap = heap_now.arenas - heap_before.arenas;
+  const double mmapped = heap_now.mmapped - heap_before.mmapped;
+  const double resident = ResidentBytes() - resident_before;
+  std::printf(
+      "start-up over HTTPS: %d nodes, %d pods (+%d pending) to ready in %.2f s wall, "
+      "%.2f s CPU; heap %.1f MB in arenas (%.0f B per pod, nodes included) and %.1f MB in "
+      "mmapped blocks\n",
+      nodes, pods, binds, wall, cpu, heap / 1e6, heap / std::max(1, pods + binds), mmapped / 1e6);
+  // The resident growth counts what malloc keeps but does not use (freed list pages, arenas).
+  std::printf("resident at ready: +%.1f MB = %.0f B per node", resident / 1e6,
+              resident / std::max(1, nodes));
+  if (pods + binds > 0) std::printf(", %.0f B per pod (nodes included)", resident / (pods + binds));
+  std::printf("\n");
+  if (binds == 0) {
+    (*source)->Stop();
+    close(server.to_child);
+    int status = 0;
+    waitpid(server.pid, &status, 0);
+    return 0;
+  }
+
+  const int bound = MeasureBinds(**source, cache, metrics, nodes, binds, threads, latency_ms);
   (*source)->Stop();
-  close(to_child[1]);
+  close(server.to_child);
   int status = 0;
-  waitpid(child, &status, 0);
-  return ok.load() > 0 ? 0 : 1;
+  waitpid(server.pid, &status, 0);
+  return bound > 0 ? 0 : 1;
 }

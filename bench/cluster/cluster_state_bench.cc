@@ -185,54 +185,14 @@ double Quantile(const std::vector<double>& sorted, double q) {
   return sorted[std::min(sorted.size() - 1, index)];
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int node_count = 5000;
-  int pod_count = 50000;
-  std::int64_t event_count = 200000;
-  // 0: as fast as one thread applies them; else paced to this many events per second (the
-  // target rate, to see filter latency at that load rather than at saturation).
-  std::int64_t event_rate = 0;
-  int names_asked = 1000;
-  linkfit::bench::Flags flags;
-  flags.Int("--nodes", &node_count)
-      .Int("--pods", &pod_count)
-      .Int64("--events", &event_count)
-      .Int64("--event-rate", &event_rate)
-      .Int("--names", &names_asked);
-  if (auto parsed = flags.Parse(argc, argv); !parsed) {
-    std::fprintf(stderr,
-                 "linkfit_cluster_state_bench: %s\nusage: linkfit_cluster_state_bench [--nodes N] "
-                 "[--pods N] [--events N] [--event-rate N] [--names N]\n",
-                 parsed.error().message.c_str());
-    return 2;
-  }
-  const int names = std::min(node_count, names_asked);
-  setenv("LINKFIT_LOG_LEVEL", "error", 0);
-
-  const std::vector<Machine> machines = Machines();
-  auto catalog = alloc::MigCatalog::LoadDirectory(std::string(LINKFIT_SOURCE_DIR) + "/config/mig");
-  if (!catalog) return 1;
-  NullMetrics metrics;
-  state::ClusterCache cache;
-  alloc::PlacementTableCache registry;
-  model::NodeModelFactory factory(registry, *catalog, topology::BandwidthModel::Defaults());
-  cluster::PodStore pods(cache, {}, {}, metrics);
-  cluster::NodeStore nodes(cache, factory, pods, metrics);
-
-  // Objects as the API server would list them (generated first: their text is not linkfit's
-  // memory; it is freed before measuring).
-  std::vector<std::string> node_json;
-  for (int n = 0; n < node_count; ++n) {
-    node_json.push_back(NodeJson("gpu-" + std::to_string(n),
-                                 machines[static_cast<std::size_t>(n) % machines.size()]));
-  }
+// Pods as the API server would list them, spread at random over `node_count` nodes: GPU pods
+// with allocation records (counted in `gpu_pods`), GPU pods another scheduler placed (no record:
+// `estimated`), pending GPU pods, and CPU pods.
+std::vector<std::string> GeneratePods(int node_count, int pod_count, int& gpu_pods,
+                                      int& estimated) {
   std::vector<std::string> pod_json;
   std::vector<int> next_gpu(static_cast<std::size_t>(node_count), 0);
   std::mt19937 rng(42);
-  int gpu_pods = 0;
-  int estimated = 0;
   for (int i = 0; i < pod_count; ++i) {
     const int n = static_cast<int>(rng() % static_cast<unsigned>(node_count));
     const std::string node = "gpu-" + std::to_string(n);
@@ -258,6 +218,15 @@ int main(int argc, char** argv) {
       pod_json.push_back(PodJson(i, node, 0, "", "Running"));
     }
   }
+  return pod_json;
+}
+
+// 1. The initial list: CPU time and heap to take in every node and pod.
+void MeasureInitialList(cluster::NodeStore& nodes, cluster::PodStore& pods,
+                        const state::ClusterCache& cache, const std::vector<std::string>& node_json,
+                        const std::vector<std::string>& pod_json, int gpu_pods, int estimated) {
+  const int node_count = static_cast<int>(node_json.size());
+  const int pod_count = static_cast<int>(pod_json.size());
   std::size_t pod_bytes = 0;
   for (const std::string& json : pod_json) pod_bytes += json.size();
   malloc_trim(0);
@@ -292,22 +261,14 @@ int main(int argc, char** argv) {
       "  heap: nodes %.0f B per node, pods %.0f B per pod\n",
       (static_cast<double>(heap_after_nodes) - static_cast<double>(heap_before_nodes)) / node_count,
       bytes_per_pod);
+}
 
-  // 2. Watch absorption under filter load.
-  extender::ExtenderOptions options;
-  NoBinder binder;
-  extender::Extender ext(cache, options, binder, pods, metrics);
-  wire::ExtenderArgs args;
-  args.pod.name = "probe";
-  args.pod.uid = "probe";
-  args.pod.requests["nvidia.com/gpu"] = 2000;
-  args.node_names_given = true;
-  std::vector<std::string> name_storage;
-  for (int n = 0; n < names; ++n) name_storage.push_back("gpu-" + std::to_string(n));
-  for (const std::string& name : name_storage) args.node_names.push_back(name);
-  (void)FilterLatencies(ext, args, 200);  // warm-up
-  const std::vector<double> quiet = FilterLatencies(ext, args, 2000);
-
+// 2. Watch absorption: pod events applied by one thread while this one calls filter; filter's
+// latency then against `quiet` (measured without events).
+void MeasureWatchUnderFilter(cluster::PodStore& pods, const extender::Extender& ext,
+                             const wire::ExtenderArgs& args,
+                             const std::vector<std::string>& pod_json, std::int64_t event_count,
+                             std::int64_t event_rate, int names, const std::vector<double>& quiet) {
   // Events: MODIFIED status updates of running pods (the bulk of a real pod watch), and every
   // tenth event a delete + re-add of a CPU pod.
   std::vector<std::string> events;
@@ -351,5 +312,71 @@ int main(int argc, char** argv) {
       "p99 %.3f ms (%zu calls)\n",
       names, Quantile(quiet, 0.5) * 1e3, Quantile(quiet, 0.99) * 1e3, Quantile(busy, 0.5) * 1e3,
       Quantile(busy, 0.99) * 1e3, busy.size());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int node_count = 5000;
+  int pod_count = 50000;
+  std::int64_t event_count = 200000;
+  // 0: as fast as one thread applies them; else paced to this many events per second (the
+  // target rate, to see filter latency at that load rather than at saturation).
+  std::int64_t event_rate = 0;
+  int names_asked = 1000;
+  linkfit::bench::Flags flags;
+  flags.Int("--nodes", &node_count)
+      .Int("--pods", &pod_count)
+      .Int64("--events", &event_count)
+      .Int64("--event-rate", &event_rate)
+      .Int("--names", &names_asked);
+  if (auto parsed = flags.Parse(argc, argv); !parsed) {
+    std::fprintf(stderr,
+                 "linkfit_cluster_state_bench: %s\nusage: linkfit_cluster_state_bench [--nodes N] "
+                 "[--pods N] [--events N] [--event-rate N] [--names N]\n",
+                 parsed.error().message.c_str());
+    return 2;
+  }
+  const int names = std::min(node_count, names_asked);
+  setenv("LINKFIT_LOG_LEVEL", "error", 0);
+
+  const std::vector<Machine> machines = Machines();
+  auto catalog = alloc::MigCatalog::LoadDirectory(std::string(LINKFIT_SOURCE_DIR) + "/config/mig");
+  if (!catalog) return 1;
+  NullMetrics metrics;
+  state::ClusterCache cache;
+  alloc::PlacementTableCache registry;
+  model::NodeModelFactory factory(registry, *catalog, topology::BandwidthModel::Defaults());
+  cluster::PodStore pods(cache, {}, {}, metrics);
+  cluster::NodeStore nodes(cache, factory, pods, metrics);
+
+  // Objects as the API server would list them (generated first: their text is not linkfit's
+  // memory; it is freed before measuring).
+  std::vector<std::string> node_json;
+  for (int n = 0; n < node_count; ++n) {
+    node_json.push_back(NodeJson("gpu-" + std::to_string(n),
+                                 machines[static_cast<std::size_t>(n) % machines.size()]));
+  }
+  int gpu_pods = 0;
+  int estimated = 0;
+  const std::vector<std::string> pod_json =
+      GeneratePods(node_count, pod_count, gpu_pods, estimated);
+  MeasureInitialList(nodes, pods, cache, node_json, pod_json, gpu_pods, estimated);
+  // 2. Watch absorption under filter load.
+  extender::ExtenderOptions options;
+  NoBinder binder;
+  extender::Extender ext(cache, options, binder, pods, metrics);
+  wire::ExtenderArgs args;
+  args.pod.name = "probe";
+  args.pod.uid = "probe";
+  args.pod.requests["nvidia.com/gpu"] = 2000;
+  args.node_names_given = true;
+  std::vector<std::string> name_storage;
+  for (int n = 0; n < names; ++n) name_storage.push_back("gpu-" + std::to_string(n));
+  for (const std::string& name : name_storage) args.node_names.push_back(name);
+  (void)FilterLatencies(ext, args, 200);  // warm-up
+  const std::vector<double> quiet = FilterLatencies(ext, args, 2000);
+
+  MeasureWatchUnderFilter(pods, ext, args, pod_json, event_count, event_rate, names, quiet);
   return 0;
 }

@@ -257,6 +257,72 @@ Result<std::vector<nlohmann::json>> BoundResults(const std::vector<NodeRecord>& 
   return results;
 }
 
+// One policy's row of the results table: its seeds' means (and the paper's figures where the
+// FGD paper reports the policy).
+nlohmann::json SummarizePolicy(const std::string& policy, const std::vector<SeedRun>& runs,
+                               int total_gpus) {
+  std::vector<double> at_130, at_100, behind, seconds, failed, stranded, fragment, usable;
+  std::vector<double> failed_though_fit;
+  std::array<double, 6> failed_by_class{};
+  for (const SeedRun& run : runs) {
+    stranded.push_back(run.stranded_cpu_memory_gpus);
+    fragment.push_back(run.fragment_gpus);
+    usable.push_back(run.usable_gpus);
+    for (std::size_t c = 0; c < failed_by_class.size(); ++c) {
+      failed_by_class[c] += run.failed_by_class[c] / static_cast<double>(runs.size());
+    }
+    at_130.push_back(run.ratio_130);
+    at_100.push_back(run.ratio_100);
+    behind.push_back(run.first_behind_level < 0 ? 130.0 : run.first_behind_level);
+    seconds.push_back(run.seconds);
+    failed.push_back(run.failed_pods);
+    failed_though_fit.push_back(run.failed_though_fit);
+  }
+  const double ratio = Mean(at_130);
+  nlohmann::json result = {{"policy", policy},
+                           {"gpu_allocation_ratio", ratio / 100.0},
+                           {"gpu_allocation_ratio_pct", ratio},
+                           {"gpu_allocation_ratio_pct_stddev", StdDev(at_130)},
+                           {"unallocated_gpus", (1.0 - ratio / 100.0) * total_gpus},
+                           {"gpu_allocation_ratio_at_100_pct", Mean(at_100)},
+                           {"unallocated_gpus_at_100", (1.0 - Mean(at_100) / 100.0) * total_gpus},
+                           {"first_demand_pct_one_point_behind", Mean(behind)},
+                           {"failed_pods", Mean(failed)},
+                           {"failed_pods_that_fitted_somewhere", Mean(failed_though_fit)},
+                           {"unallocated_gpus_cpu_memory_stranded", Mean(stranded)},
+                           {"unallocated_gpus_share_fragments", Mean(fragment)},
+                           {"unallocated_gpus_still_usable", Mean(usable)},
+                           {"failed_pods_by_class",
+                            {{"cpu_only", failed_by_class[0]},
+                             {"share", failed_by_class[1]},
+                             {"gpu1", failed_by_class[2]},
+                             {"gpu2", failed_by_class[3]},
+                             {"gpu4", failed_by_class[4]},
+                             {"gpu8", failed_by_class[5]}}},
+                           {"seeds", runs.size()},
+                           {"seconds_per_seed", Mean(seconds)}};
+  auto paper = PaperFigures().find(policy);
+  if (paper != PaperFigures().end()) {
+    result["paper_gpu_allocation_ratio_pct"] = paper->second.first;
+    result["paper_unallocated_gpus"] = paper->second.second;
+  }
+  return result;
+}
+
+// One policy's allocation-vs-demand curve: the mean over seeds at each demand level.
+Series CurveOf(const std::string& policy, const std::vector<SeedRun>& runs) {
+  Series curve{policy, {}, {}};
+  for (int level = 0; level <= kDemandSteps; ++level) {
+    std::vector<double> values;
+    for (const SeedRun& run : runs) {
+      values.push_back(run.ratio_at_level[static_cast<std::size_t>(level)]);
+    }
+    curve.x.push_back(level);
+    curve.y.push_back(Mean(values));
+  }
+  return curve;
+}
+
 }  // namespace
 
 Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
@@ -304,62 +370,8 @@ Result<nlohmann::json> RunFgdExperiment(const BenchOptions& given) {
       }
       runs.push_back(std::move(*run));
     }
-    std::vector<double> at_130, at_100, behind, seconds, failed, stranded, fragment, usable;
-    std::vector<double> failed_though_fit;
-    std::array<double, 6> failed_by_class{};
-    for (const SeedRun& run : runs) {
-      stranded.push_back(run.stranded_cpu_memory_gpus);
-      fragment.push_back(run.fragment_gpus);
-      usable.push_back(run.usable_gpus);
-      for (std::size_t c = 0; c < failed_by_class.size(); ++c) {
-        failed_by_class[c] += run.failed_by_class[c] / static_cast<double>(runs.size());
-      }
-      at_130.push_back(run.ratio_130);
-      at_100.push_back(run.ratio_100);
-      behind.push_back(run.first_behind_level < 0 ? 130.0 : run.first_behind_level);
-      seconds.push_back(run.seconds);
-      failed.push_back(run.failed_pods);
-      failed_though_fit.push_back(run.failed_though_fit);
-    }
-    const double ratio = Mean(at_130);
-    nlohmann::json result = {{"policy", policy},
-                             {"gpu_allocation_ratio", ratio / 100.0},
-                             {"gpu_allocation_ratio_pct", ratio},
-                             {"gpu_allocation_ratio_pct_stddev", StdDev(at_130)},
-                             {"unallocated_gpus", (1.0 - ratio / 100.0) * total_gpus},
-                             {"gpu_allocation_ratio_at_100_pct", Mean(at_100)},
-                             {"unallocated_gpus_at_100", (1.0 - Mean(at_100) / 100.0) * total_gpus},
-                             {"first_demand_pct_one_point_behind", Mean(behind)},
-                             {"failed_pods", Mean(failed)},
-                             {"failed_pods_that_fitted_somewhere", Mean(failed_though_fit)},
-                             {"unallocated_gpus_cpu_memory_stranded", Mean(stranded)},
-                             {"unallocated_gpus_share_fragments", Mean(fragment)},
-                             {"unallocated_gpus_still_usable", Mean(usable)},
-                             {"failed_pods_by_class",
-                              {{"cpu_only", failed_by_class[0]},
-                               {"share", failed_by_class[1]},
-                               {"gpu1", failed_by_class[2]},
-                               {"gpu2", failed_by_class[3]},
-                               {"gpu4", failed_by_class[4]},
-                               {"gpu8", failed_by_class[5]}}},
-                             {"seeds", runs.size()},
-                             {"seconds_per_seed", Mean(seconds)}};
-    auto paper = PaperFigures().find(policy);
-    if (paper != PaperFigures().end()) {
-      result["paper_gpu_allocation_ratio_pct"] = paper->second.first;
-      result["paper_unallocated_gpus"] = paper->second.second;
-    }
-    results.push_back(result);
-    Series curve{policy, {}, {}};
-    for (int level = 0; level <= kDemandSteps; ++level) {
-      std::vector<double> values;
-      for (const SeedRun& run : runs) {
-        values.push_back(run.ratio_at_level[static_cast<std::size_t>(level)]);
-      }
-      curve.x.push_back(level);
-      curve.y.push_back(Mean(values));
-    }
-    series.push_back(std::move(curve));
+    results.push_back(SummarizePolicy(policy, runs, total_gpus));
+    series.push_back(CurveOf(policy, runs));
   }
   auto bounds = BoundResults(*nodes, trace, options, total_gpus);
   if (!bounds) return tl::unexpected(bounds.error());

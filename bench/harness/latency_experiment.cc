@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "harness/experiment.h"
@@ -32,6 +33,35 @@ double Quantile(std::vector<double> values, double q) {
   std::sort(values.begin(), values.end());
   const auto index = static_cast<std::size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
   return values[std::min(index, values.size() - 1)];
+}
+
+// Each verb's round-trip quantiles from `latencies` (milliseconds by verb), and the CDFs of
+// filter and prioritize at `size` nodes appended to `cdfs`.
+nlohmann::json VerbFigures(const std::map<std::string, std::vector<double>>& latencies, int size,
+                           std::vector<Series>& cdfs) {
+  nlohmann::json verbs = nlohmann::json::object();
+  for (const char* verb : {"filter", "prioritize", "bind"}) {
+    const auto it = latencies.find(verb);
+    const std::vector<double> empty;
+    const std::vector<double>& ms = it == latencies.end() ? empty : it->second;
+    verbs[verb] = {{"requests", ms.size()},
+                   {"p50_ms", Quantile(ms, 0.50)},
+                   {"p90_ms", Quantile(ms, 0.90)},
+                   {"p99_ms", Quantile(ms, 0.99)},
+                   {"max_ms", Quantile(ms, 1.0)}};
+    if (std::string(verb) != "bind") {
+      std::vector<double> sorted = ms;
+      std::sort(sorted.begin(), sorted.end());
+      Series cdf{std::string(verb) + " " + std::to_string(size) + " nodes", {}, {}};
+      for (std::size_t i = 0; i < sorted.size();
+           i += std::max<std::size_t>(1, sorted.size() / 200)) {
+        cdf.x.push_back(sorted[i]);
+        cdf.y.push_back(static_cast<double>(i + 1) / static_cast<double>(sorted.size()));
+      }
+      cdfs.push_back(std::move(cdf));
+    }
+  }
+  return verbs;
 }
 
 }  // namespace
@@ -84,29 +114,7 @@ Result<nlohmann::json> RunLatencyExperiment(const BenchOptions& given) {
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const auto latencies = (*placer)->VerbLatenciesMs();
-    nlohmann::json verbs = nlohmann::json::object();
-    for (const char* verb : {"filter", "prioritize", "bind"}) {
-      const auto it = latencies.find(verb);
-      const std::vector<double> empty;
-      const std::vector<double>& ms = it == latencies.end() ? empty : it->second;
-      verbs[verb] = {{"requests", ms.size()},
-                     {"p50_ms", Quantile(ms, 0.50)},
-                     {"p90_ms", Quantile(ms, 0.90)},
-                     {"p99_ms", Quantile(ms, 0.99)},
-                     {"max_ms", Quantile(ms, 1.0)}};
-      if (std::string(verb) != "bind") {
-        std::vector<double> sorted = ms;
-        std::sort(sorted.begin(), sorted.end());
-        Series cdf{std::string(verb) + " " + std::to_string(size) + " nodes", {}, {}};
-        for (std::size_t i = 0; i < sorted.size();
-             i += std::max<std::size_t>(1, sorted.size() / 200)) {
-          cdf.x.push_back(sorted[i]);
-          cdf.y.push_back(static_cast<double>(i + 1) / static_cast<double>(sorted.size()));
-        }
-        cdfs.push_back(std::move(cdf));
-      }
-    }
+    const nlohmann::json verbs = VerbFigures((*placer)->VerbLatenciesMs(), size, cdfs);
     if (!options.quiet) {
       std::fprintf(
           stderr,

@@ -355,6 +355,41 @@ Result<MigOutcome> ReplayMig(const std::string& policy, std::uint64_t seed,
   return outcome;
 }
 
+// One policy's row of the results table, over all its seeds.
+nlohmann::json MigRow(const std::string& policy, const MigOutcome& all) {
+  int arrived = 0;
+  int placed = 0;
+  nlohmann::json by_kind = nlohmann::json::object();
+  for (std::size_t k = 0; k < kKindCount; ++k) {
+    arrived += all.arrived[k];
+    placed += all.placed[k];
+    by_kind[kKinds[k].label] =
+        all.arrived[k] > 0 ? static_cast<double>(all.placed[k]) / all.arrived[k] : 1.0;
+  }
+  double slices_arrived = 0;
+  double slices_placed = 0;
+  for (std::size_t k = 0; k < kKindCount; ++k) {
+    slices_arrived += static_cast<double>(all.arrived[k]) * kKinds[k].memory;
+    slices_placed += static_cast<double>(all.placed[k]) * kKinds[k].memory;
+  }
+  const double samples = std::max(1, all.samples);
+  nlohmann::json row = {
+      {"policy", policy},
+      {"pods", arrived},
+      {"placed", placed},
+      {"placement_success_rate", static_cast<double>(placed) / std::max(1, arrived)},
+      {"success_rate_by_kind", by_kind},
+      {"slice_success_rate", slices_arrived > 0 ? slices_placed / slices_arrived : 1.0},
+      {"stranded_slices_mean", all.stranded_sum / samples},
+      {"stranded_share_of_free_slices", all.stranded_share_sum / samples},
+      {"slice_utilisation", all.used_share_sum / samples},
+      {"seconds", all.seconds}};
+  for (std::size_t k = 0; k < kKindCount; ++k) {
+    row[std::string("success_") + kKinds[k].label] = by_kind[kKinds[k].label];
+  }
+  return row;
+}
+
 }  // namespace
 
 Result<nlohmann::json> RunMigExperiment(const BenchOptions& given) {
@@ -411,36 +446,7 @@ Result<nlohmann::json> RunMigExperiment(const BenchOptions& given) {
         series.push_back(std::move(line));
       }
     }
-    int arrived = 0;
-    int placed = 0;
-    nlohmann::json by_kind = nlohmann::json::object();
-    for (std::size_t k = 0; k < kKindCount; ++k) {
-      arrived += all.arrived[k];
-      placed += all.placed[k];
-      by_kind[kKinds[k].label] =
-          all.arrived[k] > 0 ? static_cast<double>(all.placed[k]) / all.arrived[k] : 1.0;
-    }
-    double slices_arrived = 0;
-    double slices_placed = 0;
-    for (std::size_t k = 0; k < kKindCount; ++k) {
-      slices_arrived += static_cast<double>(all.arrived[k]) * kKinds[k].memory;
-      slices_placed += static_cast<double>(all.placed[k]) * kKinds[k].memory;
-    }
-    const double samples = std::max(1, all.samples);
-    results.push_back(
-        {{"policy", policy},
-         {"pods", arrived},
-         {"placed", placed},
-         {"placement_success_rate", static_cast<double>(placed) / std::max(1, arrived)},
-         {"success_rate_by_kind", by_kind},
-         {"slice_success_rate", slices_arrived > 0 ? slices_placed / slices_arrived : 1.0},
-         {"stranded_slices_mean", all.stranded_sum / samples},
-         {"stranded_share_of_free_slices", all.stranded_share_sum / samples},
-         {"slice_utilisation", all.used_share_sum / samples},
-         {"seconds", all.seconds}});
-    for (std::size_t k = 0; k < kKindCount; ++k) {
-      results.back()[std::string("success_") + kKinds[k].label] = by_kind[kKinds[k].label];
-    }
+    results.push_back(MigRow(policy, all));
   }
   const std::string csv = options.out_dir + "/stranded_slices.csv";
   auto written = WriteSeriesCsv(csv, "arrival", series);

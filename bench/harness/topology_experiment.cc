@@ -320,6 +320,30 @@ Series Cdf(const std::string& name, std::vector<double> values) {
   return series;
 }
 
+// One policy's row of the results table, over all its seeds.
+nlohmann::json TopologyRow(const std::string& policy, const Outcome& all, int total_gpus) {
+  const double multi = std::max(1, all.multi_gpu_pods);
+  return nlohmann::json{
+      {"policy", policy},
+      {"multi_gpu_pods", all.multi_gpu_pods},
+      {"nvlink_ring_rate", all.nvlink_rings / multi},
+      {"optimal_ring_rate", all.optimal_rings / multi},
+      {"nvlink_possible_rate", all.nvlink_possible / multi},
+      {"nvlink_missed_where_possible", all.nvlink_missed},
+      {"nvlink_ring_rate_where_possible",
+       all.nvlink_possible > 0 ? 1.0 - all.nvlink_missed / static_cast<double>(all.nvlink_possible)
+                               : 1.0},
+      {"mean_ring_gbps", Mean(all.ring_gbps)},
+      {"p10_ring_gbps", Percentile(all.ring_gbps, 0.10)},
+      {"mean_slowdown", Mean(all.slowdown)},
+      {"p90_slowdown", Percentile(all.slowdown, 0.90)},
+      {"mean_queue_s", Mean(all.queue_s)},
+      {"p95_queue_s", Percentile(all.queue_s, 0.95)},
+      {"mean_queue_s_multi_gpu", Mean(all.multi_queue_s)},
+      {"gpu_utilisation", all.span_s > 0 ? all.gpu_seconds_busy / (all.span_s * total_gpus) : 0.0},
+      {"seconds", all.seconds}};
+}
+
 }  // namespace
 
 Result<nlohmann::json> RunTopologyExperiment(const BenchOptions& given) {
@@ -365,27 +389,7 @@ Result<nlohmann::json> RunTopologyExperiment(const BenchOptions& given) {
       all.span_s += outcome->span_s;
       all.seconds += outcome->seconds;
     }
-    const double multi = std::max(1, all.multi_gpu_pods);
-    results.push_back({{"policy", policy},
-                       {"multi_gpu_pods", all.multi_gpu_pods},
-                       {"nvlink_ring_rate", all.nvlink_rings / multi},
-                       {"optimal_ring_rate", all.optimal_rings / multi},
-                       {"nvlink_possible_rate", all.nvlink_possible / multi},
-                       {"nvlink_missed_where_possible", all.nvlink_missed},
-                       {"nvlink_ring_rate_where_possible",
-                        all.nvlink_possible > 0
-                            ? 1.0 - all.nvlink_missed / static_cast<double>(all.nvlink_possible)
-                            : 1.0},
-                       {"mean_ring_gbps", Mean(all.ring_gbps)},
-                       {"p10_ring_gbps", Percentile(all.ring_gbps, 0.10)},
-                       {"mean_slowdown", Mean(all.slowdown)},
-                       {"p90_slowdown", Percentile(all.slowdown, 0.90)},
-                       {"mean_queue_s", Mean(all.queue_s)},
-                       {"p95_queue_s", Percentile(all.queue_s, 0.95)},
-                       {"mean_queue_s_multi_gpu", Mean(all.multi_queue_s)},
-                       {"gpu_utilisation",
-                        all.span_s > 0 ? all.gpu_seconds_busy / (all.span_s * total_gpus) : 0.0},
-                       {"seconds", all.seconds}});
+    results.push_back(TopologyRow(policy, all, total_gpus));
     cdfs.push_back(Cdf(policy, all.ring_gbps));
   }
   const std::string csv = options.out_dir + "/ring_bandwidth_cdf.csv";

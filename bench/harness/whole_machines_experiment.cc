@@ -218,13 +218,8 @@ nlohmann::json Row(const std::string& family, const std::string& label, const Ta
           {"seconds", t.seconds}};
 }
 
-}  // namespace
-
-Result<nlohmann::json> RunWholeMachinesExperiment(const BenchOptions& given) {
-  BenchOptions options = given;
-  options.baseline_mode = "kube";
-  std::vector<std::string> policies = options.policies;
-  if (policies.empty()) policies = {"linkfit", "bestfit", "default-scheduler", "fgd", "random"};
+// linkfit's whole-machines settings to compare (--whole-machines; default ring, keep and off).
+Result<std::vector<std::string>> WholeMachineSettings(const BenchOptions& options) {
   std::vector<std::string> settings;
   const std::string setting_list =
       options.linkfit_whole_machines.empty() ? "ring,keep,off" : options.linkfit_whole_machines;
@@ -234,6 +229,52 @@ Result<nlohmann::json> RunWholeMachinesExperiment(const BenchOptions& given) {
     }
     settings.emplace_back(s);
   }
+  return settings;
+}
+
+// families.csv: the table of results, one row per family and policy, in a fixed column order.
+Result<void> WriteFamiliesCsv(const std::string& path, const nlohmann::json& results) {
+  const std::vector<std::string> columns = {"family",
+                                            "policy",
+                                            "cases",
+                                            "cases_all_placeable",
+                                            "big_pods",
+                                            "big_oracle",
+                                            "big_placed",
+                                            "big_share_of_oracle",
+                                            "cases_short_of_oracle",
+                                            "big8_placed",
+                                            "big4_placed",
+                                            "big7g_placed",
+                                            "small_placed",
+                                            "small2_pods",
+                                            "small2_mean_ring_gbps",
+                                            "small2_best_ring_rate",
+                                            "small_opened_idle"};
+  std::ofstream families_csv(path);
+  for (std::size_t i = 0; i < columns.size(); ++i) families_csv << (i ? "," : "") << columns[i];
+  families_csv << '\n';
+  for (const nlohmann::json& row : results) {
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      const nlohmann::json& value = row[columns[i]];
+      families_csv << (i ? "," : "")
+                   << (value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    families_csv << '\n';
+  }
+  if (!families_csv) return MakeError(path + ": write failed");
+  return {};
+}
+
+}  // namespace
+
+Result<nlohmann::json> RunWholeMachinesExperiment(const BenchOptions& given) {
+  BenchOptions options = given;
+  options.baseline_mode = "kube";
+  std::vector<std::string> policies = options.policies;
+  if (policies.empty()) policies = {"linkfit", "bestfit", "default-scheduler", "fgd", "random"};
+  auto settings = WholeMachineSettings(options);
+  if (!settings) return tl::unexpected(settings.error());
   auto catalog = LoadMachineCatalog(options.repo_root);
   if (!catalog) return tl::unexpected(catalog.error());
 
@@ -241,7 +282,7 @@ Result<nlohmann::json> RunWholeMachinesExperiment(const BenchOptions& given) {
   std::vector<std::pair<std::string, std::string>> runs;  // (policy, setting)
   for (const std::string& policy : policies) {
     if (policy == "linkfit") {
-      for (const std::string& setting : settings) runs.emplace_back(policy, setting);
+      for (const std::string& setting : *settings) runs.emplace_back(policy, setting);
     } else {
       runs.emplace_back(policy, "");
     }
@@ -301,36 +342,9 @@ Result<nlohmann::json> RunWholeMachinesExperiment(const BenchOptions& given) {
     }
   }
   if (!cases_csv) return MakeError(options.out_dir + "/cases.csv: write failed");
-  // The table of results, one row per family and policy, in a fixed column order.
-  const std::vector<std::string> columns = {"family",
-                                            "policy",
-                                            "cases",
-                                            "cases_all_placeable",
-                                            "big_pods",
-                                            "big_oracle",
-                                            "big_placed",
-                                            "big_share_of_oracle",
-                                            "cases_short_of_oracle",
-                                            "big8_placed",
-                                            "big4_placed",
-                                            "big7g_placed",
-                                            "small_placed",
-                                            "small2_pods",
-                                            "small2_mean_ring_gbps",
-                                            "small2_best_ring_rate",
-                                            "small_opened_idle"};
-  std::ofstream families_csv(options.out_dir + "/families.csv");
-  for (std::size_t i = 0; i < columns.size(); ++i) families_csv << (i ? "," : "") << columns[i];
-  families_csv << '\n';
-  for (const nlohmann::json& row : results) {
-    for (std::size_t i = 0; i < columns.size(); ++i) {
-      const nlohmann::json& value = row[columns[i]];
-      families_csv << (i ? "," : "")
-                   << (value.is_string() ? value.get<std::string>() : value.dump());
-    }
-    families_csv << '\n';
+  if (auto written = WriteFamiliesCsv(options.out_dir + "/families.csv", results); !written) {
+    return tl::unexpected(written.error());
   }
-  if (!families_csv) return MakeError(options.out_dir + "/families.csv: write failed");
   return nlohmann::json{
       {"experiment", "whole-machines"},
       {"seeds", options.seeds},
