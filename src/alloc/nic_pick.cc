@@ -141,22 +141,25 @@ NicChoice ShareNicsAmongGpus(const NicTerms& terms, int k, NicScore& chosen_scor
 
 std::string DescribeUnavailableNics(const topology::Topology& topology, const NicAvailability& nics,
                                     int milli, NicMask only) {
-  std::vector<std::string> in_use;
-  std::vector<std::string> excluded;
+  std::vector<int> in_use;
+  std::vector<int> excluded;
   for (int n = 0; n < topology.nic_count(); ++n) {
-    if (!only.test(static_cast<std::size_t>(n))) continue;
-    const std::string& name = topology.nics()[static_cast<std::size_t>(n)].name;
-    if (nics.excluded.test(static_cast<std::size_t>(n))) {
-      excluded.push_back(name);
-    } else if (nics.free_milli[static_cast<std::size_t>(n)] < milli) {
-      in_use.push_back(name);
+    const auto at = static_cast<std::size_t>(n);
+    if (!only.test(at)) continue;
+    if (nics.excluded.test(at)) {
+      excluded.push_back(n);
+    } else if (nics.free_milli[at] < milli) {
+      in_use.push_back(n);
     }
   }
+  auto listed = [](const std::vector<int>& list) {
+    return std::string(list.size() == 1 ? "NIC " : "NICs ") + JoinInts(list);
+  };
   std::string text;
-  if (!in_use.empty()) text = "NICs " + JoinStrings(in_use, ",") + " in use";
+  if (!in_use.empty()) text = listed(in_use) + " in use";
   if (!excluded.empty()) {
-    text += (text.empty() ? "" : "; ") + std::string("NICs ") + JoinStrings(excluded, ",") +
-            " down or virtual functions";
+    text += (text.empty() ? "" : "; ") + listed(excluded) +
+            (excluded.size() == 1 ? " down or a virtual function" : " down or virtual functions");
   }
   return text;
 }

@@ -79,8 +79,9 @@ class NicTerms {
 // "3 NICs", "1 NIC".
 std::string CountNoun(int count, const std::string& noun);
 
-// "NICs mlx5_2,mlx5_3 in use; NICs mlx5_7 down or virtual functions": which NICs of `only`
-// cannot take `milli` thousandths; empty when all can.
+// "NICs 2,3 in use; NIC 7 down or virtual functions": which NICs of `only` cannot take `milli`
+// thousandths; empty when all can. By index, not name: nodes in one state share one answer (the
+// callers memoize per state), and names are the node's own (`linkfit explain` shows them).
 std::string DescribeUnavailableNics(const topology::Topology& topology, const NicAvailability& nics,
                                     int milli, NicMask only);
 

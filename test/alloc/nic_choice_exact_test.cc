@@ -373,8 +373,7 @@ TEST(NicChoice, RequiredClosenessNamesTheNicsInTheWay) {
   request.policy = ClosenessPolicy::kRequired;
   const JointPlacement refused = PlaceWholeGpusWithNics(*table, 0b11, avail, gpus, request);
   EXPECT_FALSE(refused.fits());
-  EXPECT_EQ(refused.nics.reason,
-            "no 2 free GPUs with a NIC PXB or closer each: NICs mlx5_c in use");
+  EXPECT_EQ(refused.nics.reason, "no 2 free GPUs with a NIC PXB or closer each: NIC 2 in use");
   EXPECT_FALSE(refused.nics.unresolvable);
 
   // Preferred: GPU 0 gets mlx5_a (PIX beats PXB); GPU 1 the lowest of the NICs as far as any
@@ -385,7 +384,7 @@ TEST(NicChoice, RequiredClosenessNamesTheNicsInTheWay) {
   EXPECT_FALSE(preferred.nics.aligned);
   EXPECT_EQ(preferred.nics.far_gpus, 0b10);
   EXPECT_EQ(preferred.nics.nics, (std::vector<NicPick>{{0, 1000, 0}, {1, 1000, 1}}));
-  EXPECT_EQ(preferred.nics.reason, "no NIC PXB or closer for GPUs 1 (NICs mlx5_c in use)");
+  EXPECT_EQ(preferred.nics.reason, "no NIC PXB or closer for GPUs 1 (NIC 2 in use)");
 
   avail.excluded.set(0);  // a and b both unusable: too few NICs for two
   avail.free_milli[0] = 0;
@@ -393,8 +392,8 @@ TEST(NicChoice, RequiredClosenessNamesTheNicsInTheWay) {
   const JointPlacement short_of_nics = PlaceWholeGpusWithNics(*table, 0b11, avail, gpus, request);
   EXPECT_FALSE(short_of_nics.fits());
   EXPECT_EQ(short_of_nics.nics.reason,
-            "needs 2 NICs to itself, 1 of 4 can take it (NICs mlx5_b,mlx5_c in use; NICs mlx5_a "
-            "down or virtual functions)");
+            "needs 2 NICs to itself, 1 of 4 can take it (NICs 1,2 in use; NIC 0 down or a virtual "
+            "function)");
 }
 
 TEST(NicChoice, SharesPackOntoNicsInUse) {
