@@ -23,12 +23,13 @@ std::string PodPath(const extender::BindTarget& target) {
 
 ApiBinder::ApiBinder(kube::ApiClient& client, state::ClusterCache& cache, PodStore& pods,
                      BinderLease& lease, std::string shared_gpu_resource, MetricsSink& metrics,
-                     SettleOptions settle)
+                     SettleOptions settle, model::NicResources nic_resources)
     : client_(client),
       cache_(cache),
       pods_(pods),
       lease_(lease),
       shared_gpu_resource_(std::move(shared_gpu_resource)),
+      nic_resources_(std::move(nic_resources)),
       metrics_(metrics),
       settle_(settle),
       timeout_query_("?timeout=" + std::to_string(settle.bind_timeout.count()) + "ms"),
@@ -149,11 +150,11 @@ extender::BindReply ApiBinder::Bind(const extender::BindRequest& request) {
   const extender::BindTarget& target = request.target;
   const state::Assignment& assignment = request.assignment;
   std::optional<kube::AllocationRecord> record;
-  if (!assignment.pod_uid.empty() && assignment.gpus != 0 && request.node != nullptr) {
+  if (!assignment.pod_uid.empty() && assignment.holds_devices() && request.node != nullptr) {
     record = model::RecordOf(assignment, *request.node);
     if (request.containers != nullptr) {
-      record->containers =
-          model::PlanContainers(*request.containers, record->devices, shared_gpu_resource_);
+      record->containers = model::PlanContainers(*request.containers, record->devices,
+                                                 shared_gpu_resource_, nic_resources_);
     }
   }
   const std::string allocation = record ? kube::EncodeAllocationRecord(*record) : "";

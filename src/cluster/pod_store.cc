@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 
+#include "cluster/device_compare.h"
 #include "linkfit/alloc/placement_table.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/strings.h"
@@ -30,32 +31,13 @@ std::uint64_t HashOf(const std::string* text) {
   return hash == 0 ? 1 : hash;
 }
 
-// Whether two assignments hold the same devices.
-bool SameDevices(const state::Assignment& a, const state::Assignment& b) {
-  return a.node == b.node && a.kind == b.kind && a.gpus == b.gpus && a.mig == b.mig &&
-         a.shares == b.shares;
-}
-
-// Whether every device of `part` is one of `whole`'s: what a node reports while a pod's
-// containers are still being created (those started so far hold part of its record).
-bool PartOf(const state::Assignment& part, const state::Assignment& whole) {
-  if (part.node != whole.node || part.kind != whole.kind || (part.gpus & ~whole.gpus) != 0) {
-    return false;
-  }
-  for (const auto& slot : part.mig) {
-    if (std::find(whole.mig.begin(), whole.mig.end(), slot) == whole.mig.end()) return false;
-  }
-  for (const auto& share : part.shares) {
-    const auto held = std::find_if(whole.shares.begin(), whole.shares.end(),
-                                   [&](const auto& s) { return s.gpu == share.gpu; });
-    if (held == whole.shares.end() || held->milli < share.milli) return false;
-  }
-  return true;
-}
-
 const std::string kEmptyName;
 
 }  // namespace
+
+using internal::FillReportedNics;
+using internal::PartOf;
+using internal::SameDevices;
 
 PodStore::Name::Name() : text_(&kEmptyName) {}
 
@@ -262,7 +244,7 @@ std::optional<state::Assignment> PodStore::RecordedLocked(const std::string& uid
     std::optional<state::Assignment> held = cache_.Find(uid);
     // Counted from its record, or from a report that agreed with it.
     if (held && entry.has_record && held->node == node_name && !held->estimated &&
-        !held->handoff_mismatch && held->gpus != 0) {
+        !held->handoff_mismatch && held->holds_devices()) {
       held->reported = false;
       return held;
     }
@@ -286,10 +268,9 @@ std::optional<state::Assignment> PodStore::RecordedLocked(const std::string& uid
   return std::move(*assignment);
 }
 
-std::optional<state::Assignment> PodStore::ReportedLocked(const std::string& uid,
-                                                          const Entry& entry,
-                                                          const std::string& node_name,
-                                                          const state::NodeState* node) {
+std::optional<state::Assignment> PodStore::ReportedLocked(
+    const std::string& uid, const Entry& entry, const std::string& node_name,
+    const state::NodeState* node, const std::optional<state::Assignment>& recorded) {
   if (node == nullptr) return std::nullopt;
   const auto report = reports_.find(node_name);
   if (report == reports_.end()) return std::nullopt;
@@ -306,6 +287,7 @@ std::optional<state::Assignment> PodStore::ReportedLocked(const std::string& uid
     return std::nullopt;
   }
   assignment->reported = true;
+  if (recorded) FillReportedNics(*assignment, *recorded);
   return std::move(*assignment);
 }
 
@@ -372,7 +354,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   // Without the pod's object (a re-application) the record is unknown here: a hash of 0 makes
   // the pod's next event apply its record.
   entry.record_hash = pod != nullptr ? record_hash : 0;
-  std::optional<state::Assignment> reported = ReportedLocked(uid, entry, node_name, node);
+  std::optional<state::Assignment> reported = ReportedLocked(uid, entry, node_name, node, recorded);
   // Part of the record reported: its other containers are still being created. The record
   // counts (the report would free devices they are about to get); no mismatch.
   if (reported && recorded && !SameDevices(*reported, *recorded) && PartOf(*reported, *recorded)) {
@@ -479,7 +461,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
       metrics_.CountBadObject("pod", "overcommitted");
     }
   }
-  if (assignment.gpus == 0) {
+  if (!assignment.holds_devices()) {
     CountLoadLocked(uid, entry);  // a pod without devices: its requests only
     return;
   }

@@ -148,7 +148,7 @@ std::vector<state::Assignment> PodStore::EvictLocked(const std::string& node_nam
   const state::NodeState* node = snapshot->Find(node_name);
   if (node == nullptr) return evicted;
   for (const auto& [uid, held] : node->pods()) {
-    if (uid == except || held.reported || held.gpus == 0) continue;
+    if (uid == except || held.reported || !held.holds_devices()) continue;
     if (!held.estimated && !also_recorded) continue;
     if (cache_.Phase(uid) != state::PodPhase::kAdded) continue;  // binds in flight stay
     cache_.Remove(uid);

@@ -20,7 +20,20 @@ namespace linkfit::extender {
 
 namespace {
 
-std::string DescribeDevices(const state::Assignment& a) {
+// "NICs mlx5_0, mlx5_1 (250/1000)": the NICs of `a` on `node`, by name.
+std::string DescribeNics(const state::Assignment& a, const state::NodeState& node) {
+  std::string out;
+  const std::vector<topology::NicSpec>& specs = node.info().own_topology().nics();
+  for (const state::Assignment::NicSlot& slot : a.nics) {
+    const auto i = static_cast<std::size_t>(slot.nic);
+    out += out.empty() ? (a.nics.size() > 1 ? "NICs " : "NIC ") : ", ";
+    out += i < specs.size() ? specs[i].name : std::to_string(slot.nic);
+    if (slot.milli < 1000) out += " (" + std::to_string(slot.milli) + "/1000)";
+  }
+  return out;
+}
+
+std::string DescribeGpus(const state::Assignment& a) {
   switch (a.kind) {
     case state::Assignment::Kind::kWhole:
       return "GPUs " + JoinInts(alloc::MaskToIndexes(a.gpus));
@@ -42,6 +55,12 @@ std::string DescribeDevices(const state::Assignment& a) {
     }
   }
   return "";
+}
+
+std::string DescribeDevices(const state::Assignment& a, const state::NodeState& node) {
+  if (a.nics.empty()) return DescribeGpus(a);
+  if (a.gpus == 0) return DescribeNics(a, node);
+  return DescribeGpus(a) + " and " + DescribeNics(a, node);
 }
 
 }  // namespace
@@ -124,7 +143,7 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
     const NodeFit& fit = fits[n];
     std::string line = node.name() + ": ";
     if (fit.fits) {
-      line += "fits on " + DescribeDevices(fit.assignment);
+      line += "fits on " + DescribeDevices(fit.assignment, node);
       if (fit.quality.ring_mbps > 0) {
         line += " (ring " + std::to_string(fit.quality.ring_mbps / 1000) + " GB/s)";
       }

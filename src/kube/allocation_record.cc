@@ -19,18 +19,38 @@ namespace {
 
 using namespace json;  // NOLINT: internal helpers of this module
 
+// `,"nics":[...]` (annotations.h: keys with nothing to say, and milli 1000, left out).
+void AppendNics(std::string& out, const std::vector<AllocationRecord::Nic>& nics) {
+  if (nics.empty()) return;
+  out += ",\"nics\":[";
+  for (std::size_t i = 0; i < nics.size(); ++i) {
+    const AllocationRecord::Nic& nic = nics[i];
+    out += i > 0 ? ",{\"name\":" : "{\"name\":";
+    json::AppendString(out, nic.name);
+    if (!nic.pci_bus_id.empty()) {
+      out += ",\"pci_bus_id\":";
+      json::AppendString(out, nic.pci_bus_id);
+    }
+    if (!nic.uverbs.empty()) {
+      out += ",\"uverbs\":";
+      json::AppendString(out, nic.uverbs);
+    }
+    if (nic.rail >= 0) out += ",\"rail\":" + std::to_string(nic.rail);
+    if (nic.milli != 1000) out += ",\"milli\":" + std::to_string(nic.milli);
+    if (nic.gpu >= 0) out += ",\"gpu\":" + std::to_string(nic.gpu);
+    out += '}';
+  }
+  out += ']';
+}
+
 void AppendDevices(std::string& out, const AllocationRecord::Devices& devices) {
   if (!devices.gpus.empty()) {
     out += ",\"gpus\":";
     AppendInts(out, devices.gpus);
   }
   if (!devices.uuids.empty()) {
-    out += ",\"uuids\":[";
-    for (std::size_t i = 0; i < devices.uuids.size(); ++i) {
-      if (i > 0) out += ',';
-      json::AppendString(out, devices.uuids[i]);
-    }
-    out += ']';
+    out += ",\"uuids\":";
+    AppendStrings(out, devices.uuids);
   }
   AppendMigList(out, devices.mig);
   if (!devices.shares.empty()) {
@@ -42,12 +62,7 @@ void AppendDevices(std::string& out, const AllocationRecord::Devices& devices) {
     }
     out += ']';
   }
-}
-
-bool ReadStringList(Ctx& c, od::value& v, const std::string& where, std::vector<std::string>* out) {
-  return ForEachElement(c, v, where, [&](std::size_t index, od::value& element) {
-    return ReadString(c, element, Indexed(where, index), &out->emplace_back());
-  });
+  AppendNics(out, devices.nics);
 }
 
 bool ReadShare(Ctx& c, od::value& v, const std::string& where, AllocationRecord::Share* share) {
@@ -58,6 +73,20 @@ bool ReadShare(Ctx& c, od::value& v, const std::string& where, AllocationRecord:
     return UnknownKey(c, where, key);
   });
   if (ok && share->milli == 0) return Fail(c, where + ".milli: expected 1..1000 thousandths");
+  return ok;
+}
+
+bool ReadNic(Ctx& c, od::value& v, const std::string& where, AllocationRecord::Nic* nic) {
+  const bool ok = ForEachField(c, v, where, false, [&](std::string_view key, od::value& child) {
+    if (key == "name") return ReadString(c, child, where + ".name", &nic->name);
+    if (key == "pci_bus_id") return ReadString(c, child, where + ".pci_bus_id", &nic->pci_bus_id);
+    if (key == "uverbs") return ReadString(c, child, where + ".uverbs", &nic->uverbs);
+    if (key == "rail") return ReadIntField(c, child, where + ".rail", 0, kMaxNicRail, &nic->rail);
+    if (key == "milli") return ReadIntField(c, child, where + ".milli", 1, 1000, &nic->milli);
+    if (key == "gpu") return ReadIntField(c, child, where + ".gpu", 0, kMaxGpuIndex, &nic->gpu);
+    return UnknownKey(c, where, key);
+  });
+  if (ok && nic->name.empty()) return Fail(c, where + ".name: expected the NIC's device name");
   return ok;
 }
 
@@ -76,6 +105,11 @@ bool ReadDeviceKey(Ctx& c, std::string_view key, od::value& child, const std::st
     return ForEachElement(c, child, where + ".shares", [&](std::size_t index, od::value& element) {
       return ReadShare(c, element, Indexed(where + ".shares", index),
                        &devices->shares.emplace_back());
+    });
+  }
+  if (key == "nics") {
+    return ForEachElement(c, child, where + ".nics", [&](std::size_t index, od::value& element) {
+      return ReadNic(c, element, Indexed(where + ".nics", index), &devices->nics.emplace_back());
     });
   }
   *handled = false;
@@ -97,6 +131,12 @@ Result<void> CheckDevices(const AllocationRecord::Devices& devices, const std::s
   for (const AllocationRecord::Share& share : devices.shares) {
     if (!shared.insert(share.gpu).second) {
       return MakeError(where + ".shares: GPU " + std::to_string(share.gpu) + " appears twice");
+    }
+  }
+  std::set<std::string_view> nics;
+  for (const AllocationRecord::Nic& nic : devices.nics) {
+    if (!nics.insert(nic.name).second) {
+      return MakeError(where + ".nics: NIC " + nic.name + " appears twice");
     }
   }
   return {};
@@ -127,6 +167,14 @@ Result<void> CheckSubset(const AllocationRecord::Devices& part,
     if (!found) {
       return MakeError(where + ".shares: share of GPU " + std::to_string(share.gpu) +
                        " is not one of the pod's");
+    }
+  }
+  for (const AllocationRecord::Nic& nic : part.nics) {
+    const bool found = std::any_of(whole.nics.begin(), whole.nics.end(), [&](const auto& n) {
+      return n.name == nic.name && n.milli >= nic.milli;
+    });
+    if (!found) {
+      return MakeError(where + ".nics: NIC " + nic.name + " is not one of the pod's");
     }
   }
   return {};

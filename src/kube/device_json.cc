@@ -13,6 +13,15 @@ void AppendInts(std::string& out, const std::vector<int>& values) {
   out += ']';
 }
 
+void AppendStrings(std::string& out, const std::vector<std::string>& values) {
+  out += '[';
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    json::AppendString(out, values[i]);
+  }
+  out += ']';
+}
+
 void AppendMigList(std::string& out, const std::vector<AllocationRecord::Mig>& mig) {
   if (mig.empty()) return;
   out += ",\"mig\":[";
@@ -44,6 +53,12 @@ bool UnknownKey(Ctx& c, const std::string& where, std::string_view key) {
 bool ReadGpuList(Ctx& c, od::value& v, const std::string& where, std::vector<int>* out) {
   return ForEachElement(c, v, where, [&](std::size_t index, od::value& element) {
     return ReadIntField(c, element, Indexed(where, index), 0, kMaxGpuIndex, &out->emplace_back());
+  });
+}
+
+bool ReadStringList(Ctx& c, od::value& v, const std::string& where, std::vector<std::string>* out) {
+  return ForEachElement(c, v, where, [&](std::size_t index, od::value& element) {
+    return ReadString(c, element, Indexed(where, index), &out->emplace_back());
   });
 }
 

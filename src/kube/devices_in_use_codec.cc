@@ -34,6 +34,10 @@ void AppendContainer(std::string& out, const DevicesInUse::Container& container)
     }
     out += ']';
   }
+  if (!container.nics.empty()) {
+    out += ",\"nics\":";
+    AppendStrings(out, container.nics);
+  }
   out += '}';
 }
 
@@ -65,6 +69,7 @@ bool ReadContainer(Ctx& c, od::value& v, const std::string& where,
                               &container->shares.emplace_back());
       });
     }
+    if (key == "nics") return ReadStringList(c, child, where + ".nics", &container->nics);
     return UnknownKey(c, where, key);
   });
 }
@@ -107,6 +112,12 @@ Result<void> CheckPod(const DevicesInUse::Pod& pod, const std::string& where) {
       if (!shared.insert(share.gpu).second) {
         return MakeError(at + ".shares: GPU " + std::to_string(share.gpu) + " appears twice");
       }
+    }
+    std::set<std::string_view> nics;
+    for (std::size_t n = 0; n < container.nics.size(); ++n) {
+      const std::string& nic = container.nics[n];
+      if (nic.empty()) return MakeError(at + ".nics[" + std::to_string(n) + "]: empty NIC name");
+      if (!nics.insert(nic).second) return MakeError(at + ".nics: NIC " + nic + " appears twice");
     }
   }
   return {};

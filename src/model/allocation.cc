@@ -11,64 +11,40 @@ namespace {
 
 using Record = kube::AllocationRecord;
 
-int CountOf(const kube::ContainerView& container, const std::string& resource) {
-  const auto it = container.extended.find(resource);
-  if (it == container.extended.end() || it->second <= 0) return 0;
-  return static_cast<int>((it->second + 999) / 1000);
+// The NICs of `assignment` as the record names them (the node's own NICs: names and bus IDs are
+// the node's, not the shared model's). Slots beyond the node's NICs, which NodeState never
+// accepts, are left out.
+std::vector<Record::Nic> NicsOf(const state::Assignment& assignment, const state::NodeInfo& node) {
+  std::vector<Record::Nic> nics;
+  const std::vector<topology::NicSpec>& specs = node.own_topology().nics();
+  for (const state::Assignment::NicSlot& slot : assignment.nics) {
+    if (slot.nic < 0 || static_cast<std::size_t>(slot.nic) >= specs.size()) continue;
+    const topology::NicSpec& spec = specs[static_cast<std::size_t>(slot.nic)];
+    nics.push_back({spec.name, spec.pci_bus_id, spec.uverbs, spec.rail, slot.milli, slot.gpu});
+  }
+  return nics;
 }
 
-// Hands `items` (device positions 0..n-1) to the containers by the rules in the header; `need`
-// is each container's count. `give(container, item)` records one hand-over.
-void AssignInOrder(const std::vector<kube::ContainerView>& containers, std::size_t items,
-                   const std::function<int(const kube::ContainerView&)>& need,
-                   const std::function<void(std::size_t, std::size_t)>& give) {
-  if (items == 0) return;
-  std::vector<bool> reserved(items, false);
-  std::vector<bool> handed(items, false);
-  std::size_t first_app = containers.size();
-  bool anyone_asked = false;
-  for (std::size_t c = 0; c < containers.size(); ++c) {
-    const kube::ContainerView& container = containers[c];
-    if (!container.init && first_app == containers.size()) first_app = c;
-    if (!container.init || !container.restartable) continue;
-    int wanted = need(container);
-    anyone_asked = anyone_asked || wanted > 0;
-    for (std::size_t i = 0; i < items && wanted > 0; ++i) {
-      if (reserved[i]) continue;
-      reserved[i] = handed[i] = true;
-      give(c, i);
-      --wanted;
+// The slots of a record's NICs on `node`, found by name.
+Result<std::vector<state::Assignment::NicSlot>> NicSlotsOf(const std::vector<Record::Nic>& nics,
+                                                           const state::NodeInfo& node) {
+  std::vector<state::Assignment::NicSlot> slots;
+  const std::vector<topology::NicSpec>& specs = node.own_topology().nics();
+  for (const Record::Nic& nic : nics) {
+    const auto it = std::find_if(specs.begin(), specs.end(), [&](const topology::NicSpec& spec) {
+      return spec.name == nic.name;
+    });
+    if (it == specs.end()) {
+      return MakeError("NIC " + nic.name + " does not exist on node " + node.name + " (" +
+                       std::to_string(specs.size()) + " NICs)");
     }
-  }
-  for (std::size_t c = 0; c < containers.size(); ++c) {
-    const kube::ContainerView& container = containers[c];
-    if (!container.init || container.restartable) continue;
-    int wanted = need(container);
-    anyone_asked = anyone_asked || wanted > 0;
-    for (std::size_t i = 0; i < items && wanted > 0; ++i) {
-      if (reserved[i]) continue;
-      handed[i] = true;
-      give(c, i);
-      --wanted;
+    if (nic.gpu >= node.gpu_count()) {
+      return MakeError("NIC " + nic.name + " serves GPU " + std::to_string(nic.gpu) +
+                       ", which does not exist on node " + node.name);
     }
+    slots.push_back({static_cast<int>(it - specs.begin()), nic.milli, nic.gpu});
   }
-  std::size_t cursor = 0;
-  for (std::size_t c = 0; c < containers.size(); ++c) {
-    const kube::ContainerView& container = containers[c];
-    if (container.init) continue;
-    int wanted = need(container);
-    anyone_asked = anyone_asked || wanted > 0;
-    for (; cursor < items && wanted > 0; ++cursor) {
-      if (reserved[cursor]) continue;
-      handed[cursor] = true;
-      give(c, cursor);
-      --wanted;
-    }
-  }
-  if (first_app == containers.size()) return;
-  for (std::size_t i = 0; i < items; ++i) {
-    if (!handed[i]) give(first_app, i);
-  }
+  return slots;
 }
 
 }  // namespace
@@ -116,6 +92,7 @@ Record RecordOf(const state::Assignment& assignment, const state::NodeInfo& node
       }
       break;
   }
+  record.devices.nics = NicsOf(assignment, node);
   return record;
 }
 
@@ -174,63 +151,14 @@ Result<state::Assignment> AssignmentOf(const Record& record, const state::NodeIn
     }
   }
   a.gpus = static_cast<topology::GpuMask>(mask);
+  LINKFIT_ASSIGN_OR_RETURN(a.nics, NicSlotsOf(record.devices.nics, node));
   return a;
-}
-
-std::vector<Record::Container> PlanContainers(const std::vector<kube::ContainerView>& containers,
-                                              const Record::Devices& devices,
-                                              const std::string& shared_gpu_resource) {
-  std::vector<Record::Container> plan;
-  plan.reserve(containers.size());
-  for (const kube::ContainerView& container : containers) {
-    Record::Container& entry = plan.emplace_back();
-    entry.name = container.name;
-    entry.init = container.init;
-  }
-  const bool uuids = devices.uuids.size() == devices.gpus.size();
-  AssignInOrder(
-      containers, devices.gpus.size(),
-      [](const kube::ContainerView& c) { return CountOf(c, kube::kGpuResource); },
-      [&](std::size_t c, std::size_t i) {
-        plan[c].devices.gpus.push_back(devices.gpus[i]);
-        if (uuids) plan[c].devices.uuids.push_back(devices.uuids[i]);
-      });
-  std::set<std::string> profiles;
-  for (const Record::Mig& mig : devices.mig) profiles.insert(mig.profile);
-  for (const std::string& profile : profiles) {
-    std::vector<const Record::Mig*> instances;
-    for (const Record::Mig& mig : devices.mig) {
-      if (mig.profile == profile) instances.push_back(&mig);
-    }
-    const std::string resource = kube::kMigResourcePrefix + profile;
-    AssignInOrder(
-        containers, instances.size(),
-        [&](const kube::ContainerView& c) { return CountOf(c, resource); },
-        [&](std::size_t c, std::size_t i) { plan[c].devices.mig.push_back(*instances[i]); });
-  }
-  if (!devices.shares.empty()) {
-    bool given = false;
-    for (std::size_t c = 0; c < containers.size(); ++c) {
-      if (CountOf(containers[c], shared_gpu_resource) > 0 ||
-          containers[c].extended.count(shared_gpu_resource) > 0) {
-        plan[c].devices.shares = devices.shares;
-        given = true;
-      }
-    }
-    if (!given) {
-      for (std::size_t c = 0; c < containers.size(); ++c) {
-        if (containers[c].init) continue;
-        plan[c].devices.shares = devices.shares;
-        break;
-      }
-    }
-  }
-  return plan;
 }
 
 Result<state::Assignment> AssignmentOfReport(const kube::DevicesInUse::Pod& pod,
                                              const std::string& node_name,
-                                             const state::NodeInfo& node, int share_milli) {
+                                             const state::NodeInfo& node, int share_milli,
+                                             int nic_milli) {
   Record record;
   record.pod = pod.pod.empty() ? "unknown/" + pod.uid : pod.pod;
   record.uid = pod.uid;
@@ -238,9 +166,11 @@ Result<state::Assignment> AssignmentOfReport(const kube::DevicesInUse::Pod& pod,
   std::set<int> gpus;
   std::set<int> shared;
   std::set<std::pair<int, int>> instances;  // (gpu, start)
+  std::set<std::string> nics;
   for (const kube::DevicesInUse::Container& container : pod.containers) {
     gpus.insert(container.gpus.begin(), container.gpus.end());
     for (const kube::DevicesInUse::Share& share : container.shares) shared.insert(share.gpu);
+    nics.insert(container.nics.begin(), container.nics.end());
     for (const Record::Mig& mig : container.mig) {
       if (instances.emplace(mig.gpu, mig.start).second) record.devices.mig.push_back(mig);
     }
@@ -248,6 +178,8 @@ Result<state::Assignment> AssignmentOfReport(const kube::DevicesInUse::Pod& pod,
   record.devices.gpus.assign(gpus.begin(), gpus.end());
   const int milli = std::clamp(share_milli, 1, 1000);
   for (int gpu : shared) record.devices.shares.push_back({gpu, milli});
+  const int per_nic = std::clamp(nic_milli, 1, 1000);
+  for (const std::string& nic : nics) record.devices.nics.push_back({nic, "", "", -1, per_nic, -1});
   auto assignment = AssignmentOf(record, node);
   if (!assignment) {
     return WithContext(assignment.error(), "the node's report of pod " + record.pod);

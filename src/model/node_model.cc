@@ -74,6 +74,12 @@ Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
   info->table = tables_.Get(facts.topology);
   info->reported = facts.topology;
   info->unhealthy = static_cast<topology::GpuMask>(unhealthy);
+  // A NIC's port is up where its state is "ACTIVE" or not known (documents typed by hand, the
+  // nvidia-smi fallback); "DOWN", "INIT", "ARMED" and the like are down.
+  const std::vector<topology::NicSpec>& nics = topo.nics();
+  for (std::size_t i = 0; i < nics.size(); ++i) {
+    info->nic_down[i] = !nics[i].state.empty() && nics[i].state != "ACTIVE";
+  }
   info->mig_layout_reported = document_states_mig;
   info->mig_of = mig_of;
   info->mig_planners = std::move(planners);

@@ -22,7 +22,10 @@ bool operator==(const NodePods& a, const NodePods& b) {
                     [](const AssignmentPtr& x, const AssignmentPtr& y) { return *x == *y; });
 }
 
-NodeState::NodeState(NodeInfoPtr info) : info_(std::move(info)) { Summarize(); }
+NodeState::NodeState(NodeInfoPtr info) : info_(std::move(info)) {
+  InitNics();
+  Summarize();
+}
 
 GpuMask NodeState::WholeAvailable() const {
   unsigned busy = whole_used_ | info_->mig_enabled;
@@ -78,6 +81,7 @@ void NodeState::Summarize() {
       mix(static_cast<std::uint64_t>(mig_[Idx(g)].compute_used()));
     }
   }
+  if (nics_) mix(NicHash());
   gpu_state_hash_ = hash ^ (hash >> 29);
 }
 
@@ -93,6 +97,7 @@ bool NodeState::SameGpuState(const NodeState& a, const NodeState& b) {
     return false;
   }
   if (a.own_layout_ && a.info_->reported != b.info_->reported) return false;
+  if (!SameNicState(a, b)) return false;
   if (a.mig_planners_hash_ == 0) return true;
   // MIG fits also read the pods per GPU (a GPU leaves MIG mode only when empty) and the MIG
   // state of the GPUs in MIG mode (the others hold no instance).
@@ -192,6 +197,7 @@ Result<void> NodeState::AddInPlace(AssignmentPtr record) {
       }
       break;
   }
+  if (auto nics = AddNicsInPlace(a); !nics) return nics;
   for (int g = 0; g < n; ++g) {
     if ((a.gpus >> g) & 1) ++pods_per_gpu_[Idx(g)];
   }
@@ -255,6 +261,7 @@ NodeStatePtr NodeState::Remove(const std::string& uid) const {
       --next->pods_per_gpu_[Idx(g)];
     }
   }
+  next->RemoveNicsInPlace(a);
   LINKFIT_DCHECK(
       next->cpu_used_milli_ >= a.cpu_milli && next->memory_used_bytes_ >= a.memory_bytes,
       "pod " + a.pod_uid + " releases more CPU or memory than " + info_->name + " holds");

@@ -70,6 +70,35 @@ nlohmann::json GpuJson(const state::NodeState& node, int g) {
   return gpu;
 }
 
+// One NIC of the node: its own document's facts and what pods hold of it.
+nlohmann::json NicJson(const state::NodeState& node, int n) {
+  const topology::NicSpec& spec = node.info().own_topology().nics()[static_cast<std::size_t>(n)];
+  nlohmann::json pods = nlohmann::json::array();
+  nlohmann::json shares = nlohmann::json::array();
+  for (const auto& [uid, a] : node.pods()) {
+    for (const auto& slot : a.nics) {
+      if (slot.nic != n) continue;
+      pods.push_back(uid);
+      nlohmann::json share = {{"pod", uid}, {"milli", slot.milli}};
+      if (slot.gpu >= 0) share["gpu"] = slot.gpu;
+      shares.push_back(std::move(share));
+    }
+  }
+  const auto i = static_cast<std::size_t>(n);
+  nlohmann::json nic = {{"index", n},
+                        {"name", spec.name},
+                        {"rail", spec.rail},
+                        {"used_milli", node.nic_used_milli(n)},
+                        {"usable", node.nic_usable().test(i)},
+                        {"pods", pods},
+                        {"holders", shares}};
+  if (!spec.pci_bus_id.empty()) nic["pci_bus_id"] = spec.pci_bus_id;
+  if (!spec.state.empty()) nic["state"] = spec.state;
+  if (node.info().nic_down.test(i)) nic["down"] = true;
+  if (!spec.sriov_physfn.empty()) nic["sriov_physfn"] = spec.sriov_physfn;
+  return nic;
+}
+
 }  // namespace
 
 nlohmann::json InspectNodeJson(const state::NodeState& node) {
@@ -91,6 +120,12 @@ nlohmann::json InspectNodeJson(const state::NodeState& node) {
   if (node.info().memory_bytes > 0) {
     json["memory_bytes"] = {{"allocatable", node.info().memory_bytes},
                             {"requested", node.memory_used_bytes()}};
+  }
+  // RDMA NICs and their use, where the node has some.
+  if (node.nic_count() > 0) {
+    nlohmann::json nics = nlohmann::json::array();
+    for (int n = 0; n < node.nic_count(); ++n) nics.push_back(NicJson(node, n));
+    json["nics"] = std::move(nics);
   }
   nlohmann::json gpu_less = nlohmann::json::array();
   nlohmann::json estimated = nlohmann::json::array();

@@ -198,7 +198,7 @@ TEST_F(NodeAgentTest, PublishesOnChangeOnly) {
 
   // Failures keep what was published: a failed discovery keeps the document, a failed
   // PodResources read keeps the devices.
-  devices_.pods = {{"uid-1", "ml/a", {{"main", {1}, {}, {}}}}};
+  devices_.pods = {{"uid-1", "ml/a", {{"main", {1}, {}, {}, {}}}}};
   ASSERT_TRUE(*agent.RunRound(true));
   const std::string devices = Annotations()[kube::kAnnotationDevicesInUse];
   EXPECT_NE(devices.find("uid-1"), std::string::npos);

@@ -60,10 +60,10 @@ kube::DevicesInUse SampleExpected() {
   expected.pods = {
       {"uid-infer",
        "ml/infer",
-       {{"aux", {1}, {}, {}},
-        {"main", {}, {{6, "2g.10gb", 0, "MIG-six-a"}, {6, "3g.20gb", 4, "MIG-six-b"}}, {}}}},
-      {"uid-nb", "lab/notebook", {{"nb", {}, {}, {{2, 2}}}}},
-      {"uid-train", "ml/train", {{"train", {4, 5}, {}, {}}}},
+       {{"aux", {1}, {}, {}, {}},
+        {"main", {}, {{6, "2g.10gb", 0, "MIG-six-a"}, {6, "3g.20gb", 4, "MIG-six-b"}}, {}, {}}}},
+      {"uid-nb", "lab/notebook", {{"nb", {}, {}, {{2, 2}}, {}}}},
+      {"uid-train", "ml/train", {{"train", {4, 5}, {}, {}, {}}}},
   };
   return expected;
 }
@@ -226,7 +226,7 @@ TEST(DeviceUse, AContainerWithoutANameIsAWarning) {
   EXPECT_NE(report.warnings[0].find("pod ml/train: a container without a name"), std::string::npos)
       << report.warnings[0];
   kube::DevicesInUse expected;
-  expected.pods = {{"uid-train", "ml/train", {{"c", {1}, {}, {}}}}};
+  expected.pods = {{"uid-train", "ml/train", {{"c", {1}, {}, {}, {}}}}};
   EXPECT_EQ(report.devices, expected);
 }
 

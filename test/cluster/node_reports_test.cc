@@ -60,7 +60,7 @@ nlohmann::json WithDevicesInUse(nlohmann::json node, const kube::DevicesInUse& d
 
 kube::DevicesInUse::Pod UsedWhole(const std::string& uid, const std::string& pod,
                                   std::vector<int> gpus) {
-  return {uid, pod, {{"main", std::move(gpus), {}, {}}}};
+  return {uid, pod, {{"main", std::move(gpus), {}, {}, {}}}};
 }
 
 class NodeReportsTest : public ::testing::Test {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,110 @@ TEST(AllocationRecordTest, RejectsBadRecordsNamingTheProblem) {
       {head + R"(,"containers":[{"name":"c","init":"yes"}]})", "init: expected a boolean"},
       {head + R"(,"cpu":"lots"})", "cpu: expected a non-negative quantity"},
       {head + "} trailing", "JSON"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto decoded = DecodeAllocationRecord(text);
+    ASSERT_FALSE(decoded.has_value()) << text;
+    EXPECT_NE(decoded.error().message.find(expected), std::string::npos)
+        << text << " -> " << decoded.error().message;
+  }
+}
+
+TEST(AllocationRecordTest, NicsEncodeWithWhatIsKnownAndRoundTrip) {
+  AllocationRecord record;
+  record.pod = "ml/p";
+  record.uid = "u1";
+  record.node = "n";
+  record.devices.gpus = {0};
+  record.devices.nics = {{"mlx5_0", "0000:18:00.0", "uverbs0", 0, 1000, 0},
+                         {"mlx5_1", "", "", 1, 250, -1},
+                         {"mlx5_2", "", "", -1, 1000, -1}};
+  AllocationRecord::Container c;
+  c.name = "c";
+  c.devices.gpus = {0};
+  c.devices.nics = {record.devices.nics[0], record.devices.nics[1]};
+  record.containers = {c};
+  const std::string text = EncodeAllocationRecord(record);
+  EXPECT_EQ(text,
+            R"({"v":1,"pod":"ml/p","uid":"u1","node":"n","gpus":[0],"nics":[)"
+            R"({"name":"mlx5_0","pci_bus_id":"0000:18:00.0","uverbs":"uverbs0","rail":0,"gpu":0},)"
+            R"({"name":"mlx5_1","rail":1,"milli":250},{"name":"mlx5_2"}],)"
+            R"("containers":[{"name":"c","gpus":[0],"nics":[)"
+            R"({"name":"mlx5_0","pci_bus_id":"0000:18:00.0","uverbs":"uverbs0","rail":0,"gpu":0},)"
+            R"({"name":"mlx5_1","rail":1,"milli":250}]}]})");
+  auto decoded = DecodeAllocationRecord(text);
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+  EXPECT_EQ(*decoded, record);
+  // A pod holding NICs only.
+  AllocationRecord nics_only = record;
+  nics_only.devices.gpus.clear();
+  nics_only.devices.nics = {{"mlx5_3", "", "", -1, 1000, -1}};
+  nics_only.containers.clear();
+  EXPECT_FALSE(nics_only.devices.empty());
+  auto only = DecodeAllocationRecord(EncodeAllocationRecord(nics_only));
+  ASSERT_TRUE(only.has_value()) << only.error().message;
+  EXPECT_EQ(*only, nics_only);
+  // "milli":1000 reads as the whole NIC it means (and is written without it).
+  auto explicit_whole = DecodeAllocationRecord(R"({"v":1,"pod":"a/b","uid":"u","node":"n","nics":[)"
+                                               R"({"name":"mlx5_0","milli":1000}]})");
+  ASSERT_TRUE(explicit_whole.has_value()) << explicit_whole.error().message;
+  EXPECT_EQ(explicit_whole->devices.nics[0].milli, 1000);
+  EXPECT_EQ(explicit_whole->devices.nics[0].gpu, -1);
+  EXPECT_EQ(explicit_whole->devices.nics[0].rail, -1);
+}
+
+TEST(AllocationRecordTest, RecordsWithoutNicsReadAndWriteByteForByteAsBefore) {
+  // Written before NICs existed (the full record of RoundTripsEveryField).
+  const std::string old =
+      R"({"v":1,"pod":"ml/train","uid":"6f1c0000-0000-4000-8000-000000000001","node":"dgx-0",)"
+      R"("gpus":[4,5],"uuids":["GPU-aa","GPU-bb"],"mig":[{"gpu":0,"profile":"3g.40gb","start":4,)"
+      R"("uuid":"MIG-1"}],"shares":[{"gpu":2,"milli":300}],"cpu":"4000m","memory":"17179869184",)"
+      R"("containers":[{"name":"setup","init":true,"gpus":[4],"mig":[{"gpu":0,)"
+      R"("profile":"3g.40gb","start":4}],"shares":[{"gpu":2,"milli":300}]},)"
+      R"({"name":"train","gpus":[4,5],"uuids":["GPU-aa","GPU-bb"]}]})";
+  EXPECT_EQ(EncodeAllocationRecord(FullRecord()), old);
+  auto decoded = DecodeAllocationRecord(old);
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+  EXPECT_TRUE(decoded->devices.nics.empty());
+  EXPECT_EQ(EncodeAllocationRecord(*decoded), old);
+}
+
+std::string ReadSeed(const std::string& relative) {
+  std::ifstream file(std::string(LINKFIT_SOURCE_DIR) + "/" + relative);
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// The fuzzers' NIC seeds (test/data) are documents the decoders accept.
+TEST(AllocationRecordTest, NicSeedsOfTheFuzzersDecode) {
+  auto record = DecodeAllocationRecord(ReadSeed("test/data/allocation-records/nics.json"));
+  ASSERT_TRUE(record.has_value()) << record.error().message;
+  EXPECT_EQ(record->devices.nics.size(), 3u);
+  auto devices = DecodeDevicesInUse(ReadSeed("test/data/devices-in-use/nics.json"));
+  ASSERT_TRUE(devices.has_value()) << devices.error().message;
+  EXPECT_EQ(devices->pods.size(), 2u);
+}
+
+TEST(AllocationRecordTest, RejectsBadNicsNamingTheProblem) {
+  const std::string head = R"({"v":1,"pod":"a/b","uid":"u","node":"n")";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {head + R"(,"nics":[{"rail":0}]})",
+       "allocation.nics[0].name: expected the NIC's device name"},
+      {head + R"(,"nics":[{"name":""}]})", "allocation.nics[0].name"},
+      {head + R"(,"nics":[{"name":"m","milli":0}]})", "allocation.nics[0].milli"},
+      {head + R"(,"nics":[{"name":"m","milli":1001}]})", "allocation.nics[0].milli"},
+      {head + R"(,"nics":[{"name":"m","rail":128}]})", "allocation.nics[0].rail"},
+      {head + R"(,"nics":[{"name":"m","gpu":16}]})", "allocation.nics[0].gpu"},
+      {head + R"(,"nics":[{"name":"m","gpu":-1}]})", "allocation.nics[0].gpu"},
+      {head + R"(,"nics":[{"name":"m","speed":1}]})", "unknown key \"speed\""},
+      {head + R"(,"nics":[{"name":"m"},{"name":"m"}]})", "NIC m appears twice"},
+      {head + R"(,"nics":{"name":"m"}})", "allocation.nics"},
+      {head + R"(,"nics":[{"name":"m"}],"containers":[{"name":"c","nics":[{"name":"k"}]}]})",
+       "allocation.containers[0].nics: NIC k is not one of the pod's"},
+      {head + R"(,"nics":[{"name":"m","milli":100}],"containers":[{"name":"c","nics":[)"
+              R"({"name":"m","milli":200}]}]})",
+       "NIC m is not one of the pod's"},
   };
   for (const auto& [text, expected] : cases) {
     auto decoded = DecodeAllocationRecord(text);

@@ -10,9 +10,9 @@ namespace {
 
 DevicesInUse Sample() {
   DevicesInUse devices;
-  devices.pods = {{"u-1", "ml/train", {{"train", {4, 5}, {}, {}}, {"setup", {4}, {}, {}}}},
-                  {"u-2", "ml/infer", {{"main", {}, {{0, "3g.40gb", 4, "MIG-a"}}, {}}}},
-                  {"u-3", "", {{"nb", {}, {}, {{2, 3}}}}}};
+  devices.pods = {{"u-1", "ml/train", {{"train", {4, 5}, {}, {}, {}}, {"setup", {4}, {}, {}, {}}}},
+                  {"u-2", "ml/infer", {{"main", {}, {{0, "3g.40gb", 4, "MIG-a"}}, {}, {}}}},
+                  {"u-3", "", {{"nb", {}, {}, {{2, 3}}, {}}}}};
   return devices;
 }
 
@@ -32,6 +32,28 @@ TEST(DevicesInUse, RoundTrips) {
     ASSERT_TRUE(decoded) << decoded.error().message;
     EXPECT_EQ(*decoded, devices);
   }
+}
+
+TEST(DevicesInUse, NicsEncodeAsNamesAndRoundTrip) {
+  DevicesInUse devices;
+  DevicesInUse::Container train;
+  train.name = "train";
+  train.gpus = {0};
+  train.nics = {"mlx5_0", "mlx5_1"};
+  DevicesInUse::Container sidecar;
+  sidecar.name = "net";
+  sidecar.nics = {"mlx5_2"};
+  devices.pods = {{"u-1", "ml/train", {sidecar, train}}};
+  const std::string text = EncodeDevicesInUse(devices);
+  EXPECT_EQ(text, R"({"v":1,"pods":[{"uid":"u-1","pod":"ml/train","containers":[)"
+                  R"({"name":"net","nics":["mlx5_2"]},)"
+                  R"({"name":"train","gpus":[0],"nics":["mlx5_0","mlx5_1"]}]}]})");
+  auto decoded = DecodeDevicesInUse(text);
+  ASSERT_TRUE(decoded) << decoded.error().message;
+  EXPECT_EQ(*decoded, devices);
+  // Reports without NICs are unchanged.
+  EXPECT_EQ(EncodeDevicesInUse(*DecodeDevicesInUse(EncodeDevicesInUse(Sample()))),
+            EncodeDevicesInUse(Sample()));
 }
 
 struct Bad {
@@ -55,6 +77,14 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{R"({"v":2,"pods":[]})", "version 2"}, Bad{R"({"pods":[]})", "version 0"},
         Bad{R"({"v":1,"pods":[],"extra":1})", "unknown key \"extra\""},
         Bad{R"({"v":1,"pods":[{"pod":"a/b"}]})", "pods[0].uid: missing"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","nics":["m","m"]}]}]})",
+            "pods[0].containers[0].nics: NIC m appears twice"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","nics":[""]}]}]})",
+            "pods[0].containers[0].nics[0]: empty NIC name"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","nics":[3]}]}]})",
+            "pods[0].containers[0].nics[0]"},
+        Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","nics":"m"}]}]})",
+            "pods[0].containers[0].nics"},
         Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"gpus":[1]}]}]})", "name: missing"},
         Bad{R"({"v":1,"pods":[{"uid":"u","containers":[{"name":"c","gpus":[16]}]}]})",
             "pods[0].containers[0].gpus[0]"},
@@ -100,7 +130,7 @@ TEST(DevicesInUse, StringsNeedingEscapesRoundTrip) {
   DevicesInUse devices;
   devices.pods = {{"u\"1\\",
                    "ns/na\u00efve\n",
-                   {{"c\t", {0}, {{15, "7g.80gb", 0, "MIG-\x01"}}, {{15, 1 << 20}}}}}};
+                   {{"c\t", {0}, {{15, "7g.80gb", 0, "MIG-\x01"}}, {{15, 1 << 20}}, {}}}}};
   auto decoded = DecodeDevicesInUse(EncodeDevicesInUse(devices));
   ASSERT_TRUE(decoded) << decoded.error().message;
   EXPECT_EQ(*decoded, devices);

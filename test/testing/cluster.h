@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -72,9 +73,36 @@ inline topology::GpuMask Mask(std::initializer_list<int> gpus) {
 
 // Checks the invariants every NodeState must keep: no GPU held whole by two pods or both whole
 // and shared, shares within 1000 per GPU and equal to the sum of the pods' shares, MIG state
-// equal to the pods' instances, and per-GPU pod counts equal to the pod lists. Returns "" when
-// consistent, else the first violation.
+// equal to the pods' instances, and per-GPU pod counts equal to the pod lists; no NIC held
+// whole by a pod and used by another, NIC thousandths within 1000 and equal to the pods' sum,
+// per-NIC pod counts equal to the pod lists. Returns "" when consistent, else the first
+// violation.
+inline std::string CheckNicsConsistent(const state::NodeState& node) {
+  std::vector<int> milli(static_cast<std::size_t>(node.nic_count()), 0);
+  std::vector<int> pods(milli.size(), 0);
+  std::vector<int> whole(milli.size(), 0);
+  for (const auto& [uid, a] : node.pods()) {
+    for (const auto& slot : a.nics) {
+      if (slot.nic < 0 || slot.nic >= node.nic_count()) return uid + " holds a NIC beyond the node";
+      const auto i = static_cast<std::size_t>(slot.nic);
+      milli[i] += slot.milli;
+      ++pods[i];
+      if (slot.milli == 1000) ++whole[i];
+    }
+  }
+  for (std::size_t i = 0; i < milli.size(); ++i) {
+    const int n = static_cast<int>(i);
+    const std::string nic = "NIC " + std::to_string(i) + ": ";
+    if (milli[i] > 1000) return nic + "thousandths exceed 1000";
+    if (whole[i] > 0 && pods[i] > 1) return nic + "held whole and used by another pod";
+    if (milli[i] != node.nic_used_milli(n)) return nic + "nic_used_milli disagrees with pods";
+    if (pods[i] != node.pods_on_nic(n)) return nic + "pods_on_nic disagrees with pods";
+  }
+  return "";
+}
+
 inline std::string CheckConsistent(const state::NodeState& node) {
+  if (std::string nics = CheckNicsConsistent(node); !nics.empty()) return nics;
   const int n = node.info().gpu_count();
   std::array<int, topology::kMaxGpus> whole_holders{};
   std::array<int, topology::kMaxGpus> milli{};

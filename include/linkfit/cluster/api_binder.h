@@ -32,6 +32,7 @@
 #include "linkfit/common/mutex.h"
 #include "linkfit/extender/binder.h"
 #include "linkfit/kube/api_client.h"
+#include "linkfit/model/allocation.h"
 #include "linkfit/state/cluster_cache.h"
 
 namespace linkfit::cluster {
@@ -57,9 +58,11 @@ inline constexpr const char* kRequiredPluginsPrefix =
 
 class ApiBinder final : public extender::Binder {
  public:
-  // Every reference must outlive the binder.
+  // Every reference must outlive the binder. `shared_gpu_resource` and `nic_resources` name the
+  // resources by which containers ask for GPU shares and NICs (model::PlanContainers).
   ApiBinder(kube::ApiClient& client, state::ClusterCache& cache, PodStore& pods, BinderLease& lease,
-            std::string shared_gpu_resource, MetricsSink& metrics, SettleOptions settle = {});
+            std::string shared_gpu_resource, MetricsSink& metrics, SettleOptions settle = {},
+            model::NicResources nic_resources = {});
   ~ApiBinder() override;
   ApiBinder(const ApiBinder&) = delete;
   ApiBinder& operator=(const ApiBinder&) = delete;
@@ -111,6 +114,7 @@ class ApiBinder final : public extender::Binder {
   PodStore& pods_;
   BinderLease& lease_;
   const std::string shared_gpu_resource_;
+  const model::NicResources nic_resources_;
   MetricsSink& metrics_;
   const SettleOptions settle_;
   const std::string timeout_query_;  // "?timeout=5000ms"

@@ -18,13 +18,23 @@
 //    "gpus":[4,5],"uuids":["GPU-aa...","GPU-bb..."],                 whole GPUs (index, UUID)
 //    "mig":[{"gpu":0,"profile":"3g.40gb","start":4,"uuid":"MIG-..."}], MIG instances
 //    "shares":[{"gpu":2,"milli":300}],                                 thousandths of a GPU
+//    "nics":[{"name":"mlx5_0","pci_bus_id":"0000:18:00.0","uverbs":"uverbs0","rail":0,
+//             "gpu":4},                                                RDMA NICs, any kind
+//            {"name":"mlx5_1","rail":1,"milli":250}],
 //    "cpu":"4","memory":"16Gi",                                        requests (state file only)
 //    "containers":[{"name":"train","gpus":[4,5],"uuids":[...]},
 //                  {"name":"setup","init":true,"gpus":[4]}]}
 //
-// Keys with nothing to say are left out. Decoding is strict: an unknown key, a version other
-// than 1, a GPU index outside 0..15, a duplicate GPU, a share outside 1..1000, a MIG start
-// outside 0..7, or a container holding a device the pod does not is an error naming it.
+// Keys with nothing to say are left out. A NIC names the node's RDMA device (the node's
+// topology document says which); `milli` is left out for a whole NIC (1000, held by the pod
+// alone: a NIC without `milli` is whole, and "milli":1000 reads the same), `gpu` (the pod's GPU
+// the NIC serves) where none is said, `rail`, `pci_bus_id` and `uverbs` where unknown. Records
+// without NICs read and write as they did before NICs.
+//
+// Decoding is strict: an unknown key, a version other than 1, a GPU index outside 0..15, a
+// duplicate GPU, a share outside 1..1000, a MIG start outside 0..7, a NIC without a name or
+// twice, a NIC's milli outside 1..1000 or rail outside 0..127, or a container holding a device
+// the pod does not is an error naming it.
 //
 // Thread-safety: plain values and pure functions.
 
@@ -69,12 +79,22 @@ struct AllocationRecord {
     int milli = 0;
     friend bool operator==(const Share&, const Share&) = default;
   };
+  struct Nic {
+    std::string name;        // the RDMA device, e.g. "mlx5_0"
+    std::string pci_bus_id;  // "" = unknown
+    std::string uverbs;      // the verbs character device, e.g. "uverbs0"; "" = unknown
+    int rail = -1;           // -1 = unknown
+    int milli = 1000;        // thousandths of the NIC; 1000 = whole, held alone
+    int gpu = -1;            // the pod's GPU the NIC serves; -1 = none said
+    friend bool operator==(const Nic&, const Nic&) = default;
+  };
   struct Devices {
     std::vector<int> gpus;           // whole GPUs, by index
     std::vector<std::string> uuids;  // their UUIDs, parallel to gpus (empty when unknown)
     std::vector<Mig> mig;
     std::vector<Share> shares;
-    bool empty() const { return gpus.empty() && mig.empty() && shares.empty(); }
+    std::vector<Nic> nics;  // with any kind of GPUs, or alone
+    bool empty() const { return gpus.empty() && mig.empty() && shares.empty() && nics.empty(); }
     friend bool operator==(const Devices&, const Devices&) = default;
   };
   struct Container {
@@ -102,10 +122,14 @@ struct AllocationRecord {
 //   {"v":1,"pods":[{"uid":"6f1c...","pod":"ml/train",
 //                   "containers":[{"name":"train","gpus":[4,5],
 //                                  "mig":[{"gpu":0,"profile":"3g.40gb","start":4,"uuid":"MIG-..."}],
-//                                  "shares":[{"gpu":2,"replicas":1}]}]}]}
+//                                  "shares":[{"gpu":2,"replicas":1}],
+//                                  "nics":["mlx5_0"]}]}]}
 //
 // Pods sorted by UID, containers by name, devices ascending; keys with nothing to say left out.
 // `shares` counts the time-slice replicas (device IDs "GPU-uuid::k") a container holds on a GPU.
+// `nics` names the RDMA devices the container holds (the kubelet's device IDs of the NIC
+// resources, mapped to device names by the agent); it cannot say whether a NIC is held whole or
+// shared, nor how much of it, nor which GPU it serves (model::AssignmentOfReport).
 // Decoding is strict like the allocation record's.
 struct DevicesInUse {
   struct Share {
@@ -118,6 +142,7 @@ struct DevicesInUse {
     std::vector<int> gpus;
     std::vector<AllocationRecord::Mig> mig;
     std::vector<Share> shares;
+    std::vector<std::string> nics;  // NIC names, ascending
     friend bool operator==(const Container&, const Container&) = default;
   };
   struct Pod {

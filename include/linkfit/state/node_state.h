@@ -8,6 +8,9 @@
 //   mig     the GPU is in MIG mode; pods hold GPU instances on its 8 memory slices
 //   idle    none of the above
 //
+// and of every RDMA NIC (topology::Topology::nics()): the thousandths of it pods hold, 1000 for a
+// NIC held whole by one pod. NIC-less nodes keep no NIC figures (a null pointer).
+//
 // A NodeState is a value: Apply() and Remove() return a new state and never change this one, so
 // snapshots handed to filter/prioritize stay valid while binds go on.
 //
@@ -26,8 +29,10 @@
 #include <vector>
 
 #include "linkfit/alloc/mig.h"
+#include "linkfit/alloc/nic_choice.h"
 #include "linkfit/alloc/placement_table.h"
 #include "linkfit/common/result.h"
+#include "linkfit/state/nic_use.h"
 
 namespace linkfit::state {
 
@@ -48,6 +53,10 @@ struct NodeInfo {
   // GPUs the node agent reports unhealthy (topology document): never placed on; pods already on
   // them still count. The reasons are in reported->gpu(g).health_problem.
   GpuMask unhealthy = 0;
+  // NICs whose port the node agent reports known-down (NicSpec::state neither empty nor
+  // "ACTIVE"), bit i = own_topology().nics()[i]: never placed on; pods already on them still
+  // count.
+  alloc::NicMask nic_down;
   // The node agent reports the MIG instances that exist (the document states MIG modes): MIG
   // pods then go only to free existing instances of their profile (the layout is the
   // operator's, as NVIDIA's device plugin serves it); otherwise linkfit plans instances itself.
@@ -93,6 +102,13 @@ struct Assignment {
     int milli = 0;
     friend bool operator==(const ShareSlot&, const ShareSlot&) = default;
   };
+  // One RDMA NIC the pod holds, with any kind of GPU assignment (or none).
+  struct NicSlot {
+    int nic = 0;       // index into the node's topology().nics()
+    int milli = 1000;  // thousandths of the NIC, 1..1000; 1000 = the whole NIC, held alone
+    int gpu = -1;      // the pod's GPU this NIC serves; -1 = none said
+    friend bool operator==(const NicSlot&, const NicSlot&) = default;
+  };
 
   std::string pod_uid;
   std::string pod_namespace;
@@ -103,6 +119,7 @@ struct Assignment {
                                   // without GPUs (kind kWhole), kept for its CPU and memory
   std::vector<MigSlot> mig;       // kMig
   std::vector<ShareSlot> shares;  // kShared
+  std::vector<NicSlot> nics;      // any kind; NICs distinct
   std::int64_t cpu_milli = 0;     // the pod's CPU request, thousandths of a core
   std::int64_t memory_bytes = 0;  // the pod's memory request
   // The devices were guessed (cluster mode: a GPU pod another scheduler placed, without an
@@ -114,6 +131,8 @@ struct Assignment {
   bool handoff_mismatch = false;
 
   std::string PodKey() const { return pod_namespace + "/" + pod_name; }
+  // Whether the pod holds devices (GPUs or NICs); a pod without is counted by CPU and memory.
+  bool holds_devices() const { return gpus != 0 || !nics.empty(); }
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 
@@ -227,13 +246,28 @@ class NodeState {
   const alloc::MigGpuState& mig_state(int gpu) const { return mig_[Idx(gpu)]; }
   int pods_on_gpu(int gpu) const { return pods_per_gpu_[Idx(gpu)]; }
 
+  // The node's RDMA NICs (info().own_topology().nics()); 0 on a NIC-less node.
+  int nic_count() const { return nics_ ? static_cast<int>(nics_->per_nic.size()) : 0; }
+  // NICs linkfit may place on, held or not: the port is not known-down (NodeInfo::nic_down) and
+  // the NIC is not an SR-IOV virtual function (NicSpec::sriov_physfn set). Virtual functions
+  // belong to the SR-IOV CNI and its device plugin, which hand them to pods themselves; linkfit
+  // never places on them (a pod reported holding one still counts on it).
+  alloc::NicMask nic_usable() const { return nics_ ? nics_->usable : alloc::NicMask(); }
+  // Usable NICs no pod holds any of: those a whole-NIC request (1000) may take.
+  alloc::NicMask nic_whole_free() const;
+  // Thousandths of `nic` pods hold (1000: full or held whole) and the pods on it.
+  // REQUIRES: 0 <= nic < nic_count().
+  int nic_used_milli(int nic) const { return nics_->per_nic[Idx(nic)].used_milli; }
+  int pods_on_nic(int nic) const { return nics_->per_nic[Idx(nic)].pods; }
+
   // Whole-GPU equivalents in use (whole GPUs + shares/1000 + MIG compute slices/7).
   double UsedGpuEquivalents() const { return used_gpu_equivalents_; }
 
   // Filter and prioritize answer alike for nodes whose GPUs are alike: same placement table
-  // (topology), MIG and health configuration, and the same GPUs held, shared and partitioned.
-  // gpu_state_hash() is a hash of exactly that, kept with the state (not computed per request);
-  // SameGpuState says whether two states are alike in it. CPU and memory are not part of it.
+  // (topology), MIG and health configuration, the same GPUs held, shared and partitioned, and
+  // the same NICs usable and held (thousandths). gpu_state_hash() is a hash of exactly that,
+  // kept with the state (not computed per request); SameGpuState says whether two states are
+  // alike in it. CPU and memory are not part of it.
   std::uint64_t gpu_state_hash() const { return gpu_state_hash_; }
   static bool SameGpuState(const NodeState& a, const NodeState& b);
 
@@ -254,8 +288,12 @@ class NodeState {
 
   // Returns a new state with `assignment` added; an error if it collides with what is there
   // (a GPU already held, a share beyond 1000, a MIG instance that does not fit, a UID already
-  // on the node). This is the re-check of bind: it never double-allocates GPUs. An assignment
-  // without GPUs (kWhole, gpus == 0) only adds its CPU and memory.
+  // on the node) or names NICs wrongly (an index beyond the node's NICs, thousandths outside
+  // 1..1000, a NIC twice, a NIC's GPU the pod does not hold, a share taking a NIC beyond 1000,
+  // a whole NIC any pod uses; the error names the NIC). This is the re-check of bind: it never
+  // double-allocates GPUs or NICs. Known-down NICs and virtual functions are accepted (what
+  // pods hold there still counts). An assignment without devices (kWhole, gpus == 0, no NICs)
+  // only adds its CPU and memory.
   Result<NodeStatePtr> Apply(const Assignment& assignment) const;
   // The same, sharing `assignment` (never null) instead of copying it.
   Result<NodeStatePtr> Apply(AssignmentPtr assignment) const;
@@ -280,6 +318,13 @@ class NodeState {
   // Recomputes the figures below from the state; called after every change.
   void Summarize();
   Result<void> AddInPlace(AssignmentPtr assignment);
+  // The NIC part of AddInPlace and Remove (node_state_nics.cc).
+  Result<void> AddNicsInPlace(const Assignment& assignment);
+  void RemoveNicsInPlace(const Assignment& assignment);
+  // Builds nics_ from info_ (constructor); the NIC part of Summarize's hash and SameGpuState.
+  void InitNics();
+  std::uint64_t NicHash() const;
+  static bool SameNicState(const NodeState& a, const NodeState& b);
 
   NodeInfoPtr info_;
   // Kept by Summarize(): info_->table, cpu_milli and memory_bytes, in the first cache lines, so
@@ -294,16 +339,18 @@ class NodeState {
   GpuMask share_eligible_ = 0;
   GpuMask mig_enabled_ = 0;  // info_->mig_enabled
   GpuMask unhealthy_ = 0;    // info_->unhealthy
-  // FNV-1a of info_->mig_of (0: no planner): nodes of one table plan alike iff it is equal.
-  std::uint64_t mig_planners_hash_ = 0;
   // MIG fits read the node's reported layout (info_->mig_layout_reported): SameGpuState then
   // compares the reported topologies.
   bool own_layout_ = false;
+  int load_pods_ = 0;  // beside the masks and the flag: the padding before the next 8 bytes
+  // FNV-1a of info_->mig_of (0: no planner): nodes of one table plan alike iff it is equal.
+  std::uint64_t mig_planners_hash_ = 0;
   std::array<std::uint16_t, topology::kMaxGpus> shared_milli_{};
   // Up to 1000 pods can share one GPU (1/1000 each), so a byte is not enough.
   std::array<std::uint16_t, topology::kMaxGpus> pods_per_gpu_{};
   std::array<alloc::MigGpuState, topology::kMaxGpus> mig_{};
-  int load_pods_ = 0;
+  // The NICs' occupancy; null on a NIC-less node (8 bytes, where mig_ ends on a multiple of 8).
+  NicUseBox nics_;
   std::int64_t load_cpu_milli_ = 0;
   std::int64_t load_memory_bytes_ = 0;
   NodePods pods_;

@@ -1,0 +1,45 @@
+// What PodStore compares of two claims on one pod's devices (device_compare.h).
+
+#include "cluster/device_compare.h"
+
+#include <algorithm>
+
+namespace linkfit::cluster::internal {
+
+bool SameDevices(const state::Assignment& a, const state::Assignment& b) {
+  return a.node == b.node && a.kind == b.kind && a.gpus == b.gpus && a.mig == b.mig &&
+         a.shares == b.shares && a.nics == b.nics;
+}
+
+void FillReportedNics(state::Assignment& reported, const state::Assignment& recorded) {
+  for (state::Assignment::NicSlot& slot : reported.nics) {
+    const auto held = std::find_if(recorded.nics.begin(), recorded.nics.end(),
+                                   [&](const auto& r) { return r.nic == slot.nic; });
+    if (held != recorded.nics.end()) {
+      slot.milli = held->milli;
+      slot.gpu = held->gpu >= 0 && ((reported.gpus >> held->gpu) & 1) != 0 ? held->gpu : -1;
+    }
+  }
+}
+
+bool PartOf(const state::Assignment& part, const state::Assignment& whole) {
+  if (part.node != whole.node || part.kind != whole.kind || (part.gpus & ~whole.gpus) != 0) {
+    return false;
+  }
+  for (const auto& slot : part.mig) {
+    if (std::find(whole.mig.begin(), whole.mig.end(), slot) == whole.mig.end()) return false;
+  }
+  for (const auto& share : part.shares) {
+    const auto held = std::find_if(whole.shares.begin(), whole.shares.end(),
+                                   [&](const auto& s) { return s.gpu == share.gpu; });
+    if (held == whole.shares.end() || held->milli < share.milli) return false;
+  }
+  for (const auto& nic : part.nics) {
+    const auto held = std::find_if(whole.nics.begin(), whole.nics.end(),
+                                   [&](const auto& n) { return n.nic == nic.nic; });
+    if (held == whole.nics.end() || held->milli < nic.milli) return false;
+  }
+  return true;
+}
+
+}  // namespace linkfit::cluster::internal
