@@ -268,10 +268,9 @@ std::optional<state::Assignment> PodStore::RecordedLocked(const std::string& uid
   return std::move(*assignment);
 }
 
-std::optional<state::Assignment> PodStore::ReportedLocked(const std::string& uid,
-                                                          const Entry& entry,
-                                                          const std::string& node_name,
-                                                          const state::NodeState* node) {
+std::optional<state::Assignment> PodStore::ReportedLocked(
+    const std::string& uid, const Entry& entry, const std::string& node_name,
+    const state::NodeState* node, const std::optional<state::Assignment>& recorded) {
   if (node == nullptr) return std::nullopt;
   const auto report = reports_.find(node_name);
   if (report == reports_.end()) return std::nullopt;
@@ -288,6 +287,7 @@ std::optional<state::Assignment> PodStore::ReportedLocked(const std::string& uid
     return std::nullopt;
   }
   assignment->reported = true;
+  if (recorded) FillReportedNics(*assignment, *recorded);
   return std::move(*assignment);
 }
 
@@ -354,8 +354,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   // Without the pod's object (a re-application) the record is unknown here: a hash of 0 makes
   // the pod's next event apply its record.
   entry.record_hash = pod != nullptr ? record_hash : 0;
-  std::optional<state::Assignment> reported = ReportedLocked(uid, entry, node_name, node);
-  if (reported && recorded) FillReportedNics(*reported, *recorded);
+  std::optional<state::Assignment> reported = ReportedLocked(uid, entry, node_name, node, recorded);
   // Part of the record reported: its other containers are still being created. The record
   // counts (the report would free devices they are about to get); no mismatch.
   if (reported && recorded && !SameDevices(*reported, *recorded) && PartOf(*reported, *recorded)) {

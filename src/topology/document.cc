@@ -1,7 +1,7 @@
 // Topology documents: the gpu-topology-fixture/v1 schema (../shared/topologies/README.md) and
 // linkfit's compact annotation form (same keys, no provenance/system/topo_matrix; NICs in
 // linkfit's own `nics` form, document_nics.h). The fixture schema's `nics` entries have another
-// shape (name, numa_node, pcie_parent, pxb_gpus) and are not read.
+// shape (name, numa_node, pcie_parent, pxb_gpus), read by ParseFixtureNics.
 
 #include <algorithm>
 #include <cmath>
@@ -461,7 +461,9 @@ Result<TopologySpec> ParseTopologyDocument(std::string_view json_text) {
     spec.gpus.push_back(std::move(gpu));
   }
   LINKFIT_ASSIGN_OR_RETURN(spec.links, ParseLinks(root, count, spec.warnings));
-  if (schema != kFixtureSchema) {
+  if (schema == kFixtureSchema) {
+    LINKFIT_ASSIGN_OR_RETURN(spec.nics, internal::ParseFixtureNics(root, spec));
+  } else {
     LINKFIT_ASSIGN_OR_RETURN(spec.nics, internal::ParseNics(root, count));
   }
   return spec;

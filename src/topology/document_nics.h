@@ -27,6 +27,11 @@ namespace linkfit::topology::internal {
 // Errors name the offending field ("$.nics[2].gpu_relations[7]: ...").
 Result<std::vector<NicSpec>> ParseNics(const nlohmann::json& root, int gpu_count);
 
+// Reads $.nics of a gpu-topology-fixture/v1 document (name, numa_node, pcie_parent and the
+// pix_gpus/pxb_gpus/phb_gpus lists; document_fixture_nics.cc) for `spec`, whose GPUs and PCIe
+// tree are read. Errors name the offending field.
+Result<std::vector<NicSpec>> ParseFixtureNics(const nlohmann::json& root, const TopologySpec& spec);
+
 // Adds "nics" to `doc` when `nics` is not empty.
 void WriteNics(const std::vector<NicSpec>& nics, nlohmann::json& doc);
 

@@ -72,10 +72,14 @@ TEST(CliTopo, PrintsNics) {
   EXPECT_EQ(nics[7]["rail"], 7);
   EXPECT_EQ(nics[7]["gpu_relations"][7], "PXB");
 
-  const CliRun plain = Cli({"topo", "--topology", Fixture("dgx-h100")});
+  const CliRun plain = Cli({"topo", "--topology", Fixture("pcie-8x-rtx4090-all-sys")});
   EXPECT_EQ(plain.out.find("NICs"), std::string::npos) << plain.out;
-  const CliRun plain_json = Cli({"topo", "--topology", Fixture("dgx-h100"), "--json"});
+  const CliRun plain_json =
+      Cli({"topo", "--topology", Fixture("pcie-8x-rtx4090-all-sys"), "--json"});
   EXPECT_FALSE(nlohmann::json::parse(plain_json.out).contains("nics"));
+  // The fixture schema's NICs (name, NUMA node, the GPUs at PXB).
+  const CliRun fixture = Cli({"topo", "--topology", Fixture("dgx-h100")});
+  EXPECT_NE(fixture.out.find("  NIC0  rail 0  NUMA 0  PXB"), std::string::npos) << fixture.out;
 }
 
 TEST(CliPlace, ChoosesTheBestSetAndReportsItsQuality) {

@@ -81,7 +81,8 @@ std::string ApplyError(const NodeStatePtr& state, const Assignment& a) {
 }
 
 TEST(NodeStateNicsTest, NicLessNodesKeepNoNicFigures) {
-  const auto state = std::make_shared<const NodeState>(testing::MakeNodeInfo("h", "dgx-h100"));
+  const auto state =
+      std::make_shared<const NodeState>(testing::MakeNodeInfo("h", "pcie-8x-rtx4090-all-sys"));
   EXPECT_EQ(state->nic_count(), 0);
   EXPECT_TRUE(state->nic_usable().none());
   EXPECT_TRUE(state->nic_whole_free().none());

@@ -93,6 +93,28 @@ TEST(NicNvidiaSmi, OldDriverColumnsNamedAfterTheDevices) {
   }
 }
 
+// DGX A100 whose output shows no NVLinks (GPU pairs PXB): twelve NIC columns named after the
+// devices, two NICs behind each GPU pair's switch (PXB), four NICs SYS to every GPU, and a NUMA
+// affinity printed as a range ("6-7") on every GPU row, read as its first node.
+TEST(NicNvidiaSmi, DgxA100TwelveNicsWithTwoPerGpuPair) {
+  const TopologySpec spec = Parse("nics/dgx-a100-12nic-mlx5-columns-ucxpy749.topo.txt");
+  ASSERT_EQ(spec.gpus.size(), 8u);
+  ASSERT_EQ(spec.nics.size(), 12u);
+  std::vector<std::string> expected_names;
+  for (int n = 0; n < 12; ++n) expected_names.push_back("mlx5_" + std::to_string(n));
+  EXPECT_EQ(Names(spec), expected_names);
+  // NIC -> the GPU pair it is PXB to; -1: SYS to every GPU.
+  const int pair_of[] = {0, 0, 1, 1, -1, -1, 2, 2, 3, 3, -1, -1};
+  for (std::size_t n = 0; n < 12; ++n) {
+    for (std::size_t g = 0; g < 8; ++g) {
+      const R expected = pair_of[n] == static_cast<int>(g / 2) ? R::kPxb : R::kSys;
+      EXPECT_EQ(spec.nics[n].gpu_relations[g], expected) << "GPU" << g << " " << Names(spec)[n];
+    }
+    EXPECT_EQ(spec.nics[n].numa_node, pair_of[n] < 0 ? -1 : 6) << Names(spec)[n];
+  }
+  for (const GpuSpec& gpu : spec.gpus) EXPECT_EQ(gpu.numa_node, 6);
+}
+
 // The samples generated from the fixtures: names from the legend, relations as the fixture's
 // `nics` list them (its pix/pxb/phb GPUs; the others NODE within the socket, SYS across).
 TEST(NicNvidiaSmi, GeneratedSamplesMatchTheirFixtures) {

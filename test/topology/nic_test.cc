@@ -84,12 +84,60 @@ TEST(NicDocument, RoundTripsEveryField) {
 // Documents without NICs write no "nics" key: the node annotations of NIC-less clusters are
 // byte-for-byte what they were.
 TEST(NicDocument, NicLessDocumentsHaveNoNicsKey) {
-  for (const char* id : {"dgx-h100", "pcie-8x-l40s-2socket"}) {
+  for (const char* id : {"pcie-8x-rtx4090-all-sys", "ws-4x-rtxa6000-nvlink-pairs"}) {
     auto spec = ParseTopologyDocument(ReadFile(std::string("config/topologies/") + id + ".json"));
     ASSERT_TRUE(spec) << spec.error().message;
-    // The fixture schema's own `nics` entries (pcie_parent, pxb_gpus) are not linkfit's form.
     EXPECT_TRUE(spec->nics.empty()) << id;
     EXPECT_FALSE(nlohmann::json::parse(ToTopologyDocument(*spec)).contains("nics")) << id;
+  }
+}
+
+// The fixture schema's own `nics` entries (name, numa_node, pcie_parent, pix/pxb/phb_gpus): the
+// listed GPUs at their relation, the others NODE on the NIC's NUMA node and SYS elsewhere.
+TEST(NicDocument, FixtureSchemaNicsAreRead) {
+  auto a100 = ParseTopologyDocument(ReadFile("config/topologies/dgx-a100.json"));
+  ASSERT_TRUE(a100) << a100.error().message;
+  ASSERT_EQ(a100->nics.size(), 8u);
+  EXPECT_EQ(a100->nics[0].name, "mlx5_0");
+  EXPECT_EQ(a100->nics[0].numa_node, 3);
+  for (std::size_t g = 0; g < a100->gpus.size(); ++g) {
+    const R expected = g < 2 ? R::kPxb : a100->gpus[g].numa_node == 3 ? R::kNode : R::kSys;
+    EXPECT_EQ(a100->nics[0].gpu_relations[g], expected) << "GPU" << g;
+  }
+  auto h100 = ParseTopologyDocument(ReadFile("config/topologies/dgx-h100.json"));
+  ASSERT_TRUE(h100) << h100.error().message;
+  ASSERT_EQ(h100->nics.size(), 8u);
+  for (std::size_t n = 0; n < 8; ++n) {
+    EXPECT_EQ(h100->nics[n].gpu_relations[n], R::kPxb) << "NIC" << n;  // one NIC per GPU
+  }
+  auto cascaded =
+      ParseTopologyDocument(ReadFile("config/topologies/pcie-8x-cascaded-switch-2socket.json"));
+  ASSERT_TRUE(cascaded) << cascaded.error().message;
+  ASSERT_EQ(cascaded->nics.size(), 1u);
+  EXPECT_EQ(cascaded->nics[0].gpu_relations[4], R::kPhb);
+  EXPECT_EQ(cascaded->nics[0].gpu_relations[0], R::kSys);
+  ASSERT_TRUE(BuildTopology(*cascaded));
+}
+
+TEST(NicDocument, FixtureSchemaNicErrorsNameTheField) {
+  const std::string base = ReadFile("config/topologies/dgx1-v100.json");
+  const struct {
+    const char* from;
+    const char* to;
+    const char* error;
+  } cases[] = {
+      {"\"pix_gpus\": [\n        0,", "\"pix_gpus\": [\n        9,", "$.nics[0].pix_gpus"},
+      {R"("pcie_parent": "plx0")", R"("pcie_parent": "nowhere")", "$.nics[0].pcie_parent"},
+      {R"("name": "mlx5_0")", R"("name": 7)", "$.nics[0].name"},
+  };
+  for (const auto& c : cases) {
+    std::string doc = base;
+    const std::size_t at = doc.find(c.from);
+    ASSERT_NE(at, std::string::npos) << c.from;
+    doc.replace(at, std::string(c.from).size(), c.to);
+    auto spec = ParseTopologyDocument(doc);
+    ASSERT_FALSE(spec) << c.to;
+    EXPECT_NE(spec.error().message.find(c.error), std::string::npos) << spec.error().message;
   }
 }
 
@@ -184,6 +232,7 @@ TEST(NicModel, NicsChangeTheFingerprintOnlyWhenPresent) {
   // A NIC-less node's fingerprint is what it was before NICs existed (recorded on main).
   auto fixture = ParseTopologyDocument(ReadFile("config/topologies/dgx-h100.json"));
   ASSERT_TRUE(fixture);
+  fixture->nics.clear();
   auto dgx = BuildTopology(*fixture);
   ASSERT_TRUE(dgx);
   EXPECT_EQ((*dgx)->fingerprint(), kDgxH100Fingerprint);

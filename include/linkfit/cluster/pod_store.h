@@ -246,9 +246,12 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
                                                   const std::string& node_name,
                                                   const state::NodeState* node, const Object* pod)
       LINKFIT_REQUIRES(mutex_);
+  // What the node reports the pod holds; what a report cannot say of NICs (thousandths, the GPU
+  // each serves) is taken from `recorded` where it holds the same NIC.
   std::optional<state::Assignment> ReportedLocked(const std::string& uid, const Entry& entry,
                                                   const std::string& node_name,
-                                                  const state::NodeState* node)
+                                                  const state::NodeState* node,
+                                                  const std::optional<state::Assignment>& recorded)
       LINKFIT_REQUIRES(mutex_);
   // Counts `assignment` on its node, moving weaker pods (estimated; for a reported assignment
   // also recorded) out of the way and counting them again around it. False when it still
