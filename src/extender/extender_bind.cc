@@ -84,7 +84,8 @@ std::string Extender::Bind(const BindTarget& target) {
     return "linkfit has not seen pod " + target.pod_namespace + "/" + target.pod_name + " (" +
            target.pod_uid + ") " + pods_.where_pods_are_seen() + "; cannot bind it";
   }
-  const bool gpu_less = pending->request.kind == GpuRequest::Kind::kNone;
+  const bool gpu_less =
+      pending->request.kind == GpuRequest::Kind::kNone && !pending->request.nics.wanted();
   if (gpu_less && cache_.Snapshot()->Find(target.node) == nullptr) {
     // A pod without GPUs on a node linkfit does not model: nothing to count, so the lifecycle's
     // step is looked up here rather than carried out on the cache.

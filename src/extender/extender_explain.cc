@@ -76,7 +76,7 @@ std::vector<std::size_t> Extender::Preempt(const kube::PodView& pod,
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const PreemptionCandidate& candidate = candidates[i];
     if (candidate.victim_uids.empty()) continue;  // never keep a node without victims
-    if (request->kind == GpuRequest::Kind::kNone) {
+    if (request->kind == GpuRequest::Kind::kNone && !request->nics.wanted()) {
       kept.push_back(i);
       continue;
     }
@@ -105,8 +105,7 @@ std::string Extender::WholeMachineLoss(const state::NodeState& node, const NodeF
   for (std::size_t n = 0; n < fits.size() && keeper.empty(); ++n) {
     const NodeFit& other = fits[n];
     if (other.fits && other.keeper_gpus_broken < level &&
-        (!ring_decides || RingRank(other.quality.ring_mbps, other.ring_all_nvlink) >=
-                              RingRank(fit.quality.ring_mbps, fit.ring_all_nvlink))) {
+        (!ring_decides || RingRankOf(other) >= RingRankOf(fit))) {
       keeper = snapshot.nodes()[n]->name();
     }
   }
@@ -132,7 +131,7 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
   for (const state::NodeStatePtr& node : snapshot->nodes()) {
     const NodeFit& fit = fits.emplace_back(FitOnNode(*request, *node, options_.fit));
     if (fit.fits) {
-      kept.Add(fit.keeper_gpus_broken, RingRank(fit.quality.ring_mbps, fit.ring_all_nvlink));
+      kept.Add(fit.keeper_gpus_broken, RingRankOf(fit));
     }
   }
   const KeptAlternatives::Rings below = kept.Below();
@@ -149,9 +148,7 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
       }
       if (!fit.reason.empty()) line += "; preferred closeness missed: " + fit.reason;
       if (policy != WholeMachinePolicy::kOff &&
-          LosesWholeMachinePoints(fit.keeper_gpus_broken,
-                                  RingRank(fit.quality.ring_mbps, fit.ring_all_nvlink), below,
-                                  ring_decides)) {
+          LosesWholeMachinePoints(fit.keeper_gpus_broken, RingRankOf(fit), below, ring_decides)) {
         line += "; " + WholeMachineLoss(node, fit, fits, *snapshot, ring_decides);
       }
     } else {

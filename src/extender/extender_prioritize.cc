@@ -44,10 +44,12 @@ ScoreInputs InputsOf(const GpuRequest& request, const state::Snapshot& snapshot,
     inputs.best.ring_mbps = std::max(inputs.best.ring_mbps, terms.ring_mbps);
     inputs.best.sum_mbps = std::max(inputs.best.sum_mbps, terms.sum_mbps);
     std::uint32_t& kept = inputs.kept_by_level[terms.keeper_gpus_broken];
-    kept = std::max(kept, RingRank(terms.ring_mbps, terms.ring_all_nvlink != 0) + 1);
+    kept = std::max(
+        kept, RingRank(terms.ring_mbps, terms.ring_all_nvlink != 0, terms.nics_aligned != 0) + 1);
     if (terms.ring_all_nvlink != 0) {
       inputs.best_nvlink_ring = std::max(inputs.best_nvlink_ring, terms.ring_mbps);
     }
+    inputs.nics_aligned = inputs.nics_aligned || terms.nics_aligned != 0;
   }
   return inputs;
 }
@@ -61,6 +63,7 @@ CandidateFigures FiguresOf(const ScoreInputs& inputs, const state::Snapshot& sna
   }
   figures.AddQuality(inputs.best);  // the figures read the ring and sum
   figures.AddNvlinkRing(inputs.best_nvlink_ring);
+  if (inputs.nics_aligned) figures.AddNicsAligned();
   for (std::size_t level = 0; level < inputs.kept_by_level.size(); ++level) {
     if (inputs.kept_by_level[level] != 0) {
       figures.AddKept(static_cast<int>(level), inputs.kept_by_level[level] - 1);

@@ -30,11 +30,87 @@ topology::GpuMask NonMigGpus(const state::NodeState& node) {
                                         ~(node.info().mig_enabled | node.info().unhealthy));
 }
 
+// What the node's NICs can take now, as the NIC choice reads them.
+alloc::NicAvailability NicsOf(const state::NodeState& node) {
+  alloc::NicAvailability nics;
+  const int count = node.nic_count();
+  nics.free_milli.assign(static_cast<std::size_t>(count), 0);
+  const alloc::NicMask usable = node.nic_usable();
+  for (int n = 0; n < count; ++n) {
+    const auto at = static_cast<std::size_t>(n);
+    if (usable.test(at)) {
+      nics.free_milli[at] = alloc::NicRequest::kWhole - node.nic_used_milli(n);
+    } else {
+      nics.excluded.set(at);
+    }
+  }
+  return nics;
+}
+
+// The NIC slots of a choice.
+std::vector<state::Assignment::NicSlot> SlotsOf(const alloc::NicChoice& choice) {
+  std::vector<state::Assignment::NicSlot> slots;
+  for (const alloc::NicPick& pick : choice.nics) slots.push_back({pick.nic, pick.milli, pick.gpu});
+  return slots;
+}
+
+// Adds the NICs of `request` to a fit whose GPUs are chosen (GPU shares, MIG instances, no GPU):
+// the NIC side of the objective for those GPUs (alloc/nic_choice.h).
+void AddNics(const GpuRequest& request, const state::NodeState& node, NodeFit& fit) {
+  const alloc::NicChoice choice =
+      alloc::ChooseNics(node.table().topology(), fit.assignment.gpus,
+                        static_cast<topology::GpuMask>(node.whole_free() & ~fit.assignment.gpus),
+                        NicsOf(node), request.nics);
+  fit.nics_aligned = choice.aligned;
+  if (!choice.fits) {
+    fit.fits = false;
+    fit.unresolvable = choice.unresolvable;
+    fit.reason = choice.reason;
+    fit.assignment = state::Assignment();
+    return;
+  }
+  fit.assignment.nics = SlotsOf(choice);
+  if (!choice.reason.empty()) fit.reason += (fit.reason.empty() ? "" : "; ") + choice.reason;
+}
+
+// Whole GPUs and NICs chosen together (alloc/nic_choice.h) among the `free` GPUs the pod accepts.
+// Not fitting for want of GPUs is reported as FitWhole reports it (without its notes on MIG
+// and health); for want of NICs with the NIC choice's reason.
+NodeFit FitWholeWithNics(const GpuRequest& request, const state::NodeState& node,
+                         const alloc::WholeGpuRequest& whole, topology::GpuMask allowed) {
+  const auto free = static_cast<topology::GpuMask>(node.whole_free() & allowed);
+  const alloc::JointPlacement joint =
+      alloc::PlaceWholeGpusWithNics(*node.info().table, free, NicsOf(node), whole, request.nics);
+  if (!joint.gpus.fits) {
+    const bool never =
+        joint.gpus.unresolvable ||
+        !alloc::PlaceWholeGpus(*node.info().table,
+                               static_cast<topology::GpuMask>(NonMigGpus(node) & allowed), whole)
+             .fits;
+    return NotFit(joint.gpus.reason, never);
+  }
+  if (!joint.nics.fits) return NotFit(joint.nics.reason, joint.nics.unresolvable);
+  NodeFit fit;
+  fit.fits = true;
+  fit.nics_aligned = joint.nics.aligned;
+  fit.reason = joint.gpus.closeness_met ? "" : joint.gpus.reason;
+  if (!joint.nics.reason.empty()) {
+    fit.reason += (fit.reason.empty() ? "" : "; ") + joint.nics.reason;
+  }
+  fit.quality = joint.gpus.quality;
+  fit.assignment.kind = state::Assignment::Kind::kWhole;
+  fit.assignment.gpus = joint.gpus.gpus;
+  fit.assignment.nics = SlotsOf(joint.nics);
+  fit.assignment.node = node.name();
+  return fit;
+}
+
 // `allowed`: the GPUs of a model the pod accepts (every GPU when it names none).
 NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node, const FitOptions& options,
                  topology::GpuMask allowed) {
   const alloc::WholeGpuRequest whole{request.count, request.closeness, request.policy,
                                      options.explain};
+  if (request.nics.wanted()) return FitWholeWithNics(request, node, whole, allowed);
   const alloc::WholeGpuPlacement placement = alloc::PlaceWholeGpus(
       *node.info().table, static_cast<topology::GpuMask>(node.whole_free() & allowed), whole);
   if (!placement.fits) {
@@ -251,6 +327,10 @@ NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
   if (request.kind == GpuRequest::Kind::kNone) {
     NodeFit fit;
     fit.fits = true;
+    if (request.nics.wanted()) {  // NICs only (the 2025 trace's CPU pods with NIC shares)
+      fit.assignment.node = node.name();
+      AddNics(request, node, fit);
+    }
     return fit;
   }
   // The GPUs of an accepted model (grouped per topology when it is loaded: a node of one model
@@ -276,6 +356,9 @@ NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
       break;
     case GpuRequest::Kind::kNone:
       return NotFit("unknown request kind", true);
+  }
+  if (fit.fits && request.nics.wanted() && request.kind != GpuRequest::Kind::kWhole) {
+    AddNics(request, node, fit);
   }
   if (fit.fits) {
     fit.keeper_gpus_broken = static_cast<std::uint8_t>(BrokenKeeperGpus(node, fit.assignment));

@@ -229,6 +229,7 @@ struct CandidateBests {
   double ring = 0;
   double sum = 0;
   double nvlink_ring = 0;
+  bool nics_aligned = false;  // some candidate gives every GPU a close NIC
   double idle_ahead_max = 0;
 };
 
@@ -407,6 +408,7 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
   bests.ring = gathered.best_ring_;
   bests.sum = gathered.best_sum_;
   bests.nvlink_ring = gathered.best_nvlink_ring_;
+  bests.nics_aligned = gathered.nics_aligned_;
   if (weights.whole_machines != WholeMachinePolicy::kOff) {
     impl_->kept_below = gathered.kept_.Below();
     impl_->ring_decides = RingDecides(request, weights.whole_machines);
@@ -424,17 +426,21 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
 CandidateScorer::~CandidateScorer() = default;
 
 CandidateScorer::Figures CandidateScorer::figures() const {
-  return Figures{impl_->bests.ring,        impl_->bests.sum,
-                 impl_->bests.nvlink_ring, impl_->bests.idle_ahead_max,
-                 impl_->scarcity.cpu,      impl_->scarcity.memory,
-                 impl_->kept_below};
+  return Figures{impl_->bests.ring,           impl_->bests.sum,
+                 impl_->bests.nvlink_ring,    impl_->bests.nics_aligned ? 1.0 : 0.0,
+                 impl_->bests.idle_ahead_max, impl_->scarcity.cpu,
+                 impl_->scarcity.memory,      impl_->kept_below};
 }
 
 bool CandidateScorer::LosesWholeMachinePoints(std::size_t i) const {
   const NodeFit& fit = *impl_->candidates[i].fit;
-  return extender::LosesWholeMachinePoints(fit.keeper_gpus_broken,
-                                           RingRank(fit.quality.ring_mbps, fit.ring_all_nvlink),
+  return extender::LosesWholeMachinePoints(fit.keeper_gpus_broken, RingRankOf(fit),
                                            impl_->kept_below, impl_->ring_decides);
+}
+
+bool CandidateScorer::LosesNicPoints(std::size_t i) const {
+  return impl_->request.nics.wanted() && impl_->bests.nics_aligned &&
+         !impl_->candidates[i].fit->nics_aligned;
 }
 
 std::int64_t CandidateScorer::Score(std::size_t i) {
@@ -471,6 +477,7 @@ std::int64_t CandidateScorer::Score(std::size_t i) {
              weights.fragmentation * terms.fragmentation + weights.balance * balance) /
                 weight_total;
   if (LosesWholeMachinePoints(i)) combined -= weights.whole_machine_penalty;
+  if (LosesNicPoints(i)) combined -= weights.whole_machine_penalty;
   return static_cast<std::int64_t>(std::lround(std::clamp(combined, 0.0, 1.0) * in.score_range));
 }
 

@@ -43,6 +43,10 @@ std::string RequestSignature(const GpuRequest& request, const FitOptions& option
   AppendNumber(out, static_cast<int>(request.closeness));
   AppendNumber(out, static_cast<int>(request.policy));
   AppendNumber(out, request.share_milli);
+  AppendNumber(out, request.nics.count);
+  AppendNumber(out, request.nics.milli);
+  AppendNumber(out, static_cast<int>(request.nics.closeness));
+  AppendNumber(out, static_cast<int>(request.nics.policy));
   // Not the CPU and memory requests: fits never read them (kube-scheduler's filters own them).
   AppendNumber(out, static_cast<int>(options.share_policy));
   AppendNumber(out, options.explain ? 1 : 0);
@@ -65,6 +69,7 @@ std::string ScoreContext(const std::string& signature, const GpuRequest& request
   AppendBits(out, figures.best_ring);
   AppendBits(out, figures.best_sum);
   AppendBits(out, figures.best_nvlink_ring);
+  AppendBits(out, figures.nics_aligned);
   AppendBits(out, figures.idle_ahead_max);
   AppendBits(out, figures.scarcity_cpu);
   AppendBits(out, figures.scarcity_memory);
@@ -95,8 +100,9 @@ FitRef FitTable::Add(const NodeFit& fit, KeptReason* reason, std::uint32_t kind)
   LINKFIT_DCHECK(kind <= 0xFFFFFFu, "machine kind number " + std::to_string(kind) +
                                         " does not fit the 24 bits FitTerms keeps");
   head.kind = kind & 0xFFFFFFu;  // kinds are far fewer than 2^24 (a cluster has a handful)
-  head.keeper_gpus_broken = fit.keeper_gpus_broken & 0x7Fu;  // at most topology::kMaxGpus
+  head.keeper_gpus_broken = fit.keeper_gpus_broken & 0x3Fu;  // at most topology::kMaxGpus
   head.ring_all_nvlink = fit.ring_all_nvlink ? 1 : 0;
+  head.nics_aligned = fit.nics_aligned ? 1 : 0;
   head.ring_mbps = fit.quality.ring_mbps;
   head.sum_mbps = fit.quality.sum_mbps;
   reason_by_slot.push_back(reason != nullptr ? reason->number : 0);

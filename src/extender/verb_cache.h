@@ -99,8 +99,9 @@ struct CachedFit {
 // cost ~400 more memory reads a call at 5,000 names.
 struct FitTerms {
   std::uint32_t kind : 24 = 0;               // machine kinds are far fewer than 2^24
-  std::uint32_t keeper_gpus_broken : 7 = 0;  // at most topology::kMaxGpus
+  std::uint32_t keeper_gpus_broken : 6 = 0;  // at most topology::kMaxGpus
   std::uint32_t ring_all_nvlink : 1 = 0;     // NodeFit::ring_all_nvlink
+  std::uint32_t nics_aligned : 1 = 0;        // NodeFit::nics_aligned
   std::uint32_t ring_mbps = 0;               // NodeFit::quality
   std::uint32_t sum_mbps = 0;
 };
@@ -150,6 +151,7 @@ struct ScoreInputs {
   std::shared_ptr<const state::MachineKinds> kinds;
   ShapeList shapes;
   MigProfileWeightsPtr mig_weights;
+  bool nics_aligned = false;  // some candidate's fit is NIC-aligned
   friend bool operator==(const ScoreInputs&, const ScoreInputs&) = default;
 };
 

@@ -55,7 +55,8 @@ int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assi
 }
 
 bool RingDecides(const GpuRequest& request, WholeMachinePolicy policy) {
-  return policy == WholeMachinePolicy::kRing || request.closeness != alloc::Closeness::kNode;
+  return policy == WholeMachinePolicy::kRing || request.closeness != alloc::Closeness::kNode ||
+         request.nics.wanted();
 }
 
 void KeptAlternatives::Add(int level, std::uint32_t ring_rank) {

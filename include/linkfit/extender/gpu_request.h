@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "linkfit/alloc/closeness.h"
+#include "linkfit/alloc/nic_choice.h"
 #include "linkfit/common/result.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/kube/types.h"
@@ -51,6 +52,7 @@ struct GpuRequest {
   std::string mig_profile;              // kMig
   int share_milli = 0;                  // kShared: per GPU
   std::vector<std::string> gpu_models;  // lower-case substrings; empty = any model
+  alloc::NicRequest nics;               // RDMA NICs asked for with the GPUs (none by default)
   // The pod's CPU (thousandths of a core) and memory (bytes) requests: never checked by linkfit
   // (kube-scheduler's in-tree filters own them), recorded at bind and used by scoring.
   std::int64_t cpu_milli = 0;

@@ -26,6 +26,9 @@ struct NodeFit {
   // When it fits on 2+ whole GPUs: every hop of the chosen set's best ring is NVLink or NVSwitch
   // (the whole-machines rule's RingRank).
   bool ring_all_nvlink = false;
+  // When it fits and the pod asks NICs: every GPU of the pod has a NIC at the asked closeness
+  // (alloc/nic_choice.h); true for a pod without NICs.
+  bool nics_aligned = true;
   // Whole GPUs: the chosen set's quality. Beside `fits`, in the first cache line: prioritize
   // reads both of every candidate's fit, and nothing else of it unless it scores afresh.
   alloc::SetQuality quality;

@@ -51,9 +51,14 @@
 //      `keep`: any such candidate for a pod without a closeness hint, one with a ring at least
 //      as fast for a pod with a hint; `off`: never); else 0.
 //
+//   N  NICs (pods that ask for NICs, alloc/nic_choice.h): 1 when the candidate cannot give every
+//      GPU of the pod a NIC at the asked closeness while another candidate can; else 0. A pod
+//      whose closeness is preferred thus lands where GPUDirect RDMA works whenever some node
+//      offers it, and elsewhere only when none does.
+//
 //   score = round(score_range * max(0, (wt*T + wp*P + wf*F + wb*B) / (wt + wp + wf + wb)
-//                                        - penalty*W)),  penalty = whole_machine_penalty (0.5,
-//                                                        policy.whole_machine_penalty)
+//                                        - penalty*(W + N))),  penalty = whole_machine_penalty
+//                                                        (0.5, policy.whole_machine_penalty)
 //
 // The penalty is half the range: a candidate that loses it scores below every candidate that
 // keeps the machine whole unless the terms differ by more than half the range between the two
@@ -200,8 +205,9 @@ class CandidateFigures {
   // A candidate's fit, as Add above, with its break level (NodeFit::keeper_gpus_broken).
   void Add(const NodeFit& fit, const state::MachineKind& kind) {
     Add(fit.quality, kind);
-    AddKept(fit.keeper_gpus_broken, RingRank(fit.quality.ring_mbps, fit.ring_all_nvlink));
+    AddKept(fit.keeper_gpus_broken, RingRankOf(fit));
     if (fit.ring_all_nvlink) AddNvlinkRing(fit.quality.ring_mbps);
+    if (fit.nics_aligned) AddNicsAligned();
   }
   // A distinct fit's break level and ring rank (RingRank; like AddQuality: once or many times
   // counts the same).
@@ -220,6 +226,8 @@ class CandidateFigures {
   void AddNvlinkRing(std::uint32_t ring_mbps) {
     best_nvlink_ring_ = std::max(best_nvlink_ring_, static_cast<double>(ring_mbps));
   }
+  // A candidate whose fit gives every GPU a NIC at the asked closeness (NodeFit::nics_aligned).
+  void AddNicsAligned() { nics_aligned_ = true; }
 
  private:
   friend class CandidateScorer;
@@ -229,6 +237,7 @@ class CandidateFigures {
   double best_ring_ = 0;
   double best_sum_ = 0;
   double best_nvlink_ring_ = 0;  // 0: no candidate's ring is all NVLink
+  bool nics_aligned_ = false;    // some candidate's fit is NIC-aligned
   KeptAlternatives kept_;
   const state::MachineKinds* kinds_ = nullptr;
   std::vector<std::uint32_t> counts_;  // candidates by kind number
@@ -257,6 +266,7 @@ class CandidateScorer {
     double best_ring = 0;
     double best_sum = 0;
     double best_nvlink_ring = 0;  // the best all-NVLink ring among the candidates, 0 = none
+    double nics_aligned = 0;      // 1: some candidate gives every GPU a close NIC
     double idle_ahead_max = 0;
     double scarcity_cpu = 0;
     double scarcity_memory = 0;
@@ -268,6 +278,8 @@ class CandidateScorer {
 
   // Whether candidate `i` loses the whole-machine points (W = 1).
   bool LosesWholeMachinePoints(std::size_t i) const;
+  // Whether candidate `i` loses the NIC points (N = 1).
+  bool LosesNicPoints(std::size_t i) const;
 
   // The score of candidate `i`, in [0, score_range].
   std::int64_t Score(std::size_t i);

@@ -46,6 +46,7 @@
 
 #include "linkfit/common/result.h"
 #include "linkfit/extender/gpu_request.h"
+#include "linkfit/extender/node_fit.h"
 #include "linkfit/state/node_state.h"
 
 namespace linkfit::extender {
@@ -59,14 +60,22 @@ std::string_view ToString(WholeMachinePolicy policy);
 // breaks, in [0, topology::kMaxGpus]; 0 when it breaks none.
 int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assignment);
 
-// A fit's ring as the rule compares rings: by bandwidth, then all-NVLink above a ring with a PCIe
-// hop (twice the bandwidth, plus one when every hop is NVLink or NVSwitch).
-inline std::uint32_t RingRank(std::uint32_t ring_mbps, bool all_nvlink) {
-  return ring_mbps * 2u + (all_nvlink ? 1u : 0u);
+// A fit's ring as the rule compares rings: for a pod asking NICs, a fit giving every GPU a close
+// NIC (NodeFit::nics_aligned) above one that does not; then by bandwidth, then all-NVLink above
+// a ring with a PCIe hop (twice the bandwidth, plus one when every hop is NVLink or NVSwitch).
+// A misaligned candidate thus never serves a pod "as well" as an aligned one.
+inline std::uint32_t RingRank(std::uint32_t ring_mbps, bool all_nvlink, bool nics_aligned = true) {
+  return (nics_aligned ? 1u << 30 : 0u) + ring_mbps * 2u + (all_nvlink ? 1u : 0u);
+}
+// RingRank of a fit.
+inline std::uint32_t RingRankOf(const NodeFit& fit) {
+  return RingRank(fit.quality.ring_mbps, fit.ring_all_nvlink, fit.nics_aligned);
 }
 
 // Whether the ring decides who serves a pod as well (else any candidate of a lower break level
 // does): under `ring`, and for a pod with a closeness hint under `keep`.
+// A pod asking NICs is a hinted pod: NIC alignment decides whether another candidate serves it
+// as well.
 bool RingDecides(const GpuRequest& request, WholeMachinePolicy policy);
 
 // One prioritize call's alternatives: per break level, the best ring rank (RingRank; +1; 0 = no
