@@ -84,10 +84,12 @@ std::string Extender::Bind(const BindTarget& target) {
     return "linkfit has not seen pod " + target.pod_namespace + "/" + target.pod_name + " (" +
            target.pod_uid + ") " + pods_.where_pods_are_seen() + "; cannot bind it";
   }
+  // Without GPUs the assignment holds none (NICs are not placed yet: FitOnNode ignores them).
   const bool gpu_less = pending->request.kind == GpuRequest::Kind::kNone;
-  if (gpu_less && cache_.Snapshot()->Find(target.node) == nullptr) {
-    // A pod without GPUs on a node linkfit does not model: nothing to count, so the lifecycle's
-    // step is looked up here rather than carried out on the cache.
+  const bool device_less = !pending->request.WantsDevices();
+  if (device_less && cache_.Snapshot()->Find(target.node) == nullptr) {
+    // A pod without GPUs or NICs on a node linkfit does not model: nothing to count, so the
+    // lifecycle's step is looked up here rather than carried out on the cache.
     const BindReply reply = binder_.Bind(BindRequest{target, {}, nullptr, nullptr});
     const Result<state::BindStep> step =
         state::NextBindStep(state::BindStage::kWriting, reply.event);
