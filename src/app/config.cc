@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "linkfit/alloc/nic_choice.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/common/yaml_reader.h"
 
@@ -91,15 +92,14 @@ Result<std::uint64_t> ReadBodySize(const yaml::Reader& r, const YAML::Node& node
   return *size;
 }
 
-// An extended resource name as kube-scheduler requires for managedResources: "domain/name".
+// An extended resource name as kube-scheduler requires for managedResources: "domain/name",
+// the domain a DNS name of one label or more (rdma/hca, the RDMA device plugin's, has one).
 bool IsExtendedResourceName(std::string_view name) {
   const std::size_t slash = name.find('/');
   if (slash == std::string_view::npos || slash == 0 || slash + 1 == name.size()) return false;
   const std::string_view domain = name.substr(0, slash);
   const std::string_view rest = name.substr(slash + 1);
-  if (domain.find('.') == std::string_view::npos || rest.find('/') != std::string_view::npos) {
-    return false;
-  }
+  if (rest.find('/') != std::string_view::npos) return false;
   if (domain == "kubernetes.io" || domain.ends_with(".kubernetes.io")) return false;
   for (const char c : name) {
     if (!(IsHostChar(c) || c == '/')) return false;
@@ -115,6 +115,34 @@ Result<std::string> ReadResourceName(const yaml::Reader& r, const YAML::Node& no
     return r.Fail(node, path,
                   "expected an extended resource name such as linkfit.io/gpu-share, got " +
                       QuoteForMessage(text));
+  }
+  return text;
+}
+
+// A list of extended resource names; null is none.
+Result<std::vector<std::string>> ReadResourceNames(const yaml::Reader& r, const YAML::Node& node,
+                                                   const std::string& path) {
+  std::vector<std::string> names;
+  if (node.IsNull()) return names;
+  if (!node.IsSequence()) {
+    return r.Fail(node, path,
+                  "expected a list of extended resource names, got " + yaml::Describe(node));
+  }
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    std::string name;
+    LINKFIT_ASSIGN_OR_RETURN(name,
+                             ReadResourceName(r, node[i], path + "[" + std::to_string(i) + "]"));
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+Result<std::string> ReadNicCloseness(const yaml::Reader& r, const YAML::Node& node,
+                                     const std::string& path) {
+  std::string text;
+  LINKFIT_ASSIGN_OR_RETURN(text, r.String(node, path));
+  if (auto level = alloc::ParseNicCloseness(text); !level) {
+    return r.Fail(node, path, level.error().message);
   }
   return text;
 }
@@ -231,14 +259,50 @@ std::vector<Key> ConfigKeys(const yaml::Reader& r, Config& config, YAML::Node& t
       r.OptionalPathKey("cluster_file", config.cluster_file),
       r.OptionalPathKey("state_file", config.state_file),
       r.StoreKey("shared_gpu_resource", config.shared_gpu_resource, with(ReadResourceName)),
+      r.StoreKey("nic_resource", config.nic_resource, with(ReadResourceName)),
+      r.StoreKey("nic_resources", config.nic_resources, with(ReadResourceNames)),
+      r.StoreKey("nic_share_resource", config.nic_share_resource, with(ReadResourceName)),
+      r.StoreKey("nic_closeness", config.nic_closeness, with(ReadNicCloseness)),
       r.SectionKey("kubernetes", KubernetesKeys(r, config.kubernetes)),
       r.OneOfKey("log_level", config.log_level, {"debug", "info", "warning", "error", "off"}),
   };
 }
 
+// The resource keys name distinct resources, the NIC keys none that the GPU device plugin
+// advertises.
+Result<void> CheckResourceNames(const yaml::Reader& r, const YAML::Node& root,
+                                const Config& config) {
+  std::vector<std::pair<std::string, std::string>> named = {
+      {"shared_gpu_resource", config.shared_gpu_resource},
+      {"nic_resource", config.nic_resource},
+      {"nic_share_resource", config.nic_share_resource},
+  };
+  for (std::size_t i = 0; i < config.nic_resources.size(); ++i) {
+    named.emplace_back("nic_resources[" + std::to_string(i) + "]", config.nic_resources[i]);
+  }
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const auto& [key, name] = named[i];
+    const bool nic_key = i > 0;
+    if (nic_key && (name == "nvidia.com/gpu" || name.starts_with("nvidia.com/mig-"))) {
+      return r.Fail(root, key, QuoteForMessage(name) + " is a GPU resource");
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (named[j].second == name) {
+        return r.Fail(root, key,
+                      "names " + QuoteForMessage(name) + " as " + named[j].first +
+                          " does; each resource has one meaning");
+      }
+    }
+  }
+  return {};
+}
+
 // Checks what spans keys.
 Result<void> CheckAcrossKeys(const yaml::Reader& r, const YAML::Node& root,
                              const YAML::Node& tls_node, const Config& config) {
+  if (auto names = CheckResourceNames(r, root, config); !names) {
+    return tl::unexpected(names.error());
+  }
   const KubernetesConfig& kube = config.kubernetes;
   const auto& lease = kube.binder_lease;
   if (lease.enabled &&

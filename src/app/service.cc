@@ -12,6 +12,11 @@ namespace linkfit::app {
 Result<extender::ExtenderOptions> ExtenderOptionsFrom(const Config& config) {
   extender::ExtenderOptions options;
   options.defaults.shared_gpu_resource = config.shared_gpu_resource;
+  options.defaults.nic_resource = config.nic_resource;
+  options.defaults.nic_resources = config.nic_resources;
+  options.defaults.nic_share_resource = config.nic_share_resource;
+  LINKFIT_ASSIGN_OR_RETURN(options.defaults.nic_closeness,
+                           alloc::ParseNicCloseness(config.nic_closeness));
   LINKFIT_ASSIGN_OR_RETURN(options.defaults.closeness,
                            alloc::ParseCloseness(config.policy.default_closeness));
   LINKFIT_ASSIGN_OR_RETURN(options.defaults.policy,

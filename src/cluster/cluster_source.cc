@@ -77,9 +77,14 @@ Result<std::unique_ptr<ClusterSource>> ClusterSource::Create(const ClusterOption
         return std::move(reply->body);
       });
   source->lease_ = std::make_unique<BinderLease>(*source->bind_client_, options.lease, metrics);
-  source->binder_ =
-      std::make_unique<ApiBinder>(*source->bind_client_, cache, *source->pods_, *source->lease_,
-                                  options.defaults.shared_gpu_resource, metrics, options.settle);
+  model::NicResources nic_resources;  // the NIC resources of the pod API, to plan containers
+  nic_resources.whole = {options.defaults.nic_resource};
+  nic_resources.whole.insert(nic_resources.whole.end(), options.defaults.nic_resources.begin(),
+                             options.defaults.nic_resources.end());
+  nic_resources.share = options.defaults.nic_share_resource;
+  source->binder_ = std::make_unique<ApiBinder>(
+      *source->bind_client_, cache, *source->pods_, *source->lease_,
+      options.defaults.shared_gpu_resource, metrics, options.settle, std::move(nic_resources));
   const auto reflector_options = [&](const char* kind, const char* path) {
     kube::ReflectorOptions r;
     r.kind = kind;

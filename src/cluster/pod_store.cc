@@ -87,7 +87,7 @@ void PodStore::Entry::DropRareIfEmpty() {
 void PodStore::Request::Set(const extender::GpuRequest& request) {
   cpu_milli_ = request.cpu_milli;
   memory_bytes_ = request.memory_bytes;
-  if (request.kind == extender::GpuRequest::Kind::kNone) {
+  if (!request.WantsDevices()) {
     gpu_.reset();
   } else {
     gpu_ = std::make_unique<const extender::GpuRequest>(request);
@@ -206,7 +206,10 @@ void PodStore::UpsertLocked(const kube::PodView& pod) {
   auto [it, inserted] = pods_.try_emplace(state::PodUid(pod.uid));
   Entry& entry = it->second;
   entry.list_generation = generation_;
+  // Demand (fragmentation shapes, MIG weights) counts pods asking for GPUs.
   const bool gpu_pod = request && request->kind != extender::GpuRequest::Kind::kNone;
+  // Containers are kept for bind's per-container plan of every pod asking for devices.
+  const bool device_pod = request && request->WantsDevices();
   // The request is fixed at creation (resources are immutable), so demand is adjusted only when
   // the pod is new or its parse changes (annotations can change).
   if (!inserted && entry.request_ok && request && entry.request.Describe() != request->Describe()) {
@@ -225,7 +228,7 @@ void PodStore::UpsertLocked(const kube::PodView& pod) {
   const Object object = ObjectOf(pod);
   if (pod.node_name.empty()) {
     entry.node = Name();
-    entry.SetKept(gpu_pod ? Keep(object) : nullptr);
+    entry.SetKept(device_pod ? Keep(object) : nullptr);
     return;
   }
   ApplyBoundLocked(pod.uid, entry, pod.node_name, &object);
@@ -278,7 +281,8 @@ std::optional<state::Assignment> PodStore::ReportedLocked(
   if (pod == report->second.end()) return std::nullopt;
   const int share_milli =
       entry.request.kind() == extender::GpuRequest::Kind::kShared ? entry.request.share_milli() : 1;
-  auto assignment = model::AssignmentOfReport(pod->second, node_name, node->info(), share_milli);
+  auto assignment = model::AssignmentOfReport(pod->second, node_name, node->info(), share_milli,
+                                              entry.request.nic_milli());
   if (!assignment) {
     log::Error("node " + node_name + ": annotation " + kube::kAnnotationDevicesInUse +
                " is unusable for pod " + entry.pod_namespace.str() + "/" + entry.pod_name + ": " +
@@ -435,9 +439,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
     // The node is not modelled (yet): keep the pod until NodeAppeared (its object only when its
     // devices matter: most pods on nodes without GPUs ask for none).
     const bool keep =
-        pod != nullptr &&
-        (text != nullptr ||
-         (entry.request_ok && entry.request.kind() != extender::GpuRequest::Kind::kNone));
+        pod != nullptr && (text != nullptr || (entry.request_ok && entry.request.wants_devices()));
     entry.SetKept(keep ? Keep(*pod) : nullptr);
     return;
   }

@@ -196,8 +196,7 @@ FilterVerdicts Extender::Filter(const VerbCall& call) const {
   FilterVerdicts verdicts(*caches_, caches_->Take());
   VerbCache& cache = *verdicts.cache_;
   VerdictMarker marker{verdicts, cache.filter_marks(), call};
-  if (call.request && call.request->kind == GpuRequest::Kind::kNone &&
-      !call.request->nics.wanted()) {
+  if (call.request && !call.request->WantsDevices()) {
     marker.PassAll();  // no GPUs, no NICs: nothing for linkfit to refuse
   } else if (!call.request) {
     marker.FailAll(call.request.error().message);  // a bad hint is never ignored

@@ -84,24 +84,24 @@ std::string Extender::Bind(const BindTarget& target) {
     return "linkfit has not seen pod " + target.pod_namespace + "/" + target.pod_name + " (" +
            target.pod_uid + ") " + pods_.where_pods_are_seen() + "; cannot bind it";
   }
-  const bool gpu_less =
-      pending->request.kind == GpuRequest::Kind::kNone && !pending->request.nics.wanted();
-  if (gpu_less && cache_.Snapshot()->Find(target.node) == nullptr) {
-    // A pod without GPUs on a node linkfit does not model: nothing to count, so the lifecycle's
-    // step is looked up here rather than carried out on the cache.
+  const bool device_less = !pending->request.WantsDevices();
+  if (device_less && cache_.Snapshot()->Find(target.node) == nullptr) {
+    // A pod without GPUs or NICs on a node linkfit does not model: nothing to count, so the
+    // lifecycle's step is looked up here rather than carried out on the cache.
     const BindReply reply = binder_.Bind(BindRequest{target, {}, nullptr, nullptr});
     const Result<state::BindStep> step =
         state::NextBindStep(state::BindStage::kWriting, reply.event);
     if (step && !step->outcome.empty()) metrics_.CountBindOutcome(step->outcome);
     return BindAnswer(target, reply, step);
   }
-  // A pod without GPUs is still recorded (an assignment holding no GPU) so that its CPU and
-  // memory count against the node when scoring; it never fails for lack of them.
+  // A pod without devices is still recorded (an assignment holding none) so that its CPU and
+  // memory count against the node when scoring; it never fails for lack of them. A pod asking
+  // NICs (with or without GPUs) gets them from FitOnNode.
   state::NodeInfoPtr placed_on;
   auto assumed = cache_.Assume(
       target.pod_uid, target.node, [&](const state::NodeState& node) -> Result<state::Assignment> {
         state::Assignment assignment;
-        if (gpu_less) {
+        if (device_less) {
           assignment.pod_uid = target.pod_uid;
           assignment.node = node.name();
         } else {

@@ -76,7 +76,7 @@ std::vector<std::size_t> Extender::Preempt(const kube::PodView& pod,
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const PreemptionCandidate& candidate = candidates[i];
     if (candidate.victim_uids.empty()) continue;  // never keep a node without victims
-    if (request->kind == GpuRequest::Kind::kNone && !request->nics.wanted()) {
+    if (!request->WantsDevices()) {
       kept.push_back(i);
       continue;
     }

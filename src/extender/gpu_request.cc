@@ -32,9 +32,286 @@ Result<int> DeviceCount(std::int64_t milli, const std::string& resource) {
   return static_cast<int>(milli / 1000);
 }
 
+// What the pod's resources and GPU annotations ask for, and where each kind was asked for (the
+// *_source strings, for error messages).
+struct GpuSources {
+  int whole = 0;
+  int share_milli = 0;
+  int mig_resource_count = 0;
+  int annotated_count = 0;
+  std::string whole_source;
+  std::string mig_source;
+  std::string share_source;
+};
+
+Result<void> ReadGpuResources(const kube::PodView& pod, const RequestDefaults& defaults,
+                              GpuRequest& request, GpuSources& gpus) {
+  for (const auto& [name, milli] : pod.requests) {
+    if (milli == 0) continue;
+    if (name == kGpuResource) {
+      LINKFIT_ASSIGN_OR_RETURN(gpus.whole, DeviceCount(milli, name));
+      if (gpus.whole > topology::kMaxGpus) {
+        return MakeError("resource " + name + " asks for " + std::to_string(gpus.whole) +
+                         " GPUs; no node has more than " + std::to_string(topology::kMaxGpus));
+      }
+      gpus.whole_source = "resource " + name;
+    } else if (StartsWith(name, kMigResourcePrefix)) {
+      if (!request.mig_profile.empty()) {
+        return MakeError("pod requests two MIG profiles (" + request.mig_profile + " and " +
+                         name.substr(std::string_view(kMigResourcePrefix).size()) +
+                         "); linkfit places one profile per pod");
+      }
+      request.mig_profile = name.substr(std::string_view(kMigResourcePrefix).size());
+      LINKFIT_ASSIGN_OR_RETURN(gpus.mig_resource_count, DeviceCount(milli, name));
+      request.count = gpus.mig_resource_count;
+      gpus.mig_source = "resource " + name;
+    } else if (name == defaults.shared_gpu_resource) {
+      if (milli % 1000 != 0 || milli / 1000 < 1 || milli / 1000 > 1000) {
+        return MakeError("resource " + name + " must be 1 to 1000 thousandths of a GPU, got " +
+                         std::to_string(static_cast<double>(milli) / 1000.0));
+      }
+      gpus.share_milli = static_cast<int>(milli / 1000);
+      gpus.share_source = "resource " + name;
+    }
+  }
+  return {};
+}
+
+Result<void> ReadGpuAnnotations(const kube::PodView& pod, const RequestDefaults& defaults,
+                                GpuRequest& request, GpuSources& gpus) {
+  if (const std::string* text = Annotation(pod, kAnnotationGpus)) {
+    LINKFIT_ASSIGN_OR_RETURN(gpus.annotated_count, ParseCount(*text, "annotation linkfit.io/gpus",
+                                                              1, topology::kMaxGpus));
+  }
+  if (const std::string* text = Annotation(pod, kAnnotationGpuShare)) {
+    int annotated_share = 0;
+    LINKFIT_ASSIGN_OR_RETURN(annotated_share,
+                             ParseCount(*text, "annotation linkfit.io/gpu-share", 1, 1000));
+    if (gpus.share_milli != 0 && gpus.share_milli != annotated_share) {
+      return MakeError("annotation linkfit.io/gpu-share (" + *text + ") disagrees with resource " +
+                       defaults.shared_gpu_resource);
+    }
+    gpus.share_milli = annotated_share;
+    if (gpus.share_source.empty()) gpus.share_source = "annotation linkfit.io/gpu-share";
+  }
+  if (const std::string* text = Annotation(pod, kAnnotationMigProfile)) {
+    if (text->empty()) return MakeError("annotation linkfit.io/mig-profile is empty");
+    if (!request.mig_profile.empty() && request.mig_profile != *text) {
+      return MakeError("annotation linkfit.io/mig-profile (" + *text +
+                       ") disagrees with resource " + kMigResourcePrefix + request.mig_profile);
+    }
+    request.mig_profile = *text;
+    if (gpus.mig_source.empty()) gpus.mig_source = "annotation linkfit.io/mig-profile";
+  }
+  if (const std::string* text = Annotation(pod, kAnnotationCloseness)) {
+    auto level = alloc::ParseCloseness(*text);
+    if (!level) return WithContext(level.error(), "annotation linkfit.io/closeness");
+    request.closeness = *level;
+  }
+  if (const std::string* text = Annotation(pod, kAnnotationClosenessPolicy)) {
+    auto policy = alloc::ParseClosenessPolicy(*text);
+    if (!policy) return WithContext(policy.error(), "annotation linkfit.io/closeness-policy");
+    request.policy = *policy;
+  }
+  if (const std::string* text = Annotation(pod, kAnnotationGpuModel)) {
+    const char separator = text->find('|') != std::string::npos ? '|' : ',';
+    for (std::string_view part : Split(*text, separator)) {
+      const std::string model = ToLower(Trim(part));
+      if (model.empty()) {
+        return MakeError("annotation linkfit.io/gpu-model has an empty model in " +
+                         QuoteForMessage(*text));
+      }
+      request.gpu_models.push_back(model);
+    }
+  }
+  return {};
+}
+
+// The request's kind and count from what resources and annotations asked for.
+Result<void> SettleGpuKind(const GpuSources& gpus, GpuRequest& request) {
+  const int kinds = (gpus.whole > 0) + (!request.mig_profile.empty()) + (gpus.share_milli > 0);
+  if (kinds > 1) {
+    std::string mixed;
+    for (const std::string* source : {&gpus.whole_source, &gpus.mig_source, &gpus.share_source}) {
+      if (!source->empty()) mixed += (mixed.empty() ? "" : ", ") + *source;
+    }
+    return MakeError("pod mixes whole GPUs, MIG instances and GPU shares (" + mixed +
+                     "); ask for one kind");
+  }
+  const int annotated = gpus.annotated_count;
+  if (gpus.whole > 0) {
+    if (annotated != 0 && annotated != gpus.whole) {
+      return MakeError("annotation linkfit.io/gpus (" + std::to_string(annotated) +
+                       ") disagrees with resource nvidia.com/gpu (" + std::to_string(gpus.whole) +
+                       ")");
+    }
+    request.kind = GpuRequest::Kind::kWhole;
+    request.count = gpus.whole;
+  } else if (!request.mig_profile.empty()) {
+    request.kind = GpuRequest::Kind::kMig;
+    if (gpus.mig_resource_count != 0 && annotated != 0 && annotated != gpus.mig_resource_count) {
+      return MakeError("annotation linkfit.io/gpus (" + std::to_string(annotated) +
+                       ") disagrees with " + gpus.mig_source + " (" +
+                       std::to_string(gpus.mig_resource_count) + ")");
+    }
+    if (request.count == 0) request.count = annotated == 0 ? 1 : annotated;
+  } else if (gpus.share_milli > 0) {
+    request.kind = GpuRequest::Kind::kShared;
+    request.share_milli = gpus.share_milli;
+    request.count = annotated == 0 ? 1 : annotated;
+  } else if (annotated > 0) {
+    request.kind = GpuRequest::Kind::kWhole;
+    request.count = annotated;
+  }
+  if (request.kind == GpuRequest::Kind::kWhole && request.count > topology::kMaxGpus) {
+    return MakeError("pod requests " + std::to_string(request.count) +
+                     " GPUs; no node has more than " + std::to_string(topology::kMaxGpus));
+  }
+  return {};
+}
+
+// What the pod's NIC resources and annotations ask for, and where (for error messages).
+struct NicSources {
+  int whole = 0;  // whole NICs from a resource
+  std::string whole_source;
+  int share_milli = 0;  // thousandths of each NIC, from the share resource or annotation
+  std::string share_source;
+  const std::string* nics = nullptr;  // linkfit.io/nics as written
+  bool per_gpu = false;
+  int annotated_count = 0;
+};
+
+bool IsNicResource(const std::string& name, const RequestDefaults& defaults) {
+  return name == defaults.nic_resource ||
+         std::find(defaults.nic_resources.begin(), defaults.nic_resources.end(), name) !=
+             defaults.nic_resources.end();
+}
+
+Result<void> ReadNicResources(const kube::PodView& pod, const RequestDefaults& defaults,
+                              NicSources& nics) {
+  for (const auto& [name, milli] : pod.requests) {
+    if (milli == 0) continue;
+    if (IsNicResource(name, defaults)) {
+      if (!nics.whole_source.empty()) {
+        return MakeError("pod asks for whole NICs through two resources (" + nics.whole_source +
+                         " and resource " + name + "); ask through one");
+      }
+      if (milli % 1000 != 0 || milli / 1000 < 1 || milli / 1000 > topology::kMaxNics) {
+        return MakeError("resource " + name + " must be a whole number of NICs from 1 to " +
+                         std::to_string(topology::kMaxNics) + ", got " +
+                         std::to_string(static_cast<double>(milli) / 1000.0));
+      }
+      nics.whole = static_cast<int>(milli / 1000);
+      nics.whole_source = "resource " + name;
+    } else if (name == defaults.nic_share_resource) {
+      if (milli % 1000 != 0 || milli / 1000 < 1 || milli / 1000 > 1000) {
+        return MakeError("resource " + name + " must be 1 to 1000 thousandths of a NIC, got " +
+                         std::to_string(static_cast<double>(milli) / 1000.0));
+      }
+      nics.share_milli = static_cast<int>(milli / 1000);
+      nics.share_source = "resource " + name;
+    }
+  }
+  return {};
+}
+
+Result<void> ReadNicAnnotations(const kube::PodView& pod, NicSources& nics,
+                                alloc::NicRequest& out) {
+  if (const std::string* text = Annotation(pod, kAnnotationNics)) {
+    nics.nics = text;
+    if (*text == kube::kNicsPerGpu) {
+      nics.per_gpu = true;
+    } else {
+      const auto value = ParseInt(*text);
+      if (!value || *value < 1 || *value > topology::kMaxNics) {
+        return MakeError("annotation linkfit.io/nics must be per-gpu or an integer from 1 to " +
+                         std::to_string(topology::kMaxNics) + ", got " + QuoteForMessage(*text));
+      }
+      nics.annotated_count = static_cast<int>(*value);
+    }
+  }
+  if (const std::string* text = Annotation(pod, kAnnotationNicShare)) {
+    int annotated_share = 0;
+    LINKFIT_ASSIGN_OR_RETURN(annotated_share,
+                             ParseCount(*text, "annotation linkfit.io/nic-share", 1, 1000));
+    if (nics.share_milli != 0 && nics.share_milli != annotated_share) {
+      return MakeError("annotation linkfit.io/nic-share (" + *text + ") disagrees with " +
+                       nics.share_source + " (" + std::to_string(nics.share_milli) + ")");
+    }
+    nics.share_milli = annotated_share;
+    if (nics.share_source.empty()) nics.share_source = "annotation linkfit.io/nic-share";
+  }
+  if (const std::string* text = Annotation(pod, kAnnotationNicCloseness)) {
+    auto level = alloc::ParseNicCloseness(*text);
+    if (!level) return WithContext(level.error(), "annotation linkfit.io/nic-closeness");
+    out.closeness = *level;
+  }
+  if (const std::string* text = Annotation(pod, kAnnotationNicClosenessPolicy)) {
+    auto policy = alloc::ParseClosenessPolicy(*text);
+    if (!policy) return WithContext(policy.error(), "annotation linkfit.io/nic-closeness-policy");
+    out.policy = *policy;
+  }
+  return {};
+}
+
+// The GPUs a pod holds, as far as its request says (-1 for MIG instances: they may share GPUs).
+int GpusHeld(const GpuRequest& request) {
+  switch (request.kind) {
+    case GpuRequest::Kind::kNone:
+      return 0;
+    case GpuRequest::Kind::kWhole:
+    case GpuRequest::Kind::kShared:
+      return request.count;
+    case GpuRequest::Kind::kMig:
+      break;
+  }
+  return -1;
+}
+
+// The NICs a pod asks for (NicRequest{} for none); `gpus` is its GPU request, already parsed.
+Result<alloc::NicRequest> ParseNicRequest(const kube::PodView& pod, const RequestDefaults& defaults,
+                                          const GpuRequest& gpus) {
+  NicSources nics;
+  alloc::NicRequest request;
+  request.closeness = defaults.nic_closeness;
+  if (auto read = ReadNicResources(pod, defaults, nics); !read) return tl::unexpected(read.error());
+  if (auto read = ReadNicAnnotations(pod, nics, request); !read) {
+    return tl::unexpected(read.error());
+  }
+  if (nics.whole == 0 && nics.share_milli == 0 && nics.nics == nullptr) {
+    return alloc::NicRequest{};  // no NIC: a NIC closeness alone is checked, not kept
+  }
+  if (nics.whole > 0 && nics.share_milli > 0) {
+    return MakeError("pod asks for whole NICs (" + nics.whole_source + ") and a share of a NIC (" +
+                     nics.share_source + "); ask for one");
+  }
+  request.milli = nics.share_milli > 0 ? nics.share_milli : alloc::NicRequest::kWhole;
+  request.count = alloc::NicRequest::kPerGpu;
+  if (nics.annotated_count > 0) request.count = nics.annotated_count;
+  if (nics.whole > 0) {
+    const int held = GpusHeld(gpus);
+    const bool agrees = nics.nics == nullptr || nics.annotated_count == nics.whole ||
+                        (nics.per_gpu && held >= 0 && std::max(held, 1) == nics.whole);
+    if (!agrees) {
+      return MakeError("annotation linkfit.io/nics (" + *nics.nics + ") disagrees with " +
+                       nics.whole_source + " (" + std::to_string(nics.whole) + ")");
+    }
+    request.count = nics.whole;
+  }
+  return request;
+}
+
 }  // namespace
 
 std::string GpuRequest::Describe() const {
+  if (!nics.wanted()) return DescribeGpus();
+  alloc::NicRequest shown = nics;
+  // One NIC per GPU of a pod without GPUs is one NIC.
+  if (kind == Kind::kNone && shown.count == alloc::NicRequest::kPerGpu) shown.count = 1;
+  return DescribeGpus() + "; " + shown.Describe();
+}
+
+std::string GpuRequest::DescribeGpus() const {
   switch (kind) {
     case Kind::kNone:
       return "no GPUs";
@@ -85,129 +362,17 @@ Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaul
   if (const auto memory = pod.requests.find("memory"); memory != pod.requests.end()) {
     request.memory_bytes = std::max<std::int64_t>(0, (memory->second + 999) / 1000);
   }
-
-  // Resources. The *_source strings name where each kind was asked for, for error messages.
-  int whole = 0;
-  int share_milli = 0;
-  int mig_resource_count = 0;
-  std::string whole_source;
-  std::string mig_source;
-  std::string share_source;
-  for (const auto& [name, milli] : pod.requests) {
-    if (name == kGpuResource) {
-      if (milli == 0) continue;
-      LINKFIT_ASSIGN_OR_RETURN(whole, DeviceCount(milli, name));
-      if (whole > topology::kMaxGpus) {
-        return MakeError("resource " + name + " asks for " + std::to_string(whole) +
-                         " GPUs; no node has more than " + std::to_string(topology::kMaxGpus));
-      }
-      whole_source = "resource " + name;
-    } else if (StartsWith(name, kMigResourcePrefix)) {
-      if (milli == 0) continue;
-      if (!request.mig_profile.empty()) {
-        return MakeError("pod requests two MIG profiles (" + request.mig_profile + " and " +
-                         name.substr(std::string_view(kMigResourcePrefix).size()) +
-                         "); linkfit places one profile per pod");
-      }
-      request.mig_profile = name.substr(std::string_view(kMigResourcePrefix).size());
-      LINKFIT_ASSIGN_OR_RETURN(mig_resource_count, DeviceCount(milli, name));
-      request.count = mig_resource_count;
-      mig_source = "resource " + name;
-    } else if (name == defaults.shared_gpu_resource) {
-      if (milli == 0) continue;
-      if (milli % 1000 != 0 || milli / 1000 < 1 || milli / 1000 > 1000) {
-        return MakeError("resource " + name + " must be 1 to 1000 thousandths of a GPU, got " +
-                         std::to_string(static_cast<double>(milli) / 1000.0));
-      }
-      share_milli = static_cast<int>(milli / 1000);
-      share_source = "resource " + name;
-    }
+  GpuSources gpus;
+  if (auto read = ReadGpuResources(pod, defaults, request, gpus); !read) {
+    return tl::unexpected(read.error());
   }
-
-  // Annotations.
-  int annotated_count = 0;
-  if (const std::string* text = Annotation(pod, kAnnotationGpus)) {
-    LINKFIT_ASSIGN_OR_RETURN(
-        annotated_count, ParseCount(*text, "annotation linkfit.io/gpus", 1, topology::kMaxGpus));
+  if (auto read = ReadGpuAnnotations(pod, defaults, request, gpus); !read) {
+    return tl::unexpected(read.error());
   }
-  if (const std::string* text = Annotation(pod, kAnnotationGpuShare)) {
-    int annotated_share = 0;
-    LINKFIT_ASSIGN_OR_RETURN(annotated_share,
-                             ParseCount(*text, "annotation linkfit.io/gpu-share", 1, 1000));
-    if (share_milli != 0 && share_milli != annotated_share) {
-      return MakeError("annotation linkfit.io/gpu-share (" + *text + ") disagrees with resource " +
-                       defaults.shared_gpu_resource);
-    }
-    share_milli = annotated_share;
-    if (share_source.empty()) share_source = "annotation linkfit.io/gpu-share";
+  if (auto settled = SettleGpuKind(gpus, request); !settled) {
+    return tl::unexpected(settled.error());
   }
-  if (const std::string* text = Annotation(pod, kAnnotationMigProfile)) {
-    if (text->empty()) return MakeError("annotation linkfit.io/mig-profile is empty");
-    if (!request.mig_profile.empty() && request.mig_profile != *text) {
-      return MakeError("annotation linkfit.io/mig-profile (" + *text +
-                       ") disagrees with resource " + kMigResourcePrefix + request.mig_profile);
-    }
-    request.mig_profile = *text;
-    if (mig_source.empty()) mig_source = "annotation linkfit.io/mig-profile";
-  }
-  if (const std::string* text = Annotation(pod, kAnnotationCloseness)) {
-    auto level = alloc::ParseCloseness(*text);
-    if (!level) return WithContext(level.error(), "annotation linkfit.io/closeness");
-    request.closeness = *level;
-  }
-  if (const std::string* text = Annotation(pod, kAnnotationClosenessPolicy)) {
-    auto policy = alloc::ParseClosenessPolicy(*text);
-    if (!policy) return WithContext(policy.error(), "annotation linkfit.io/closeness-policy");
-    request.policy = *policy;
-  }
-  if (const std::string* text = Annotation(pod, kAnnotationGpuModel)) {
-    const char separator = text->find('|') != std::string::npos ? '|' : ',';
-    for (std::string_view part : Split(*text, separator)) {
-      const std::string model = ToLower(Trim(part));
-      if (model.empty()) {
-        return MakeError("annotation linkfit.io/gpu-model has an empty model in " +
-                         QuoteForMessage(*text));
-      }
-      request.gpu_models.push_back(model);
-    }
-  }
-
-  const int kinds = (whole > 0) + (!request.mig_profile.empty()) + (share_milli > 0);
-  if (kinds > 1) {
-    std::string mixed;
-    for (const std::string* source : {&whole_source, &mig_source, &share_source}) {
-      if (!source->empty()) mixed += (mixed.empty() ? "" : ", ") + *source;
-    }
-    return MakeError("pod mixes whole GPUs, MIG instances and GPU shares (" + mixed +
-                     "); ask for one kind");
-  }
-  if (whole > 0) {
-    if (annotated_count != 0 && annotated_count != whole) {
-      return MakeError("annotation linkfit.io/gpus (" + std::to_string(annotated_count) +
-                       ") disagrees with resource nvidia.com/gpu (" + std::to_string(whole) + ")");
-    }
-    request.kind = GpuRequest::Kind::kWhole;
-    request.count = whole;
-  } else if (!request.mig_profile.empty()) {
-    request.kind = GpuRequest::Kind::kMig;
-    if (mig_resource_count != 0 && annotated_count != 0 && annotated_count != mig_resource_count) {
-      return MakeError("annotation linkfit.io/gpus (" + std::to_string(annotated_count) +
-                       ") disagrees with " + mig_source + " (" +
-                       std::to_string(mig_resource_count) + ")");
-    }
-    if (request.count == 0) request.count = annotated_count == 0 ? 1 : annotated_count;
-  } else if (share_milli > 0) {
-    request.kind = GpuRequest::Kind::kShared;
-    request.share_milli = share_milli;
-    request.count = annotated_count == 0 ? 1 : annotated_count;
-  } else if (annotated_count > 0) {
-    request.kind = GpuRequest::Kind::kWhole;
-    request.count = annotated_count;
-  }
-  if (request.kind == GpuRequest::Kind::kWhole && request.count > topology::kMaxGpus) {
-    return MakeError("pod requests " + std::to_string(request.count) +
-                     " GPUs; no node has more than " + std::to_string(topology::kMaxGpus));
-  }
+  LINKFIT_ASSIGN_OR_RETURN(request.nics, ParseNicRequest(pod, defaults, request));
   return request;
 }
 

@@ -43,10 +43,13 @@ std::string RequestSignature(const GpuRequest& request, const FitOptions& option
   AppendNumber(out, static_cast<int>(request.closeness));
   AppendNumber(out, static_cast<int>(request.policy));
   AppendNumber(out, request.share_milli);
-  AppendNumber(out, request.nics.count);
-  AppendNumber(out, request.nics.milli);
-  AppendNumber(out, static_cast<int>(request.nics.closeness));
-  AppendNumber(out, static_cast<int>(request.nics.policy));
+  if (request.nics.wanted()) {  // pods without NICs keep the signature they had before NICs
+    AppendNumber(out, -1);
+    AppendNumber(out, request.nics.count);
+    AppendNumber(out, request.nics.milli);
+    AppendNumber(out, static_cast<int>(request.nics.closeness));
+    AppendNumber(out, static_cast<int>(request.nics.policy));
+  }
   // Not the CPU and memory requests: fits never read them (kube-scheduler's filters own them).
   AppendNumber(out, static_cast<int>(options.share_policy));
   AppendNumber(out, options.explain ? 1 : 0);

@@ -28,6 +28,10 @@ TEST(ConfigTest, EmptyDocumentGivesDefaults) {
     EXPECT_EQ(config->mig_profiles_dir, "config/mig");
     EXPECT_FALSE(config->cluster_file.has_value());
     EXPECT_EQ(config->shared_gpu_resource, "linkfit.io/gpu-share");
+    EXPECT_EQ(config->nic_resource, "linkfit.io/rdma");
+    EXPECT_TRUE(config->nic_resources.empty());
+    EXPECT_EQ(config->nic_share_resource, "linkfit.io/rdma-share");
+    EXPECT_EQ(config->nic_closeness, "pxb");
     EXPECT_FALSE(config->kubernetes.enabled);
     EXPECT_EQ(config->kubernetes.qps, 50);
     EXPECT_EQ(config->kubernetes.burst, 100);
@@ -65,6 +69,10 @@ mig_profiles_dir: profiles
 cluster_file: clusters/demo.yaml
 state_file: ~
 shared_gpu_resource: example.com/gpu-share
+nic_resource: example.com/ib
+nic_resources: [rdma/hca, rdma/rdma_shared_device_a]
+nic_share_resource: example.com/ib-milli
+nic_closeness: numa
 kubernetes:
   enabled: true
   api_server: https://10.0.0.1:6443
@@ -102,6 +110,11 @@ log_level: debug
   EXPECT_EQ(config->cluster_file, "/etc/linkfit/clusters/demo.yaml");
   EXPECT_FALSE(config->state_file.has_value());
   EXPECT_EQ(config->shared_gpu_resource, "example.com/gpu-share");
+  EXPECT_EQ(config->nic_resource, "example.com/ib");
+  EXPECT_EQ(config->nic_resources,
+            (std::vector<std::string>{"rdma/hca", "rdma/rdma_shared_device_a"}));
+  EXPECT_EQ(config->nic_share_resource, "example.com/ib-milli");
+  EXPECT_EQ(config->nic_closeness, "numa");
   EXPECT_TRUE(config->kubernetes.enabled);
   EXPECT_EQ(config->kubernetes.api_server, "https://10.0.0.1:6443");
   EXPECT_EQ(config->kubernetes.token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token");
@@ -144,6 +157,11 @@ TEST(ConfigTest, ValidValues) {
        }},
       {"kubernetes: {binder_lease: {enabled: false, duration_ms: 1000}}",
        [](const Config& c) { return !c.kubernetes.binder_lease.enabled; }},
+      {"nic_resources: ~", [](const Config& c) { return c.nic_resources.empty(); }},
+      {"nic_resources:\n  - rdma/hca\n",
+       [](const Config& c) { return c.nic_resources == std::vector<std::string>{"rdma/hca"}; }},
+      {"nic_closeness: node", [](const Config& c) { return c.nic_closeness == "node"; }},
+      {"nic_closeness: pix", [](const Config& c) { return c.nic_closeness == "pix"; }},
       {"kubernetes:",
        [](const Config& c) {
          return c.kubernetes.bind_timeout_ms == 5000 &&
@@ -202,6 +220,24 @@ TEST(ConfigTest, InvalidConfigsNameTheKeyValueAndLine) {
       {"bandwidth_overrides: [1]\n", {"bandwidth_overrides: expected a mapping"}},
       {"shared_gpu_resource: gpu-share\n", {"shared_gpu_resource: expected an extended resource"}},
       {"shared_gpu_resource: kubernetes.io/gpu\n", {"shared_gpu_resource"}},
+      {"nic_resource: rdma\n", {"config:1:15: nic_resource: expected an extended resource"}},
+      {"nic_share_resource: kubernetes.io/x\n", {"nic_share_resource: expected an extended"}},
+      {"nic_resources: rdma/hca\n", {"nic_resources: expected a list", "\"rdma/hca\""}},
+      {"nic_resources: [rdma/hca, hca]\n",
+       {"nic_resources[1]: expected an extended resource", "\"hca\""}},
+      {"nic_resources: [[rdma/hca]]\n", {"nic_resources[0]: expected a string"}},
+      {"nic_closeness: phb\n",
+       {"config:1:16: nic_closeness: unknown NIC closeness \"phb\"", "pix, pxb, numa or node"}},
+      {"nic_closeness: PXB\n", {"nic_closeness", "\"PXB\""}},
+      {"nic_resource: linkfit.io/gpu-share\n",
+       {"nic_resource: names \"linkfit.io/gpu-share\" as shared_gpu_resource does"}},
+      {"nic_share_resource: linkfit.io/rdma\n",
+       {"nic_share_resource: names \"linkfit.io/rdma\" as nic_resource does"}},
+      {"nic_resources: [rdma/hca, rdma/hca]\n",
+       {"nic_resources[1]: names \"rdma/hca\" as nic_resources[0] does"}},
+      {"nic_resources: [nvidia.com/gpu]\n",
+       {"nic_resources[0]: \"nvidia.com/gpu\" is a GPU resource"}},
+      {"nic_resource: nvidia.com/mig-1g.10gb\n", {"nic_resource:", "is a GPU resource"}},
       {"kubernetes:\n  enabled: yes\n", {"kubernetes.enabled: expected true or false"}},
       {"kubernetes:\n  qps: 0\n", {"kubernetes.qps: expected a positive number"}},
       {"kubernetes:\n  burst: 0\n", {"kubernetes.burst: 0 is out of range"}},

@@ -222,6 +222,36 @@ TEST(ClusterFileTest, AGoodFileLoadsEveryNodeAndAllocation) {
   EXPECT_EQ(a100["gpus"][1]["mig_instances"][0]["profile"], "1g.5gb");
 }
 
+// The config's NIC keys reach the pod parser: config -> ExtenderOptions -> RequestDefaults.
+TEST(ServiceConfigTest, NicKeysReachTheRequestDefaults) {
+  const auto config = ParseConfig(
+      "shared_gpu_resource: example.com/gpu-share\nnic_resource: example.com/ib\n"
+      "nic_resources: [rdma/hca]\nnic_share_resource: example.com/ib-milli\n"
+      "nic_closeness: numa\n");
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+  const auto options = ExtenderOptionsFrom(*config);
+  ASSERT_TRUE(options.has_value()) << options.error().message;
+  const extender::RequestDefaults& defaults = options->defaults;
+  EXPECT_EQ(defaults.shared_gpu_resource, "example.com/gpu-share");
+  EXPECT_EQ(defaults.nic_resource, "example.com/ib");
+  EXPECT_EQ(defaults.nic_resources, std::vector<std::string>{"rdma/hca"});
+  EXPECT_EQ(defaults.nic_share_resource, "example.com/ib-milli");
+  EXPECT_EQ(defaults.nic_closeness, alloc::NicCloseness::kNuma);
+  kube::PodView pod;
+  pod.requests = {{"nvidia.com/gpu", 2000}, {"rdma/hca", 2000}};
+  const auto request = extender::ParseGpuRequest(pod, defaults);
+  ASSERT_TRUE(request.has_value()) << request.error().message;
+  EXPECT_EQ(request->Describe(), "2 GPUs; 2 NICs at numa");
+  // The defaults of an empty config are RequestDefaults' own.
+  const auto plain = ExtenderOptionsFrom(*ParseConfig(""));
+  ASSERT_TRUE(plain.has_value()) << plain.error().message;
+  const extender::RequestDefaults none;
+  EXPECT_EQ(plain->defaults.nic_resource, none.nic_resource);
+  EXPECT_EQ(plain->defaults.nic_resources, none.nic_resources);
+  EXPECT_EQ(plain->defaults.nic_share_resource, none.nic_share_resource);
+  EXPECT_EQ(plain->defaults.nic_closeness, none.nic_closeness);
+}
+
 TEST(ServiceReadyHookTest, StandaloneCallsItOnceBeforeStartReturns) {
   TempDir dir;
   const std::string path = dir.Write(

@@ -189,6 +189,33 @@ TEST_F(StoresTest, PendingPodsAreFoundForBindAndCountInDemand) {
   EXPECT_FALSE(pods_.FindPod("up").has_value());
 }
 
+// A pod asking only for NICs keeps its request (the NICs) and, while pending, its containers for
+// bind; demand counts GPU pods only, so it adds no shape.
+TEST_F(StoresTest, PendingPodsAskingOnlyForNicsKeepTheirRequestForBind) {
+  const std::size_t shapes_before = pods_.demand().Shapes()->size();
+  Pod({.name = "n", .uid = "un", .annotations = {{"linkfit.io/nics", "2"}}},
+      kube::WatchEventType::kAdded);
+  const auto known = pods_.FindPod("un");
+  ASSERT_TRUE(known.has_value());
+  EXPECT_EQ(known->request.kind, extender::GpuRequest::Kind::kNone);
+  EXPECT_EQ(known->request.nics.count, 2);
+  EXPECT_EQ(known->request.cpu_milli, 1000);
+  const auto for_bind = pods_.ResolveForBind("ml", "n", "un");
+  ASSERT_TRUE(for_bind.has_value());
+  ASSERT_NE(for_bind->containers, nullptr);
+  EXPECT_FALSE(for_bind->containers->empty());
+  EXPECT_EQ(pods_.demand().Shapes()->size(), shapes_before);
+  // A status update with the same request changes nothing; an annotation change is seen.
+  Pod({.name = "n", .uid = "un", .annotations = {{"linkfit.io/nics", "2"}}});
+  Pod({.name = "n", .uid = "un", .annotations = {{"linkfit.io/nics", "per-gpu"}}});
+  EXPECT_EQ(pods_.FindPod("un")->request.nics.count, alloc::NicRequest::kPerGpu);
+  // A pod asking for nothing keeps no containers.
+  Pod({.name = "c", .uid = "uc"}, kube::WatchEventType::kAdded);
+  const auto plain = pods_.ResolveForBind("ml", "c", "uc");
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->containers, nullptr);
+}
+
 TEST_F(StoresTest, TheWatchConfirmsAnAssumedPodAndTheRecordWinsWhenItDiffers) {
   Node(NodeObject("h100-0", TopologyDocument("dgx-h100")));
   Pod({.name = "p", .uid = "up", .gpus = 2}, kube::WatchEventType::kAdded);

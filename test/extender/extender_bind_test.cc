@@ -125,6 +125,19 @@ TEST_F(BindTest, PodsWithoutGpusBindWithAnEmptyAssignment) {
   EXPECT_EQ(WholeUsed("h100"), 0);
 }
 
+TEST_F(BindTest, PodsAskingOnlyForNicsBindOnModelledNodes) {
+  const kube::PodView pod = GpuPod("p1", 0, {{"linkfit.io/nics", "1"}});
+  ASSERT_EQ(Filter(pod, {"h100"}).size(), 1u);
+  EXPECT_EQ(extender_.Bind(BindArgs(pod, "h100")), "");
+  ASSERT_EQ(binder_.bind_calls(), 1u);
+  EXPECT_EQ(binder_.last_bind().second.gpus, 0);
+  // Unlike a pod without devices, not on a node linkfit does not model.
+  const kube::PodView elsewhere = GpuPod("p2", 0, {{"linkfit.io/nics", "1"}});
+  ASSERT_EQ(Filter(elsewhere, {"h100"}).size(), 1u);
+  EXPECT_NE(extender_.Bind(BindArgs(elsewhere, "ghost")), "");
+  EXPECT_EQ(binder_.bind_calls(), 1u);
+}
+
 TEST_F(BindTest, ReleaseFreesAndTellsTheBinder) {
   const kube::PodView pod = GpuPod("p1", 2);
   ASSERT_EQ(Filter(pod, {"h100"}).size(), 1u);
@@ -320,6 +333,11 @@ TEST_P(PreemptTest, UnknownNodesVictimsAndBadHints) {
   const auto none = extender_.Preempt(PreemptArgs(
       GpuPod("p3", 0), {Victims("ghost", {"v9"}), Victims("near", {"v1"})}, cache_mode()));
   EXPECT_EQ(KeptNodes(none), (std::vector<std::string>{"ghost", "near"}));
+  // A pod asking only for NICs is linkfit's: a node it does not model is dropped.
+  const auto nics = extender_.Preempt(
+      PreemptArgs(GpuPod("p4", 0, {{"linkfit.io/nics", "per-gpu"}}),
+                  {Victims("ghost", {"v9"}), Victims("near", {"v1"})}, cache_mode()));
+  EXPECT_EQ(KeptNodes(nics), std::vector<std::string>{"near"});
 }
 
 INSTANTIATE_TEST_SUITE_P(BothModes, PreemptTest, ::testing::Bool(),

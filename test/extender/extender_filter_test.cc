@@ -87,6 +87,23 @@ TEST_F(FilterTest, PodsWithoutGpusPassEverywhere) {
   EXPECT_TRUE(result.failed_and_unresolvable_nodes.empty());
 }
 
+// A pod asking only for NICs is linkfit's to place (GpuRequest::WantsDevices): nodes linkfit
+// does not model are refused. Placement does not use NICs yet, so every modelled node passes.
+TEST_F(FilterTest, PodsAskingOnlyForNicsAreNotPassedBlindly) {
+  const std::vector<std::string> names = {"dgx1", "ghost"};
+  kube::PodView pod = GpuPod("p1", 0);
+  pod.requests["linkfit.io/rdma-share"] = 250 * 1000;
+  const auto result = extender_.Filter(NamesArgs(pod, names));
+  EXPECT_EQ(result.node_names, std::vector<std::string_view>{"dgx1"});
+  EXPECT_NE(ReasonFor(result.failed_and_unresolvable_nodes, "ghost").find("unknown"),
+            std::string::npos);
+  // A bad NIC hint fails every node, naming it.
+  const auto bad = extender_.Filter(NamesArgs(GpuPod("p2", 0, {{"linkfit.io/nics", "x"}}), names));
+  EXPECT_TRUE(bad.node_names.empty());
+  ASSERT_EQ(bad.failed_and_unresolvable_nodes.size(), names.size());
+  EXPECT_NE(bad.failed_and_unresolvable_nodes[0].reason.find("linkfit.io/nics"), std::string::npos);
+}
+
 TEST_F(FilterTest, NonCacheModeEchoesTheNodeObjects) {
   Hold("busy", "dgx1", Mask({0, 1, 2, 3, 4, 5, 6, 7}));
   const std::vector<std::string> names = {"dgx1", "a100", "ghost"};

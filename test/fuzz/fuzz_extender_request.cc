@@ -2,7 +2,9 @@
 // decoded: nothing may crash, hang or read out of bounds, and the raw node JSON echoed in a
 // non-cache reply must lie inside the request body. Names read as sent (NameCheck::kByCaller)
 // must lie inside the body, and be the decoded names wherever CheckNameAsSent says they need no
-// decoding; a body they refuse, decoding refuses too.
+// decoding; a body they refuse, decoding refuses too. A decoded pod goes through ParseGpuRequest
+// as filter reads it (GPU and NIC resources and annotations): a request, or an error with a
+// message.
 
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "linkfit/common/json_string.h"
+#include "linkfit/extender/gpu_request.h"
 #include "linkfit/kube/quantity.h"
 #include "linkfit/wire/codec.h"
 
@@ -58,6 +61,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     for (const std::string& problem : args->pod.problems) result.error += problem;
     (void)EncodeFilterResult(result);
+    linkfit::extender::RequestDefaults defaults;
+    defaults.nic_resources = {"rdma/hca"};
+    const auto request = linkfit::extender::ParseGpuRequest(args->pod, defaults);
+    if (!request && request.error().message.empty()) std::abort();
+    if (request &&
+        (request->Describe().empty() || (request->nics.wanted() && !request->WantsDevices()))) {
+      std::abort();
+    }
     (void)EncodeHostPriorityList(priorities);
   }
   if (Result<BindingArgs> binding = DecodeBindingArgs(body)) {

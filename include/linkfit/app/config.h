@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "linkfit/common/result.h"
 
@@ -107,6 +108,13 @@ struct Config {
   std::optional<std::string> cluster_file;            // standalone mode's nodes and allocations
   std::optional<std::string> state_file;
   std::string shared_gpu_resource = "linkfit.io/gpu-share";
+  // RDMA NICs (README "Pod API"): the resource of whole NICs, other resources counted like it
+  // (a cluster's RDMA device plugins, e.g. rdma/hca), the resource of NIC shares, and the NIC
+  // closeness of a pod that names none (pix|pxb|numa|node). Resource names are distinct.
+  std::string nic_resource = "linkfit.io/rdma";
+  std::vector<std::string> nic_resources;
+  std::string nic_share_resource = "linkfit.io/rdma-share";
+  std::string nic_closeness = "pxb";
   KubernetesConfig kubernetes;
   std::string log_level = "info";  // debug|info|warning|error|off
   std::string base_dir;            // directory relative paths were resolved against

@@ -36,8 +36,9 @@
 // history of filter calls and are the same after a restart.
 //
 // Memory: one 128-byte heap block per pod (a 96-byte entry keyed by its 16-byte PodUid) and a
-// bucket; GPU pods add their GPU request, and the containers are kept only for pending GPU
-// pods, which bind needs for the per-container plan (bench/RESULTS.md, "heap per pod").
+// bucket; pods asking for GPUs or NICs add their request, and the containers are kept only for
+// such pods while pending, which bind needs for the per-container plan (bench/RESULTS.md, "heap
+// per pod").
 //
 // Thread-safety: all methods are safe to call concurrently; the reflector calls the sink methods
 // from its own thread, bind calls FindPod/ResolveForBind from server threads.
@@ -150,8 +151,8 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
     const std::string* text_;
   };
 
-  // The pod's request: CPU and memory inline, the GPU part only for pods that ask for GPUs (most
-  // pods of a cluster do not).
+  // The pod's request: CPU and memory inline, the device part only for pods that ask for GPUs or
+  // NICs (most pods of a cluster do not).
   class Request {
    public:
     void Set(const extender::GpuRequest& request);
@@ -159,9 +160,13 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
     extender::GpuRequest::Kind kind() const {
       return gpu_ ? gpu_->kind : extender::GpuRequest::Kind::kNone;
     }
+    // GPUs or NICs (GpuRequest::WantsDevices): the pods whose request is kept.
+    bool wants_devices() const { return gpu_ != nullptr; }
     std::int64_t cpu_milli() const { return cpu_milli_; }
     std::int64_t memory_bytes() const { return memory_bytes_; }
     int share_milli() const { return gpu_ ? gpu_->share_milli : 0; }
+    // Thousandths of each NIC the pod asks (1000 whole; also when it asks none).
+    int nic_milli() const { return gpu_ ? gpu_->nics.milli : alloc::NicRequest::kWhole; }
     std::string Describe() const { return Get().Describe(); }
 
    private:

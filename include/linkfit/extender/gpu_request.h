@@ -7,6 +7,10 @@
 //     nvidia.com/gpu: K               K whole GPUs
 //     nvidia.com/mig-<profile>: N     N MIG instances of <profile> (mixed strategy)
 //     <shared resource>: M            M thousandths of one GPU (default linkfit.io/gpu-share)
+//     <NIC resource>: N               N whole RDMA NICs (default linkfit.io/rdma; also each of
+//                                     the config's nic_resources, e.g. rdma/hca)
+//     <NIC share resource>: M         M thousandths of each NIC, 1..1000 (default
+//                                     linkfit.io/rdma-share)
 //   annotations:
 //     linkfit.io/gpus                 count of GPUs when not in resources (whole, or the number of
 //                                     distinct GPUs for shares, or MIG instances)
@@ -16,6 +20,25 @@
 //     linkfit.io/gpu-share            thousandths of one GPU, 1..1000
 //     linkfit.io/gpu-model            allowed GPU models, '|' or ',' separated, matched as
 //                                     case-insensitive substrings of the node's GPU model
+//     linkfit.io/nics                 per-gpu | a count of NICs, 1..128
+//     linkfit.io/nic-closeness        pix | pxb | numa | node (default: the config's
+//                                     nic_closeness, pxb)
+//     linkfit.io/nic-closeness-policy required | preferred (default preferred)
+//     linkfit.io/nic-share            thousandths of each NIC, 1..1000
+//
+// Resources are the pod's effective request (kube::PodView::requests: app containers summed,
+// init containers as Kubernetes counts them), NIC resources exactly like nvidia.com/gpu.
+//
+// NICs (alloc::NicRequest). A pod asks for NICs when a NIC resource, the NIC share resource,
+// linkfit.io/nics or linkfit.io/nic-share is there; pods without GPUs, with GPU shares or MIG
+// instances may ask too. The count is the whole-NIC resource's if given, else linkfit.io/nics,
+// else one per GPU (one for a pod without GPUs). The share is linkfit.io/nic-share or the share
+// resource (1000 = the whole NIC); without either, whole NICs. Contradictions are errors naming
+// both sources: two whole-NIC resources, a whole-NIC resource with a share, linkfit.io/nics
+// (per-gpu agrees when the pod's GPU count is known and equal) or linkfit.io/nic-share
+// disagreeing with a resource. As linkfit.io/closeness on a pod without GPUs,
+// linkfit.io/nic-closeness(-policy) on a pod that asks for no NIC is checked and then has no
+// effect.
 //
 // A bad value is never ignored: parsing fails with a message naming the annotation or resource.
 //
@@ -40,6 +63,10 @@ using kube::kAnnotationGpuModel;
 using kube::kAnnotationGpus;
 using kube::kAnnotationGpuShare;
 using kube::kAnnotationMigProfile;
+using kube::kAnnotationNicCloseness;
+using kube::kAnnotationNicClosenessPolicy;
+using kube::kAnnotationNics;
+using kube::kAnnotationNicShare;
 using kube::kGpuResource;
 using kube::kMigResourcePrefix;
 
@@ -57,9 +84,17 @@ struct GpuRequest {
   // (kube-scheduler's in-tree filters own them), recorded at bind and used by scoring.
   std::int64_t cpu_milli = 0;
   std::int64_t memory_bytes = 0;
+  // RDMA NICs beside the GPUs; count 0 (NicRequest{}) when the pod asks for none.
+  alloc::NicRequest nics;
 
-  // "4 GPUs, nvlink required", "1x 3g.40gb", "2 GPUs x 300/1000 shared".
+  // Whether the pod asks linkfit for devices: GPUs or NICs. A pod that does not passes every
+  // filter and holds nothing; kind == kNone alone does not say so (a pod may ask only NICs).
+  bool WantsDevices() const { return kind != Kind::kNone || nics.wanted(); }
+  // "4 GPUs, nvlink required", "1x 3g.40gb", "2 GPUs x 300/1000 shared", and the NICs when asked:
+  // "4 GPUs, nvlink required; 1 NIC per GPU at pxb", "no GPUs; 1 NIC x 250/1000 at pxb".
   std::string Describe() const;
+  // The GPU part of Describe alone.
+  std::string DescribeGpus() const;
   // Whole-GPU equivalents requested (for packing scores).
   double GpuEquivalents() const;
   friend bool operator==(const GpuRequest&, const GpuRequest&) = default;
@@ -69,6 +104,13 @@ struct RequestDefaults {
   std::string shared_gpu_resource = "linkfit.io/gpu-share";
   alloc::Closeness closeness = alloc::Closeness::kNode;
   alloc::ClosenessPolicy policy = alloc::ClosenessPolicy::kPreferred;
+  // NICs: the whole-NIC resource, other resources counted like it (a cluster's RDMA device
+  // plugins: rdma/hca, rdma/rdma_shared_device_a), the share resource, and the closeness of a
+  // pod that names none.
+  std::string nic_resource = kube::kNicResource;
+  std::vector<std::string> nic_resources;
+  std::string nic_share_resource = kube::kNicShareResource;
+  alloc::NicCloseness nic_closeness = alloc::NicCloseness::kPxb;
 };
 
 Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaults& defaults);

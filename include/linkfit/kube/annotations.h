@@ -5,7 +5,8 @@
 // mode's state file, the node side that hands devices to containers).
 //
 //   pod hints (README "Pod API")    linkfit.io/gpus, closeness, closeness-policy, mig-profile,
-//                                   gpu-share, gpu-model
+//                                   gpu-share, gpu-model; RDMA NICs: linkfit.io/nics,
+//                                   nic-closeness, nic-closeness-policy, nic-share
 //   node, written by the node agent linkfit.io/topology: the node's topology document
 //                                   linkfit.io/devices-in-use: devices pods really hold
 //   pod, written by bind            linkfit.io/allocation: the AllocationRecord below
@@ -54,6 +55,12 @@ inline constexpr const char* kAnnotationClosenessPolicy = "linkfit.io/closeness-
 inline constexpr const char* kAnnotationMigProfile = "linkfit.io/mig-profile";
 inline constexpr const char* kAnnotationGpuShare = "linkfit.io/gpu-share";
 inline constexpr const char* kAnnotationGpuModel = "linkfit.io/gpu-model";
+inline constexpr const char* kAnnotationNics = "linkfit.io/nics";
+inline constexpr const char* kAnnotationNicCloseness = "linkfit.io/nic-closeness";
+inline constexpr const char* kAnnotationNicClosenessPolicy = "linkfit.io/nic-closeness-policy";
+inline constexpr const char* kAnnotationNicShare = "linkfit.io/nic-share";
+// linkfit.io/nics: one NIC per GPU of the pod (the default when a NIC is asked for).
+inline constexpr const char* kNicsPerGpu = "per-gpu";
 // Node facts, written by the node agent.
 inline constexpr const char* kAnnotationTopology = "linkfit.io/topology";
 inline constexpr const char* kAnnotationDevicesInUse = "linkfit.io/devices-in-use";
@@ -63,6 +70,9 @@ inline constexpr const char* kAnnotationAllocation = "linkfit.io/allocation";
 // Resources linkfit plans.
 inline constexpr const char* kGpuResource = "nvidia.com/gpu";
 inline constexpr const char* kMigResourcePrefix = "nvidia.com/mig-";
+// The default names of the NIC resources (configurable: nic_resource, nic_share_resource).
+inline constexpr const char* kNicResource = "linkfit.io/rdma";
+inline constexpr const char* kNicShareResource = "linkfit.io/rdma-share";
 
 inline constexpr int kAllocationRecordVersion = 1;
 
