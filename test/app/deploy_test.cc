@@ -145,13 +145,17 @@ TEST(DeployTest, KubeSchedulerConfigurationPassesExtenderValidation) {
       EXPECT_EQ(name.find('+'), std::string::npos) << name;
       EXPECT_EQ(name.find("kubernetes.io/"), std::string::npos) << name;
       EXPECT_NE(name.rfind("requests.", 0), 0u) << name;
-      // Only the share resource is not advertised by a device plugin.
-      EXPECT_EQ(resource["ignoredByScheduler"].as<bool>(), name == "linkfit.io/gpu-share") << name;
+      // Only the GPU share resource and the NIC resources are not advertised by a device plugin.
+      const bool unadvertised = name == "linkfit.io/gpu-share" || name == "linkfit.io/rdma" ||
+                                name == "linkfit.io/rdma-share";
+      EXPECT_EQ(resource["ignoredByScheduler"].as<bool>(), unadvertised) << name;
     }
   }
   EXPECT_EQ(binders, 1);  // rule 2: at most one; linkfit is the binder
   EXPECT_EQ(names.count("nvidia.com/gpu"), 1u);
   EXPECT_EQ(names.count("linkfit.io/gpu-share"), 1u);
+  EXPECT_EQ(names.count("linkfit.io/rdma"), 1u);
+  EXPECT_EQ(names.count("linkfit.io/rdma-share"), 1u);
 
   const YAML::Node extender = extenders[0];
   // The sidecar on the pod's loopback interface, at linkfit's url_prefix.

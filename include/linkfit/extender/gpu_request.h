@@ -79,7 +79,6 @@ struct GpuRequest {
   std::string mig_profile;              // kMig
   int share_milli = 0;                  // kShared: per GPU
   std::vector<std::string> gpu_models;  // lower-case substrings; empty = any model
-  alloc::NicRequest nics;               // RDMA NICs asked for with the GPUs (none by default)
   // The pod's CPU (thousandths of a core) and memory (bytes) requests: never checked by linkfit
   // (kube-scheduler's in-tree filters own them), recorded at bind and used by scoring.
   std::int64_t cpu_milli = 0;
