@@ -319,107 +319,109 @@ std::string FormatGbps(double gbps) {
   return text;
 }
 
-// Each figure from the machine where NVML stated it, else from the GPU model table
-// (config/gpus.json, or the operator's --gpu-models file), each GPU's `sources` saying which; a
-// figure the table had to give is a warning and a GuessedFigure, once per figure and model.
-void ApplyFacts(topology::TopologySpec& spec, const std::vector<Stated>& stated,
-                const nvml::LinkCounts& links, const topology::GpuModelTable& table,
-                Discovery& found) {
+// Figures the GPU model table had to give: each a warning and a GuessedFigure, once per figure and
+// model.
+struct Guesses {
+  Discovery& found;
   std::set<std::string> said;
-  const auto guessed = [&](const std::string& figure, const std::string& model,
-                           const std::string& warning) {
-    if (!said.insert(figure + "\n" + model).second) return;
+
+  // Whether `key` is said for the first time (then it counts as said).
+  bool First(const std::string& key) { return said.insert(key).second; }
+  void Guessed(const std::string& figure, const std::string& model, const std::string& warning) {
+    if (!First(figure + "\n" + model)) return;
     found.warnings.push_back(warning);
     found.guessed.push_back({figure, model, warning});
-  };
-  const auto table_source = [](bool known) {
-    return known ? topology::FigureSource::kTable : topology::FigureSource::kAssumed;
-  };
-  topology::TableFigure<int> table_generation;
-  std::string first_model;
-  std::uint64_t first_memory_mib = 0;
-  for (topology::GpuSpec& gpu : spec.gpus) {
-    const topology::GpuModelFacts facts = table.Lookup(gpu.model, gpu.memory_mib);
-    const Stated& known = stated[static_cast<std::size_t>(gpu.index)];
-    gpu.sources.pcie =
-        known.pcie_from_sysfs ? topology::FigureSource::kSysfs : topology::FigureSource::kNvml;
-    if (!known.pcie_generation) {
-      gpu.pcie_gen = facts.pcie_generation.value;
-      gpu.sources.pcie = table_source(facts.pcie_generation.known());
-      guessed(
-          "pcie", gpu.model,
-          "PCIe generation of " + gpu.model + " not stated by NVML; " +
-              (facts.pcie_generation.known()
-                   ? "gen " + std::to_string(facts.pcie_generation.value) +
-                         " from linkfit's GPU model table (" + facts.pcie_generation.source + ")"
-                   : "gen 4 assumed, unknown to linkfit's GPU model table"));
-    }
-    gpu.sources.mig = topology::FigureSource::kNvml;
-    if (known.mig_capability) {
-      // The profile set is the catalogue of the model's MIG placements (config/mig/): looked up
-      // by name, but only for a GPU the machine says is MIG-capable.
-      gpu.mig_profile_set = gpu.mig_capable ? facts.mig_profile_set.value : "";
-      if (gpu.mig_capable && gpu.mig_profile_set.empty() &&
-          said.insert("no MIG profile set\n" + gpu.model).second) {
-        found.warnings.push_back(gpu.model +
-                                 " is MIG-capable but linkfit has no MIG profile set for it: its "
-                                 "MIG instances are published with NVML's profile names, MIG "
-                                 "placement is refused");
-      }
-    } else {
-      gpu.mig_profile_set = facts.mig_profile_set.value;
-      gpu.mig_capable = !gpu.mig_profile_set.empty();
-      gpu.sources.mig = table_source(facts.mig_profile_set.known());
-      guessed(
-          "mig", gpu.model,
-          "MIG capability of " + gpu.model + " not stated by NVML; " +
-              (facts.mig_profile_set.known()
-                   ? "taken from linkfit's GPU model table (" + facts.mig_profile_set.source + ")"
-                   : "not MIG-capable assumed, unknown to linkfit's GPU model table"));
-    }
-    // NVML's peer-to-peer status is not read: GeForce boards are known by name.
-    gpu.p2p_supported = facts.p2p.value;
-    if (!table_generation.known() && facts.nvlink_generation.known()) {
-      table_generation = facts.nvlink_generation;
-      first_model = gpu.model;
-      first_memory_mib = gpu.memory_mib;
-    }
   }
-  // No NVLink, or NVLink versions from NVML: the machine told; else the table, else assumed.
-  topology::FigureSource nvlink_source = topology::FigureSource::kNvml;
-  if (spec.fabric.kind != topology::NvlinkFabricKind::kNone && links.generations.empty()) {
-    nvlink_source = table_source(table_generation.known());
+};
+
+topology::FigureSource TableSource(bool known) {
+  return known ? topology::FigureSource::kTable : topology::FigureSource::kAssumed;
+}
+
+// One GPU's PCIe generation, MIG capability and peer-to-peer support: NVML's where it stated
+// them (`known`), else the table's (`facts`).
+void ApplyGpuFacts(topology::GpuSpec& gpu, const Stated& known,
+                   const topology::GpuModelFacts& facts, Guesses& guesses) {
+  gpu.sources.pcie =
+      known.pcie_from_sysfs ? topology::FigureSource::kSysfs : topology::FigureSource::kNvml;
+  if (!known.pcie_generation) {
+    gpu.pcie_gen = facts.pcie_generation.value;
+    gpu.sources.pcie = TableSource(facts.pcie_generation.known());
+    guesses.Guessed(
+        "pcie", gpu.model,
+        "PCIe generation of " + gpu.model + " not stated by NVML; " +
+            (facts.pcie_generation.known()
+                 ? "gen " + std::to_string(facts.pcie_generation.value) +
+                       " from linkfit's GPU model table (" + facts.pcie_generation.source + ")"
+                 : "gen 4 assumed, unknown to linkfit's GPU model table"));
   }
-  for (topology::GpuSpec& gpu : spec.gpus) gpu.sources.nvlink = nvlink_source;
-  if (spec.fabric.kind == topology::NvlinkFabricKind::kNone) return;
+  gpu.sources.mig = topology::FigureSource::kNvml;
+  if (known.mig_capability) {
+    // The profile set is the catalogue of the model's MIG placements (config/mig/): looked up
+    // by name, but only for a GPU the machine says is MIG-capable.
+    gpu.mig_profile_set = gpu.mig_capable ? facts.mig_profile_set.value : "";
+    if (gpu.mig_capable && gpu.mig_profile_set.empty() &&
+        guesses.First("no MIG profile set\n" + gpu.model)) {
+      guesses.found.warnings.push_back(
+          gpu.model +
+          " is MIG-capable but linkfit has no MIG profile set for it: its MIG instances are "
+          "published with NVML's profile names, MIG placement is refused");
+    }
+  } else {
+    gpu.mig_profile_set = facts.mig_profile_set.value;
+    gpu.mig_capable = !gpu.mig_profile_set.empty();
+    gpu.sources.mig = TableSource(facts.mig_profile_set.known());
+    guesses.Guessed(
+        "mig", gpu.model,
+        "MIG capability of " + gpu.model + " not stated by NVML; " +
+            (facts.mig_profile_set.known()
+                 ? "taken from linkfit's GPU model table (" + facts.mig_profile_set.source + ")"
+                 : "not MIG-capable assumed, unknown to linkfit's GPU model table"));
+  }
+  // NVML's peer-to-peer status is not read: GeForce boards are known by name.
+  gpu.p2p_supported = facts.p2p.value;
+}
+
+// The first GPU model whose NVLink generation the table knows, for the fabric's figures.
+struct NvlinkedModel {
+  topology::TableFigure<int> generation;
+  std::string model;
+  std::uint64_t memory_mib = 0;
+};
+
+// The fabric's NVLink generation, per-link rate and NVSwitch generation: NVML's versions where
+// the links stated them, else the table's; pairs whose links differ in version carry the lowest.
+void ApplyNvlinkFacts(topology::TopologySpec& spec, const nvml::LinkCounts& links,
+                      const topology::GpuModelTable& table, const NvlinkedModel& first,
+                      Guesses& guesses) {
   int generation = links.generations.empty() ? 0 : *links.generations.begin();  // the lowest
+  const std::string& nvlinked_model = first.model.empty() ? spec.gpus.front().model : first.model;
   if (generation == 0) {
-    generation = table_generation.value;
-    const std::string model = first_model.empty() ? spec.gpus.front().model : first_model;
-    guessed("nvlink", model,
-            "NVLink version not stated by NVML; " +
-                (generation > 0
-                     ? "NVLink " + std::to_string(generation) +
-                           " from linkfit's GPU model table (" + table_generation.source + ")"
-                     : std::string("unknown to linkfit's GPU model table")));
+    generation = first.generation.value;
+    guesses.Guessed("nvlink", nvlinked_model,
+                    "NVLink version not stated by NVML; " +
+                        (generation > 0 ? "NVLink " + std::to_string(generation) +
+                                              " from linkfit's GPU model table (" +
+                                              first.generation.source + ")"
+                                        : std::string("unknown to linkfit's GPU model table")));
   } else if (links.links_without_version > 0) {
-    found.warnings.push_back(std::to_string(links.links_without_version) +
-                             " NVLinks did not state their version; taken as NVLink " +
-                             std::to_string(generation));
+    guesses.found.warnings.push_back(std::to_string(links.links_without_version) +
+                                     " NVLinks did not state their version; taken as NVLink " +
+                                     std::to_string(generation));
   }
   spec.fabric.nvlink_generation = generation;
   spec.fabric.per_link_gbps = nvml::PerLinkGbps(generation);
   // NVML tells a link's version, not its width: GA102 boards (RTX A6000, A40) run 4 narrow links
   // of NVLink 3. Where the table gives the model's narrower rate, it is the published one.
-  const std::string& nvlinked_model = first_model.empty() ? spec.gpus.front().model : first_model;
   const topology::GpuModelFacts nvlinked = table.Lookup(
-      nvlinked_model, first_model.empty() ? spec.gpus.front().memory_mib : first_memory_mib);
+      nvlinked_model, first.model.empty() ? spec.gpus.front().memory_mib : first.memory_mib);
   if (nvlinked.nvlink_link_gbps.known()) {
     spec.fabric.per_link_gbps = nvlinked.nvlink_link_gbps.value;
-    guessed("nvlink_rate", nvlinked_model,
-            "NVLink per-link rate of " + nvlinked_model + " not stated by NVML; " +
-                FormatGbps(nvlinked.nvlink_link_gbps.value) +
-                " GB/s from linkfit's GPU model table (" + nvlinked.nvlink_link_gbps.source + ")");
+    guesses.Guessed("nvlink_rate", nvlinked_model,
+                    "NVLink per-link rate of " + nvlinked_model + " not stated by NVML; " +
+                        FormatGbps(nvlinked.nvlink_link_gbps.value) +
+                        " GB/s from linkfit's GPU model table (" +
+                        nvlinked.nvlink_link_gbps.source + ")");
   }
   if (spec.fabric.kind == topology::NvlinkFabricKind::kNvswitch && generation >= 2) {
     spec.fabric.nvswitch_generation = generation - 1;  // NVSwitch gen N came with NVLink N+1
@@ -442,8 +444,33 @@ void ApplyFacts(topology::TopologySpec& spec, const std::vector<Stated>& stated,
   }
   std::string list;
   for (const int g : links.generations) list += (list.empty() ? "" : ", ") + std::to_string(g);
-  found.warnings.push_back("NVLink versions differ between links (NVLink " + list +
-                           "): each NVLinked pair carries the lowest of its links");
+  guesses.found.warnings.push_back("NVLink versions differ between links (NVLink " + list +
+                                   "): each NVLinked pair carries the lowest of its links");
+}
+
+// Each figure from the machine where NVML stated it, else from the GPU model table
+// (config/gpus.json, or the operator's --gpu-models file), each GPU's `sources` saying which; a
+// figure the table had to give is a warning and a GuessedFigure, once per figure and model.
+void ApplyFacts(topology::TopologySpec& spec, const std::vector<Stated>& stated,
+                const nvml::LinkCounts& links, const topology::GpuModelTable& table,
+                Discovery& found) {
+  Guesses guesses{found, {}};
+  NvlinkedModel first;
+  for (topology::GpuSpec& gpu : spec.gpus) {
+    const topology::GpuModelFacts facts = table.Lookup(gpu.model, gpu.memory_mib);
+    ApplyGpuFacts(gpu, stated[static_cast<std::size_t>(gpu.index)], facts, guesses);
+    if (!first.generation.known() && facts.nvlink_generation.known()) {
+      first = NvlinkedModel{facts.nvlink_generation, gpu.model, gpu.memory_mib};
+    }
+  }
+  // No NVLink, or NVLink versions from NVML: the machine told; else the table, else assumed.
+  topology::FigureSource nvlink_source = topology::FigureSource::kNvml;
+  if (spec.fabric.kind != topology::NvlinkFabricKind::kNone && links.generations.empty()) {
+    nvlink_source = TableSource(first.generation.known());
+  }
+  for (topology::GpuSpec& gpu : spec.gpus) gpu.sources.nvlink = nvlink_source;
+  if (spec.fabric.kind == topology::NvlinkFabricKind::kNone) return;
+  ApplyNvlinkFacts(spec, links, table, first, guesses);
 }
 
 }  // namespace
