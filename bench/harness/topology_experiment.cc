@@ -187,6 +187,26 @@ struct Departure {
   }
 };
 
+// The ring figures of a multi-GPU pod placed on `node` at `p`, after waiting `waited` seconds.
+void RecordRing(const SimNode& node, const Placement& p, const PodSpec& pod, bool nvlink_possible,
+                double waited, double comm_share, Outcome& outcome) {
+  const auto free_before = static_cast<GpuMask>(node.IdleGpus() | p.gpus);
+  const NodeTopology& topology = *node.topology;
+  const double ring = topology.RingMbps(p.gpus);
+  const double best_now = topology.BestRingMbps(free_before, pod.gpu_count);
+  const auto all = static_cast<GpuMask>((1u << topology.gpu_count()) - 1u);
+  const double ideal = topology.BestRingMbps(all, pod.gpu_count);
+  ++outcome.multi_gpu_pods;
+  const bool nvlink = topology.RingAllNvlink(p.gpus);
+  if (nvlink) ++outcome.nvlink_rings;
+  if (nvlink_possible) ++outcome.nvlink_possible;
+  if (nvlink_possible && !nvlink) ++outcome.nvlink_missed;
+  if (ring >= best_now) ++outcome.optimal_rings;
+  outcome.ring_gbps.push_back(ring / 1000.0);
+  outcome.slowdown.push_back(ring > 0 ? (1 - comm_share) + comm_share * ideal / ring : 0);
+  outcome.multi_queue_s.push_back(waited);
+}
+
 Result<Outcome> ReplayTopology(const std::string& policy, std::uint64_t seed,
                                const std::vector<Job>& jobs, const BenchOptions& options) {
   auto built = BuildMixedCluster(options);
@@ -217,7 +237,6 @@ Result<Outcome> ReplayTopology(const std::string& policy, std::uint64_t seed,
   // Tries to place pod `i` at time `now`; records its figures when it lands.
   auto try_place = [&](std::size_t i, double now) -> Result<bool> {
     const PodSpec& pod = pods[i];
-    GpuMask free_before = 0;
     const bool nvlink_possible = pod.gpu_count >= 2 && NvlinkSetExists(cluster, pod.gpu_count);
     auto placed = (*placer)->Place(cluster, pod);
     if (!placed) return tl::unexpected(placed.error());
@@ -228,23 +247,8 @@ Result<Outcome> ReplayTopology(const std::string& policy, std::uint64_t seed,
     departures.push({now + pod.duration_s, i});
     outcome.queue_s.push_back(now - pod.arrival_s);
     if (pod.gpu_count >= 2) {
-      const SimNode& node = cluster.node(p.node);
-      free_before = static_cast<GpuMask>(node.IdleGpus() | p.gpus);
-      const NodeTopology& topology = *node.topology;
-      const double ring = topology.RingMbps(p.gpus);
-      const double best_now = topology.BestRingMbps(free_before, pod.gpu_count);
-      const auto all = static_cast<GpuMask>((1u << topology.gpu_count()) - 1u);
-      const double ideal = topology.BestRingMbps(all, pod.gpu_count);
-      ++outcome.multi_gpu_pods;
-      const bool nvlink = topology.RingAllNvlink(p.gpus);
-      if (nvlink) ++outcome.nvlink_rings;
-      if (nvlink_possible) ++outcome.nvlink_possible;
-      if (nvlink_possible && !nvlink) ++outcome.nvlink_missed;
-      if (ring >= best_now) ++outcome.optimal_rings;
-      outcome.ring_gbps.push_back(ring / 1000.0);
-      const double f = options.comm_share;
-      outcome.slowdown.push_back(ring > 0 ? (1 - f) + f * ideal / ring : 0);
-      outcome.multi_queue_s.push_back(now - pod.arrival_s);
+      RecordRing(cluster.node(p.node), p, pod, nvlink_possible, now - pod.arrival_s,
+                 options.comm_share, outcome);
     }
     return true;
   };
