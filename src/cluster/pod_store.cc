@@ -331,119 +331,76 @@ void PodStore::ClearEntryFlagsLocked(Entry& entry) {
   SetEntryFlagsLocked(entry, none);
 }
 
-void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std::string& node_name,
-                                const Object* pod) {
-  const std::string* text = pod != nullptr ? pod->allocation : nullptr;
-  const std::uint64_t record_hash = HashOf(text);
-  const bool node_changed = !(entry.node == node_name);
-  if (node_changed && entry.load_counted) DropLoadLocked(entry);
-  if (pod != nullptr && entry.load_counted && record_hash == entry.record_hash &&
-      (text == nullptr || record_hash == 0)) {
-    return;  // nothing new (a status update of a pod counted by its requests)
-  }
-  entry.node = InternLocked(node_name);
+void PodStore::ReportMismatchLocked(const std::string& uid, const Entry& entry,
+                                    const state::NodeState& node, const state::Assignment& reported,
+                                    const state::Assignment& recorded) {
+  const std::string& node_name = node.name();
   const std::string pod_key = entry.pod_namespace.str() + "/" + entry.pod_name;
-  const state::PodPhase phase = cache_.Phase(uid);
-  if (pod != nullptr && !node_changed && entry.in_cache && record_hash == entry.record_hash &&
-      phase == state::PodPhase::kAdded) {
-    entry.SetKept(nullptr);
-    return;  // nothing new (a status update of a counted pod)
+  const std::string handed = kube::EncodeAllocationRecord(model::RecordOf(reported, node.info()));
+  const std::string chosen = kube::EncodeAllocationRecord(model::RecordOf(recorded, node.info()));
+  log::Warning("pod " + pod_key + " on " + node_name + ": the node reports it holding " + handed +
+               ", not its " + kube::kAnnotationAllocation + " " + chosen + "; the report wins");
+  metrics_.CountHandoffMismatch();
+  ++mismatches_;
+  if (events_ != nullptr) {
+    events_->Record({entry.pod_namespace.str(), entry.pod_name, uid, "Warning",
+                     "DeviceHandoffMismatch", "Observe",
+                     "node " + node_name + " handed the pod other devices than linkfit chose: " +
+                         handed + " instead of " + chosen});
   }
-  const state::SnapshotPtr snapshot = cache_.Snapshot();
-  const state::NodeState* node = snapshot->Find(node_name);
-  // The API server's record of the devices, on this node's model; then what the node reports
-  // the pod really holds, which wins (two pods must never be counted on one device).
-  if (pod != nullptr) entry.has_record = text != nullptr;
-  std::optional<state::Assignment> recorded = RecordedLocked(uid, entry, node_name, node, pod);
-  // Without the pod's object (a re-application) the record is unknown here: a hash of 0 makes
-  // the pod's next event apply its record.
-  entry.record_hash = pod != nullptr ? record_hash : 0;
-  std::optional<state::Assignment> reported = ReportedLocked(uid, entry, node_name, node, recorded);
-  // Part of the record reported: its other containers are still being created. The record
-  // counts (the report would free devices they are about to get); no mismatch.
-  if (reported && recorded && !SameDevices(*reported, *recorded) && PartOf(*reported, *recorded)) {
-    reported.reset();
+}
+
+bool PodStore::SettleCountedLocked(const std::string& uid, Entry& entry,
+                                   const std::string& node_name, state::PodPhase phase,
+                                   const std::optional<state::Assignment>& known) {
+  const std::string pod_key = entry.pod_namespace.str() + "/" + entry.pod_name;
+  const std::optional<state::Assignment> held = cache_.Find(uid);
+  if (phase == state::PodPhase::kAssumed && held) {
+    // The watch ends linkfit's bind: confirmed with its record, or the API's record wins.
+    const bool same = held->node == node_name && (!known || SameDevices(*known, *held));
+    AdvanceBind(uid, same ? state::BindEvent::kWatchBoundSameRecord
+                          : state::BindEvent::kWatchBoundOtherRecord);
   }
-  const bool mismatch = reported && recorded && !SameDevices(*reported, *recorded);
-  if (mismatch && !entry.mismatch) {
-    const std::string handed =
-        kube::EncodeAllocationRecord(model::RecordOf(*reported, node->info()));
-    const std::string chosen =
-        kube::EncodeAllocationRecord(model::RecordOf(*recorded, node->info()));
-    log::Warning("pod " + pod_key + " on " + node_name + ": the node reports it holding " + handed +
-                 ", not its " + kube::kAnnotationAllocation + " " + chosen + "; the report wins");
-    metrics_.CountHandoffMismatch();
-    ++mismatches_;
-    if (events_ != nullptr) {
-      events_->Record({entry.pod_namespace.str(), entry.pod_name, uid, "Warning",
-                       "DeviceHandoffMismatch", "Observe",
-                       "node " + node_name + " handed the pod other devices than linkfit chose: " +
-                           handed + " instead of " + chosen});
-    }
-  }
-  entry.mismatch = mismatch;
-  entry.SetHiddenRecord(mismatch ? std::make_unique<const state::Assignment>(*recorded) : nullptr);
-  std::optional<state::Assignment> known = reported ? std::move(reported) : std::move(recorded);
-  if (known) {
-    known->handoff_mismatch = mismatch;
-    known->pod_namespace = entry.pod_namespace.str();
-    known->pod_name = entry.pod_name;
-    known->cpu_milli = entry.request.cpu_milli();
-    known->memory_bytes = entry.request.memory_bytes();
-  }
-  if (phase == state::PodPhase::kAssumed || phase == state::PodPhase::kAdded) {
-    const std::optional<state::Assignment> held = cache_.Find(uid);
-    if (phase == state::PodPhase::kAssumed && held) {
-      // The watch ends linkfit's bind: confirmed with its record, or the API's record wins.
-      const bool same = held->node == node_name && (!known || SameDevices(*known, *held));
-      AdvanceBind(uid, same ? state::BindEvent::kWatchBoundSameRecord
-                            : state::BindEvent::kWatchBoundOtherRecord);
-    }
-    if (held && held->node == node_name) {
-      const bool differs = known && (!SameDevices(*known, *held) || held->estimated ||
-                                     held->reported != known->reported ||
-                                     held->handoff_mismatch != known->handoff_mismatch);
-      if (differs) {
-        // The API server's record or the node's report wins: another writer's record (a second
-        // replica, a retried bind), the record of a pod whose devices were estimated, or what the
-        // node really handed over.
-        if (!ReplaceEvictingLocked(*known, node_name)) {
-          // The record (or report) is the truth even when it collides: what linkfit held for
-          // the pod is not. Counted by its CPU and memory only, the collision reported.
-          cache_.Remove(uid);
-          ClearEntryFlagsLocked(entry);
-          ReportCollisionLocked(uid, entry, *known);
-          CountLoadLocked(uid, entry);
-          entry.SetKept(nullptr);
-          return;
-        } else {
-          if (!held->estimated && !known->reported && !SameDevices(*known, *held)) {
-            log::Warning("pod " + pod_key +
-                         ": the API server's allocation record differs from linkfit's; the "
-                         "record wins");
-          }
-          SetEntryFlagsLocked(entry, *known);
+  if (held && held->node == node_name) {
+    const bool differs = known && (!SameDevices(*known, *held) || held->estimated ||
+                                   held->reported != known->reported ||
+                                   held->handoff_mismatch != known->handoff_mismatch);
+    if (differs) {
+      // The API server's record or the node's report wins: another writer's record (a second
+      // replica, a retried bind), the record of a pod whose devices were estimated, or what the
+      // node really handed over.
+      if (!ReplaceEvictingLocked(*known, node_name)) {
+        // The record (or report) is the truth even when it collides: what linkfit held for
+        // the pod is not. Counted by its CPU and memory only, the collision reported.
+        cache_.Remove(uid);
+        ClearEntryFlagsLocked(entry);
+        ReportCollisionLocked(uid, entry, *known);
+        CountLoadLocked(uid, entry);
+        entry.SetKept(nullptr);
+        return true;
+      } else {
+        if (!held->estimated && !known->reported && !SameDevices(*known, *held)) {
+          log::Warning("pod " + pod_key +
+                       ": the API server's allocation record differs from linkfit's; the "
+                       "record wins");
         }
+        SetEntryFlagsLocked(entry, *known);
       }
-      entry.in_cache = true;
-      entry.SetKept(nullptr);
-      return;
     }
-    // Bound to another node than linkfit assumed (or the node changed): start again.
-    cache_.Remove(uid);
-    ClearEntryFlagsLocked(entry);
+    entry.in_cache = true;
+    entry.SetKept(nullptr);
+    return true;
   }
-  entry.in_cache = false;
-  if (entry.load_counted) DropLoadLocked(entry);
-  if (node == nullptr) {
-    // The node is not modelled (yet): keep the pod until NodeAppeared (its object only when its
-    // devices matter: most pods on nodes without GPUs ask for none).
-    const bool keep =
-        pod != nullptr && (text != nullptr || (entry.request_ok && entry.request.wants_devices()));
-    entry.SetKept(keep ? Keep(*pod) : nullptr);
-    return;
-  }
-  entry.SetKept(nullptr);
+  // Bound to another node than linkfit assumed (or the node changed): start again.
+  cache_.Remove(uid);
+  ClearEntryFlagsLocked(entry);
+  return false;
+}
+
+void PodStore::CountOnNodeLocked(const std::string& uid, Entry& entry, const state::NodeState& node,
+                                 std::optional<state::Assignment> known) {
+  const std::string& node_name = node.name();
+  const std::string pod_key = entry.pod_namespace.str() + "/" + entry.pod_name;
   state::Assignment assignment;
   if (known) {
     assignment = std::move(*known);
@@ -452,7 +409,7 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
     extender::GpuRequest loose = entry.request.Get();
     loose.policy = alloc::ClosenessPolicy::kPreferred;
     loose.gpu_models.clear();
-    extender::NodeFit fit = extender::FitOnNode(loose, *node, fit_);
+    extender::NodeFit fit = extender::FitOnNode(loose, node, fit_);
     if (fit.fits) {
       assignment = std::move(fit.assignment);
       assignment.estimated = true;
@@ -483,6 +440,68 @@ void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std:
   }
   entry.in_cache = true;
   SetEntryFlagsLocked(entry, assignment);
+}
+
+void PodStore::ApplyBoundLocked(const std::string& uid, Entry& entry, const std::string& node_name,
+                                const Object* pod) {
+  const std::string* text = pod != nullptr ? pod->allocation : nullptr;
+  const std::uint64_t record_hash = HashOf(text);
+  const bool node_changed = !(entry.node == node_name);
+  if (node_changed && entry.load_counted) DropLoadLocked(entry);
+  if (pod != nullptr && entry.load_counted && record_hash == entry.record_hash &&
+      (text == nullptr || record_hash == 0)) {
+    return;  // nothing new (a status update of a pod counted by its requests)
+  }
+  entry.node = InternLocked(node_name);
+  const state::PodPhase phase = cache_.Phase(uid);
+  if (pod != nullptr && !node_changed && entry.in_cache && record_hash == entry.record_hash &&
+      phase == state::PodPhase::kAdded) {
+    entry.SetKept(nullptr);
+    return;  // nothing new (a status update of a counted pod)
+  }
+  const state::SnapshotPtr snapshot = cache_.Snapshot();
+  const state::NodeState* node = snapshot->Find(node_name);
+  // The API server's record of the devices, on this node's model; then what the node reports
+  // the pod really holds, which wins (two pods must never be counted on one device).
+  if (pod != nullptr) entry.has_record = text != nullptr;
+  std::optional<state::Assignment> recorded = RecordedLocked(uid, entry, node_name, node, pod);
+  // Without the pod's object (a re-application) the record is unknown here: a hash of 0 makes
+  // the pod's next event apply its record.
+  entry.record_hash = pod != nullptr ? record_hash : 0;
+  std::optional<state::Assignment> reported = ReportedLocked(uid, entry, node_name, node, recorded);
+  // Part of the record reported: its other containers are still being created. The record
+  // counts (the report would free devices they are about to get); no mismatch.
+  if (reported && recorded && !SameDevices(*reported, *recorded) && PartOf(*reported, *recorded)) {
+    reported.reset();
+  }
+  const bool mismatch = reported && recorded && !SameDevices(*reported, *recorded);
+  if (mismatch && !entry.mismatch) ReportMismatchLocked(uid, entry, *node, *reported, *recorded);
+  entry.mismatch = mismatch;
+  entry.SetHiddenRecord(mismatch ? std::make_unique<const state::Assignment>(*recorded) : nullptr);
+  std::optional<state::Assignment> known = reported ? std::move(reported) : std::move(recorded);
+  if (known) {
+    known->handoff_mismatch = mismatch;
+    known->pod_namespace = entry.pod_namespace.str();
+    known->pod_name = entry.pod_name;
+    known->cpu_milli = entry.request.cpu_milli();
+    known->memory_bytes = entry.request.memory_bytes();
+  }
+  if ((phase == state::PodPhase::kAssumed || phase == state::PodPhase::kAdded) &&
+      SettleCountedLocked(uid, entry, node_name, phase, known)) {
+    return;
+  }
+  entry.in_cache = false;
+  if (entry.load_counted) DropLoadLocked(entry);
+  if (node == nullptr) {
+    // The node is not modelled (yet): keep the pod until NodeAppeared (its object only when its
+    // devices matter: most pods on nodes without GPUs ask for none).
+    const bool keep =
+        pod != nullptr && (text != nullptr || (entry.request_ok && entry.request.wants_devices()));
+    entry.SetKept(keep ? Keep(*pod) : nullptr);
+    return;
+  }
+  entry.SetKept(nullptr);
+  CountOnNodeLocked(uid, entry, *node, std::move(known));
 }
 
 void PodStore::DeleteLocked(const std::string& uid) {

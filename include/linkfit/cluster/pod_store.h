@@ -244,6 +244,18 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   // `pod` may be null (a pod waiting for its node without a kept object: its entry says enough).
   void ApplyBoundLocked(const std::string& uid, Entry& entry, const std::string& node_name,
                         const Object* pod) LINKFIT_REQUIRES(mutex_);
+  // ApplyBoundLocked's parts: the warning, metric and event of a report that differs from the
+  // record; the pod already in the cache (assumed by a bind or added) settled against what is
+  // known of it, true when that ends the application; the pod counted on `node` by what is
+  // known, else by an estimate, else by its CPU and memory.
+  void ReportMismatchLocked(const std::string& uid, const Entry& entry,
+                            const state::NodeState& node, const state::Assignment& reported,
+                            const state::Assignment& recorded) LINKFIT_REQUIRES(mutex_);
+  bool SettleCountedLocked(const std::string& uid, Entry& entry, const std::string& node_name,
+                           state::PodPhase phase, const std::optional<state::Assignment>& known)
+      LINKFIT_REQUIRES(mutex_);
+  void CountOnNodeLocked(const std::string& uid, Entry& entry, const state::NodeState& node,
+                         std::optional<state::Assignment> known) LINKFIT_REQUIRES(mutex_);
   void SetDemandLocked(Entry& entry, bool counted) LINKFIT_REQUIRES(mutex_);
   // The devices the pod's record names (decoded from `pod`, or when re-applied without it, what
   // the cache holds from its record), and what its node reports it holding.
