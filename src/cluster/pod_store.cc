@@ -331,25 +331,6 @@ void PodStore::ClearEntryFlagsLocked(Entry& entry) {
   SetEntryFlagsLocked(entry, none);
 }
 
-void PodStore::ReportMismatchLocked(const std::string& uid, const Entry& entry,
-                                    const state::NodeState& node, const state::Assignment& reported,
-                                    const state::Assignment& recorded) {
-  const std::string& node_name = node.name();
-  const std::string pod_key = entry.pod_namespace.str() + "/" + entry.pod_name;
-  const std::string handed = kube::EncodeAllocationRecord(model::RecordOf(reported, node.info()));
-  const std::string chosen = kube::EncodeAllocationRecord(model::RecordOf(recorded, node.info()));
-  log::Warning("pod " + pod_key + " on " + node_name + ": the node reports it holding " + handed +
-               ", not its " + kube::kAnnotationAllocation + " " + chosen + "; the report wins");
-  metrics_.CountHandoffMismatch();
-  ++mismatches_;
-  if (events_ != nullptr) {
-    events_->Record({entry.pod_namespace.str(), entry.pod_name, uid, "Warning",
-                     "DeviceHandoffMismatch", "Observe",
-                     "node " + node_name + " handed the pod other devices than linkfit chose: " +
-                         handed + " instead of " + chosen});
-  }
-}
-
 bool PodStore::SettleCountedLocked(const std::string& uid, Entry& entry,
                                    const std::string& node_name, state::PodPhase phase,
                                    const std::optional<state::Assignment>& known) {

@@ -10,6 +10,8 @@
 #include "linkfit/common/log.h"
 #include "linkfit/common/mutex.h"
 #include "linkfit/common/strings.h"
+#include "linkfit/kube/annotations.h"
+#include "linkfit/model/allocation.h"
 
 namespace linkfit::cluster {
 
@@ -213,6 +215,25 @@ void PodStore::SetReportedDevices(const std::string& node_name,
   }
   metrics_.SetEstimatedPods(estimated_.load());
   metrics_.SetReportedPods(reported_.load());
+}
+
+void PodStore::ReportMismatchLocked(const std::string& uid, const Entry& entry,
+                                    const state::NodeState& node, const state::Assignment& reported,
+                                    const state::Assignment& recorded) {
+  const std::string& node_name = node.name();
+  const std::string pod_key = entry.pod_namespace.str() + "/" + entry.pod_name;
+  const std::string handed = kube::EncodeAllocationRecord(model::RecordOf(reported, node.info()));
+  const std::string chosen = kube::EncodeAllocationRecord(model::RecordOf(recorded, node.info()));
+  log::Warning("pod " + pod_key + " on " + node_name + ": the node reports it holding " + handed +
+               ", not its " + kube::kAnnotationAllocation + " " + chosen + "; the report wins");
+  metrics_.CountHandoffMismatch();
+  ++mismatches_;
+  if (events_ != nullptr) {
+    events_->Record({entry.pod_namespace.str(), entry.pod_name, uid, "Warning",
+                     "DeviceHandoffMismatch", "Observe",
+                     "node " + node_name + " handed the pod other devices than linkfit chose: " +
+                         handed + " instead of " + chosen});
+  }
 }
 
 }  // namespace linkfit::cluster
