@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -124,24 +123,9 @@ Result<NicSpec> ParseFixtureNic(const json& item, const std::string& path,
 }  // namespace
 
 Result<std::vector<NicSpec>> ParseFixtureNics(const json& root, const TopologySpec& spec) {
-  std::vector<NicSpec> nics;
-  const auto field = root.find("nics");
-  if (field == root.end() || field->is_null()) return nics;
-  const json& items = *field;
-  if (!items.is_array()) return MakeError("$.nics: expected an array");
-  if (items.size() > static_cast<std::size_t>(kMaxNics)) {
-    return MakeError("$.nics: " + std::to_string(items.size()) + " NICs; at most " +
-                     std::to_string(kMaxNics) + " per node");
-  }
-  std::set<std::string> names;
-  for (const json& item : items) {
-    const std::string path = "$.nics[" + std::to_string(nics.size()) + "]";
-    auto nic = ParseFixtureNic(item, path, spec);
-    if (!nic) return tl::unexpected(nic.error());
-    if (!names.insert(nic->name).second) return MakeError(path + ".name: duplicate " + nic->name);
-    nics.push_back(std::move(*nic));
-  }
-  return nics;
+  return ParseNicArray(root, [&spec](const json& item, const std::string& path) {
+    return ParseFixtureNic(item, path, spec);
+  });
 }
 
 }  // namespace linkfit::topology::internal

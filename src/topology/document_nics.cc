@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
@@ -136,7 +137,9 @@ Result<NicSpec> ParseNic(const json& item, const std::string& path, int gpu_coun
 
 }  // namespace
 
-Result<std::vector<NicSpec>> ParseNics(const json& root, int gpu_count) {
+Result<std::vector<NicSpec>> ParseNicArray(
+    const json& root,
+    const std::function<Result<NicSpec>(const json& item, const std::string& path)>& parse) {
   std::vector<NicSpec> nics;
   const auto field = root.find("nics");
   if (field == root.end() || field->is_null()) return nics;
@@ -149,12 +152,18 @@ Result<std::vector<NicSpec>> ParseNics(const json& root, int gpu_count) {
   std::set<std::string> names;
   for (const json& item : items) {
     const std::string path = "$.nics[" + std::to_string(nics.size()) + "]";
-    auto nic = ParseNic(item, path, gpu_count);
+    auto nic = parse(item, path);
     if (!nic) return tl::unexpected(nic.error());
     if (!names.insert(nic->name).second) return MakeError(path + ".name: duplicate " + nic->name);
     nics.push_back(std::move(*nic));
   }
   return nics;
+}
+
+Result<std::vector<NicSpec>> ParseNics(const json& root, int gpu_count) {
+  return ParseNicArray(root, [gpu_count](const json& item, const std::string& path) {
+    return ParseNic(item, path, gpu_count);
+  });
 }
 
 void WriteNics(const std::vector<NicSpec>& nics, json& doc) {

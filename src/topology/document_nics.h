@@ -14,6 +14,8 @@
 //
 // Thread-safety: pure functions.
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +24,13 @@
 #include "linkfit/topology/spec.h"
 
 namespace linkfit::topology::internal {
+
+// Reads $.nics of `root` with `parse` for each entry (given the entry and its path, "$.nics[2]"):
+// absent or null is no NICs; not an array, more than kMaxNics entries or a name twice is an error.
+Result<std::vector<NicSpec>> ParseNicArray(
+    const nlohmann::json& root,
+    const std::function<Result<NicSpec>(const nlohmann::json& item, const std::string& path)>&
+        parse);
 
 // Reads $.nics of `root` for a node of `gpu_count` GPUs; an absent or null field is no NICs.
 // Errors name the offending field ("$.nics[2].gpu_relations[7]: ...").
