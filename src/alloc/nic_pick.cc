@@ -164,10 +164,6 @@ std::string DescribeUnavailableNics(const topology::Topology& topology, const Ni
   return text;
 }
 
-std::string CountNoun(int count, const std::string& noun) {
-  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
-}
-
 NicChoice ChooseNics(const topology::Topology& topology, GpuMask gpus, GpuMask free_after,
                      const NicAvailability& nics, const NicRequest& request) {
   NicScore score;
@@ -178,7 +174,7 @@ NicChoice ChooseNics(const topology::Topology& topology, GpuMask gpus, GpuMask f
   if (static_cast<int>(terms.candidates.size()) < k) {
     NicChoice none;
     none.unresolvable = usable < k;
-    none.reason = "needs " + CountNoun(k, "NIC") +
+    none.reason = "needs " + Plural(k, "NIC") +
                   (request.milli == NicRequest::kWhole
                        ? " to itself"
                        : " with " + std::to_string(request.milli) + "/1000 free") +

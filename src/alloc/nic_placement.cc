@@ -130,16 +130,6 @@ bool LowerGpus(GpuMask a, GpuMask b) {
   return differ != 0 && (a & (differ & -differ)) != 0;
 }
 
-}  // namespace
-
-bool Aligned(const topology::Topology& topology, GpuMask gpus, const NicAvailability& nics,
-             const NicRequest& request) {
-  return AlignedWith(ReachOfTakers(topology, nics, request), gpus,
-                     request.CountFor(__builtin_popcount(gpus)));
-}
-
-namespace {
-
 // The joint placement when no GPU set can have its NICs at the asked closeness and the pod
 // requires it.
 NicChoice NoAlignedSet(const PlacementTable& table, GpuMask free, const NicAvailability& nics,

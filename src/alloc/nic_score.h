@@ -76,9 +76,6 @@ class NicTerms {
   std::vector<int> relation_;  // [candidate * gpus + j]: PcieRelation as an int
 };
 
-// "3 NICs", "1 NIC".
-std::string CountNoun(int count, const std::string& noun);
-
 // "NICs 2,3 in use; NIC 7 down or virtual functions": which NICs of `only` cannot take `milli`
 // thousandths; empty when all can. By index, not name: nodes in one state share one answer (the
 // callers memoize per state), and names are the node's own (`linkfit explain` shows them).

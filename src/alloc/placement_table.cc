@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "linkfit/common/strings.h"
+
 namespace linkfit::alloc {
 namespace {
 
@@ -10,10 +12,6 @@ int PopCount(unsigned mask) { return __builtin_popcount(mask); }
 int LowestBit(unsigned mask) { return __builtin_ctz(mask); }
 
 constexpr std::uint8_t kInfiniteRank = 255;
-
-std::string Plural(int count, const char* word) {
-  return std::to_string(count) + " " + word + (count == 1 ? "" : "s");
-}
 
 }  // namespace
 

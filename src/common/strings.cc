@@ -73,6 +73,10 @@ bool StartsWith(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
+std::string Plural(int count, std::string_view noun) {
+  return std::to_string(count) + " " + std::string(noun) + (count == 1 ? "" : "s");
+}
+
 std::string JoinStrings(const std::vector<std::string>& values, std::string_view separator) {
   std::string out;
   for (std::size_t i = 0; i < values.size(); ++i) {

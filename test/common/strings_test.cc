@@ -61,3 +61,15 @@ TEST(Strings, GrowUninitializedKeepsTheSizeAskedForAndTheBytesBefore) {
 
 }  // namespace
 }  // namespace linkfit
+
+namespace linkfit {
+namespace {
+
+TEST(Plural, AddsAnSUnlessOne) {
+  EXPECT_EQ(Plural(1, "GPU"), "1 GPU");
+  EXPECT_EQ(Plural(0, "NIC"), "0 NICs");
+  EXPECT_EQ(Plural(3, "free GPU"), "3 free GPUs");
+}
+
+}  // namespace
+}  // namespace linkfit

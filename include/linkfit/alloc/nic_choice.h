@@ -125,10 +125,6 @@ NicChoice ChooseNics(const topology::Topology& topology, topology::GpuMask gpus,
                      topology::GpuMask free_after, const NicAvailability& nics,
                      const NicRequest& request);
 
-// Whether `gpus` can each have a close NIC among those `nics` can give (k = request.CountFor).
-bool Aligned(const topology::Topology& topology, topology::GpuMask gpus,
-             const NicAvailability& nics, const NicRequest& request);
-
 // A whole-GPU pod's GPUs and NICs together (the objective above). `gpus.fits` and `nics.fits`
 // both hold when it fits; a missed preference is in gpus.reason (GPU closeness) or nics.reason.
 struct JointPlacement {

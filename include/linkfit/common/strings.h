@@ -45,6 +45,9 @@ bool StartsWith(std::string_view text, std::string_view prefix);
 // Joins integers with `separator`, e.g. {0,1,4} -> "0,1,4".
 std::string JoinInts(const std::vector<int>& values, std::string_view separator = ",");
 // "a,b,c" (or with another separator); "" for none.
+// "1 GPU", "3 GPUs": `count` and `noun`, with an "s" unless the count is 1.
+std::string Plural(int count, std::string_view noun);
+
 std::string JoinStrings(const std::vector<std::string>& values, std::string_view separator = ",");
 
 // Makes `text` `size` bytes long without writing the bytes it gains, for a buffer about to be
