@@ -79,10 +79,11 @@ struct Bench {
     std::exit(1);
   }
 
-  // The four pod shapes' bodies naming the first `size` shuffled names.
-  std::vector<std::string> Bodies(std::size_t size) {
+  // The four pod shapes' bodies naming the first `size` shuffled names; with `nics`, each pod
+  // also asks one RDMA NIC per GPU.
+  std::vector<std::string> Bodies(std::size_t size, bool nics = false) {
     std::vector<std::string> bodies;
-    for (const load::PodShape& shape : load::PodShapes()) {
+    for (const load::PodShape& shape : load::PodShapes(nics)) {
       bodies.push_back(
           bench::CacheModeArgs(load::PodJson(shape, ++serial), cluster.shuffled_names, size));
     }
@@ -130,11 +131,12 @@ void Sizes(benchmark::internal::Benchmark* b) {
 }
 
 // kFresh: every call a CPU request no earlier pod had (linkfit-load --fresh-requests), so no
-// score can be kept: the cold path.
-template <Verb kVerb, bool kLinkfit, bool kFresh = false>
+// score can be kept: the cold path. kNics: the pods also ask one RDMA NIC per GPU (every node of
+// the cluster has its machine's NICs, all free), the GPUs and NICs chosen together.
+template <Verb kVerb, bool kLinkfit, bool kFresh = false, bool kNics = false>
 void BM_Verb(benchmark::State& state) {
   Bench& bench = Shared();
-  std::vector<std::string> bodies = bench.Bodies(static_cast<std::size_t>(state.range(0)));
+  std::vector<std::string> bodies = bench.Bodies(static_cast<std::size_t>(state.range(0)), kNics);
   std::vector<std::size_t> uid_at;
   std::vector<std::size_t> cpu_at;
   for (std::string& body : bodies) {
@@ -204,6 +206,10 @@ BENCHMARK(BM_Verb<Verb::kFilter, true>)
     ->Name("Filter/linkfit")
     ->Apply(Sizes)
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Verb<Verb::kFilter, true, false, true>)
+    ->Name("Filter/linkfit-nics")
+    ->Apply(Sizes)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Verb<Verb::kFilter, false>)
     ->Name("Filter/parse-only")
     ->Apply(Sizes)
@@ -214,6 +220,14 @@ BENCHMARK(BM_Verb<Verb::kPrioritize, true>)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Verb<Verb::kPrioritize, true, true>)
     ->Name("Prioritize/linkfit-fresh")
+    ->Apply(Sizes)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Verb<Verb::kPrioritize, true, false, true>)
+    ->Name("Prioritize/linkfit-nics")
+    ->Apply(Sizes)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Verb<Verb::kPrioritize, true, true, true>)
+    ->Name("Prioritize/linkfit-nics-fresh")
     ->Apply(Sizes)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Verb<Verb::kPrioritize, false>)

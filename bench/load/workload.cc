@@ -114,13 +114,18 @@ GeneratedCluster MakeCluster(const std::string& topology_dir, int nodes, std::ui
   return cluster;
 }
 
-std::vector<PodShape> PodShapes() {
-  return {
+std::vector<PodShape> PodShapes(bool nics) {
+  std::vector<PodShape> shapes = {
       {"4 GPUs, nvlink preferred", 4, "nvlink", false},
       {"1 GPU", 1, "", false},
       {"8 GPUs", 8, "", false},
       {"2 GPUs, nvlink required", 2, "nvlink", true},
   };
+  for (PodShape& shape : shapes) {
+    shape.nics = nics;
+    if (nics) shape.label += ", a NIC per GPU";
+  }
+  return shapes;
 }
 
 std::string PodUid(std::uint64_t serial) { return std::string(kUidPrefix) + Serial12(serial); }
@@ -133,6 +138,7 @@ std::string PodJson(const PodShape& shape, std::uint64_t serial) {
     annotations += R"(,"linkfit.io/closeness":")" + shape.closeness + "\"";
     if (shape.required) annotations += R"(,"linkfit.io/closeness-policy":"required")";
   }
+  if (shape.nics) annotations += R"(,"linkfit.io/nics":"per-gpu")";
   return R"({"metadata":{"name":")" + name +
          R"(","generateName":"trainer-","namespace":"ml-research","uid":")" + PodUid(serial) +
          R"(","resourceVersion":"48213977","creationTimestamp":"2024-03-14T10:00:00Z",)"

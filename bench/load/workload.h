@@ -37,10 +37,11 @@ struct PodShape {
   int gpus = 1;
   std::string closeness;  // "" for none
   bool required = false;
+  bool nics = false;  // linkfit.io/nics: per-gpu (one RDMA NIC per GPU, at PXB or closer)
 };
 
-// The rotation of shapes the latency runs use.
-std::vector<PodShape> PodShapes();
+// The rotation of shapes the latency runs use; with `nics`, each also asks one NIC per GPU.
+std::vector<PodShape> PodShapes(bool nics = false);
 
 // A realistic full Pod object (as the scheduler's informer holds it: metadata, containers,
 // volumes, tolerations, status; no managedFields). Its bytes are what the load figures measured,
