@@ -62,6 +62,10 @@ struct ShapeNeeds {
   std::vector<int> milli;                // distinct needs, in first-seen order
   std::array<std::uint8_t, 64> index{};  // shape i (i < 64) -> its need's position in `milli`
   ShapeMask with_gpus = 0;               // shapes that ask for GPUs at all
+  ShapeMask with_nics = 0;               // shapes that ask for RDMA NICs
+  // The distinct NIC shares asked (thousandths), and each shape's position among them.
+  std::vector<int> nic_milli;
+  std::array<std::uint8_t, 64> nic_index{};
   // (threshold, every shape asking at most that much), thresholds ascending.
   std::vector<std::pair<std::int64_t, ShapeMask>> cpu_steps;
   std::vector<std::pair<std::int64_t, ShapeMask>> memory_steps;
@@ -102,6 +106,13 @@ ShapeNeeds NeedsOf(const std::vector<Shape>& shapes) {
     if (found == needs.milli.end()) needs.milli.push_back(shapes[i].milli);
     const ShapeMask bit = ShapeMask{1} << i;
     if (shapes[i].gpus > 0) needs.with_gpus |= bit;
+    if (shapes[i].nics > 0) {
+      needs.with_nics |= bit;
+      const auto nic_found =
+          std::find(needs.nic_milli.begin(), needs.nic_milli.end(), shapes[i].nic_milli);
+      needs.nic_index[i] = static_cast<std::uint8_t>(nic_found - needs.nic_milli.begin());
+      if (nic_found == needs.nic_milli.end()) needs.nic_milli.push_back(shapes[i].nic_milli);
+    }
     cpu.emplace_back(shapes[i].cpu_milli, bit);
     memory.emplace_back(shapes[i].memory_bytes, bit);
   }
@@ -117,6 +128,38 @@ ShapeMask AdmittedShapes(std::int64_t cpu_free, std::int64_t memory_free, const 
                          ShapeMask allowed) {
   return allowed & needs.with_gpus & Within(needs.cpu_steps, cpu_free) &
          Within(needs.memory_steps, memory_free);
+}
+
+// The shapes whose NICs the node can take: shapes without NICs, and those for which as many of
+// the node's usable NICs have their share free as they ask, the NICs in `taken` (the pod's, or
+// null) counted as held.
+ShapeMask NicAdmitted(const state::NodeState& node, const std::vector<Shape>& shapes,
+                      const ShapeNeeds& needs,
+                      const std::vector<state::Assignment::NicSlot>* taken) {
+  ShapeMask admitted = ~needs.with_nics;
+  if (needs.with_nics == 0 || node.nic_count() == 0) return admitted;
+  std::array<int, topology::kMaxNics> free{};
+  const alloc::NicMask usable = node.nic_usable();
+  for (int n = 0; n < node.nic_count(); ++n) {
+    const auto at = static_cast<std::size_t>(n);
+    free[at] = usable.test(at) ? 1000 - node.nic_used_milli(n) : 0;
+  }
+  if (taken != nullptr) {
+    for (const state::Assignment::NicSlot& slot : *taken) {
+      free[static_cast<std::size_t>(slot.nic)] -= slot.milli;
+    }
+  }
+  std::array<int, 64> nics_with_room{};  // per distinct share: the NICs that have it free
+  for (std::size_t k = 0; k < needs.nic_milli.size(); ++k) {
+    for (int n = 0; n < node.nic_count(); ++n) {
+      nics_with_room[k] += free[static_cast<std::size_t>(n)] >= needs.nic_milli[k] ? 1 : 0;
+    }
+  }
+  for (std::size_t i = 0; i < shapes.size() && i < 64; ++i) {
+    if (((needs.with_nics >> i) & 1) == 0) continue;
+    if (nics_with_room[needs.nic_index[i]] >= shapes[i].nics) admitted |= ShapeMask{1} << i;
+  }
+  return admitted;
 }
 
 // What FragmentationOf reads of a node: its GPUs' free milli and the shapes it admits. Nodes
@@ -216,7 +259,8 @@ double Fragmentation(const state::NodeState& node, const std::vector<Shape>& sha
   const ShapeNeeds needs = NeedsOf(shapes);
   const FreeView view = ViewOf(node);
   const ShapeMask admitted =
-      AdmittedShapes(view.cpu_free, view.memory_free, needs, ModelMask(node, shapes));
+      AdmittedShapes(view.cpu_free, view.memory_free, needs, ModelMask(node, shapes)) &
+      NicAdmitted(node, shapes, needs, nullptr);
   return FragmentationOf(KeyOf(view, admitted), shapes, needs);
 }
 
@@ -463,6 +507,10 @@ std::int64_t CandidateScorer::Score(std::size_t i) {
     admitted_before = AdmittedShapes(cpu_free, memory_free, in.needs, cached->second);
     admitted_after = AdmittedShapes(cpu_free - request.cpu_milli,
                                     memory_free - request.memory_bytes, in.needs, cached->second);
+    if (in.needs.with_nics != 0) {
+      admitted_before &= NicAdmitted(node, in.shapes, in.needs, nullptr);
+      admitted_after &= NicAdmitted(node, in.shapes, in.needs, &fit.assignment.nics);
+    }
   }
   const GpuTerms& terms = in.terms_by_state.Of(node, {admitted_before, admitted_after, &fit}, [&] {
     return GpuTermsOf(in.inputs, node, fit, admitted_before, admitted_after);

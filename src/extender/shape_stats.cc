@@ -47,6 +47,10 @@ std::optional<ShapeStats::Key> ShapeStats::KeyOf(const GpuRequest& request) {
   }
   key.cpu_bucket = CpuBucket(request.cpu_milli);
   key.memory_bucket = MemoryBucket(request.memory_bytes);
+  if (request.nics.wanted()) {
+    key.nics = std::clamp(request.nics.CountFor(key.gpus), 1, topology::kMaxNics);
+    key.nic_milli = std::clamp((request.nics.milli + 49) / 50, 1, 20) * 50;
+  }
   for (const std::string& model : request.gpu_models) key.models += model + "|";
   return key;
 }
@@ -113,6 +117,8 @@ ShapeList ShapeStats::Typical() const {
     shape.cpu_milli = std::llround(tally.cpu_sum / count);
     shape.memory_bytes = std::llround(tally.memory_sum / count);
     shape.gpu_models = tally.models;
+    shape.nics = key.nics;
+    shape.nic_milli = key.nic_milli;
     shapes.push_back(std::move(shape));
   }
   if (prior_) {

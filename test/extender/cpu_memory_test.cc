@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "extender/balance.h"
 #include "extender_testing.h"
@@ -347,6 +348,27 @@ TEST(ShapeStatsTest, LearnsCpuAndMemoryOfShapes) {
   EXPECT_DOUBLE_EQ((*typical)[0].weight, 1.0);
 }
 
+TEST(ShapeStatsTest, LearnsTheNicsOfShapes) {
+  ShapeStats stats;
+  GpuRequest request;
+  request.kind = GpuRequest::Kind::kWhole;
+  request.count = 2;
+  request.nics.count = alloc::NicRequest::kPerGpu;
+  stats.Record(request);  // 2 GPUs, a whole NIC each
+  GpuRequest share = request;
+  share.count = 1;
+  share.nics.milli = 240;  // bucketed to 250
+  stats.Record(share);
+  GpuRequest plain = request;
+  plain.nics = {};
+  stats.Record(plain);
+  const ShapeList typical = stats.Typical();
+  ASSERT_EQ(typical->size(), 3u);
+  std::set<std::tuple<int, int, int>> seen;
+  for (const Shape& shape : *typical) seen.emplace(shape.gpus, shape.nics, shape.nic_milli);
+  EXPECT_EQ(seen, (std::set<std::tuple<int, int, int>>{{2, 2, 1000}, {1, 1, 250}, {2, 0, 0}}));
+}
+
 class CpuMemoryExtenderTest : public ExtenderFixture {
  protected:
   void SetUp() override {
@@ -449,7 +471,7 @@ TEST_F(CpuMemoryExtenderTest, GpuPodAvoidsTheNodeWhoseCpuItWouldExhaust) {
 
 // The scoring's fragmentation (shared per-request tables, binary-searched CPU and memory steps,
 // memoised by node state in prioritize) equals FGD's formula evaluated shape by shape, to the
-// bit, over random nodes and random shapes.
+// bit, over random nodes and random shapes (RDMA NIC shares among them).
 double ReferenceFragmentation(const state::NodeState& node, const std::vector<Shape>& shapes) {
   std::vector<int> free;
   double total_free = 0;
@@ -466,8 +488,14 @@ double ReferenceFragmentation(const state::NodeState& node, const std::vector<Sh
       hosts += milli >= shape.milli ? 1 : 0;
       if (milli > 0 && milli < shape.milli) too_small += milli;
     }
+    int nics_with_room = 0;
+    for (int n = 0; n < node.nic_count(); ++n) {
+      const bool usable = node.nic_usable().test(static_cast<std::size_t>(n));
+      nics_with_room += usable && 1000 - node.nic_used_milli(n) >= shape.nic_milli ? 1 : 0;
+    }
     const bool fits = shape.gpus > 0 && node.cpu_free_milli() >= shape.cpu_milli &&
-                      node.memory_free_bytes() >= shape.memory_bytes && hosts >= shape.gpus;
+                      node.memory_free_bytes() >= shape.memory_bytes && hosts >= shape.gpus &&
+                      nics_with_room >= shape.nics;
     fragmentation += shape.weight * (fits ? too_small : total_free);
   }
   return fragmentation;
@@ -483,6 +511,8 @@ TEST(FragmentationTest, EqualsFgdShapeByShapeToTheBit) {
       shape.weight = 1.0 / static_cast<double>(1 + random() % 7);
       shape.cpu_milli = static_cast<std::int64_t>(random() % 5) * 16000;
       shape.memory_bytes = static_cast<std::int64_t>(random() % 5) * 64 * kGiB;
+      shape.nics = static_cast<int>(random() % 4);  // 0: none
+      shape.nic_milli = shape.nics > 0 ? static_cast<int>(50 * (1 + random() % 20)) : 0;
     }
     state::NodeStatePtr node = std::make_shared<state::NodeState>(NodeWith("n", 64000, 256 * kGiB));
     state::Assignment whole = GpuLess("w", "n", static_cast<std::int64_t>(random() % 64000),
@@ -495,8 +525,15 @@ TEST(FragmentationTest, EqualsFgdShapeByShapeToTheBit) {
     share.gpus = topology::GpuMask{1} << 6;
     share.shares = {{6, static_cast<int>(50 * (1 + random() % 19))}};
     if (auto applied = node->Apply(share)) node = *applied;
+    state::Assignment nic_holder = GpuLess("r", "n", 0, 0);
+    for (int n = 0; n < node->nic_count(); ++n) {
+      if (random() % 2 == 0)
+        nic_holder.nics.push_back({n, static_cast<int>(50 * (1 + random() % 20)), -1});
+    }
+    if (auto applied = node->Apply(nic_holder)) node = *applied;
     const double expected = ReferenceFragmentation(*node, shapes);
     EXPECT_EQ(Fragmentation(*node, shapes), expected) << "round " << round;
+    ASSERT_GT(node->nic_count(), 0) << "the node has NICs, so the NIC shapes are tested";
   }
 }
 

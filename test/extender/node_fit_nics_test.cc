@@ -211,5 +211,47 @@ TEST(FitOnNodeNics, AlignedCandidatesScoreAboveMisalignedOnes) {
   EXPECT_LT(plain_scores[0], plain_scores[1]);
 }
 
+// Fragmentation counts NICs: where the pods seen ask a NIC share with their GPU, a node whose last
+// NIC with room a whole-NIC pod would take leaves its free GPUs useless to them, and scores below
+// a node that keeps NICs for them.
+TEST(FitOnNodeNics, FragmentationCountsTheNicsTheShapesNeed) {
+  const NodeStatePtr roomy = DgxA100();
+  Assignment nic_holder;
+  nic_holder.pod_uid = "nic-holder";
+  nic_holder.node = roomy->name();
+  for (int n = 0; n + 1 < roomy->nic_count(); ++n) nic_holder.nics.push_back({n, 1000, -1});
+  auto last_nic = roomy->Apply(nic_holder);
+  ASSERT_TRUE(last_nic) << last_nic.error().message;
+  Shape share_with_nic;
+  share_with_nic.gpus = 1;
+  share_with_nic.milli = 1000;
+  share_with_nic.weight = 1.0;
+  share_with_nic.nics = 1;
+  share_with_nic.nic_milli = 250;
+  const std::vector<Shape> shapes{share_with_nic};
+  EXPECT_EQ(Fragmentation(*roomy, shapes), 0.0);
+  EXPECT_EQ(Fragmentation(**last_nic, shapes), 0.0) << "one NIC still has room";
+
+  const GpuRequest request = WholeWithNics(1);
+  const NodeFit on_roomy = FitOnNode(request, *roomy, {});
+  const NodeFit on_last = FitOnNode(request, **last_nic, {});
+  ASSERT_TRUE(on_roomy.fits && on_last.fits);
+  ASSERT_TRUE(on_roomy.nics_aligned && on_last.nics_aligned);
+  ScoreWeights fragmentation_only;
+  fragmentation_only.topology = 0;
+  fragmentation_only.packing = 0;
+  fragmentation_only.balance = 0;
+  fragmentation_only.whole_machines = WholeMachinePolicy::kOff;
+  const std::vector<Candidate> candidates{{roomy.get(), &on_roomy}, {last_nic->get(), &on_last}};
+  const auto scores = ScoreNodes(request, candidates, shapes, fragmentation_only, 100);
+  EXPECT_GT(scores[0], scores[1]);
+  // Shapes without NICs see no difference.
+  std::vector<Shape> plain = shapes;
+  plain[0].nics = 0;
+  plain[0].nic_milli = 0;
+  const auto plain_scores = ScoreNodes(request, candidates, plain, fragmentation_only, 100);
+  EXPECT_EQ(plain_scores[0], plain_scores[1]);
+}
+
 }  // namespace
 }  // namespace linkfit::extender

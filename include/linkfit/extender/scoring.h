@@ -20,7 +20,9 @@
 //      for each shape, the free GPU capacity that can no longer serve it, weighted by how often
 //      the shape occurs. A shape is served only if the node's free CPU, memory, GPU model and
 //      GPUs all fit it (FGD's definition), so GPUs stranded by exhausted CPU or memory count as
-//      fragment, and a shape without GPUs counts every free GPU. 0.5 = no change; the same
+//      fragment, and a shape without GPUs counts every free GPU. A shape that asks RDMA NICs is
+//      served only if as many of the node's NICs have its share free (NICs count like CPU:
+//      GPUs left beside exhausted NICs are fragment for it). 0.5 = no change; the same
 //      absolute scale for every request and node (no min-max over candidates). Whole GPUs
 //      average it with the topology look-ahead kept: 1 - (best rings still available in the
 //      free set, lost by this choice) / (those rings on the best idle candidate node), one
@@ -117,6 +119,9 @@ struct Shape {
   std::int64_t cpu_milli = 0;
   std::int64_t memory_bytes = 0;
   std::vector<std::string> gpu_models;  // lower-case substrings (linkfit.io/gpu-model); empty = any
+  // RDMA NICs the shape holds (0: none), each with `nic_milli` thousandths free (1000: whole).
+  int nics = 0;
+  int nic_milli = 0;
 };
 using ShapeList = std::shared_ptr<const std::vector<Shape>>;
 
@@ -128,8 +133,8 @@ class ShapeStats {
   explicit ShapeStats(bool power_of_two_prior = false) : prior_(power_of_two_prior) {}
 
   // Counts one request: one pod a PodSource knows (pod_source.h: each pod once, retries never
-  // again). CPU is bucketed by whole cores up to 32 (then 8 cores), memory by powers of two GiB;
-  // a bucket's shape carries the mean request of its members.
+  // again). CPU is bucketed by whole cores up to 32 (then 8 cores), memory by powers of two GiB,
+  // NIC shares by 50 thousandths; a bucket's shape carries the mean request of its members.
   void Record(const GpuRequest& request);
   // Uncounts a request counted before (a pod that left).
   void Remove(const GpuRequest& request);
@@ -147,6 +152,8 @@ class ShapeStats {
     int cpu_bucket = 0;
     int memory_bucket = 0;
     std::string models;
+    int nics = 0;
+    int nic_milli = 0;
     auto operator<=>(const Key&) const = default;
   };
   struct Tally {
