@@ -1,6 +1,7 @@
 #include "linkfit/alloc/nic_choice.h"
 
 #include <string>
+#include <vector>
 
 #include "linkfit/common/strings.h"
 
@@ -65,6 +66,13 @@ std::string NicRequest::Describe() const {
   if (milli != kWhole) text += " x " + std::to_string(milli) + "/1000";
   text += " at " + std::string(ToString(closeness));
   if (policy == ClosenessPolicy::kRequired) text += ", required";
+  if (rails.any()) {
+    std::vector<int> listed;
+    for (std::size_t r = 0; r < rails.size(); ++r) {
+      if (rails.test(r)) listed.push_back(static_cast<int>(r));
+    }
+    text += std::string(listed.size() == 1 ? ", rail " : ", rails ") + JoinInts(listed);
+  }
   return text;
 }
 

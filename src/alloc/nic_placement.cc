@@ -2,6 +2,7 @@
 // nic_choice.h): every GPU set of the asked size is checked for alignment, and the sets tied on
 // the GPU side get a NIC choice each.
 
+#include <bitset>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -130,6 +131,40 @@ bool LowerGpus(GpuMask a, GpuMask b) {
   return differ != 0 && (a & (differ & -differ)) != 0;
 }
 
+// The NICs of `choice` on the rails `rails`.
+int OnRails(const topology::Topology& topology, const NicChoice& choice,
+            const std::bitset<topology::kMaxNics>& rails) {
+  int count = 0;
+  for (const NicPick& pick : choice.nics) {
+    const int rail = topology.nics()[static_cast<std::size_t>(pick.nic)].rail;
+    const bool on =
+        rail >= 0 && rail < topology::kMaxNics && rails.test(static_cast<std::size_t>(rail));
+    count += on ? 1 : 0;
+  }
+  return count;
+}
+
+// Of GPU sets tied on the GPU side: the one whose best NICs lie most on the pod's rails (when it
+// names any), then the one with the lowest GPUs.
+GpuMask BestOfTied(const topology::Topology& topology, const std::vector<GpuMask>& tied,
+                   GpuMask free, const NicAvailability& nics, const NicRequest& request) {
+  GpuMask best = tied.front();
+  int best_rails = -1;
+  for (GpuMask set : tied) {
+    int rails = 0;
+    if (request.rails.any()) {
+      rails = OnRails(topology,
+                      ChooseNics(topology, set, static_cast<GpuMask>(free & ~set), nics, request),
+                      request.rails);
+    }
+    if (rails > best_rails || (rails == best_rails && LowerGpus(set, best))) {
+      best = set;
+      best_rails = rails;
+    }
+  }
+  return best;
+}
+
 // The joint placement when no GPU set can have its NICs at the asked closeness and the pod
 // requires it.
 NicChoice NoAlignedSet(const PlacementTable& table, GpuMask free, const NicAvailability& nics,
@@ -181,8 +216,8 @@ JointPlacement PlaceWholeGpusWithNics(const PlacementTable& table, GpuMask free,
     return out;
   }
   // The table's pick is the best meeting set when one exists, else the best set: when it is
-  // aligned, no other set can come before it.
-  if (AlignedWith(reach, out.gpus.gpus, nic_count)) {
+  // aligned, no other set can come before it, unless the pod's rails prefer a set tied with it.
+  if (request.rails.none() && AlignedWith(reach, out.gpus.gpus, nic_count)) {
     out.nics = ChooseNics(topology, out.gpus.gpus, static_cast<GpuMask>(free & ~out.gpus.gpus),
                           nics, request);
     return out;
@@ -203,11 +238,13 @@ JointPlacement PlaceWholeGpusWithNics(const PlacementTable& table, GpuMask free,
   }
   PreferWhere(sets, meets);
   PreferWhere(sets, aligned);
-  GpuMask best = sets.front();
+  std::vector<GpuMask> tied{sets.front()};
   for (std::size_t i = 1; i < sets.size(); ++i) {
-    const int order = CompareGpuSide(table, sets[i], best, free);
-    if (order < 0 || (order == 0 && LowerGpus(sets[i], best))) best = sets[i];
+    const int order = CompareGpuSide(table, sets[i], tied.front(), free);
+    if (order < 0) tied.clear();
+    if (order <= 0) tied.push_back(sets[i]);
   }
+  const GpuMask best = BestOfTied(topology, tied, free, nics, request);
   out.nics = ChooseNics(topology, best, static_cast<GpuMask>(free & ~best), nics, request);
   const bool met_before = out.gpus.closeness_met;
   out.gpus.gpus = best;

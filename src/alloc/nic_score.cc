@@ -15,6 +15,7 @@ int Order(int a, int b, bool more) {
 
 int CompareNicTerms(const NicScore& a, const NicScore& b) {
   if (int o = Order(a.close, b.close, true)) return o;
+  if (int o = Order(a.rails, b.rails, true)) return o;
   if (int o = Order(a.relation, b.relation, true)) return o;
   if (int o = Order(a.untouched, b.untouched, false)) return o;
   if (int o = Order(a.left, b.left, false)) return o;
@@ -43,6 +44,11 @@ NicTerms::NicTerms(const topology::Topology& topology, topology::GpuMask gpu_mas
     NicScore own;
     own.untouched = nics.free_milli[at] == NicRequest::kWhole ? 1 : 0;
     own.left = nics.free_milli[at] - request.milli;
+    const int rail = topology.nics()[at].rail;
+    own.rails =
+        rail >= 0 && rail < topology::kMaxNics && request.rails.test(static_cast<std::size_t>(rail))
+            ? 1
+            : 0;
     for (int g = 0; g < topology.gpu_count(); ++g) {
       if (((free_after >> g) & 1) != 0 && Within(topology.nic_relation(n, g), closeness_)) {
         ++own.damage;
@@ -85,7 +91,7 @@ NicScore NicTerms::Extra(std::size_t i) const {
 }
 
 std::vector<int> NicTerms::KindOf(std::size_t i) const {
-  std::vector<int> kind{own_[i].untouched, own_[i].left, own_[i].damage};
+  std::vector<int> kind{own_[i].rails, own_[i].untouched, own_[i].left, own_[i].damage};
   for (std::size_t j = 0; j < gpus.size(); ++j) kind.push_back(Relation(i, j));
   return kind;
 }

@@ -17,6 +17,7 @@ namespace linkfit::alloc {
 // A partial or whole NIC choice's score. Scores of disjoint NIC sets add up.
 struct NicScore {
   int close = 0;      // GPUs with a close NIC: more is better
+  int rails = 0;      // NICs on the group's rails: more is better
   int relation = 0;   // summed PCIe relations of the pairs (PIX 4 .. SYS 0): more is better
   int untouched = 0;  // NICs nobody used before: fewer is better
   int left = 0;       // thousandths left free on the chosen NICs: less is better
@@ -25,16 +26,16 @@ struct NicScore {
   std::uint64_t mask_high = 0;  // differ is better
 
   NicScore Plus(const NicScore& other) const {
-    return NicScore{close + other.close,         relation + other.relation,
-                    untouched + other.untouched, left + other.left,
-                    damage + other.damage,       mask_low | other.mask_low,
-                    mask_high | other.mask_high};
+    return NicScore{close + other.close,       rails + other.rails,
+                    relation + other.relation, untouched + other.untouched,
+                    left + other.left,         damage + other.damage,
+                    mask_low | other.mask_low, mask_high | other.mask_high};
   }
 };
 
-// Whether `a` is strictly better than `b` (terms 4-8, then the lowest NIC indexes).
+// Whether `a` is strictly better than `b` (terms 4-8 with 4b, then the lowest NIC indexes).
 bool BetterNics(const NicScore& a, const NicScore& b);
-// Terms 4-8 only: -1 when `a` is better, 1 when `b` is, 0 when equal.
+// Terms 4-8 with 4b only: -1 when `a` is better, 1 when `b` is, 0 when equal.
 int CompareNicTerms(const NicScore& a, const NicScore& b);
 
 class NicTerms {

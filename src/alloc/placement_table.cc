@@ -194,10 +194,22 @@ GpuMask PlacementTable::BestMeeting(GpuMask free, int k, Closeness level) const 
   const std::vector<GpuMask>& groups = level == Closeness::kPcieSwitch ? topo.pcie_switch_groups()
                                        : level == Closeness::kNuma     ? topo.numa_groups()
                                                                        : topo.socket_groups();
+  // Every k-set inside a group's free GPUs, compared as BestOnNode compares (the look-ahead over
+  // the node's whole free set, not the group's: the group's own best can leave the node worse
+  // off). Where the group holds every free GPU its best is the node's (one lookup); otherwise a
+  // group is a part of the node: at most 8 GPUs on the machines linkfit knows, 256 subsets.
   GpuMask chosen = 0;
   for (GpuMask group : groups) {
-    const GpuMask candidate = BestOnNode(static_cast<GpuMask>(free & group), k);
-    if (candidate != 0 && (chosen == 0 || Better(candidate, chosen, free))) chosen = candidate;
+    const auto inside = static_cast<GpuMask>(free & group);
+    if (inside == free) {
+      const GpuMask best = BestOnNode(free, k);
+      if (best != 0 && (chosen == 0 || Better(best, chosen, free))) chosen = best;
+      continue;
+    }
+    for (unsigned s = inside; s != 0; s = (s - 1) & inside) {
+      const auto set = static_cast<GpuMask>(s);
+      if (PopCount(set) == k && (chosen == 0 || Better(set, chosen, free))) chosen = set;
+    }
   }
   return chosen;
 }

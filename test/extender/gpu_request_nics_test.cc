@@ -30,7 +30,7 @@ kube::PodView Pod(kube::ResourceMap requests, kube::StringMap annotations) {
 
 NicRequest Nics(int count, int milli = 1000, NicCloseness closeness = NicCloseness::kPxb,
                 ClosenessPolicy policy = ClosenessPolicy::kPreferred) {
-  return NicRequest{count, milli, closeness, policy};
+  return NicRequest{count, milli, closeness, policy, {}};
 }
 
 // A cluster that also counts Mellanox's shared-device plugin and rdma/hca as whole NICs.

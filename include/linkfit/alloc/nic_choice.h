@@ -22,10 +22,13 @@
 // Candidates compare on, in order:
 //   1. S meets the pod's GPU closeness (required: only such S)
 //   2. S is aligned (NIC closeness required: only aligned S)
-//   3. the GPU objective of PlacementTable, ties included (ring, sum, span, look-ahead, lowest
-//      GPU indexes): a total order, so it settles S
+//   3. the GPU objective of PlacementTable (ring, sum, span, look-ahead), then, for a pod whose
+//      group already holds NICs on some rails (`rails`), the most NICs of S's best N on those
+//      rails, then the lowest GPU indexes: a total order, so it settles S
 //   then, for that S, N and its pairing:
 //   4. the most close GPUs
+//   4b. the most NICs on the group's rails (pods of one training job that talk across nodes
+//      rail to rail keep their traffic on one leaf switch of a rail-optimized fabric)
 //   5. the closest pairs: the sum of each pair's PCIe relation (PIX 4 .. SYS 0); an unpaired
 //      NIC counts its relation to its closest GPU of S
 //   6. the fewest NICs nobody used before (shares pack: whole NICs stay whole)
@@ -37,7 +40,8 @@
 // PlaceWholeGpusWithNics chooses S and N together. Both are exact: the tests compare them with
 // a brute force over every (S, N) and pairing.
 //
-// Cost: when the GPU set the placement table picks (a lookup) is aligned, it is S; otherwise the
+// Cost: when the GPU set the placement table picks (a lookup) is aligned and the pod names no
+// rails, it is S; otherwise the
 // GPU sets of the asked size inside the free GPUs (70 for 4 of 8) are each checked for alignment
 // by a bipartite matching. N then comes from a dynamic program over NICs in index order and the
 // GPUs already paired (2^g states: 256 for 8 GPUs), or, when fewer NICs than GPUs are asked,
@@ -79,11 +83,14 @@ struct NicRequest {
   int milli = kWhole;
   NicCloseness closeness = NicCloseness::kPxb;
   ClosenessPolicy policy = ClosenessPolicy::kPreferred;
+  // The rails (topology::NicSpec::rail) the members of the pod's group already placed hold NICs
+  // on: preferred (terms 3 and 4b above); empty: no preference.
+  std::bitset<topology::kMaxNics> rails;
 
   bool wanted() const { return count != 0; }
   // The NICs a pod of `gpus` GPUs gets.
   int CountFor(int gpus) const { return count == kPerGpu ? std::max(gpus, 1) : count; }
-  // "1 NIC per GPU at pxb", "2 NICs x 250/1000 at numa, required".
+  // "1 NIC per GPU at pxb", "2 NICs x 250/1000 at numa, required", "... at pxb, rails 0,1".
   std::string Describe() const;
   friend bool operator==(const NicRequest&, const NicRequest&) = default;
 };

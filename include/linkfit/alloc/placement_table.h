@@ -62,8 +62,9 @@ class PlacementTable {
                  static_cast<std::size_t>(k - 1)];
   }
 
-  // The best k-set inside `free` that meets `level` (0 if none does). For group levels
-  // (pcie-switch, numa, socket) this is one lookup per group of the topology.
+  // The best k-set inside `free` that meets `level` (0 if none does), in BestOnNode's order (the
+  // look-ahead over all of `free`). For group levels (pcie-switch, numa, socket): the k-subsets
+  // of each group's free GPUs (a lookup for a group holding every free GPU).
   GpuMask BestMeeting(GpuMask free, int k, Closeness level) const;
 
   // Whether a set meets a closeness level.
