@@ -189,7 +189,15 @@ Extender::Extender(state::ClusterCache& cache, ExtenderOptions options, Binder& 
 Extender::~Extender() = default;
 
 Result<GpuRequest> Extender::ParseRequest(const kube::PodView& pod) const {
-  return ParseGpuRequest(pod, options_.defaults);
+  Result<GpuRequest> request = ParseGpuRequest(pod, options_.defaults);
+  if (request) WithGroupRails(*request);
+  return request;
+}
+
+void Extender::WithGroupRails(GpuRequest& request) const {
+  if (request.nics.wanted() && !request.group.empty()) {
+    request.nics.rails = cache_.GroupRailsOf(request.group);
+  }
 }
 
 FilterVerdicts Extender::Filter(const VerbCall& call) const {

@@ -85,6 +85,9 @@ std::string Extender::Bind(const BindTarget& target) {
            target.pod_uid + ") " + pods_.where_pods_are_seen() + "; cannot bind it";
   }
   const bool device_less = !pending->request.WantsDevices();
+  // The rails of the pod's group as they are now (read before Assume takes the cache's lock).
+  GpuRequest request = pending->request;
+  WithGroupRails(request);
   if (device_less && cache_.Snapshot()->Find(target.node) == nullptr) {
     // A pod without GPUs or NICs on a node linkfit does not model: nothing to count, so the
     // lifecycle's step is looked up here rather than carried out on the cache.
@@ -105,7 +108,7 @@ std::string Extender::Bind(const BindTarget& target) {
           assignment.pod_uid = target.pod_uid;
           assignment.node = node.name();
         } else {
-          NodeFit fit = FitOnNode(pending->request, node, options_.fit);
+          NodeFit fit = FitOnNode(request, node, options_.fit);
           if (!fit.fits) {
             return MakeError("pod no longer fits on " + target.node + ": " + fit.reason);
           }
@@ -113,6 +116,7 @@ std::string Extender::Bind(const BindTarget& target) {
         }
         assignment.pod_namespace = target.pod_namespace;
         assignment.pod_name = target.pod_name;
+        assignment.group = request.group;
         assignment.cpu_milli = pending->request.cpu_milli;
         assignment.memory_bytes = pending->request.memory_bytes;
         placed_on = node.info_ptr();

@@ -1,6 +1,8 @@
 #include "linkfit/extender/gpu_request.h"
 
 #include <algorithm>
+#include <cctype>
+#include <utility>
 
 #include "linkfit/common/strings.h"
 #include "linkfit/topology/spec.h"
@@ -268,6 +270,33 @@ int GpusHeld(const GpuRequest& request) {
   return -1;
 }
 
+// The pod's group ("namespace/name", "" for none) from the first of linkfit.io/group (annotation,
+// then label) and the coscheduling pod-group labels. A name must be a label value: 1-63
+// characters, alphanumerics and '-', '_', '.' (the annotation is held to the same rule).
+Result<std::string> ParseGroup(const kube::PodView& pod) {
+  const std::pair<const kube::StringMap*, const char*> sources[] = {
+      {&pod.annotations, kube::kGroup},
+      {&pod.labels, kube::kGroup},
+      {&pod.labels, kube::kCoschedulingPodGroup},
+      {&pod.labels, kube::kCoschedulingPodGroupLegacy}};
+  for (const auto& [map, key] : sources) {
+    const auto found = map->find(key);
+    if (found == map->end()) continue;
+    const std::string& name = found->second;
+    const bool valid =
+        !name.empty() && name.size() <= 63 && std::all_of(name.begin(), name.end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '-' || ch == '_' ||
+                 ch == '.';
+        });
+    if (!valid) {
+      return MakeError(std::string(map == &pod.labels ? "label " : "annotation ") + key + " \"" +
+                       name + "\": expected 1-63 letters, digits, '-', '_' or '.'");
+    }
+    return pod.pod_namespace + "/" + name;
+  }
+  return std::string();
+}
+
 // The NICs a pod asks for (NicRequest{} for none); `gpus` is its GPU request, already parsed.
 Result<alloc::NicRequest> ParseNicRequest(const kube::PodView& pod, const RequestDefaults& defaults,
                                           const GpuRequest& gpus) {
@@ -373,6 +402,7 @@ Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaul
     return tl::unexpected(settled.error());
   }
   LINKFIT_ASSIGN_OR_RETURN(request.nics, ParseNicRequest(pod, defaults, request));
+  LINKFIT_ASSIGN_OR_RETURN(request.group, ParseGroup(pod));
   return request;
 }
 

@@ -49,6 +49,9 @@ std::string RequestSignature(const GpuRequest& request, const FitOptions& option
     AppendNumber(out, request.nics.milli);
     AppendNumber(out, static_cast<int>(request.nics.closeness));
     AppendNumber(out, static_cast<int>(request.nics.policy));
+    for (std::size_t rail = 0; rail < request.nics.rails.size(); ++rail) {
+      if (request.nics.rails.test(rail)) AppendNumber(out, -2 - static_cast<int>(rail));
+    }
   }
   // Not the CPU and memory requests: fits never read them (kube-scheduler's filters own them).
   AppendNumber(out, static_cast<int>(options.share_policy));

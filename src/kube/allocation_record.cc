@@ -200,6 +200,10 @@ std::string EncodeAllocationRecord(const AllocationRecord& record) {
   json::AppendString(out, record.uid);
   out += ",\"node\":";
   json::AppendString(out, record.node);
+  if (!record.group.empty()) {
+    out += ",\"group\":";
+    json::AppendString(out, record.group);
+  }
   AppendDevices(out, record.devices);
   if (record.cpu_milli > 0) out += ",\"cpu\":\"" + std::to_string(record.cpu_milli) + "m\"";
   if (record.memory_bytes > 0) out += ",\"memory\":\"" + std::to_string(record.memory_bytes) + "\"";
@@ -232,6 +236,7 @@ Result<AllocationRecord> DecodeAllocationRecord(std::string_view text) {
     if (key == "pod") return ReadString(c, child, "pod", &record.pod);
     if (key == "uid") return ReadString(c, child, "uid", &record.uid);
     if (key == "node") return ReadString(c, child, "node", &record.node);
+    if (key == "group") return ReadString(c, child, "group", &record.group);
     if (key == "cpu") return ReadQuantityField(c, child, "cpu", &record.cpu_milli);
     if (key == "memory") return ReadQuantityField(c, child, "memory", &memory_milli);
     if (key == "containers") {

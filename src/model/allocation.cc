@@ -54,6 +54,7 @@ Record RecordOf(const state::Assignment& assignment, const state::NodeInfo& node
   record.pod = assignment.PodKey();
   record.uid = assignment.pod_uid;
   record.node = assignment.node;
+  record.group = assignment.group;
   switch (assignment.kind) {
     case state::Assignment::Kind::kWhole: {
       record.devices.gpus = alloc::MaskToIndexes(assignment.gpus);
@@ -106,6 +107,7 @@ Result<state::Assignment> AssignmentOf(const Record& record, const state::NodeIn
   a.pod_name = record.pod.substr(slash + 1);
   a.pod_uid = record.uid;
   a.node = record.node;
+  a.group = record.group;
   a.cpu_milli = record.cpu_milli;
   a.memory_bytes = record.memory_bytes;
   const int gpu_count = node.gpu_count();

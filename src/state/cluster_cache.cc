@@ -171,6 +171,7 @@ int ClusterCache::UpsertNode(NodeInfoPtr info) {
         const auto pod = pods_.find(PodUid(assignment->pod_uid));
         if (pod != pods_.end()) {
           if (pod->second.phase == PodPhase::kAssumed) --assumed_;
+          UntrackLocked(*pod->second.record);
           pods_.erase(pod);
         }
         ++dropped;
@@ -193,6 +194,7 @@ void ClusterCache::RemoveNode(const std::string& name) {
     const auto pod = pods_.find(PodUid(entry.first));
     if (pod != pods_.end()) {
       if (pod->second.phase == PodPhase::kAssumed) --assumed_;
+      UntrackLocked(*pod->second.record);
       pods_.erase(pod);
     }
   }
@@ -273,7 +275,8 @@ Result<ClusterCache::AssumeResult> ClusterCache::Assume(const std::string& uid,
   assignment->node = node;
   auto applied = ApplyLocked(std::make_shared<const Assignment>(*assignment));
   if (!applied) return tl::unexpected(applied.error());
-  pods_[PodUid(uid)] = PodEntry{PodPhase::kAssumed, BindStage::kAssumed, std::move(*applied)};
+  pods_[PodUid(uid)] = PodEntry{PodPhase::kAssumed, BindStage::kAssumed, *applied};
+  TrackLocked(**applied);
   ++assumed_;
   ReportLocked(node);
   ChangedLocked();
@@ -301,6 +304,7 @@ Result<BindStep> ClusterCache::Advance(const std::string& uid, BindEvent event) 
       case BindEffect::kForget:
       case BindEffect::kRemove:
         ReleaseLocked(uid, pod->second);
+        UntrackLocked(*pod->second.record);
         pods_.erase(pod);
         ChangedLocked();
         break;
@@ -357,8 +361,8 @@ Result<void> ClusterCache::ReplaceBound(const Assignment& assignment) {
   if (pod == pods_.end()) {
     auto applied = ApplyLocked(std::move(record));
     if (!applied) return tl::unexpected(applied.error());
-    pods_[PodUid(assignment.pod_uid)] =
-        PodEntry{PodPhase::kAdded, BindStage::kConfirmed, std::move(*applied)};
+    pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, BindStage::kConfirmed, *applied};
+    TrackLocked(**applied);
     ReportLocked(assignment.node);
     ChangedLocked();
     return {};
@@ -378,7 +382,9 @@ Result<void> ClusterCache::ReplaceBound(const Assignment& assignment) {
   const std::string old_node = old->node;
   // A bind the record ends here was replaced by it; an ended one keeps how it ended.
   const BindStage stage = BindEnded(pod->second.stage) ? pod->second.stage : BindStage::kReplaced;
-  pod->second = PodEntry{PodPhase::kAdded, stage, std::move(*applied)};
+  UntrackLocked(*old);
+  pod->second = PodEntry{PodPhase::kAdded, stage, *applied};
+  TrackLocked(**applied);
   ReportLocked(old_node);
   ReportLocked(assignment.node);
   ChangedLocked();
@@ -404,11 +410,29 @@ void ClusterCache::ReleaseLocked(const std::string& uid, const PodEntry& entry) 
   ReportLocked(entry.node());
 }
 
+void ClusterCache::TrackLocked(const Assignment& record) {
+  if (record.group.empty() || record.nics.empty()) return;
+  const std::size_t position = PositionLocked(record.node);
+  if (position == NameIndex::kNotFound) return;
+  group_rails_.Add(record.group, record.pod_uid,
+                   GroupRails::RailsOf(record, *NodeAtLocked(position)));
+}
+
+void ClusterCache::UntrackLocked(const Assignment& record) {
+  group_rails_.Remove(record.group, record.pod_uid);
+}
+
+alloc::NicMask ClusterCache::GroupRailsOf(std::string_view group) const {
+  MutexLock lock(mutex_);
+  return group_rails_.Of(group);
+}
+
 void ClusterCache::Forget(const std::string& uid) {
   MutexLock lock(mutex_);
   const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end() || pod->second.phase != PodPhase::kAssumed) return;
   ReleaseLocked(uid, pod->second);
+  UntrackLocked(*pod->second.record);
   pods_.erase(pod);
   ChangedLocked();
 }
@@ -418,6 +442,7 @@ bool ClusterCache::Remove(const std::string& uid) {
   const auto pod = pods_.find(PodUid(uid));
   if (pod == pods_.end()) return false;
   ReleaseLocked(uid, pod->second);
+  UntrackLocked(*pod->second.record);
   pods_.erase(pod);
   ChangedLocked();
   return true;
@@ -429,6 +454,7 @@ RemoveOutcome ClusterCache::RemoveBound(const std::string& uid) {
   if (pod == pods_.end()) return RemoveOutcome::kUnknown;
   if (pod->second.phase == PodPhase::kAssumed) return RemoveOutcome::kBindInFlight;
   ReleaseLocked(uid, pod->second);
+  UntrackLocked(*pod->second.record);
   pods_.erase(pod);
   ChangedLocked();
   return RemoveOutcome::kRemoved;
@@ -441,8 +467,8 @@ Result<void> ClusterCache::AddBound(const Assignment& assignment) {
   }
   auto applied = ApplyLocked(std::make_shared<const Assignment>(assignment));
   if (!applied) return tl::unexpected(applied.error());
-  pods_[PodUid(assignment.pod_uid)] =
-      PodEntry{PodPhase::kAdded, BindStage::kConfirmed, std::move(*applied)};
+  pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, BindStage::kConfirmed, *applied};
+  TrackLocked(**applied);
   ReportLocked(assignment.node);
   ChangedLocked();
   return {};

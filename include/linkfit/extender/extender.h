@@ -71,6 +71,8 @@ class Extender {
   // The pod's request as filter and prioritize read it (ParseGpuRequest with the configured
   // defaults): a caller parses it once a call and hands it to both.
   Result<GpuRequest> ParseRequest(const kube::PodView& pod) const;
+  // Sets the rails a pod asking NICs prefers: those its group's members hold now.
+  void WithGroupRails(GpuRequest& request) const;
   // Filter: a verdict for every candidate of `call` (nodes linkfit does not know fail for good,
   // saying why), the names counted by outcome.
   FilterVerdicts Filter(const VerbCall& call) const;

@@ -83,8 +83,13 @@ struct GpuRequest {
   // (kube-scheduler's in-tree filters own them), recorded at bind and used by scoring.
   std::int64_t cpu_milli = 0;
   std::int64_t memory_bytes = 0;
-  // RDMA NICs beside the GPUs; count 0 (NicRequest{}) when the pod asks for none.
+  // RDMA NICs beside the GPUs; count 0 (NicRequest{}) when the pod asks for none. `nics.rails`
+  // is not the pod's to say: the extender fills it from the pod's group (ClusterCache).
   alloc::NicRequest nics;
+  // The pod's group, "namespace/name": linkfit.io/group (annotation, else label), else the
+  // coscheduling plugin's pod-group label (scheduling.x-k8s.io/pod-group, or the older
+  // pod-group.scheduling.sigs.k8s.io); "" for none. Members prefer the NIC rails the group holds.
+  std::string group;
 
   // Whether the pod asks linkfit for devices: GPUs or NICs. A pod that does not passes every
   // filter and holds nothing; kind == kNone alone does not say so (a pod may ask only NICs).

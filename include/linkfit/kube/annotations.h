@@ -59,6 +59,12 @@ inline constexpr const char* kAnnotationNics = "linkfit.io/nics";
 inline constexpr const char* kAnnotationNicCloseness = "linkfit.io/nic-closeness";
 inline constexpr const char* kAnnotationNicClosenessPolicy = "linkfit.io/nic-closeness-policy";
 inline constexpr const char* kAnnotationNicShare = "linkfit.io/nic-share";
+// A pod's group (label or annotation): pods of one group prefer the NIC rails its members hold.
+// The coscheduling plugin's pod-group labels (scheduler-plugins, current and before v0.24) name
+// a group too.
+inline constexpr const char* kGroup = "linkfit.io/group";
+inline constexpr const char* kCoschedulingPodGroup = "scheduling.x-k8s.io/pod-group";
+inline constexpr const char* kCoschedulingPodGroupLegacy = "pod-group.scheduling.sigs.k8s.io";
 // linkfit.io/nics: one NIC per GPU of the pod (the default when a NIC is asked for).
 inline constexpr const char* kNicsPerGpu = "per-gpu";
 // Node facts, written by the node agent.
@@ -118,7 +124,8 @@ struct AllocationRecord {
   std::string pod;  // "namespace/name"
   std::string uid;
   std::string node;
-  Devices devices;  // the pod's total
+  std::string group;  // the pod's group, "namespace/name" (GpuRequest::group); written when set
+  Devices devices;    // the pod's total
   std::vector<Container> containers;
   std::int64_t cpu_milli = 0;  // requests; written only when > 0
   std::int64_t memory_bytes = 0;

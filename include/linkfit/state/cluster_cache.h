@@ -46,6 +46,7 @@
 #include "linkfit/common/metrics.h"
 #include "linkfit/common/result.h"
 #include "linkfit/state/bind_lifecycle.h"
+#include "linkfit/state/group_rails.h"
 #include "linkfit/state/name_index.h"
 #include "linkfit/state/node_state.h"
 #include "linkfit/state/pod_uid.h"
@@ -219,6 +220,8 @@ class ClusterCache {
   void RemoveLoad(const std::string& node, std::int64_t cpu_milli, std::int64_t memory_bytes);
   // The assignment of a known pod.
   std::optional<Assignment> Find(const std::string& uid) const;
+  // The NIC rails the known pods of `group` (Assignment::group) hold, assumed ones included.
+  alloc::NicMask GroupRailsOf(std::string_view group) const;
   // Every Added pod's assignment (what a restart must keep); with `include_assumed`, also the
   // pods whose bind is in flight (a state file written during a bind must not drop them).
   std::vector<Assignment> BoundAssignments(bool include_assumed = false) const;
@@ -267,6 +270,9 @@ class ClusterCache {
   // Adds the pod to its node; returns the record the node now holds.
   Result<AssignmentPtr> ApplyLocked(AssignmentPtr assignment) LINKFIT_REQUIRES(mutex_);
   void ReleaseLocked(const std::string& uid, const PodEntry& entry) LINKFIT_REQUIRES(mutex_);
+  // Keep group_rails_ in step with pods_: a record entering pods_, and one leaving it.
+  void TrackLocked(const Assignment& record) LINKFIT_REQUIRES(mutex_);
+  void UntrackLocked(const Assignment& record) LINKFIT_REQUIRES(mutex_);
 
   MetricsSink* metrics_;
   mutable Mutex mutex_;
@@ -292,6 +298,7 @@ class ClusterCache {
   std::shared_ptr<const Snapshot::Problems> problems_
       LINKFIT_GUARDED_BY(mutex_);  // copied on change
   std::size_t assumed_ LINKFIT_GUARDED_BY(mutex_) = 0;
+  GroupRails group_rails_ LINKFIT_GUARDED_BY(mutex_);
   // Per node, by position: free whole GPUs and those in its largest well-connected free set,
   // and their totals, for the fragmentation gauge (only maintained when metrics_ is set). Two
   // bytes a node, not a map entry holding a copy of its name.

@@ -114,6 +114,9 @@ struct Assignment {
   std::string pod_namespace;
   std::string pod_name;
   std::string node;
+  // The pod's group ("namespace/name", GpuRequest::group; "" for none): the cache tracks the NIC
+  // rails each group holds (ClusterCache::GroupRailsOf).
+  std::string group;
   Kind kind = Kind::kWhole;
   GpuMask gpus = 0;               // every GPU the pod touches (all kinds); 0 for a pod
                                   // without GPUs (kind kWhole), kept for its CPU and memory
