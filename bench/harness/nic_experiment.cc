@@ -22,10 +22,12 @@
 // (nic_policies.h). Figures: see the summary's "reading".
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <queue>
 #include <random>
 
@@ -61,12 +63,14 @@ constexpr NicGroup kNicGroups[] = {
      "assumed 100 Gb/s (PCIe gen 3 machine; no rate in the fixture)"},
 };
 
+constexpr int kMaxTrainingGpus = 8;
 constexpr std::int64_t kTrainingCpuMilliPerGpu = 4000;
 constexpr std::int64_t kTrainingMemoryMibPerGpu = 32768;
 
 struct NicSetup {
   Cluster cluster;
   std::vector<NetworkModel> network;  // per node
+  std::vector<std::size_t> group;     // per node: its kNicGroups index
   int total_nic_milli = 0;
 };
 
@@ -125,6 +129,7 @@ Result<NicSetup> BuildNicCluster(const BenchOptions& options) {
       node.topology_file = path;
       setup.cluster.AddNode(std::move(node));
       setup.network.push_back(network);
+      setup.group.push_back(static_cast<std::size_t>(&group - kNicGroups));
       setup.total_nic_milli += nics * kWholeNicMilli;
     }
   }
@@ -153,7 +158,7 @@ Result<TracePools> LoadPools(const BenchOptions& options) {
   auto philly = LoadPhillyJobs(dir + "/philly/philly_jobs_pollux_derived.csv");
   if (!philly) return tl::unexpected(philly.error());
   for (const PhillyJob& job : *philly) {
-    if (job.num_gpus >= 2 && job.num_gpus <= 8 && job.duration_s > 0) {
+    if (job.num_gpus >= 2 && job.num_gpus <= kMaxTrainingGpus && job.duration_s > 0) {
       pools.training.push_back(job);
     }
   }
@@ -238,6 +243,8 @@ std::vector<PodSpec> DrawPods(const TracePools& pools, const BenchOptions& optio
 struct NicOutcome {
   int pods[2] = {0, 0};  // by kind: 0 inference, 1 training
   int refused[2] = {0, 0};
+  int refused_gpus_free = 0;  // refused while some node had the GPUs (and CPU, memory) free
+  std::array<int, kMaxTrainingGpus + 1> refused_by_gpus{};  // index: GPUs asked
   int aligned[2] = {0, 0};
   int misaligned = 0;
   int aligned_existed = 0;                    // placed pods with an aligned choice somewhere
@@ -249,6 +256,7 @@ struct NicOutcome {
   std::vector<double> nic_free_no_close_gpu;
   std::vector<double> idle_gpus_without_nic;
   std::vector<double> gpu_use;
+  std::array<std::vector<double>, std::size(kNicGroups)> gpu_use_by_group;
   double seconds = 0;
 };
 
@@ -260,9 +268,14 @@ void SampleState(const NicSetup& setup, int smallest_nic_milli, NicOutcome& outc
   double no_close_gpu = 0;
   int gpus_without_nic = 0;
   int idle = 0;
-  for (const SimNode& node : setup.cluster.nodes()) {
+  std::array<int, std::size(kNicGroups)> group_busy{};
+  std::array<int, std::size(kNicGroups)> group_gpus{};
+  for (std::size_t i = 0; i < setup.cluster.nodes().size(); ++i) {
+    const SimNode& node = setup.cluster.nodes()[i];
     const unsigned idle_gpus = node.IdleGpus();
     idle += std::popcount(idle_gpus);
+    group_busy[setup.group[i]] += node.gpu_count - std::popcount(idle_gpus);
+    group_gpus[setup.group[i]] += node.gpu_count;
     if (idle_gpus != 0 && node.NicsWithFree(smallest_nic_milli) == 0) {
       gpus_without_nic += std::popcount(idle_gpus);
     }
@@ -281,6 +294,9 @@ void SampleState(const NicSetup& setup, int smallest_nic_milli, NicOutcome& outc
   outcome.nic_free_no_close_gpu.push_back(no_close_gpu / capacity);
   outcome.idle_gpus_without_nic.push_back(gpus_without_nic);
   outcome.gpu_use.push_back(1.0 - idle / static_cast<double>(setup.cluster.total_gpus()));
+  for (std::size_t g = 0; g < group_gpus.size(); ++g) {
+    outcome.gpu_use_by_group[g].push_back(group_busy[g] / std::max(1.0, 1.0 * group_gpus[g]));
+  }
 }
 
 Result<PlacerPtr> MakeNicPlacer(const std::string& policy, std::uint64_t seed,
@@ -315,6 +331,15 @@ Result<bool> PlaceAndRecord(Placer& placer, NicSetup& setup, const PodSpec& pod,
   if (!placed) return tl::unexpected(placed.error());
   if (!*placed) {
     ++outcome.refused[kind];
+    ++outcome.refused_by_gpus[static_cast<std::size_t>(pod.gpu_count)];
+    PodSpec without_nics = pod;
+    without_nics.nic_count = 0;
+    for (int node = 0; node < static_cast<int>(cluster.nodes().size()); ++node) {
+      if (cluster.InTreeFits(node, without_nics)) {
+        ++outcome.refused_gpus_free;
+        break;
+      }
+    }
     return false;
   }
   placement = **placed;
@@ -376,6 +401,10 @@ Result<void> ReplayNic(const std::string& policy, std::uint64_t seed,
 double Ratio(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
 
 nlohmann::json NicRow(const std::string& policy, const NicOutcome& o) {
+  nlohmann::json use_by_machine = nlohmann::json::object();
+  for (std::size_t g = 0; g < std::size(kNicGroups); ++g) {
+    use_by_machine[kNicGroups[g].file] = Mean(o.gpu_use_by_group[g]);
+  }
   const int pods = o.pods[0] + o.pods[1];
   const int refused = o.refused[0] + o.refused[1];
   const int placed = pods - refused;
@@ -389,6 +418,8 @@ nlohmann::json NicRow(const std::string& policy, const NicOutcome& o) {
       {"refused", refused},
       {"refused_training", o.refused[1]},
       {"refused_inference", o.refused[0]},
+      {"refused_with_gpus_free", o.refused_gpus_free},
+      {"refused_by_gpu_count", o.refused_by_gpus},
       {"aligned_rate", Ratio(aligned, placed)},
       {"aligned_rate_training", Ratio(o.aligned[1], o.pods[1] - o.refused[1])},
       {"aligned_rate_inference", Ratio(o.aligned[0], o.pods[0] - o.refused[0])},
@@ -406,6 +437,7 @@ nlohmann::json NicRow(const std::string& policy, const NicOutcome& o) {
       {"nic_free_share_without_close_idle_gpu", Mean(o.nic_free_no_close_gpu)},
       {"idle_gpus_without_nic", Mean(o.idle_gpus_without_nic)},
       {"gpu_in_use", Mean(o.gpu_use)},
+      {"gpu_in_use_by_machine", use_by_machine},
       {"seconds", o.seconds}};
 }
 

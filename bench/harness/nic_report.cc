@@ -76,12 +76,16 @@ nlohmann::json NicReading(const std::vector<std::string>& machines, const double
           " gen 5: 'traffic is staged through host memory'). A pod's rate is the least over its "
           "GPUs under the pairing that makes it largest: a ring all-reduce across nodes runs at "
           "its slowest member. No contention between pods beyond the shares is modelled.",
+      "refused: pods that fitted no node when they arrived (refused_by_gpu_count: by GPUs "
+      "asked, index = GPUs); refused_with_gpus_free: of those, the ones some node could have "
+      "taken GPU-, CPU- and memory-wise (the NICs were short).",
       "nic_free_share_without_idle_gpu: free NIC capacity on nodes with no idle GPU (no pod of "
       "this workload can use it), as a share of the cluster's NIC capacity, averaged over "
       "arrivals; nic_free_share_without_close_idle_gpu: free NIC capacity with no idle GPU at "
       "PIX/PXB (usable only staged); idle_gpus_without_nic: idle GPUs on nodes where no NIC has "
       "the smallest share of the demand free (stranded by NICs), mean count; gpu_in_use: busy "
-      "GPUs over the cluster's, at arrivals.",
+      "GPUs over the cluster's, at arrivals (gpu_in_use_by_machine: per machine kind, in "
+      "summary.json).",
   });
 }
 
