@@ -78,15 +78,28 @@ bool PlacementAligned(const SimNode& node, const Placement& placement) {
 
 bool AlignedChoiceExists(const SimNode& node, const PodSpec& pod) {
   if (node.topology == nullptr || pod.nic_count == 0) return false;
-  alloc::NicAvailability nics;
-  for (int n = 0; n < node.nic_count; ++n) nics.free_milli.push_back(node.nic_free_milli[U(n)]);
-  const alloc::WholeGpuRequest gpus{.gpus = pod.gpu_count, .explain = false};
-  const alloc::NicRequest request{.count = pod.nic_count,
-                                  .milli = pod.nic_milli,
-                                  .closeness = alloc::NicCloseness::kPxb,
-                                  .policy = alloc::ClosenessPolicy::kRequired};
-  return alloc::PlaceWholeGpusWithNics(node.topology->table(), node.IdleGpus(), nics, gpus, request)
-      .fits();
+  const unsigned idle = node.IdleGpus();
+  const unsigned usable = node.NicsWithFree(pod.nic_milli);
+  if (std::popcount(idle) < pod.gpu_count || std::popcount(usable) < pod.nic_count) return false;
+  const NodeTopology& topology = *node.topology;
+  auto close = [&](int gpu, int nic) { return GpuDirectPair(topology, gpu, nic); };
+  const std::vector<int> all_usable = Bits(usable);
+  // Every GPU set of the pod's size among the idle GPUs; with at least as many NICs as GPUs, a
+  // matching into the usable NICs settles it (the NICs beyond one per GPU may be any); with
+  // fewer, every NIC set of the pod's size is tried.
+  for (unsigned gpus = idle; gpus != 0; gpus = (gpus - 1) & idle) {
+    if (std::popcount(gpus) != pod.gpu_count) continue;
+    if (pod.nic_count >= pod.gpu_count) {
+      if (Pairable(Bits(gpus), all_usable, close)) return true;
+      continue;
+    }
+    for (unsigned nics = usable; nics != 0; nics = (nics - 1) & usable) {
+      if (std::popcount(nics) == pod.nic_count && Pairable(Bits(gpus), Bits(nics), close)) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 double PodNetworkGbps(const SimNode& node, const Placement& placement, const NetworkModel& model) {

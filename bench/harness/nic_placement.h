@@ -25,9 +25,10 @@ bool GpuDirectPair(const NodeTopology& topology, int gpu, int nic);
 // Whether the placement's GPUs and NICs on `node` are aligned (true for a pod without NICs).
 bool PlacementAligned(const SimNode& node, const Placement& placement);
 
-// Whether `pod` (whole GPUs and NICs) has an aligned choice among the node's free GPUs and NICs
-// now: linkfit's own joint choice (alloc::PlaceWholeGpusWithNics) with the NIC closeness pxb
-// required. CPU and memory are not looked at.
+// Whether `pod` (whole GPUs and NICs) has an aligned choice among the node's idle GPUs and the
+// NICs that can take its share now: a brute force over GPU sets (and NIC sets when the pod asks
+// fewer NICs than GPUs), independent of linkfit's joint choice, which the tests compare it with.
+// CPU and memory are not looked at.
 bool AlignedChoiceExists(const SimNode& node, const PodSpec& pod);
 
 // The network rate model. A GPU paired with a NIC at PIX/PXB sends at the NIC's rate times the

@@ -13,7 +13,8 @@
 //   pcie-root  DRA-style: each GPU is paired with a NIC under the same PCIe root complex (the
 //              `resource.kubernetes.io/pcieRoot` attribute matched per GPU-NIC pair; same root =
 //              PIX, PXB or PHB between the two), the first such assignment in device order (GPU,
-//              then NIC), searched with backtracking as the DRA allocator does.
+//              then NIC), searched with backtracking as the DRA allocator does. Pairs need one
+//              NIC per GPU: a pod asking another number of NICs fits nowhere under it.
 //   random     a node drawn uniformly among those where the pod fits; GPUs as the device plugin
 //              gives them (go-gpuallocator), NICs as the kubelet gives them (KubeletNics).
 //

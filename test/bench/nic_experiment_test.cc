@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <random>
 #include <set>
 #include <string>
 
@@ -18,6 +19,7 @@
 #include "harness/nic_policies.h"
 #include "harness/topology_catalog.h"
 #include "harness/trace.h"
+#include "linkfit/alloc/nic_choice.h"
 
 namespace linkfit::bench {
 namespace {
@@ -120,6 +122,46 @@ TEST(NicAlignment, AnAlignedChoiceExistsUntilTheCloseNicsAreGone) {
   cluster.nodes()[0].nic_free_milli[1] = 400;
   EXPECT_FALSE(AlignedChoiceExists(cluster.node(0), pod));
   EXPECT_TRUE(AlignedChoiceExists(cluster.node(0), NicPod(1, 400)));
+}
+
+// The brute force the experiment uses agrees with linkfit's exact joint choice (nic-closeness
+// pxb required) on random occupancies of every machine of the experiment.
+TEST(NicAlignment, ExistenceAgreesWithLinkfitsJointChoice) {
+  std::mt19937 rng(37);
+  int exists = 0;
+  int absent = 0;
+  for (const char* fixture :
+       {"dgx1-v100.json", "dgx-a100.json", "dgx-h100.json", "pcie-8x-l40s-2socket.json",
+        "pcie-8x-cascaded-switch-2socket.json"}) {
+    Cluster cluster = OneNode(fixture);
+    SimNode& node = cluster.nodes()[0];
+    for (int trial = 0; trial < 300; ++trial) {
+      for (int g = 0; g < node.gpu_count; ++g) {
+        node.gpu_free_milli[static_cast<std::size_t>(g)] = rng() % 2 ? kWholeGpuMilli : 0;
+      }
+      alloc::NicAvailability nics;
+      for (int n = 0; n < node.nic_count; ++n) {
+        const auto free = static_cast<std::int16_t>(250 * (rng() % 5));
+        node.nic_free_milli[static_cast<std::size_t>(n)] = free;
+        nics.free_milli.push_back(free);
+      }
+      PodSpec pod = NicPod(1 + static_cast<int>(rng() % 4), rng() % 2 ? 1000 : 250);
+      pod.nic_count = std::max(1, pod.gpu_count + static_cast<int>(rng() % 3) - 1);
+      const alloc::NicRequest request{.count = pod.nic_count,
+                                      .milli = pod.nic_milli,
+                                      .closeness = alloc::NicCloseness::kPxb,
+                                      .policy = alloc::ClosenessPolicy::kRequired};
+      const bool joint = alloc::PlaceWholeGpusWithNics(node.topology->table(), node.IdleGpus(),
+                                                       nics, {.gpus = pod.gpu_count}, request)
+                             .fits();
+      ASSERT_EQ(AlignedChoiceExists(node, pod), joint)
+          << fixture << " trial " << trial << ": " << pod.gpu_count << " GPUs, " << pod.nic_count
+          << " NICs of " << pod.nic_milli;
+      (joint ? exists : absent) += 1;
+    }
+  }
+  EXPECT_GT(exists, 100);
+  EXPECT_GT(absent, 100);
 }
 
 TEST(NicBaselines, NumaOnlyTakesFirstFreeDevicesOfOneNumaNode) {
