@@ -13,12 +13,13 @@ std::size_t U(int value) { return static_cast<std::size_t>(value); }
 
 void AssignShapes(std::vector<PodSpec>& pods) {
   using Key = std::tuple<std::int64_t, std::int64_t, int, int, int, std::string,
-                         std::vector<std::string>, std::string, bool>;
+                         std::vector<std::string>, std::string, bool, int, int>;
   std::map<Key, int> shapes;
   for (PodSpec& pod : pods) {
     Key key{pod.cpu_milli,  pod.memory_mib, static_cast<int>(pod.demand),
             pod.gpu_count,  pod.gpu_milli,  pod.mig_profile,
-            pod.gpu_models, pod.closeness,  pod.closeness_required};
+            pod.gpu_models, pod.closeness,  pod.closeness_required,
+            pod.nic_count,  pod.nic_milli};
     auto [it, inserted] = shapes.emplace(key, static_cast<int>(shapes.size()));
     pod.shape = it->second;
   }
@@ -49,6 +50,14 @@ std::int64_t SimNode::FreeGpuMilli() const {
   return total;
 }
 
+SimNicMask SimNode::NicsWithFree(int milli) const {
+  unsigned mask = 0;
+  for (int n = 0; n < nic_count; ++n) {
+    if (nic_free_milli[U(n)] >= milli) mask |= 1u << n;
+  }
+  return static_cast<SimNicMask>(mask);
+}
+
 bool SimNode::ModelAllowed(const std::vector<std::string>& models) const {
   return models.empty() || std::find(models.begin(), models.end(), gpu_model) != models.end();
 }
@@ -66,6 +75,7 @@ void Cluster::AddNode(SimNode node) {
   node.cpu_free = node.cpu_capacity;
   node.memory_free = node.memory_capacity;
   for (int g = 0; g < node.gpu_count; ++g) node.gpu_free_milli[U(g)] = kWholeGpuMilli;
+  for (int n = 0; n < node.nic_count; ++n) node.nic_free_milli[U(n)] = kWholeNicMilli;
   total_gpus_ += node.gpu_count;
   total_gpu_milli_ += std::int64_t{node.gpu_count} * kWholeGpuMilli;
   max_cpu_ = std::max(max_cpu_, node.cpu_capacity);
@@ -98,6 +108,9 @@ const MigProfile* Cluster::FindMigProfile(int node, const std::string& profile) 
 bool Cluster::InTreeFits(int node, const PodSpec& pod) const {
   const SimNode& n = nodes_[U(node)];
   if (n.cpu_free < pod.cpu_milli || n.memory_free < pod.memory_mib) return false;
+  if (pod.nic_count > 0 && std::popcount(n.NicsWithFree(pod.nic_milli)) < pod.nic_count) {
+    return false;
+  }
   if (pod.demand == GpuDemand::kNone) return true;
   if (n.gpu_count == 0 || !n.ModelAllowed(pod.gpu_models)) return false;
   if (pod.demand == GpuDemand::kWhole) return n.IdleGpuCount() >= pod.gpu_count;
@@ -219,6 +232,12 @@ void Cluster::Apply(const PodSpec& pod, const Placement& placement) {
     n.mig_compute_used[U(placement.mig_gpu)] =
         static_cast<std::uint8_t>(n.mig_compute_used[U(placement.mig_gpu)] + placement.mig_compute);
   }
+  for (int nic = 0; nic < n.nic_count; ++nic) {
+    if ((placement.nics >> nic) & 1) {
+      n.nic_free_milli[U(nic)] =
+          static_cast<std::int16_t>(n.nic_free_milli[U(nic)] - placement.nic_milli);
+    }
+  }
   const int pod_class = PodClass(pod);
   if (pod_class >= 0) ++n.class_pods[U(pod_class)];
   ++n.pods;
@@ -246,6 +265,12 @@ void Cluster::Release(const PodSpec& pod, const Placement& placement) {
     n.mig_slices_used[U(placement.mig_gpu)] &= static_cast<std::uint8_t>(~range);
     n.mig_compute_used[U(placement.mig_gpu)] =
         static_cast<std::uint8_t>(n.mig_compute_used[U(placement.mig_gpu)] - placement.mig_compute);
+  }
+  for (int nic = 0; nic < n.nic_count; ++nic) {
+    if ((placement.nics >> nic) & 1) {
+      n.nic_free_milli[U(nic)] =
+          static_cast<std::int16_t>(n.nic_free_milli[U(nic)] + placement.nic_milli);
+    }
   }
   const int pod_class = PodClass(pod);
   if (pod_class >= 0) --n.class_pods[U(pod_class)];

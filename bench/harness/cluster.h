@@ -2,12 +2,15 @@
 
 // The simulator's cluster: nodes with CPU (milli), memory (MiB), a GPU model, GPUs with per-GPU
 // free share (thousandths; 1000 = idle, 0 = owned whole), MIG memory-slice masks, and an optional
-// interconnect topology. Pods ask for nothing, k whole GPUs, a share of k GPUs, or one MIG
-// instance. A Placement says exactly which devices a pod holds, so departures free them.
+// interconnect topology, and RDMA NICs with per-NIC free share (thousandths). Pods ask for
+// nothing, k whole GPUs, a share of k GPUs, or one MIG instance, and optionally n RDMA NICs (each
+// whole or a share). A Placement says exactly which devices a pod holds, so departures free them.
 //
 // Fit rules (the FGD paper's, ../shared/baselines/README.md): CPU and memory must fit; the GPU
 // model must be allowed; k whole GPUs need k idle GPUs; a share needs k GPUs with that much free
-// share each; a MIG profile needs a legal start whose slices are free on a GPU not used otherwise.
+// share each; a MIG profile needs a legal start whose slices are free on a GPU not used otherwise;
+// n NICs of m thousandths need n distinct NICs with m free each (the scheduler is taken to see
+// per-NIC capacity, as linkfit and DRA's consumable capacity do).
 //
 // Thread-safety: none; one simulation owns one Cluster.
 
@@ -26,6 +29,11 @@ inline constexpr int kMaxNodeGpus = 16;
 inline constexpr int kWholeGpuMilli = 1000;
 inline constexpr int kMigSlices = 8;
 inline constexpr int kMigComputeSlices = 7;
+inline constexpr int kMaxNodeNics = 16;
+inline constexpr int kWholeNicMilli = 1000;
+
+// A set of one node's NICs, bit i = NIC i (the topology model's order).
+using SimNicMask = std::uint16_t;
 
 // The harness's MIG profiles are linkfit's, read by alloc::LoadMigProfileSetFile.
 using alloc::MigProfile;
@@ -46,6 +54,8 @@ struct PodSpec {
   bool closeness_required = false;
   double arrival_s = 0;
   double duration_s = 0;  // 0 = never departs
+  int nic_count = 0;      // RDMA NICs asked for; 0 = none
+  int nic_milli = 0;      // thousandths of each NIC: 1000 = whole (held alone), less = a share
   int shape = -1;         // dense id of the pod's resource shape (for score memoisation)
 
   // Requested GPUs (k x milli / 1000; MIG counts as 0).
@@ -63,6 +73,8 @@ struct Placement {
   int mig_start = -1;
   int mig_size = 0;
   int mig_compute = 0;
+  SimNicMask nics = 0;  // NICs held, each `nic_milli` thousandths
+  int nic_milli = 0;
 };
 
 struct SimNode {
@@ -74,6 +86,8 @@ struct SimNode {
   std::int64_t memory_free = 0;
   int gpu_count = 0;
   std::array<std::int16_t, kMaxNodeGpus> gpu_free_milli{};
+  int nic_count = 0;  // RDMA NICs the simulator tracks (0: NICs ignored)
+  std::array<std::int16_t, kMaxNodeNics> nic_free_milli{};
   std::array<std::uint8_t, kMaxNodeGpus> mig_slices_used{};
   std::array<std::uint8_t, kMaxNodeGpus> mig_compute_used{};
   NodeTopologyPtr topology;  // may be null (openb nodes in experiments that ignore topology)
@@ -96,6 +110,8 @@ struct SimNode {
   GpuMask IdleGpus() const;
   int IdleGpuCount() const;
   std::int64_t FreeGpuMilli() const;
+  // NICs with at least `milli` thousandths free.
+  SimNicMask NicsWithFree(int milli) const;
   bool ModelAllowed(const std::vector<std::string>& models) const;
 };
 

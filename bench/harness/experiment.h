@@ -42,10 +42,12 @@ struct BenchOptions {
   //   Empty: the experiment's default.
   std::string baseline_mode;
   // topology experiment
-  int nodes_per_group = 8;   // nodes of each of the five topologies
-  int jobs = 2000;           // Philly-shaped jobs per seed
-  double load = 0.9;         // offered load (GPU-time / capacity)
-  double comm_share = 0.3;   // slowdown model: communication share of a step on the ideal ring
+  int nodes_per_group = 8;  // nodes of each of the five topologies
+  int jobs = 2000;          // Philly-shaped jobs per seed
+  double load = 0.9;        // offered load (GPU-time / capacity)
+  double comm_share = 0.3;  // slowdown model: communication share of a step on the ideal ring
+  // nic experiment: the share of the offered GPU-time that comes from multi-GPU training pods
+  double train_share = 0.5;
   std::size_t max_pods = 0;  // 0 = no cap (the smoke test caps)
   // whole-machines experiment: random small clusters per scenario family and seed
   int cases = 40;
@@ -62,11 +64,26 @@ Result<PlacerPtr> MakePlacer(const std::string& policy, std::uint64_t seed,
                              const std::vector<PodSpec>& trace, const Cluster& cluster,
                              const BenchOptions& options);
 
+// Who chooses the RDMA NICs of the pods that ask for some, under a placer that runs linkfit.
+enum class NicChooser {
+  kNone,     // no pod asks for NICs (one that does is an error)
+  kLinkfit,  // linkfit: the pod asks it for NICs, which are read back from its allocation record
+             // (the server keeps a state file of every record)
+  kKubelet,  // the pod goes to linkfit without its NIC request; the kubelet's rule picks the NICs
+             // on the node linkfit chose (nic_placement.h, KubeletNics)
+};
+
+// The `linkfit` policy: a real `linkfit serve` started on `cluster` (extender_placer.cc).
+Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
+                                     const BenchOptions& options,
+                                     NicChooser nics = NicChooser::kNone);
+
 Result<nlohmann::json> RunFgdExperiment(const BenchOptions& options);
 Result<nlohmann::json> RunTopologyExperiment(const BenchOptions& options);
 Result<nlohmann::json> RunMigExperiment(const BenchOptions& options);
 Result<nlohmann::json> RunLatencyExperiment(const BenchOptions& options);
 Result<nlohmann::json> RunWholeMachinesExperiment(const BenchOptions& options);
+Result<nlohmann::json> RunNicExperiment(const BenchOptions& options);
 
 // The config `linkfit serve` runs with: `base` (a config file's text; empty: defaults) with
 // policy.whole_machines set to `whole_machines` (empty: unchanged), relative paths resolved

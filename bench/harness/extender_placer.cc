@@ -6,6 +6,9 @@
 //   -> seeded tie-break -> POST /scheduler/bind -> GET /inspect/{node} (which devices linkfit
 //   gave the pod) -> the simulator applies the same devices to its own cluster.
 // Departures: POST /standalone/release {"PodUID"}.
+// RDMA NICs (NicChooser::kLinkfit): the pod asks linkfit for them (linkfit.io/rdma or
+// linkfit.io/rdma-share), the server keeps a state file, and the NICs are read from the pod's
+// allocation record there (nic_placement.h, RecordedNics).
 //
 // The HTTP calls are wire::ExtenderClient's, as `linkfit demo`'s and `linkfit explain`'s.
 
@@ -29,6 +32,7 @@
 #include "common/extender_args.h"
 #include "harness/cluster_file.h"
 #include "harness/experiment.h"
+#include "harness/nic_placement.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/wire/extender_client.h"
 #include "linkfit/wire/scheduling_cycle.h"
@@ -46,8 +50,8 @@ std::string Quantity(std::int64_t value, const char* suffix) {
 // annotations (issue 3's public API). The harness's own, as each tool's pod is: it is built from a
 // trace PodSpec, while linkfit-load's (load/workload.h) is a fixed realistic object whose bytes
 // its latency figures measured, wire_codec_bench's is the codec figures' corpus, and `linkfit
-// demo`'s lives in src/app, which cannot use bench/.
-nlohmann::json PodJson(const PodSpec& pod) {
+// demo`'s lives in src/app, which cannot use bench/. `ask_nics`: the pod's NIC request goes in too.
+nlohmann::json PodJson(const PodSpec& pod, bool ask_nics) {
   nlohmann::json resources = {{"cpu", Quantity(pod.cpu_milli, "m")},
                               {"memory", Quantity(pod.memory_mib, "Mi")}};
   nlohmann::json annotations = nlohmann::json::object();
@@ -64,6 +68,16 @@ nlohmann::json PodJson(const PodSpec& pod) {
     case GpuDemand::kMig:
       resources["nvidia.com/mig-" + pod.mig_profile] = "1";
       break;
+  }
+  if (ask_nics && pod.nic_count > 0) {
+    if (pod.nic_milli == kWholeNicMilli) {
+      resources["linkfit.io/rdma"] = std::to_string(pod.nic_count);
+    } else {
+      resources["linkfit.io/rdma-share"] = std::to_string(pod.nic_milli);
+      if (pod.nic_count != std::max(pod.gpu_count, 1)) {
+        annotations["linkfit.io/nics"] = std::to_string(pod.nic_count);
+      }
+    }
   }
   if (!pod.gpu_models.empty()) {
     std::string models;
@@ -97,10 +111,11 @@ bool StringEquals(const nlohmann::json& object, const char* key, const std::stri
 
 class ExtenderPlacer : public Placer {
  public:
-  ExtenderPlacer(std::uint64_t seed, const BenchOptions& options, std::string temp_dir,
-                 ChildProcess process)
+  ExtenderPlacer(std::uint64_t seed, const BenchOptions& options, NicChooser nics,
+                 std::string temp_dir, ChildProcess process)
       : options_(options),
         rng_(seed),
+        nics_(nics),
         temp_dir_(std::move(temp_dir)),
         process_(std::move(process)),
         client_("http://127.0.0.1:" + std::to_string(process_.port()), "/scheduler",
@@ -142,7 +157,7 @@ class ExtenderPlacer : public Placer {
           feasible.size() * static_cast<std::size_t>(options_.percentage_of_nodes_to_score) / 100);
       feasible.resize(std::min(keep, feasible.size()));
     }
-    const std::string pod_json = PodJson(pod).dump();
+    const std::string pod_json = PodJson(pod, nics_ == NicChooser::kLinkfit).dump();
     std::vector<std::string> names;
     for (int node : feasible) names.push_back(cluster.node(node).name);
 
@@ -198,6 +213,9 @@ class ExtenderPlacer : public Placer {
     const int chosen = cluster.NodeIndex(node_name);
     auto placement = LearnDevices(cluster, chosen, pod);
     if (!placement) return tl::unexpected(placement.error());
+    if (auto nics = AddNics(cluster.node(chosen), pod, *placement); !nics) {
+      return tl::unexpected(nics.error());
+    }
     cluster.Apply(pod, *placement);
     return std::optional<Placement>(*placement);
   }
@@ -243,6 +261,35 @@ class ExtenderPlacer : public Placer {
                  static_cast<long long>(cluster.total_gpu_milli()), with_gpu,
                  static_cast<long long>(most_cpu), reasons.c_str());
   }
+
+  // The NICs the pod holds on `node`: those of linkfit's allocation record, or the kubelet's.
+  Result<void> AddNics(const SimNode& node, const PodSpec& pod, Placement& placement) const {
+    if (pod.nic_count == 0) return {};
+    if (nics_ == NicChooser::kNone) {
+      return MakeError("pod " + pod.uid +
+                       " asks for NICs; this linkfit placer does not place them");
+    }
+    if (nics_ == NicChooser::kLinkfit) {
+      LINKFIT_ASSIGN_OR_RETURN(placement.nics, RecordedNics(StateFile(), pod, node));
+    } else {
+      placement.nics = KubeletNics(node, placement.gpus, pod);
+      if (placement.nics == 0)
+        return MakeError("no NICs left for pod " + pod.uid + " on " + node.name);
+    }
+    placement.nic_milli = pod.nic_milli;
+    // The simulator's own NIC state must agree with the choice.
+    for (int n = 0; n < node.nic_count; ++n) {
+      if (((placement.nics >> n) & 1) != 0 &&
+          node.nic_free_milli[static_cast<std::size_t>(n)] < pod.nic_milli) {
+        return MakeError("pod " + pod.uid + " got NIC " + std::to_string(n) + " of " + node.name +
+                         ", which the simulator sees without " + std::to_string(pod.nic_milli) +
+                         " thousandths free");
+      }
+    }
+    return {};
+  }
+
+  std::string StateFile() const { return temp_dir_ + "/state.json"; }
 
   // Asks the server which devices it recorded for the pod on `node`.
   Result<Placement> LearnDevices(const Cluster& cluster, int node, const PodSpec& pod) {
@@ -337,6 +384,7 @@ class ExtenderPlacer : public Placer {
 
   BenchOptions options_;
   std::mt19937_64 rng_;
+  NicChooser nics_;
   std::string temp_dir_;
   ChildProcess process_;
   wire::ExtenderClient client_;
@@ -400,7 +448,7 @@ Result<std::string> DeriveLinkfitConfig(const std::string& base, const std::stri
 }
 
 Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
-                                     const BenchOptions& options) {
+                                     const BenchOptions& options, NicChooser nics) {
   auto dir = MakeTempDir("linkfit-bench-");
   if (!dir) return tl::unexpected(dir.error());
   // Removes the folder unless the placer took it over.
@@ -453,6 +501,10 @@ Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
   ChildProcessOptions launch;
   launch.argv = {options.linkfit_binary, "serve",    "--config",   config, "--cluster",
                  *cluster_file,          "--listen", "127.0.0.1:0"};
+  // Every allocation record, rewritten after each bind: where the NICs linkfit chose are read.
+  if (nics == NicChooser::kLinkfit) {
+    launch.argv.insert(launch.argv.end(), {"--state-file", *dir + "/state.json"});
+  }
   launch.name = "linkfit serve";
   launch.stderr_log = *dir + "/linkfit.log";
   launch.drain_stdout = true;
@@ -460,7 +512,8 @@ Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
   auto process = ChildProcess::Start(launch);
   if (!process) return tl::unexpected(process.error());  // the message quotes the log
   cleanup.path.clear();
-  return PlacerPtr(std::make_unique<ExtenderPlacer>(seed, options, *dir, std::move(*process)));
+  return PlacerPtr(
+      std::make_unique<ExtenderPlacer>(seed, options, nics, *dir, std::move(*process)));
 }
 
 }  // namespace linkfit::bench

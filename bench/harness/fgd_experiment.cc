@@ -158,12 +158,6 @@ Result<SeedRun> ReplayOneSeed(const std::string& policy, std::uint64_t seed,
   return run;
 }
 
-double Mean(const std::vector<double>& values) {
-  double sum = 0;
-  for (double value : values) sum += value;
-  return values.empty() ? 0 : sum / static_cast<double>(values.size());
-}
-
 double StdDev(const std::vector<double>& values) {
   const double mean = Mean(values);
   double sum = 0;

@@ -26,9 +26,13 @@ experiments:
   latency    extender verb latency at 1,000 and 5,000 nodes, collected during replay
   whole-machines  small random clusters: do small pods leave the whole machines big pods need?
              (against an exact oracle; linkfit under each policy.whole_machines setting)
+  nic        NIC-bearing machines under the 2025 trace's GPU + NIC-share pods and Philly training
+             pods with one NIC per GPU: GPU-NIC alignment (linkfit, gpu-only-linkfit, numa-only,
+             pcie-root, random)
 
 options:
-  --trace DIR          trace folder (default: ../shared/traces/<experiment's trace>)
+  --trace DIR          trace folder (default: ../shared/traces/<experiment's trace>; nic: the
+                       folder holding alibaba-gpu-2025/ and philly/, default ../shared/traces)
   --workload NAME      openb pod list variant for fgd (default: default)
   --seeds LIST         e.g. 42-51 or 1,5,9 (default: 42)
   --policies LIST      comma-separated: linkfit,default-scheduler,random,dotprod,clustering,
@@ -45,11 +49,12 @@ options:
                        first best node of a seeded node permutation, fgd's integer sigmoid
                        score) or as under kube-scheduler (seeded random tie-break, exact scores).
                        Default: paper for fgd, kube for the other experiments
-  --nodes-per-group N  topology: nodes of each of the five topologies; mig: of DGX A100 and of
-                       DGX H100 (default: 8)
-  --jobs N             topology: Philly-shaped jobs per seed; mig: pods per seed; latency: pods
-                       per cluster size (default: 2000)
-  --load PCT           topology, mig: offered load in % of GPU capacity (default: 90)
+  --nodes-per-group N  topology, nic: nodes of each of the five topologies; mig: of DGX A100
+                       and of DGX H100 (default: 8)
+  --jobs N             topology: Philly-shaped jobs per seed; mig, nic: pods per seed; latency:
+                       pods per cluster size (default: 2000)
+  --load PCT           topology, mig, nic: offered load in % of GPU capacity (default: 90)
+  --train-share PCT    nic: share of the offered GPU-time from training pods (default: 50)
   --comm-share PCT     topology: communication share of a step, slowdown model (default: 30)
   --cases N            whole-machines: random clusters per family and seed (default: 40)
   --whole-machines L   linkfit's policy.whole_machines (keep | ring | off) written into its
@@ -115,6 +120,7 @@ linkfit::Result<void> ParseFlags(int argc, char** argv, linkfit::bench::BenchOpt
       .Int("--jobs", &o.jobs, 1, 1000000)
       .Value("--load", Percent(&o.load, 1, 500))
       .Value("--comm-share", Percent(&o.comm_share, 0, 100))
+      .Value("--train-share", Percent(&o.train_share, 0, 100))
       .Value("--baseline-mode", OneOf(&o.baseline_mode, {"paper", "kube"}))
       .Int("--cases", &o.cases, 1, 100000)
       .Value("--whole-machines",
@@ -169,6 +175,8 @@ int main(int argc, char** argv) {
     summary = linkfit::bench::RunLatencyExperiment(options);
   } else if (options.experiment == "whole-machines") {
     summary = linkfit::bench::RunWholeMachinesExperiment(options);
+  } else if (options.experiment == "nic") {
+    summary = linkfit::bench::RunNicExperiment(options);
   } else {
     std::fprintf(stderr, "linkfit-bench: unknown experiment '%s'\n%s", options.experiment.c_str(),
                  kUsage);

@@ -4,7 +4,7 @@
 // linkfit's topology module (see topology_catalog.h): the node's placement table (alloc/
 // placement_table.h, for ring metrics exactly as linkfit computes them), NVIDIA go-gpuallocator
 // pair scores (for the default-scheduler baseline's device choice), NVLink pairs, NUMA node per
-// GPU and the MIG profile set.
+// GPU and the MIG profile set; the placement table's topology model carries the node's RDMA NICs.
 //
 // Ring metrics follow DESIGN.md §5: ring(S) is the best, over cyclic orders of S, of the slowest
 // hop (PlacementTable's ring[S]).
@@ -38,6 +38,10 @@ class NodeTopology {
   // go-gpuallocator's pair score: PCIe term (SYS 10 ... PIX 50) + 100 per visible NVLink.
   int allocator_score(int a, int b) const { return allocator_score_[Cell(a, b)]; }
   int numa_node(int gpu) const { return numa_node_[static_cast<std::size_t>(gpu)]; }
+  // linkfit's placement table and, through it, the topology model (its NICs and their PCIe
+  // relation to each GPU).
+  const alloc::PlacementTable& table() const { return *table_; }
+  const topology::Topology& model() const { return table_->topology(); }
 
   // ring(S) in MB/s; 0 for sets of fewer than two GPUs.
   std::uint32_t RingMbps(GpuMask set) const;

@@ -5,9 +5,6 @@
 
 namespace linkfit::bench {
 
-Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
-                                     const BenchOptions& options);
-
 Result<std::vector<std::uint64_t>> ParseSeeds(const std::string& text) {
   std::vector<std::uint64_t> seeds;
   for (std::string_view part : Split(text, ',')) {

@@ -1,5 +1,6 @@
 #include "harness/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -7,6 +8,31 @@
 #include <sstream>
 
 namespace linkfit::bench {
+
+Series Cdf(const std::string& name, std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  Series series{name, {}, {}};
+  const double n = static_cast<double>(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i + 1 < values.size() && values[i + 1] == values[i]) continue;  // one point per step
+    series.x.push_back(values[i]);
+    series.y.push_back(static_cast<double>(i + 1) / n);
+  }
+  return series;
+}
+
+double Mean(const std::vector<double>& values) {
+  double sum = 0;
+  for (double value : values) sum += value;
+  return values.empty() ? 0 : sum / static_cast<double>(values.size());
+}
+
+double Percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(index, values.size() - 1)];
+}
 
 Result<void> WriteText(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

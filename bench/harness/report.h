@@ -20,6 +20,12 @@ struct Series {
   std::vector<double> y;
 };
 
+// The empirical CDF of `values`: one point per distinct value (x ascending, y = share <= x).
+Series Cdf(const std::string& name, std::vector<double> values);
+// The mean (0 for none) and the p-quantile by nearest rank (0 for none).
+double Mean(const std::vector<double>& values);
+double Percentile(std::vector<double> values, double p);
+
 // Writes `text` to `path` (replacing it).
 Result<void> WriteText(const std::string& path, const std::string& text);
 

@@ -77,19 +77,6 @@ struct Outcome {
   double seconds = 0;
 };
 
-double Percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
-  return values[std::min(index, values.size() - 1)];
-}
-
-double Mean(const std::vector<double>& values) {
-  double sum = 0;
-  for (double value : values) sum += value;
-  return values.empty() ? 0 : sum / static_cast<double>(values.size());
-}
-
 Result<Cluster> BuildMixedCluster(const BenchOptions& options) {
   Cluster cluster;
   for (const NodeGroup& group : kGroups) {
@@ -310,18 +297,6 @@ Result<Outcome> ReplayTopology(const std::string& policy, std::uint64_t seed,
   }
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return outcome;
-}
-
-Series Cdf(const std::string& name, std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  Series series{name, {}, {}};
-  const double n = static_cast<double>(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i + 1 < values.size() && values[i + 1] == values[i]) continue;  // one point per step
-    series.x.push_back(values[i]);
-    series.y.push_back(static_cast<double>(i + 1) / n);
-  }
-  return series;
 }
 
 // One policy's row of the results table, over all its seeds.

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -228,6 +229,51 @@ Result<std::vector<PhillyJob>> ParsePhillyJobs(std::string_view csv, const std::
   return jobs;
 }
 
+Result<std::vector<RdmaPodRecord>> ParseAlibaba2025GpuPods(std::string_view csv,
+                                                           const std::string& source) {
+  auto table = CsvTable::Parse(csv, source);
+  if (!table) return tl::unexpected(table.error());
+  const char* names[] = {"instance_sn",  "role",           "cpu_request",   "gpu_request",
+                         "rdma_request", "memory_request", "creation_time", "deletion_time"};
+  std::size_t column[std::size(names)] = {};
+  for (std::size_t i = 0; i < std::size(names); ++i) {
+    auto found = table->Column(names[i]);
+    if (!found) return tl::unexpected(found.error());
+    column[i] = *found;
+  }
+  // A time outside the trace window is an empty field.
+  auto time = [&](const auto& row, std::size_t i) -> Result<double> {
+    if (Trim(row.fields[column[i]]).empty()) return -1.0;
+    return table->Double(row, column[i], names[i]);
+  };
+  std::vector<RdmaPodRecord> pods;
+  for (const auto& row : table->rows()) {
+    if (Trim(row.fields[column[1]]) != "HN") continue;
+    RdmaPodRecord pod;
+    pod.name = std::string(Trim(row.fields[column[0]]));
+    auto cpu = table->Int(row, column[2], names[2], 0, kMaxCpuMilli / 1000);
+    auto gpu = table->Int(row, column[3], names[3], 0, kMaxGpusPerNode);
+    auto rdma = table->Int(row, column[4], names[4], 0, 100);
+    auto memory_gib = table->Double(row, column[5], names[5]);
+    auto created = time(row, 6);
+    auto deleted = time(row, 7);
+    if (!cpu) return tl::unexpected(cpu.error());
+    if (!gpu) return tl::unexpected(gpu.error());
+    if (!rdma) return tl::unexpected(rdma.error());
+    if (!memory_gib) return tl::unexpected(memory_gib.error());
+    if (!created) return tl::unexpected(created.error());
+    if (!deleted) return tl::unexpected(deleted.error());
+    pod.cpu_milli = *cpu * 1000;
+    pod.num_gpu = static_cast<int>(*gpu);
+    pod.rdma_percent = static_cast<int>(*rdma);
+    pod.memory_mib = static_cast<std::int64_t>(*memory_gib * 1024.0);
+    pod.creation_s = *created;
+    pod.deletion_s = *deleted;
+    pods.push_back(std::move(pod));
+  }
+  return pods;
+}
+
 Result<std::vector<NodeRecord>> LoadOpenbNodes(const std::string& path) {
   auto text = ReadFile(path);
   if (!text) return tl::unexpected(text.error());
@@ -244,6 +290,12 @@ Result<std::vector<PhillyJob>> LoadPhillyJobs(const std::string& path) {
   auto text = ReadFile(path);
   if (!text) return tl::unexpected(text.error());
   return ParsePhillyJobs(*text, path);
+}
+
+Result<std::vector<RdmaPodRecord>> LoadAlibaba2025GpuPods(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text) return tl::unexpected(text.error());
+  return ParseAlibaba2025GpuPods(*text, path);
 }
 
 }  // namespace linkfit::bench

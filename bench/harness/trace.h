@@ -6,6 +6,9 @@
 //     (`name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...]`); columns are found by header
 //     name, so the five-column multigpu files load too.
 //   - the Philly per-job digest (`timestamp,duration,num_gpus,gpu_time,cluster`).
+//   - the GPU instances (role HN) of Alibaba's 2025 trace (`disaggregated_DLRM_trace.csv`:
+//     cpu_request, memory_request in GiB, gpu_request, rdma_request in percent of one NIC,
+//     creation_time and deletion_time in seconds, empty outside the trace window).
 //
 // Every malformed row is an error naming the file, the line and the column.
 //
@@ -43,14 +46,28 @@ struct PhillyJob {
   int num_gpus = 0;
 };
 
+struct RdmaPodRecord {
+  std::string name;  // instance_sn
+  std::int64_t cpu_milli = 0;
+  std::int64_t memory_mib = 0;
+  int num_gpu = 0;
+  int rdma_percent = 0;    // of one NIC
+  double creation_s = -1;  // -1: before the trace window
+  double deletion_s = -1;  // -1: after it
+};
+
 // `source` names the text in error messages (usually the path).
 Result<std::vector<NodeRecord>> ParseOpenbNodes(std::string_view csv, const std::string& source);
 Result<std::vector<PodRecord>> ParseOpenbPods(std::string_view csv, const std::string& source);
 Result<std::vector<PhillyJob>> ParsePhillyJobs(std::string_view csv, const std::string& source);
+// The rows of role HN only.
+Result<std::vector<RdmaPodRecord>> ParseAlibaba2025GpuPods(std::string_view csv,
+                                                           const std::string& source);
 
 Result<std::vector<NodeRecord>> LoadOpenbNodes(const std::string& path);
 Result<std::vector<PodRecord>> LoadOpenbPods(const std::string& path);
 Result<std::vector<PhillyJob>> LoadPhillyJobs(const std::string& path);
+Result<std::vector<RdmaPodRecord>> LoadAlibaba2025GpuPods(const std::string& path);
 
 // Reads a whole file; the error names the path.
 Result<std::string> ReadFile(const std::string& path);
