@@ -186,6 +186,7 @@ TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
   ASSERT_EQ(runtime.Call("Synchronize", handoff::EncodeSynchronizeRequest({})).status_code, 0);
   const std::optional<topology::TopologySpec> published = WaitForPublishedMode("nri-env");
   ASSERT_TRUE(published) << AgentLog();
+  EXPECT_EQ(published->nic_handoff_mode, "");  // no RDMA NICs: no NIC mode published
   const std::string written = linkfit::testing::WriteFakeProc(*published, "e2e");
   std::filesystem::rename(written, proc);
 
