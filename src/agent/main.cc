@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -392,6 +393,9 @@ std::thread StartDevicePlugins(const Flags& flags, bool use_nri, NodeAgent& agen
   plugin.plugin.devices.nic_resource = flags.nic_resource;
   plugin.plugin.devices.nic_share_resource = flags.nic_share_resource;
   plugin.plugin.nic_env = flags.nic_env;
+  std::error_code error;
+  plugin.plugin.rdma_cm = std::filesystem::exists(flags.host_dev + "/infiniband/rdma_cm", error) ||
+                          std::filesystem::exists(flags.host_sys + "/class/misc/rdma_cm", error);
   plugin.plugin.verify = !use_nri;
   plugin.node_name = flags.node_name;
   plugin.pod_resources_socket = flags.socket;

@@ -70,10 +70,11 @@ bool IsNicResource(const std::string& resource, const PluginOptions& options) {
 }
 
 // Verify mode, a NIC resource: the NICs the kubelet chose (replicas by their NIC, once each, in
-// the order chosen) get their verbs device and rdma_cm, and, where `env`, NCCL's and UCX's
-// environment. A NIC whose verbs device is unknown gets none (the container cannot use it).
-void InjectNics(const std::vector<std::string>& ids, const topology::TopologySpec& node, bool env,
-                v1beta1::ContainerAllocateResponse& answer) {
+// the order chosen) get their verbs device and rdma_cm (where the node has it), and, with
+// `nic_env`, NCCL's and UCX's environment. A NIC whose verbs device is unknown gets none (the
+// container cannot use it).
+void InjectNics(const std::vector<std::string>& ids, const topology::TopologySpec& node,
+                const DevicePluginConfig& config, v1beta1::ContainerAllocateResponse& answer) {
   std::vector<std::string> names;
   for (const std::string& id : ids) {
     const std::string name = id.substr(0, id.find("::"));
@@ -85,12 +86,12 @@ void InjectNics(const std::vector<std::string>& ids, const topology::TopologySpe
     device->set_host_path(path);
     device->set_permissions("rw");
   };
-  add(std::string(kRdmaCmPath));
+  if (config.rdma_cm) add(std::string(kRdmaCmPath));
   for (const std::string& name : names) {
     const topology::NicSpec* nic = NicByName(node, name);
     if (nic != nullptr && !nic->uverbs.empty()) add(kInfinibandDir + nic->uverbs);
   }
-  if (!env) return;
+  if (!config.nic_env) return;
   for (const auto& [key, value] : NicEnvironment(names)) (*answer.mutable_envs())[key] = value;
 }
 
@@ -250,7 +251,7 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
         (*answer->mutable_annotations())[key] = value;
       }
       if (shared_.config.verify && IsNicResource(state_.name(), shared_.config.devices)) {
-        InjectNics(ids, shared_.Node(), shared_.config.nic_env, *answer);
+        InjectNics(ids, shared_.Node(), shared_.config, *answer);
       } else if (shared_.config.verify) {
         for (const auto& [key, value] :
              VisibleDevicesEnv(state_.name(), state_.InListOrder(ids), shared_.config.devices)) {
