@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <set>
 
 #include "handoff/node_testing.h"
 #include "linkfit/handoff/nic_device_files.h"
@@ -87,6 +89,62 @@ TEST(NicHandoff, ThePlansNicsAreHandedWholeToOneAndSharedUpToTheirCapacity) {
   ledger.ReleasePod("a");
   EXPECT_EQ(Decide(Request("b", Plan("b", {7}, {Nic("mlx5_1")})), Node(), ledger).kind,
             HandoffDecision::Kind::kInject);
+}
+
+// Property: pods asking whole NICs or shares of them (and a GPU now and then), created and ended
+// in random order: the ledger never holds a NIC whole for two pods, whole and shared, or shared
+// beyond 1000 thousandths; a plan is refused only while something live holds its NICs.
+TEST(NicHandoff, NoNicOrShareIsEverHandedTwice) {
+  const topology::TopologySpec node = Node();
+  std::mt19937 random(38);
+  for (int round = 0; round < 200; ++round) {
+    Ledger ledger;
+    std::vector<std::pair<std::string, std::string>> pods;  // uid, plan
+    std::set<std::string> live;
+    for (int step = 0; step < 40; ++step) {
+      const int action = static_cast<int>(random() % 3);
+      if (action == 0 || pods.empty()) {
+        const std::string uid = "p" + std::to_string(step);
+        const std::string nic = "mlx5_" + std::to_string(random() % 2);
+        const int milli = random() % 3 == 0 ? 1000 : static_cast<int>(50 + random() % 500);
+        std::vector<int> gpus;
+        if (random() % 4 == 0) gpus.push_back(static_cast<int>(random() % 8));
+        pods.emplace_back(uid, Plan(uid, gpus, {Nic(nic, milli)}));
+      } else if (action == 1) {
+        const auto& [uid, plan] = pods[random() % pods.size()];
+        if (live.count(uid) != 0) continue;
+        const HandoffDecision decision = Decide(Request(uid, plan), node, ledger);
+        const HandoffDecision alone = Decide(Request(uid, plan), node, Ledger());
+        if (decision.kind == HandoffDecision::Kind::kInject) {
+          ASSERT_EQ(decision.devices, alone.devices);
+          ledger.Hold({uid, "main"}, decision.devices);
+          live.insert(uid);
+        } else {
+          ASSERT_TRUE(ledger.Conflict({uid, "main"}, alone.devices)) << decision.reason;
+        }
+      } else {
+        const std::string uid = pods[random() % pods.size()].first;
+        ledger.ReleasePod(uid);
+        live.erase(uid);
+      }
+      std::map<std::string, std::set<std::string>> whole;
+      std::map<std::string, int> shared;
+      for (const auto& [key, held] : ledger.held()) {
+        for (const auto& [nic, milli] : held.nics) {
+          if (milli >= 1000) {
+            whole[nic].insert(key.pod_uid);
+          } else {
+            shared[nic] += milli;
+          }
+        }
+      }
+      for (const auto& [nic, holders] : whole) {
+        ASSERT_EQ(holders.size(), 1u) << nic;
+        ASSERT_EQ(shared.count(nic), 0u) << nic << " whole and shared";
+      }
+      for (const auto& [nic, total] : shared) ASSERT_LE(total, 1000) << nic;
+    }
+  }
 }
 
 TEST(NicHandoff, MissingDownOrStaleNicsAreRefusedNamingTheNic) {
