@@ -41,16 +41,12 @@ struct PhysicalDevices {
   bool has_nics() const { return !whole_nics.empty() || !shared_nics.empty(); }
 };
 
-bool IsNicId(const std::string& base, const topology::TopologySpec& node) {
-  return NicByName(node, base) != nullptr;
-}
-
 PhysicalDevices Physical(const std::vector<std::string>& ids, const topology::TopologySpec& node) {
   PhysicalDevices out;
   for (const std::string& id : ids) {
     const std::size_t replica = id.find("::");
     const std::string base = id.substr(0, replica);
-    const bool nic = IsNicId(base, node);
+    const bool nic = NicByName(node, base) != nullptr;
     if (replica == std::string::npos) {
       (nic ? out.whole_nics : out.whole).insert(base);
     } else {

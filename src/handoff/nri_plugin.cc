@@ -16,10 +16,6 @@ TtrpcResponse Failed(std::int32_t code, std::string message) {
   return {code, std::move(message), ""};
 }
 
-}  // namespace
-
-namespace {
-
 std::vector<std::string> Amounts(const std::vector<std::pair<std::string, int>>& entries) {
   std::vector<std::string> out;
   for (const auto& [name, milli] : entries) out.push_back(name + ":" + std::to_string(milli));
@@ -108,8 +104,9 @@ TtrpcResponse NriPlugin::Dispatch(const TtrpcRequest& request) {
       options_.on_configured(sends_cdi_ ? "nri-cdi" : "nri-env",
                              configure->runtime_name + " " + configure->runtime_version);
     }
-    if (options_.on_nic_configured)
+    if (options_.on_nic_configured) {
       options_.on_nic_configured(SendsNicCdi() ? "nri-cdi" : "nri-env");
+    }
     return Ok(EncodeConfigureResponse(
         EventBit(NriEvent::kCreateContainer) | EventBit(NriEvent::kStopContainer) |
         EventBit(NriEvent::kRemoveContainer) | EventBit(NriEvent::kRemovePodSandbox)));
