@@ -5,6 +5,7 @@
 //
 // Thread-safety: the returned function is called from the agent loop only.
 
+#include <set>
 #include <string>
 
 #include "linkfit/agent/device_use.h"
@@ -12,6 +13,8 @@
 
 namespace linkfit::agent {
 
-NodeAgent::DevicesFn MakeDevicesFn(std::string socket_path, UidLookup uid_of);
+// `nic_resources`: the NIC resources whose IDs name RDMA NICs (the device plugin's).
+NodeAgent::DevicesFn MakeDevicesFn(std::string socket_path, UidLookup uid_of,
+                                   std::set<std::string> nic_resources);
 
 }  // namespace linkfit::agent

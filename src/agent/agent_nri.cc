@@ -53,8 +53,20 @@ kube::DevicesInUse HandedDevicesView::Report(const topology::TopologySpec& spec)
         container.shares.push_back({it->second, 1});
       }
     }
+    for (const auto& [name, milli] : devices.nics) {
+      const bool known =
+          std::any_of(spec.nics.begin(), spec.nics.end(),
+                      [&](const topology::NicSpec& nic) { return nic.name == name; });
+      if (known) container.nics.push_back(name);
+    }
     std::sort(container.gpus.begin(), container.gpus.end());
-    if (container.gpus.empty() && container.mig.empty() && container.shares.empty()) continue;
+    std::sort(container.nics.begin(), container.nics.end());
+    container.nics.erase(std::unique(container.nics.begin(), container.nics.end()),
+                         container.nics.end());
+    if (container.gpus.empty() && container.mig.empty() && container.shares.empty() &&
+        container.nics.empty()) {
+      continue;
+    }
     kube::DevicesInUse::Pod& pod = pods[key.pod_uid];
     pod.uid = key.pod_uid;
     pod.containers.push_back(std::move(container));
@@ -90,6 +102,20 @@ Result<handoff::NodeDeviceFiles> DeviceFilesCache::Get() {
   if (key != key_) {
     files_ = handoff::ReadDeviceFiles(proc_root_, *spec);
     if (!files_) log::Warning("device files: " + files_.error().message);
+    key_ = std::move(key);
+  }
+  return files_;
+}
+
+Result<handoff::NicDeviceFiles> NicDeviceFilesCache::Get() {
+  const auto spec = agent_.current_spec();
+  if (!spec) return MakeError("no NICs discovered yet");
+  std::string key;
+  for (const topology::NicSpec& nic : spec->nics) key += nic.name + "=" + nic.uverbs + ";";
+  MutexLock lock(mutex_);
+  if (key != key_) {
+    files_ = handoff::ReadNicDeviceFiles(dev_root_, sysfs_root_, *spec);
+    if (!files_) log::Warning("NIC device files: " + files_.error().message);
     key_ = std::move(key);
   }
   return files_;

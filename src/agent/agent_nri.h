@@ -15,6 +15,7 @@
 #include "linkfit/agent/node_agent.h"
 #include "linkfit/common/mutex.h"
 #include "linkfit/handoff/device_files.h"
+#include "linkfit/handoff/nic_device_files.h"
 #include "linkfit/handoff/nri_plugin.h"
 
 namespace linkfit::agent {
@@ -27,8 +28,8 @@ class HandedDevicesView {
   void Update(const handoff::Ledger& ledger);
   // False until the plugin has synchronised with the runtime once.
   bool known() const;
-  // The handed devices on `spec` (UUIDs back to GPU indexes and MIG placements), keyed by pod
-  // UID; devices the spec does not know are left out.
+  // The handed devices on `spec` (UUIDs back to GPU indexes and MIG placements, NICs by name),
+  // keyed by pod UID; devices the spec does not know are left out.
   kube::DevicesInUse Report(const topology::TopologySpec& spec) const;
 
  private:
@@ -55,6 +56,24 @@ class DeviceFilesCache {
   Mutex mutex_;
   std::string key_ LINKFIT_GUARDED_BY(mutex_);
   Result<handoff::NodeDeviceFiles> files_ LINKFIT_GUARDED_BY(mutex_) = MakeError("not read yet");
+};
+
+// The device files of the node's current RDMA NICs (handoff/nic_device_files.h), read from the
+// host's /dev (`dev_root`) and sysfs when the discovered NICs change, never per container.
+// Thread-safe.
+class NicDeviceFilesCache {
+ public:
+  NicDeviceFilesCache(std::string dev_root, std::string sysfs_root, const NodeAgent& agent)
+      : dev_root_(std::move(dev_root)), sysfs_root_(std::move(sysfs_root)), agent_(agent) {}
+  Result<handoff::NicDeviceFiles> Get();
+
+ private:
+  const std::string dev_root_;
+  const std::string sysfs_root_;
+  const NodeAgent& agent_;
+  Mutex mutex_;
+  std::string key_ LINKFIT_GUARDED_BY(mutex_);
+  Result<handoff::NicDeviceFiles> files_ LINKFIT_GUARDED_BY(mutex_) = MakeError("not read yet");
 };
 
 // `handed` (may be null) receives every change of the plugin's ledger.

@@ -2,6 +2,7 @@
 
 #include "linkfit/agent/device_use.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string_view>
@@ -29,7 +30,8 @@ struct ContainerDevices {
   std::set<int> gpus;
   std::map<std::pair<int, int>, kube::AllocationRecord::Mig> mig;  // by (gpu, start)
   std::map<int, int> replicas;                                     // gpu -> replicas held
-  bool empty() const { return gpus.empty() && mig.empty() && replicas.empty(); }
+  std::set<std::string> nics;                                      // RDMA NIC names
+  bool empty() const { return gpus.empty() && mig.empty() && replicas.empty() && nics.empty(); }
 };
 
 // The node's GPUs and MIG instances by UUID. Devices the annotation cannot carry (an index
@@ -132,13 +134,26 @@ kube::DevicesInUse::Container ToAnnotation(const std::string& name,
   container.gpus.assign(devices.gpus.begin(), devices.gpus.end());
   for (const auto& [where, mig] : devices.mig) container.mig.push_back(mig);
   for (const auto& [gpu, count] : devices.replicas) container.shares.push_back({gpu, count});
+  container.nics.assign(devices.nics.begin(), devices.nics.end());
   return container;
+}
+
+// A NIC resource's device ID ("mlx5_0", or a replica "mlx5_0::k") counted as its NIC.
+Result<void> CountNic(const std::string& id, const topology::TopologySpec& spec,
+                      ContainerDevices& out) {
+  const std::string name = id.substr(0, id.find(kReplicaSeparator));
+  const bool known = std::any_of(spec.nics.begin(), spec.nics.end(),
+                                 [&](const topology::NicSpec& nic) { return nic.name == name; });
+  if (!known) return MakeError("matches no RDMA NIC of this node");
+  out.nics.insert(name);
+  return {};
 }
 
 }  // namespace
 
 DeviceUseReport MapDeviceUse(const std::vector<PodDeviceUse>& pods,
-                             const topology::TopologySpec& spec, const UidLookup& uid_of) {
+                             const topology::TopologySpec& spec, const UidLookup& uid_of,
+                             const std::set<std::string>& nic_resources) {
   const DeviceIndex index(spec);
   DeviceUseReport report;
   std::map<std::string, kube::DevicesInUse::Pod> by_uid;
@@ -148,7 +163,8 @@ DeviceUseReport MapDeviceUse(const std::vector<PodDeviceUse>& pods,
     for (const ContainerDeviceUse& container : pod.containers) {
       const std::string where = "pod " + key + ", container " + QuoteForMessage(container.name);
       for (const ContainerDeviceUse::Devices& devices : container.devices) {
-        if (!StartsWith(devices.resource_name, kNvidiaResourcePrefix)) continue;
+        const bool nic = nic_resources.count(devices.resource_name) != 0;
+        if (!nic && !StartsWith(devices.resource_name, kNvidiaResourcePrefix)) continue;
         if (container.name.empty()) {
           report.warnings.push_back("pod " + key + ": a container without a name holds " +
                                     devices.resource_name + " devices; left out");
@@ -157,7 +173,9 @@ DeviceUseReport MapDeviceUse(const std::vector<PodDeviceUse>& pods,
         ContainerDevices& held = containers[container.name];
         for (const std::string& id : devices.device_ids) {
           if (!held.ids.insert(id).second) continue;
-          if (auto counted = index.Count(devices.resource_name, id, held); !counted) {
+          auto counted =
+              nic ? CountNic(id, spec, held) : index.Count(devices.resource_name, id, held);
+          if (!counted) {
             report.warnings.push_back(where + ": " + devices.resource_name + " device " +
                                       QuoteForMessage(id) + " " + counted.error().message +
                                       "; not counted");

@@ -7,10 +7,12 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "linkfit/agent/node_pods.h"
 #include "linkfit/agent/node_publisher.h"
 #include "linkfit/common/log.h"
+#include "linkfit/kube/annotations.h"
 #include "linkfit/kube/api_client.h"
 #include "linkfit/kube/reflector.h"
 
@@ -77,6 +80,19 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
                                containers then get the device files, and the node reports nri-env
   --share-resource NAME        the share resource it serves (default linkfit.io/gpu-share,
                                "" = none), counted in thousandths of a GPU
+  --nic-resource NAME          the whole-NIC resource it serves where the node has RDMA NICs
+                               (default linkfit.io/rdma, "" = none; the scheduler's nic_resource)
+  --nic-share-resource NAME    the NIC share resource (default linkfit.io/rdma-share, "" = none;
+                               the scheduler's nic_share_resource), in thousandths of a NIC
+  --host-dev DIR               the node's /dev, for the device numbers of the NICs'
+                               /dev/infiniband/uverbsN and rdma_cm (default /dev; where they are
+                               no character devices there, <host-sys>/class/*/dev is read)
+  --no-nic-env                 hand NICs over without NCCL_IB_HCA / UCX_NET_DEVICES
+  --nic-env-exempt-namespace NS  (repeatable) containers of pods in NS get their NICs without
+                               NCCL_IB_HCA / UCX_NET_DEVICES (their own NCCL settings win)
+  --nic-cdi-kind KIND          the CDI kind under which the node's CDI spec names each RDMA
+                               device by its name (e.g. nvidia.com/rdma): runtimes that inject
+                               CDI then get KIND=<name> instead of the NICs' device files
   --once                       one round, then exit (status 0 when it published or had nothing
                                to change)
   --print                      print what would be published instead of publishing (no API
@@ -94,6 +110,12 @@ struct Flags {
   std::string nri_socket;
   std::string device_plugin_dir;
   std::string share_resource = handoff::kDefaultShareResource;
+  std::string nic_resource = kube::kNicResource;
+  std::string nic_share_resource = kube::kNicShareResource;
+  std::string host_dev = "/dev";
+  std::string nic_cdi_kind;
+  std::vector<std::string> nic_env_exempt_namespaces;
+  bool nic_env = true;
   std::string host_proc = "/proc";
   std::string host_sys = "/sys";
   std::map<std::string, int> nic_rails;
@@ -152,6 +174,23 @@ Result<Flags> ParseFlags(const std::vector<std::string>& args) {
       LINKFIT_ASSIGN_OR_RETURN(flags.nic_rails, ParseNicRails(text));
     } else if (arg == "--share-resource") {
       LINKFIT_ASSIGN_OR_RETURN(flags.share_resource, value());
+    } else if (arg == "--nic-resource") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.nic_resource, value());
+    } else if (arg == "--nic-share-resource") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.nic_share_resource, value());
+    } else if (arg == "--host-dev") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.host_dev, value());
+    } else if (arg == "--nic-cdi-kind") {
+      LINKFIT_ASSIGN_OR_RETURN(flags.nic_cdi_kind, value());
+      if (flags.nic_cdi_kind.find('/') == std::string::npos) {
+        return MakeError("--nic-cdi-kind " + flags.nic_cdi_kind + ": expected vendor/class");
+      }
+    } else if (arg == "--nic-env-exempt-namespace") {
+      std::string ns;
+      LINKFIT_ASSIGN_OR_RETURN(ns, value());
+      flags.nic_env_exempt_namespaces.push_back(std::move(ns));
+    } else if (arg == "--no-nic-env") {
+      flags.nic_env = false;
     } else if (arg == "--nvml-library") {
       LINKFIT_ASSIGN_OR_RETURN(flags.nvml_library, value());
     } else if (arg == "--gpu-models") {
@@ -334,6 +373,12 @@ std::thread StartNri(const Flags& flags, NodeAgent& agent, HandedDevicesView& ha
     log::Info("NRI: configured by " + runtime);
     agent.SetHandoffMode(mode);
   };
+  nri.nics = {flags.nic_env, flags.nic_cdi_kind};
+  nri.nic_env_exempt_namespaces.insert(flags.nic_env_exempt_namespaces.begin(),
+                                       flags.nic_env_exempt_namespaces.end());
+  nri.nic_device_files = [cache = std::make_shared<NicDeviceFilesCache>(
+                              flags.host_dev, flags.host_sys, agent)] { return cache->Get(); };
+  nri.on_nic_configured = [&agent](const std::string& mode) { agent.SetNicHandoffMode(mode); };
   // `nri` by value: it leaves scope before the thread ends.
   return std::thread([&flags, nri, &agent, &handed, &stopping] {
     RunNriPlugin(flags.nri_socket, nri, agent, &handed, stopping);
@@ -345,6 +390,12 @@ std::thread StartDevicePlugins(const Flags& flags, bool use_nri, NodeAgent& agen
   DevicePluginLoopOptions plugin;
   plugin.plugin.directory = flags.device_plugin_dir;
   plugin.plugin.devices.share_resource = flags.share_resource;
+  plugin.plugin.devices.nic_resource = flags.nic_resource;
+  plugin.plugin.devices.nic_share_resource = flags.nic_share_resource;
+  plugin.plugin.nic_env = flags.nic_env;
+  std::error_code error;
+  plugin.plugin.rdma_cm = std::filesystem::exists(flags.host_dev + "/infiniband/rdma_cm", error) ||
+                          std::filesystem::exists(flags.host_sys + "/class/misc/rdma_cm", error);
   plugin.plugin.verify = !use_nri;
   plugin.node_name = flags.node_name;
   plugin.pod_resources_socket = flags.socket;
@@ -382,9 +433,16 @@ int Run(const Flags& flags) {
   NodeAgent::DevicesFn devices;
   if (!flags.socket.empty()) {
     const bool know_uids = !flags.print;
-    devices = MakeDevicesFn(flags.socket, [&pods, know_uids](const std::string& key) {
-      return know_uids ? pods.UidOf(key) : std::optional<std::string>(key);
-    });
+    std::set<std::string> nic_resources;
+    for (const std::string& name : {flags.nic_resource, flags.nic_share_resource}) {
+      if (!name.empty()) nic_resources.insert(name);
+    }
+    devices = MakeDevicesFn(
+        flags.socket,
+        [&pods, know_uids](const std::string& key) {
+          return know_uids ? pods.UidOf(key) : std::optional<std::string>(key);
+        },
+        std::move(nic_resources));
   }
   if (flags.print) return PrintOnce(discover, devices);
 
@@ -402,7 +460,9 @@ int Run(const Flags& flags) {
   NodeAgent agent(options, discover, devices, publisher);
   agent.SetMetrics(&metrics);
   // Until the runtime configures the NRI plugin, another device plugin's choice stands.
-  agent.SetHandoffMode(!use_nri && !flags.device_plugin_dir.empty() ? "verify" : "report");
+  const char* without_nri = !use_nri && !flags.device_plugin_dir.empty() ? "verify" : "report";
+  agent.SetHandoffMode(without_nri);
+  agent.SetNicHandoffMode(without_nri);
   if (flags.once) return RunOnce(agent, *api->pods);
 
   StopOnSignals(agent);

@@ -16,6 +16,7 @@ NodeAgent::NodeAgent(AgentOptions options, DiscoverFn discover, DevicesFn device
 
 topology::TopologySpec NodeAgent::WithHealthLocked(topology::TopologySpec spec) const {
   spec.handoff_mode = handoff_mode_;
+  spec.nic_handoff_mode = spec.nics.empty() ? std::string() : nic_handoff_mode_;
   for (const auto& [gpu, problem] : xid_problems_) {
     for (topology::GpuSpec& entry : spec.gpus) {
       if (entry.index != gpu || !entry.healthy) continue;
@@ -124,6 +125,15 @@ void NodeAgent::SetHandoffMode(const std::string& mode) {
   if (mode == handoff_mode_) return;
   log::Info("hand-off mode: " + mode);
   handoff_mode_ = mode;
+  urgent_ = true;
+  wake_.NotifyAll();
+}
+
+void NodeAgent::SetNicHandoffMode(const std::string& mode) {
+  MutexLock lock(mutex_);
+  if (mode == nic_handoff_mode_) return;
+  log::Info("NIC hand-off mode: " + mode);
+  nic_handoff_mode_ = mode;
   urgent_ = true;
   wake_.NotifyAll();
 }

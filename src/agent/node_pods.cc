@@ -13,7 +13,13 @@ std::optional<std::pair<std::string, NodePods::Entry>> NodePods::Read(std::strin
     log::Error(std::string("pods: ") + what + " does not decode, skipped: " + pod.error().message);
     return std::nullopt;
   }
-  Entry entry{pod->uid, {}};
+  Entry entry{pod->uid, {}, {}};
+  for (const kube::ContainerView& container : pod->containers) {
+    auto& requested = entry.requested[container.name];
+    for (const auto& [resource, count] : container.extended) {
+      if (count > 0) requested.insert(resource);
+    }
+  }
   if (const auto plan = pod->annotations.find(kube::kAnnotationAllocation);
       plan != pod->annotations.end()) {
     entry.plan = plan->second;
@@ -37,7 +43,7 @@ std::vector<PodPlanText> NodePods::Plans() const {
   MutexLock lock(mutex_);
   std::vector<PodPlanText> plans;
   for (const auto& [key, entry] : pods_) {
-    if (!entry.plan.empty()) plans.push_back({key, entry.uid, entry.plan});
+    if (!entry.plan.empty()) plans.push_back({key, entry.uid, entry.plan, entry.requested});
   }
   return plans;
 }

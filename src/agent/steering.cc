@@ -20,7 +20,7 @@ std::vector<handoff::PlannedPod> ValidPlans(const std::vector<PodPlanText>& pods
       if (warnings != nullptr) warnings->push_back("pod " + pod.pod_key + ": " + problem);
       continue;
     }
-    plans.push_back({pod.pod_key, std::move(*record)});
+    plans.push_back({pod.pod_key, std::move(*record), pod.requested});
   }
   return plans;
 }

@@ -42,4 +42,27 @@ bool PartOf(const state::Assignment& part, const state::Assignment& whole) {
   return true;
 }
 
+std::string NicDifference(const state::Assignment& reported, const state::Assignment& recorded,
+                          const state::NodeInfo& node) {
+  const auto& nics = node.own_topology().nics();
+  const auto names = [&](const state::Assignment& assignment, const state::Assignment& other) {
+    std::string out;
+    for (const state::Assignment::NicSlot& slot : assignment.nics) {
+      const bool shared = std::any_of(other.nics.begin(), other.nics.end(),
+                                      [&](const auto& o) { return o.nic == slot.nic; });
+      if (shared) continue;
+      const std::string name = slot.nic >= 0 && static_cast<std::size_t>(slot.nic) < nics.size()
+                                   ? nics[static_cast<std::size_t>(slot.nic)].name
+                                   : "#" + std::to_string(slot.nic);
+      out += (out.empty() ? "" : ", ") + name;
+    }
+    return out;
+  };
+  const std::string extra = names(reported, recorded);
+  const std::string missing = names(recorded, reported);
+  if (extra.empty() && missing.empty()) return "";
+  return "NICs " + (extra.empty() ? std::string("none") : extra) + " held, not " +
+         (missing.empty() ? std::string("none") : missing) + " as planned";
+}
+
 }  // namespace linkfit::cluster::internal

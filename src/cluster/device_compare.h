@@ -5,6 +5,8 @@
 //
 // Thread-safety: pure functions.
 
+#include <string>
+
 #include "linkfit/state/node_state.h"
 
 namespace linkfit::cluster::internal {
@@ -20,5 +22,10 @@ bool PartOf(const state::Assignment& part, const state::Assignment& whole);
 // (model::AssignmentOfReport): where the record holds the same NIC, the record says; the
 // reported slot takes its thousandths, and its GPU where the report holds that GPU too.
 void FillReportedNics(state::Assignment& reported, const state::Assignment& recorded);
+
+// The NICs two assignments of one pod on `node` differ in, by name ("NICs mlx5_2 held, not
+// mlx5_0 as planned"); "" when they hold the same NICs.
+std::string NicDifference(const state::Assignment& reported, const state::Assignment& recorded,
+                          const state::NodeInfo& node);
 
 }  // namespace linkfit::cluster::internal

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "cluster/device_compare.h"
 #include "linkfit/alloc/placement_table.h"
 #include "linkfit/cluster/pod_store.h"
 #include "linkfit/common/log.h"
@@ -224,15 +225,18 @@ void PodStore::ReportMismatchLocked(const std::string& uid, const Entry& entry,
   const std::string pod_key = entry.pod_namespace.str() + "/" + entry.pod_name;
   const std::string handed = kube::EncodeAllocationRecord(model::RecordOf(reported, node.info()));
   const std::string chosen = kube::EncodeAllocationRecord(model::RecordOf(recorded, node.info()));
+  const std::string nics = internal::NicDifference(reported, recorded, node.info());
+  const std::string why = nics.empty() ? std::string() : " (" + nics + ")";
   log::Warning("pod " + pod_key + " on " + node_name + ": the node reports it holding " + handed +
-               ", not its " + kube::kAnnotationAllocation + " " + chosen + "; the report wins");
+               ", not its " + kube::kAnnotationAllocation + " " + chosen + why +
+               "; the report wins");
   metrics_.CountHandoffMismatch();
   ++mismatches_;
   if (events_ != nullptr) {
     events_->Record({entry.pod_namespace.str(), entry.pod_name, uid, "Warning",
                      "DeviceHandoffMismatch", "Observe",
-                     "node " + node_name + " handed the pod other devices than linkfit chose: " +
-                         handed + " instead of " + chosen});
+                     "node " + node_name + " handed the pod other devices than linkfit chose" +
+                         why + ": " + handed + " instead of " + chosen});
   }
 }
 

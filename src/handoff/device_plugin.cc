@@ -14,6 +14,7 @@
 #include <set>
 
 #include "deviceplugin.grpc.pb.h"
+#include "handoff/node_lookup.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/mutex.h"
 #include "linkfit/handoff/handoff.h"
@@ -61,6 +62,37 @@ std::vector<std::pair<std::string, std::string>> VisibleDevicesEnv(
     }
   }
   return AdjustmentFor(decision, /*cdi=*/false).env;
+}
+
+bool IsNicResource(const std::string& resource, const PluginOptions& options) {
+  return (!options.nic_resource.empty() && resource == options.nic_resource) ||
+         (!options.nic_share_resource.empty() && resource == options.nic_share_resource);
+}
+
+// Verify mode, a NIC resource: the NICs the kubelet chose (replicas by their NIC, once each, in
+// the order chosen) get their verbs device and rdma_cm (where the node has it), and, with
+// `nic_env`, NCCL's and UCX's environment. A NIC whose verbs device is unknown gets none (the
+// container cannot use it).
+void InjectNics(const std::vector<std::string>& ids, const topology::TopologySpec& node,
+                const DevicePluginConfig& config, v1beta1::ContainerAllocateResponse& answer) {
+  std::vector<std::string> names;
+  for (const std::string& id : ids) {
+    const std::string name = id.substr(0, id.find("::"));
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  const auto add = [&answer](const std::string& path) {
+    v1beta1::DeviceSpec* device = answer.add_devices();
+    device->set_container_path(path);
+    device->set_host_path(path);
+    device->set_permissions("rw");
+  };
+  if (config.rdma_cm) add(std::string(kRdmaCmPath));
+  for (const std::string& name : names) {
+    const topology::NicSpec* nic = NicByName(node, name);
+    if (nic != nullptr && !nic->uverbs.empty()) add(kInfinibandDir + nic->uverbs);
+  }
+  if (!config.nic_env) return;
+  for (const auto& [key, value] : NicEnvironment(names)) (*answer.mutable_envs())[key] = value;
 }
 
 // One resource's devices and the version that ListAndWatch streams follow.
@@ -218,7 +250,9 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
       for (const auto& [key, value] : KubeletIdsAnnotation(state_.name(), ids)) {
         (*answer->mutable_annotations())[key] = value;
       }
-      if (shared_.config.verify) {
+      if (shared_.config.verify && IsNicResource(state_.name(), shared_.config.devices)) {
+        InjectNics(ids, shared_.Node(), shared_.config, *answer);
+      } else if (shared_.config.verify) {
         for (const auto& [key, value] :
              VisibleDevicesEnv(state_.name(), state_.InListOrder(ids), shared_.config.devices)) {
           (*answer->mutable_envs())[key] = value;

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "handoff/node_lookup.h"
+#include "linkfit/common/strings.h"
+#include "linkfit/handoff/plugin_devices.h"
 #include "linkfit/kube/annotations.h"
 
 namespace linkfit::handoff {
@@ -23,21 +25,32 @@ HandoffDecision Refuse(std::string reason) {
 
 // The physical devices behind device IDs: whole GPUs and MIG instances counted, and the GPUs of
 // share replicas ("UUID::k") named once each, whatever the replica count (NVIDIA's time-slicing
-// gives one replica per container, linkfit's share resource one per thousandth).
+// gives one replica per container, linkfit's share resource one per thousandth); RDMA NICs (IDs
+// whose base is one of the node's NICs) the same way, apart.
 struct PhysicalDevices {
   std::multiset<std::string> whole;  // GPU and MIG UUIDs
   std::set<std::string> shared;      // GPUs of share replicas
-  bool operator==(const PhysicalDevices&) const = default;
+  std::multiset<std::string> whole_nics;
+  std::set<std::string> shared_nics;
+  bool SameGpus(const PhysicalDevices& other) const {
+    return whole == other.whole && shared == other.shared;
+  }
+  bool SameNics(const PhysicalDevices& other) const {
+    return whole_nics == other.whole_nics && shared_nics == other.shared_nics;
+  }
+  bool has_nics() const { return !whole_nics.empty() || !shared_nics.empty(); }
 };
 
-PhysicalDevices Physical(const std::vector<std::string>& ids) {
+PhysicalDevices Physical(const std::vector<std::string>& ids, const topology::TopologySpec& node) {
   PhysicalDevices out;
   for (const std::string& id : ids) {
     const std::size_t replica = id.find("::");
+    const std::string base = id.substr(0, replica);
+    const bool nic = NicByName(node, base) != nullptr;
     if (replica == std::string::npos) {
-      out.whole.insert(id);
+      (nic ? out.whole_nics : out.whole).insert(base);
     } else {
-      out.shared.insert(id.substr(0, replica));
+      (nic ? out.shared_nics : out.shared).insert(base);
     }
   }
   return out;
@@ -48,7 +61,24 @@ PhysicalDevices Physical(const HandedDevices& devices) {
   out.whole.insert(devices.gpus.begin(), devices.gpus.end());
   out.whole.insert(devices.mig.begin(), devices.mig.end());
   for (const auto& [uuid, milli] : devices.shares) out.shared.insert(uuid);
+  for (const auto& [name, milli] : devices.nics) {
+    if (milli >= 1000) {
+      out.whole_nics.insert(name);
+    } else {
+      out.shared_nics.insert(name);
+    }
+  }
   return out;
+}
+
+// "NICs mlx5_2 (the kubelet) instead of mlx5_0 (the plan)": what differs, by name.
+std::string NicDifference(const PhysicalDevices& kubelet, const PhysicalDevices& plan) {
+  const auto names = [](const PhysicalDevices& devices) {
+    std::vector<std::string> out(devices.whole_nics.begin(), devices.whole_nics.end());
+    for (const std::string& name : devices.shared_nics) out.push_back(name + " (shared)");
+    return out.empty() ? std::string("none") : JoinStrings(out, ", ");
+  };
+  return "NICs " + names(kubelet) + " (the kubelet's) instead of " + names(plan) + " (the plan's)";
 }
 
 // The plan's devices for one container, on this node's facts; an error says why not.
@@ -101,6 +131,17 @@ Result<HandedDevices> Resolve(const kube::AllocationRecord::Devices& planned,
     }
     devices.shares.emplace_back(gpu->uuid, share.milli);
   }
+  for (const kube::AllocationRecord::Nic& planned_nic : planned.nics) {
+    const topology::NicSpec* nic = NicByName(node, planned_nic.name);
+    if (nic == nullptr) return MakeError("NIC " + planned_nic.name + " does not exist here");
+    if (!planned_nic.pci_bus_id.empty() && !nic->pci_bus_id.empty() &&
+        planned_nic.pci_bus_id != nic->pci_bus_id) {
+      return MakeError("stale plan: NIC " + nic->name + " is " + nic->pci_bus_id +
+                       " now, the plan names " + planned_nic.pci_bus_id);
+    }
+    if (!NicPortUp(*nic)) return MakeError("NIC " + nic->name + "'s port is " + nic->state);
+    devices.nics.emplace_back(nic->name, std::clamp(planned_nic.milli, 1, 1000));
+  }
   return devices;
 }
 
@@ -111,6 +152,19 @@ Result<HandedDevices> FromKubelet(const std::vector<std::string>& ids,
   for (const std::string& id : ids) {
     const std::size_t replica = id.find("::");
     const std::string base = id.substr(0, replica);
+    if (const topology::NicSpec* nic = NicByName(node, base)) {
+      if (!NicPortUp(*nic)) return MakeError("NIC " + base + "'s port is " + nic->state);
+      const auto held = std::find_if(devices.nics.begin(), devices.nics.end(),
+                                     [&](const auto& entry) { return entry.first == base; });
+      if (replica == std::string::npos) {
+        devices.nics.emplace_back(base, 1000);
+      } else if (held == devices.nics.end()) {
+        devices.nics.emplace_back(base, 1);  // one thousandth per replica
+      } else {
+        held->second = std::min(held->second + 1, 1000);
+      }
+      continue;
+    }
     bool found = false;
     for (const topology::GpuSpec& gpu : node.gpus) {
       if (gpu.uuid == base) {
@@ -140,6 +194,8 @@ std::optional<std::string> Ledger::Conflict(const ContainerKey& key,
                                             const HandedDevices& devices) const {
   std::map<std::string, int> shared_milli;
   for (const auto& [uuid, milli] : devices.shares) shared_milli[uuid] += milli;
+  std::map<std::string, int> nic_milli;
+  for (const auto& [name, milli] : devices.nics) nic_milli[name] += milli;
   for (const auto& [holder, held] : held_) {
     if (holder.pod_uid == key.pod_uid) continue;  // one pod's containers: the plan decided
     for (const std::string& gpu : devices.gpus) {
@@ -156,6 +212,16 @@ std::optional<std::string> Ledger::Conflict(const ContainerKey& key,
     for (const auto& [uuid, milli] : held.shares) {
       if (shared_milli.count(uuid) != 0) shared_milli[uuid] += milli;
     }
+    for (const auto& [name, milli] : held.nics) {
+      const auto asked = nic_milli.find(name);
+      if (asked == nic_milli.end()) continue;
+      if (milli >= 1000 ||
+          std::any_of(devices.nics.begin(), devices.nics.end(),
+                      [&](const auto& nic) { return nic.first == name && nic.second >= 1000; })) {
+        return "NIC " + name + " is held by " + Holder(holder);
+      }
+      asked->second += milli;
+    }
     for (const auto& [uuid, ignored] : shared_milli) {
       if (std::count(held.gpus.begin(), held.gpus.end(), uuid) > 0) {
         return "GPU " + uuid + " is held whole by " + Holder(holder);
@@ -165,6 +231,12 @@ std::optional<std::string> Ledger::Conflict(const ContainerKey& key,
   for (const auto& [uuid, milli] : shared_milli) {
     if (milli > 1000) {
       return "GPU " + uuid + " would be shared beyond its capacity (" + std::to_string(milli) +
+             " of 1000 thousandths)";
+    }
+  }
+  for (const auto& [name, milli] : nic_milli) {
+    if (milli > 1000) {
+      return "NIC " + name + " would be shared beyond its capacity (" + std::to_string(milli) +
              " of 1000 thousandths)";
     }
   }
@@ -235,17 +307,36 @@ HandoffDecision Decide(const HandoffRequest& request, const topology::TopologySp
   HandoffDecision decision;
   decision.kind = HandoffDecision::Kind::kInject;
   decision.devices = std::move(*devices);
-  if (request.kubelet_ids && Physical(*request.kubelet_ids) != Physical(decision.devices)) {
-    decision.mismatch = true;
-    decision.reason = "the kubelet's own bookkeeping chose other devices; the plan wins";
-    if (mismatch == MismatchPolicy::kStrict) {
-      return Refuse("the kubelet allocated other devices than linkfit's plan (strict mode)");
+  if (request.kubelet_ids) {
+    const PhysicalDevices kubelet = Physical(*request.kubelet_ids, node);
+    const PhysicalDevices plan = Physical(decision.devices);
+    const bool gpus_differ = !kubelet.SameGpus(plan);
+    // NICs asked by annotation alone come with no NIC resource, so with no kubelet NIC IDs.
+    const bool nics_differ = kubelet.has_nics() && !kubelet.SameNics(plan);
+    if (gpus_differ || nics_differ) {
+      decision.mismatch = true;
+      decision.reason = "the kubelet's own bookkeeping chose other devices";
+      if (nics_differ) decision.reason += " (" + NicDifference(kubelet, plan) + ")";
+      if (mismatch == MismatchPolicy::kStrict) {
+        return Refuse("the kubelet allocated other devices than linkfit's plan (strict mode)" +
+                      (nics_differ ? ": " + NicDifference(kubelet, plan) : std::string()));
+      }
+      decision.reason += "; the plan wins";
     }
   }
   return decision;
 }
 
-Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi) {
+std::vector<std::pair<std::string, std::string>> NicEnvironment(
+    const std::vector<std::string>& nics) {
+  if (nics.empty()) return {};
+  std::vector<std::string> ports;
+  for (const std::string& nic : nics) ports.push_back(nic + ":" + std::to_string(kNicPort));
+  const std::string joined = JoinStrings(ports);
+  return {{"NCCL_IB_HCA", "=" + joined}, {"UCX_NET_DEVICES", joined}};
+}
+
+Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi, const NicHandoffOptions& nics) {
   Adjustment adjustment;
   if (decision.kind != HandoffDecision::Kind::kInject) {
     adjustment.env.emplace_back("NVIDIA_VISIBLE_DEVICES", "void");
@@ -258,13 +349,20 @@ Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi) {
     if (std::find(uuids.begin(), uuids.end(), uuid) == uuids.end()) uuids.push_back(uuid);
     share_limits += (share_limits.empty() ? "" : ",") + uuid + "=" + std::to_string(milli);
   }
-  std::string visible;
   for (const std::string& uuid : uuids) {
-    visible += (visible.empty() ? "" : ",") + uuid;
     if (cdi) adjustment.cdi_devices.push_back("nvidia.com/gpu=" + uuid);
   }
-  adjustment.env.emplace_back("NVIDIA_VISIBLE_DEVICES", visible);
+  adjustment.env.emplace_back("NVIDIA_VISIBLE_DEVICES",
+                              uuids.empty() ? "void" : JoinStrings(uuids));
   if (!share_limits.empty()) adjustment.env.emplace_back("LINKFIT_GPU_SHARES", share_limits);
+  std::vector<std::string> nic_names;
+  for (const auto& [name, milli] : decision.devices.nics) {
+    nic_names.push_back(name);
+    if (cdi && !nics.cdi_kind.empty()) adjustment.cdi_devices.push_back(nics.cdi_kind + "=" + name);
+  }
+  if (nics.env) {
+    for (auto& entry : NicEnvironment(nic_names)) adjustment.env.push_back(std::move(entry));
+  }
   return adjustment;
 }
 

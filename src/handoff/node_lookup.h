@@ -1,7 +1,7 @@
 #pragma once
 
 // Lookups on a node's discovered facts that the node side's modules share (hand-off decision,
-// device plugin): a GPU by index, a MIG instance by its placement.
+// device plugin): a GPU by index, a NIC by name, a MIG instance by its placement.
 //
 // Thread-safety: pure functions on values.
 
@@ -14,6 +14,14 @@ namespace linkfit::handoff {
 inline const topology::GpuSpec* GpuByIndex(const topology::TopologySpec& node, int index) {
   for (const topology::GpuSpec& gpu : node.gpus) {
     if (gpu.index == index) return &gpu;
+  }
+  return nullptr;
+}
+
+inline const topology::NicSpec* NicByName(const topology::TopologySpec& node,
+                                          const std::string& name) {
+  for (const topology::NicSpec& nic : node.nics) {
+    if (nic.name == name && !name.empty()) return &nic;
   }
   return nullptr;
 }

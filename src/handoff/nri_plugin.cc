@@ -16,24 +16,47 @@ TtrpcResponse Failed(std::int32_t code, std::string message) {
   return {code, std::move(message), ""};
 }
 
+std::vector<std::string> Amounts(const std::vector<std::pair<std::string, int>>& entries) {
+  std::vector<std::string> out;
+  for (const auto& [name, milli] : entries) out.push_back(name + ":" + std::to_string(milli));
+  return out;
+}
+
+// "NAME:THOUSANDTHS,..." back into entries; `what` names the list in errors.
+Result<std::vector<std::pair<std::string, int>>> ParseAmounts(const std::vector<std::string>& items,
+                                                              const char* what) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const std::string& item : items) {
+    const std::size_t colon = item.rfind(':');
+    const auto milli = colon == std::string::npos || colon == 0
+                           ? std::nullopt
+                           : ParseInt(std::string_view(item).substr(colon + 1));
+    if (!milli || *milli < 1 || *milli > 1000) {
+      return MakeError(std::string(kAnnotationHanded) + ": " + what + " " + QuoteForMessage(item) +
+                       " is not NAME:thousandths (1..1000)");
+    }
+    out.emplace_back(item.substr(0, colon), static_cast<int>(*milli));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string EncodeHanded(const HandedDevices& devices) {
-  std::vector<std::string> shares;
-  for (const auto& [uuid, milli] : devices.shares) {
-    shares.push_back(uuid + ":" + std::to_string(milli));
-  }
-  return "gpus=" + JoinStrings(devices.gpus) + ";mig=" + JoinStrings(devices.mig) +
-         ";shares=" + JoinStrings(shares);
+  std::string text = "gpus=" + JoinStrings(devices.gpus) + ";mig=" + JoinStrings(devices.mig) +
+                     ";shares=" + JoinStrings(Amounts(devices.shares));
+  if (!devices.nics.empty()) text += ";nics=" + JoinStrings(Amounts(devices.nics));
+  return text;
 }
 
 Result<HandedDevices> DecodeHanded(std::string_view text) {
   HandedDevices devices;
   const std::vector<std::string_view> parts = Split(text, ';');
-  if (parts.size() != 3 || !StartsWith(parts[0], "gpus=") || !StartsWith(parts[1], "mig=") ||
-      !StartsWith(parts[2], "shares=")) {
+  if ((parts.size() != 3 && parts.size() != 4) || !StartsWith(parts[0], "gpus=") ||
+      !StartsWith(parts[1], "mig=") || !StartsWith(parts[2], "shares=") ||
+      (parts.size() == 4 && !StartsWith(parts[3], "nics="))) {
     return MakeError(std::string(kAnnotationHanded) + " " + QuoteForMessage(text) +
-                     ": expected gpus=...;mig=...;shares=...");
+                     ": expected gpus=...;mig=...;shares=...[;nics=...]");
   }
   const auto list = [](std::string_view value) {
     std::vector<std::string> out;
@@ -43,16 +66,9 @@ Result<HandedDevices> DecodeHanded(std::string_view text) {
   };
   devices.gpus = list(parts[0].substr(5));
   devices.mig = list(parts[1].substr(4));
-  for (const std::string& share : list(parts[2].substr(7))) {
-    const std::size_t colon = share.rfind(':');
-    const auto milli = colon == std::string::npos
-                           ? std::nullopt
-                           : ParseInt(std::string_view(share).substr(colon + 1));
-    if (!milli || *milli < 1 || *milli > 1000) {
-      return MakeError(std::string(kAnnotationHanded) + ": share " + QuoteForMessage(share) +
-                       " is not UUID:thousandths");
-    }
-    devices.shares.emplace_back(share.substr(0, colon), static_cast<int>(*milli));
+  LINKFIT_ASSIGN_OR_RETURN(devices.shares, ParseAmounts(list(parts[2].substr(7)), "share"));
+  if (parts.size() == 4) {
+    LINKFIT_ASSIGN_OR_RETURN(devices.nics, ParseAmounts(list(parts[3].substr(5)), "NIC"));
   }
   return devices;
 }
@@ -87,6 +103,9 @@ TtrpcResponse NriPlugin::Dispatch(const TtrpcRequest& request) {
     if (options_.on_configured) {
       options_.on_configured(sends_cdi_ ? "nri-cdi" : "nri-env",
                              configure->runtime_name + " " + configure->runtime_version);
+    }
+    if (options_.on_nic_configured) {
+      options_.on_nic_configured(SendsNicCdi() ? "nri-cdi" : "nri-env");
     }
     return Ok(EncodeConfigureResponse(
         EventBit(NriEvent::kCreateContainer) | EventBit(NriEvent::kStopContainer) |
@@ -173,12 +192,22 @@ TtrpcResponse NriPlugin::CreateContainer(std::string_view payload) {
       options_.exempt_namespaces.count(event->pod.pod_namespace) != 0) {
     return Ok(EncodeCreateContainerResponse({}));  // a GPU system daemon: left as it asked
   }
-  if (decision.mismatch) ++mismatches_;
+  ContainerAdjustment adjust;
+  if (auto added = AddNicFiles(decision, adjust); !added) {
+    return Failed(kStatusUnknown,
+                  "linkfit: the plan's NICs cannot be handed over: " + added.error().message);
+  }
+  if (decision.mismatch) {
+    ++mismatches_;
+    log::Warning("NRI: pod " + request.pod_uid + " container " + request.container + ": " +
+                 decision.reason);
+  }
   if (decision.kind == HandoffDecision::Kind::kRefuse) {
     return Failed(kStatusUnknown, "linkfit: " + decision.reason);
   }
-  const Adjustment adjustment = AdjustmentFor(decision, sends_cdi_);
-  ContainerAdjustment adjust;
+  NicHandoffOptions nics = options_.nics;
+  if (options_.nic_env_exempt_namespaces.count(event->pod.pod_namespace) != 0) nics.env = false;
+  const Adjustment adjustment = AdjustmentFor(decision, sends_cdi_, nics);
   adjust.env = adjustment.env;
   adjust.cdi_devices = adjustment.cdi_devices;
   if (decision.kind == HandoffDecision::Kind::kInject && !sends_cdi_ && options_.device_files) {
@@ -201,6 +230,22 @@ TtrpcResponse NriPlugin::CreateContainer(std::string_view payload) {
     ledger_.Hold({request.pod_uid, request.container}, decision.devices);
   }
   return Ok(EncodeCreateContainerResponse(adjust));
+}
+
+Result<void> NriPlugin::AddNicFiles(const HandoffDecision& decision,
+                                    ContainerAdjustment& adjust) const {
+  if (decision.kind != HandoffDecision::Kind::kInject || decision.devices.nics.empty() ||
+      SendsNicCdi() || !options_.nic_device_files) {
+    return {};
+  }
+  auto files = options_.nic_device_files();
+  if (!files) return tl::unexpected(files.error());
+  std::vector<DeviceFile> needed;
+  LINKFIT_ASSIGN_OR_RETURN(needed, NicDeviceFilesFor(decision.devices, *files));
+  for (const DeviceFile& file : needed) {
+    adjust.devices.push_back({file.path, "c", file.major, file.minor, file.file_mode});
+  }
+  return {};
 }
 
 Result<std::vector<std::string>> NriPlugin::HandleStream(std::string_view ttrpc_bytes) {

@@ -25,7 +25,34 @@ std::string MigUuidOf(const kube::AllocationRecord::Mig& mig, const topology::To
   return instance == nullptr ? std::string() : instance->uuid;
 }
 
+// The NIC resources' devices: each NIC whole and as replicas.
+void AddNics(const topology::TopologySpec& node, const PluginOptions& options,
+             std::map<std::string, std::vector<PluginDevice>>& resources) {
+  if (node.nics.empty()) return;
+  if (!options.nic_resource.empty()) resources[options.nic_resource];
+  if (!options.nic_share_resource.empty()) resources[options.nic_share_resource];
+  for (const topology::NicSpec& nic : node.nics) {
+    if (!ServedNic(nic)) continue;
+    const bool healthy = NicPortUp(nic);
+    const int numa = nic.numa_node >= 0 ? nic.numa_node : -1;
+    if (!options.nic_resource.empty()) {
+      resources[options.nic_resource].push_back({nic.name, healthy, numa});
+    }
+    if (options.nic_share_resource.empty()) continue;
+    auto& replicas = resources[options.nic_share_resource];
+    for (int k = 0; k < kShareReplicasPerNic; ++k) {
+      replicas.push_back({nic.name + "::" + std::to_string(k), healthy, numa});
+    }
+  }
+}
+
 }  // namespace
+
+bool ServedNic(const topology::NicSpec& nic) {
+  return !nic.name.empty() && nic.sriov_physfn.empty();
+}
+
+bool NicPortUp(const topology::NicSpec& nic) { return nic.state.empty() || nic.state == "ACTIVE"; }
 
 std::vector<PluginResource> PluginInventory(const topology::TopologySpec& node,
                                             const PluginOptions& options) {
@@ -50,6 +77,7 @@ std::vector<PluginResource> PluginInventory(const topology::TopologySpec& node,
       replicas.push_back({gpu.uuid + "::" + std::to_string(k), gpu.healthy, numa});
     }
   }
+  AddNics(node, options, resources);
   std::vector<PluginResource> out;
   for (auto& [name, devices] : resources) out.push_back({name, std::move(devices)});
   return out;
@@ -84,6 +112,18 @@ PlannedResource PlannedFor(const kube::AllocationRecord::Devices& planned,
       out.wanted += share.milli;
       const topology::GpuSpec* gpu = GpuByIndex(node, share.gpu);
       if (gpu != nullptr && !gpu->uuid.empty()) out.shares.emplace_back(gpu->uuid, share.milli);
+    }
+  } else if (!options.nic_resource.empty() && resource == options.nic_resource) {
+    for (const kube::AllocationRecord::Nic& nic : planned.nics) {
+      if (nic.milli < kShareReplicasPerNic) continue;
+      ++out.wanted;
+      if (NicByName(node, nic.name) != nullptr) out.ids.push_back(nic.name);
+    }
+  } else if (!options.nic_share_resource.empty() && resource == options.nic_share_resource) {
+    for (const kube::AllocationRecord::Nic& nic : planned.nics) {
+      if (nic.milli >= kShareReplicasPerNic) continue;
+      out.wanted += nic.milli;
+      if (NicByName(node, nic.name) != nullptr) out.shares.emplace_back(nic.name, nic.milli);
     }
   }
   return out;

@@ -28,6 +28,10 @@ std::optional<Candidate> NextContainer(const PlannedPod& pod,
   for (const bool init : {true, false}) {
     for (const kube::AllocationRecord::Container& container : pod.record.containers) {
       if (container.init != init) continue;
+      if (!pod.requested.empty()) {
+        const auto asks = pod.requested.find(container.name);
+        if (asks == pod.requested.end() || asks->second.count(request.resource) == 0) continue;
+      }
       PlannedResource planned = PlannedFor(container.devices, request.resource, node, options);
       if (planned.wanted == 0) continue;
       const auto holding = held.find(container.name);

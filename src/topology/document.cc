@@ -415,12 +415,14 @@ Result<TopologySpec> ParseTopologyDocument(std::string_view json_text) {
   LINKFIT_ASSIGN_OR_RETURN(spec.name, ReadString(root, "name", "$", false));
   LINKFIT_ASSIGN_OR_RETURN(spec.fabric, ParseFabric(root));
   LINKFIT_ASSIGN_OR_RETURN(spec.pcie_tree, ParsePcieTree(root));
-  LINKFIT_ASSIGN_OR_RETURN(spec.handoff_mode, ReadString(root, "handoff_mode", "$", false));
-  if (!spec.handoff_mode.empty() &&
-      std::none_of(std::begin(kHandoffModes), std::end(kHandoffModes),
-                   [&](const char* mode) { return spec.handoff_mode == mode; })) {
-    return MakeError("$.handoff_mode: unsupported " + QuoteForMessage(spec.handoff_mode) +
-                     " (expected nri-cdi, nri-env, verify or report)");
+  for (const auto& [key, mode] : {std::pair{"handoff_mode", &spec.handoff_mode},
+                                  std::pair{"nic_handoff_mode", &spec.nic_handoff_mode}}) {
+    LINKFIT_ASSIGN_OR_RETURN(*mode, ReadString(root, key, "$", false));
+    if (!mode->empty() && std::none_of(std::begin(kHandoffModes), std::end(kHandoffModes),
+                                       [&](const char* known) { return *mode == known; })) {
+      return MakeError(std::string("$.") + key + ": unsupported " + QuoteForMessage(*mode) +
+                       " (expected nri-cdi, nri-env, verify or report)");
+    }
   }
 
   auto gpus = Field(root, "gpus", "$", true);
@@ -546,6 +548,7 @@ std::string ToTopologyDocument(const TopologySpec& spec) {
   }
   doc["gpus"] = std::move(gpus);
   if (!spec.handoff_mode.empty()) doc["handoff_mode"] = spec.handoff_mode;
+  if (!spec.nic_handoff_mode.empty()) doc["nic_handoff_mode"] = spec.nic_handoff_mode;
   json links = json::array();
   for (const LinkSpec& link : spec.links) {
     json item = {{"a", link.a}, {"b", link.b}, {"pcie_relation", ToString(link.pcie)}};

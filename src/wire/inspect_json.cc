@@ -154,6 +154,9 @@ nlohmann::json InspectNodeJson(const state::NodeState& node) {
   if (const std::string& mode = node.info().own_topology().spec().handoff_mode; !mode.empty()) {
     json["handoff_mode"] = mode;
   }
+  if (const std::string& mode = node.info().own_topology().spec().nic_handoff_mode; !mode.empty()) {
+    json["nic_handoff_mode"] = mode;
+  }
   return json;
 }
 

@@ -359,3 +359,43 @@ TEST(PodResources, NoKubeletIsAnErrorNamingTheSocket) {
 
 }  // namespace
 }  // namespace linkfit::agent
+
+namespace linkfit::agent {
+namespace {
+
+// The NIC resources' IDs name RDMA NICs: whole (the NIC's name) or a replica of a share; an ID
+// that names no NIC of the node is left out with a warning; renamed resources are read by name.
+TEST(MapDeviceUse, NicResourcesNameTheNicsAContainerHolds) {
+  topology::TopologySpec spec = A100WithMig();
+  spec.nics.clear();
+  for (const char* name : {"mlx5_0", "mlx5_1", "mlx5_2"}) {
+    topology::NicSpec nic;
+    nic.name = name;
+    spec.nics.push_back(nic);
+  }
+  const std::vector<PodDeviceUse> pods = {
+      {"ml",
+       "train",
+       {{"train",
+         {{"nvidia.com/gpu", {"GPU-4aaa"}},
+          {"linkfit.io/rdma", {"mlx5_2", "mlx5_0"}},
+          {"linkfit.io/rdma-share", {"mlx5_1::0", "mlx5_1::7", "mlx5_9::0"}}}}}},
+      {"lab", "notebook", {{"nb", {{"rdma/hca", {"mlx5_1"}}}}}}};
+  const DeviceUseReport report = MapDeviceUse(pods, spec, Uid);
+  ASSERT_EQ(report.devices.pods.size(), 1u);  // rdma/hca is no NIC resource of linkfit's here
+  EXPECT_EQ(report.devices.pods[0].containers.at(0).nics,
+            (std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2"}));
+  EXPECT_EQ(report.devices.pods[0].containers.at(0).gpus, (std::vector<int>{4}));
+  ASSERT_EQ(report.warnings.size(), 1u);
+  EXPECT_NE(report.warnings[0].find("\"mlx5_9::0\" matches no RDMA NIC"), std::string::npos)
+      << report.warnings[0];
+  const DeviceUseReport renamed = MapDeviceUse(pods, spec, Uid, {"rdma/hca"});
+  ASSERT_EQ(renamed.devices.pods.size(), 2u);
+  EXPECT_EQ(renamed.devices.pods[0].containers.at(0).nics, (std::vector<std::string>{"mlx5_1"}));
+  // The annotation carries them and reads them back.
+  EXPECT_EQ(kube::DecodeDevicesInUse(kube::EncodeDevicesInUse(report.devices)).value(),
+            report.devices);
+}
+
+}  // namespace
+}  // namespace linkfit::agent

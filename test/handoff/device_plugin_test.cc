@@ -22,12 +22,24 @@ using linkfit::testing::AdmittedContainer;
 using linkfit::testing::FakeDeviceManager;
 using linkfit::testing::FakePodSpec;
 
-// A DGX H100 (GPU i is "GPU-i"; GPUs 0-3 on NUMA 0, 4-7 on NUMA 1) with GPU 7 in MIG mode.
+// A DGX H100 (GPU i is "GPU-i"; GPUs 0-3 on NUMA 0, 4-7 on NUMA 1) with GPU 7 in MIG mode, and
+// RDMA NICs mlx5_0..3 (uverbs0..3; 0-1 on NUMA 0, 2-3 on NUMA 1) and a virtual function mlx5_4.
 topology::TopologySpec Node() {
   topology::TopologySpec spec = linkfit::testing::H100Node();
   for (topology::GpuSpec& gpu : spec.gpus) {
     gpu.mig_mode = topology::MigMode::kDisabled;
     gpu.numa_node = gpu.index < 4 ? 0 : 1;
+  }
+  spec.nics.clear();
+  for (int i = 0; i < 5; ++i) {
+    topology::NicSpec nic;
+    nic.name = "mlx5_" + std::to_string(i);
+    nic.pci_bus_id = "0000:1" + std::to_string(i) + ":00.0";
+    nic.numa_node = i < 2 ? 0 : 1;
+    nic.state = "ACTIVE";
+    nic.uverbs = "uverbs" + std::to_string(i);
+    if (i == 4) nic.sriov_physfn = "0000:13:00.0";
+    spec.nics.push_back(nic);
   }
   spec.gpus[7].mig_mode = topology::MigMode::kEnabled;
   spec.gpus[7].mig_instances = {{"3g.40gb", 0, 4, "MIG-7-0"}, {"3g.40gb", 4, 4, "MIG-7-4"}};
@@ -46,7 +58,7 @@ TEST(PluginInventory, ServesWholeGpusMigInstancesAndThousandthShares) {
   node.gpus[2].healthy = false;
   node.gpus[3].uuid.clear();  // nothing could name it
   const auto resources = PluginInventory(node, PluginOptions{});
-  ASSERT_EQ(resources.size(), 3u);
+  ASSERT_EQ(resources.size(), 5u);
   const PluginResource* gpu = Find(resources, "nvidia.com/gpu");
   ASSERT_NE(gpu, nullptr);
   ASSERT_EQ(gpu->devices.size(), 6u);  // 0,1,2,4,5,6: not 3 (no UUID), not 7 (MIG)
@@ -62,6 +74,33 @@ TEST(PluginInventory, ServesWholeGpusMigInstancesAndThousandthShares) {
   EXPECT_EQ(share->devices.front().id, "GPU-0::0");
   EXPECT_EQ(share->devices.back().id, "GPU-6::999");
   EXPECT_LE(share->devices.back().id.size(), 63u);  // the device plugin API's limit
+}
+
+TEST(PluginInventory, ServesNicsWholeAndInThousandthsWithPortHealthAndNuma) {
+  topology::TopologySpec node = Node();
+  node.nics[1].state = "DOWN";
+  const auto resources = PluginInventory(node, PluginOptions{});
+  const PluginResource* whole = Find(resources, "linkfit.io/rdma");
+  ASSERT_NE(whole, nullptr);
+  // mlx5_4 is a virtual function: the SR-IOV CNI's, never served.
+  EXPECT_EQ(
+      whole->devices,
+      (std::vector<PluginDevice>{
+          {"mlx5_0", true, 0}, {"mlx5_1", false, 0}, {"mlx5_2", true, 1}, {"mlx5_3", true, 1}}));
+  const PluginResource* share = Find(resources, "linkfit.io/rdma-share");
+  ASSERT_NE(share, nullptr);
+  ASSERT_EQ(share->devices.size(), 4u * kShareReplicasPerNic);
+  EXPECT_EQ(share->devices[1000], (PluginDevice{"mlx5_1::0", false, 0}));
+  EXPECT_EQ(share->devices.back(), (PluginDevice{"mlx5_3::999", true, 1}));
+  // Renamed resources; a node without NICs serves none.
+  PluginOptions renamed;
+  renamed.nic_resource = "rdma/hca";
+  renamed.nic_share_resource = "";
+  const auto other = PluginInventory(node, renamed);
+  EXPECT_NE(Find(other, "rdma/hca"), nullptr);
+  EXPECT_EQ(Find(other, "linkfit.io/rdma-share"), nullptr);
+  node.nics.clear();
+  EXPECT_EQ(Find(PluginInventory(node, PluginOptions{}), "linkfit.io/rdma"), nullptr);
 }
 
 TEST(PluginInventory, ResourcesStayServedWhenEmpty) {
@@ -172,6 +211,66 @@ TEST(PreferredAllocation, MigByInstanceUuidSharesByReplicasOfThePlannedGpu) {
             (std::vector<std::string>{"GPU-2::7", "GPU-2::0", "GPU-2::2"}));
 }
 
+kube::AllocationRecord::Nic Nic(const std::string& name, int milli = 1000) {
+  return {name, "", "", -1, milli, -1};
+}
+
+TEST(PreferredAllocation, NicsByNameSharesByReplicasOfThePlannedNic) {
+  kube::AllocationRecord::Devices trainer = Gpus({0, 2});
+  trainer.nics = {Nic("mlx5_0"), Nic("mlx5_2")};
+  kube::AllocationRecord::Devices server = Gpus({5});
+  server.nics = {Nic("mlx5_3", 250)};
+  const std::vector<PlannedPod> plans = {{"ml/t", Record("t", {{"main", false, trainer}})},
+                                         {"ml/s", Record("s", {{"main", false, server}})}};
+  const KubeletHoldings kubelet = {{"ml/t", {}}, {"ml/s", {}}};
+  PreferenceRequest whole{"linkfit.io/rdma", {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}, {}, 2};
+  EXPECT_EQ(PreferredAllocation(whole, plans, kubelet, Node(), {}).ids,
+            (std::vector<std::string>{"mlx5_0", "mlx5_2"}));
+  PreferenceRequest share{"linkfit.io/rdma-share", {}, {}, 250};
+  for (int k = 0; k < 1000; ++k) {
+    share.available.push_back("mlx5_2::" + std::to_string(k));
+    share.available.push_back("mlx5_3::" + std::to_string(k));
+  }
+  const Preference shared = PreferredAllocation(share, plans, kubelet, Node(), {});
+  ASSERT_EQ(shared.ids.size(), 250u) << shared.explanation;
+  EXPECT_EQ(shared.ids.front(), "mlx5_3::0");
+  EXPECT_EQ(shared.ids.back(), "mlx5_3::249");
+  // Pod x asked its two NICs by annotation: its container requests GPUs only, so it never holds
+  // the NIC resource and is no candidate for it (unknown requests would make the request
+  // ambiguous).
+  kube::AllocationRecord::Devices annotated = Gpus({6, 7});
+  annotated.nics = {Nic("mlx5_1"), Nic("mlx5_3")};
+  std::vector<PlannedPod> with_x = plans;
+  with_x.push_back(
+      {"ml/x", Record("x", {{"main", false, annotated}}), {{"main", {"nvidia.com/gpu"}}}});
+  KubeletHoldings x_running = kubelet;
+  x_running["ml/x"]["main"]["nvidia.com/gpu"] = {"GPU-6", "GPU-7"};
+  EXPECT_EQ(PreferredAllocation(whole, with_x, x_running, Node(), {}).ids,
+            (std::vector<std::string>{"mlx5_0", "mlx5_2"}));
+  with_x.back().requested.clear();
+  EXPECT_TRUE(PreferredAllocation(whole, with_x, x_running, Node(), {}).ids.empty());
+  // The planned NIC is taken: no preference.
+  whole.available = {"mlx5_1", "mlx5_2", "mlx5_3"};
+  EXPECT_TRUE(PreferredAllocation(whole, plans, kubelet, Node(), {}).ids.empty());
+}
+
+TEST(VerifyPreStart, AContainerHoldingOtherNicsThanPlannedIsRefusedNamingThem) {
+  kube::AllocationRecord::Devices trainer = Gpus({0, 2});
+  trainer.nics = {Nic("mlx5_0"), Nic("mlx5_2")};
+  const std::vector<PlannedPod> plans = {{"ml/t", Record("t", {{"main", false, trainer}})}};
+  const KubeletHoldings right = {{"ml/t", {{"main", {{"linkfit.io/rdma", {"mlx5_2", "mlx5_0"}}}}}}};
+  EXPECT_TRUE(VerifyPreStart("linkfit.io/rdma", {"mlx5_2", "mlx5_0"}, plans, right, Node(), {})
+                  .has_value());
+  const KubeletHoldings wrong = {{"ml/t", {{"main", {{"linkfit.io/rdma", {"mlx5_0", "mlx5_1"}}}}}}};
+  const auto refused =
+      VerifyPreStart("linkfit.io/rdma", {"mlx5_0", "mlx5_1"}, plans, wrong, Node(), {});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("linkfit.io/rdma mlx5_0,mlx5_1 but linkfit's plan is "
+                                         "mlx5_0,mlx5_2"),
+            std::string::npos)
+      << refused.error().message;
+}
+
 TEST(VerifyPreStart, TheContainerIsFoundByItsIdsAndMustHoldItsPlan) {
   kube::AllocationRecord::Devices share;
   share.shares = {{2, 3}};
@@ -234,6 +333,8 @@ struct Harness {
     EXPECT_TRUE(kubelet->WaitForDevices("nvidia.com/gpu", 7, std::chrono::seconds(10)));
     EXPECT_TRUE(kubelet->WaitForDevices("linkfit.io/gpu-share", 7000, std::chrono::seconds(10)));
     EXPECT_TRUE(kubelet->WaitForDevices("nvidia.com/mig-3g.40gb", 2, std::chrono::seconds(10)));
+    EXPECT_TRUE(kubelet->WaitForDevices("linkfit.io/rdma", 4, std::chrono::seconds(10)));
+    EXPECT_TRUE(kubelet->WaitForDevices("linkfit.io/rdma-share", 4000, std::chrono::seconds(10)));
   }
   void AddPlan(PlannedPod pod) {
     std::lock_guard lock(mutex);
@@ -243,10 +344,11 @@ struct Harness {
 
 TEST(NodeDevicePlugin, RegistersEveryResourceAndListsDevicesWithHealth) {
   Harness harness(1);
-  EXPECT_EQ(harness.plugins->resources(),
-            (std::vector<std::string>{"linkfit.io/gpu-share", "nvidia.com/gpu",
-                                      "nvidia.com/mig-3g.40gb"}));
-  EXPECT_EQ(harness.kubelet->registrations(), 3);
+  EXPECT_EQ(
+      harness.plugins->resources(),
+      (std::vector<std::string>{"linkfit.io/gpu-share", "linkfit.io/rdma", "linkfit.io/rdma-share",
+                                "nvidia.com/gpu", "nvidia.com/mig-3g.40gb"}));
+  EXPECT_EQ(harness.kubelet->registrations(), 5);
   EXPECT_TRUE(
       harness.kubelet->WaitForDevices("nvidia.com/mig-3g.40gb", 2, std::chrono::seconds(5)));
   EXPECT_TRUE(harness.kubelet->Devices("nvidia.com/gpu").at("GPU-3"));
@@ -327,6 +429,46 @@ TEST(NodeDevicePlugin, VerifyModeInjectsAndRefusesADifferentChoice) {
   EXPECT_EQ(shared->at("nb").envs.at("LINKFIT_GPU_SHARES"), "GPU-3=250");
 }
 
+// Verify mode for NICs: the chosen NICs' verbs devices, rdma_cm and NCCL's and UCX's environment;
+// a container holding other NICs than its plan does not start, and the refusal names them.
+TEST(NodeDevicePlugin, VerifyModeInjectsTheChosenNicsAndRefusesOthers) {
+  Harness harness(5, /*verify=*/true);
+  kube::AllocationRecord::Devices trainer = Gpus({0, 2});
+  trainer.nics = {Nic("mlx5_0"), Nic("mlx5_2")};
+  harness.AddPlan({"ml/t", Record("t", {{"main", false, trainer}})});
+  auto steered = harness.kubelet->Admit(
+      {"ml",
+       "t",
+       {{"main", false, false, {{"nvidia.com/gpu", 2}, {"linkfit.io/rdma", 2}}}},
+       std::nullopt});
+  ASSERT_TRUE(steered.has_value()) << steered.error().message;
+  const AdmittedContainer& main = steered->at("main");
+  EXPECT_EQ(main.ids.at("linkfit.io/rdma"), (std::vector<std::string>{"mlx5_0", "mlx5_2"}));
+  EXPECT_EQ(main.annotations.at("linkfit.io/kubelet-ids.linkfit.io/rdma"), "mlx5_0,mlx5_2");
+  EXPECT_EQ(main.devices,
+            (std::vector<std::string>{"/dev/infiniband/rdma_cm=/dev/infiniband/rdma_cm:rw",
+                                      "/dev/infiniband/uverbs0=/dev/infiniband/uverbs0:rw",
+                                      "/dev/infiniband/uverbs2=/dev/infiniband/uverbs2:rw"}));
+  EXPECT_EQ(main.envs.at("NCCL_IB_HCA"), "=mlx5_0:1,mlx5_2:1");
+  EXPECT_EQ(main.envs.at("UCX_NET_DEVICES"), "mlx5_0:1,mlx5_2:1");
+  EXPECT_EQ(main.envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-0,GPU-2");
+  EXPECT_TRUE(harness.kubelet->StartContainer("ml", "t", "main").has_value());
+  // Pod u is admitted before its plan is known; its plan names a NIC the kubelet did not pick.
+  auto unsteered = harness.kubelet->Admit(
+      {"ml", "u", {{"main", false, false, {{"linkfit.io/rdma", 1}}}}, std::nullopt});
+  ASSERT_TRUE(unsteered.has_value()) << unsteered.error().message;
+  const std::string picked = unsteered->at("main").ids.at("linkfit.io/rdma").at(0);
+  kube::AllocationRecord::Devices other;
+  other.nics = {Nic(picked == "mlx5_1" ? "mlx5_3" : "mlx5_1")};
+  harness.AddPlan({"ml/u", Record("u", {{"main", false, other}})});
+  const auto refused = harness.kubelet->StartContainer("ml", "u", "main");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("linkfit.io/rdma " + picked + " but linkfit's plan is " +
+                                         other.nics[0].name),
+            std::string::npos)
+      << refused.error().message;
+}
+
 TEST(NodeDevicePlugin, KubeletRestartIsNoticed) {
   Harness harness(3);
   EXPECT_FALSE(harness.plugins->KubeletRestarted());
@@ -336,8 +478,10 @@ TEST(NodeDevicePlugin, KubeletRestartIsNoticed) {
 }
 
 // Property: pods whose plans are disjoint, admitted one at a time in random order, with init
-// containers, shares, MIG and NUMA hints: every container's kubelet IDs equal its plan (so the NRI
-// side sees no mismatch), and no device is ever held by two pods.
+// containers, shares, MIG, NUMA hints and RDMA NICs (two whole NICs for a 2-GPU pod, four pods
+// with a quarter of one NIC each): every container's kubelet IDs equal its plan (so the NRI side
+// sees no mismatch), no device ID is ever held by two pods, and no NIC is held whole by one pod
+// and shared by another.
 TEST(NodeDevicePlugin, RandomAdmissionOrdersFollowThePlans) {
   for (unsigned seed = 1; seed <= 12; ++seed) {
     std::mt19937 random(seed);
@@ -345,6 +489,7 @@ TEST(NodeDevicePlugin, RandomAdmissionOrdersFollowThePlans) {
     std::vector<int> gpus = {0, 1, 2, 3, 4, 5, 6};
     std::shuffle(gpus.begin(), gpus.end(), random);
     std::vector<FakePodSpec> pods;
+    std::map<std::string, kube::AllocationRecord::Devices> planned;  // pod -> its one container
     // Pod 0: init container on 2 GPUs, app container on those 2 and 1 more.
     {
       const std::vector<int> init(gpus.begin(), gpus.begin() + 2);
@@ -356,28 +501,51 @@ TEST(NodeDevicePlugin, RandomAdmissionOrdersFollowThePlans) {
                       {{"train", false, false, {{"nvidia.com/gpu", 3}}},
                        {"setup", true, false, {{"nvidia.com/gpu", 2}}}},
                       std::nullopt});
+      planned["p0"] = Gpus(app);
     }
-    // Pod 1: two GPUs, with the Topology Manager's NUMA hint where both are on one NUMA node
-    // (linkfit plans NUMA itself, so the hint agrees with the plan).
+    // Pod 1: two GPUs with a whole NIC each, with the Topology Manager's NUMA hint where both GPUs
+    // are on one NUMA node (linkfit plans NUMA itself, so the hint agrees with the plan: the NICs
+    // are then that node's).
+    std::vector<std::string> nics = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"};
+    std::shuffle(nics.begin(), nics.end(), random);
     {
       const std::vector<int> mine(gpus.begin() + 3, gpus.begin() + 5);
-      harness.AddPlan({"ml/p1", Record("p1", {{"main", false, Gpus(mine)}})});
       std::optional<int> hint;
       if ((mine[0] < 4) == (mine[1] < 4)) hint = mine[0] < 4 ? 0 : 1;
-      pods.push_back({"ml", "p1", {{"main", false, false, {{"nvidia.com/gpu", 2}}}}, hint});
+      if (hint)
+        nics = *hint == 0 ? std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2"}
+                          : std::vector<std::string>{"mlx5_2", "mlx5_3", "mlx5_0"};
+      kube::AllocationRecord::Devices devices = Gpus(mine);
+      devices.nics = {Nic(nics[0]), Nic(nics[1])};
+      harness.AddPlan({"ml/p1", Record("p1", {{"main", false, devices}})});
+      pods.push_back({"ml",
+                      "p1",
+                      {{"main", false, false, {{"nvidia.com/gpu", 2}, {"linkfit.io/rdma", 2}}}},
+                      hint});
+      planned["p1"] = devices;
     }
-    // Pod 2: one MIG instance; pod 3: 250 thousandths of another GPU.
+    // Pod 2: one MIG instance; pods 3-6: 250 thousandths of a GPU and of one NIC each.
     {
       kube::AllocationRecord::Devices mig;
       mig.mig = {{7, "3g.40gb", (random() % 2) ? 4 : 0, ""}};
       harness.AddPlan({"ml/p2", Record("p2", {{"main", false, mig}})});
       pods.push_back(
           {"ml", "p2", {{"main", false, false, {{"nvidia.com/mig-3g.40gb", 1}}}}, std::nullopt});
-      kube::AllocationRecord::Devices share;
-      share.shares = {{gpus[5], 250}};
-      harness.AddPlan({"ml/p3", Record("p3", {{"nb", false, share}})});
-      pods.push_back(
-          {"ml", "p3", {{"nb", false, false, {{"linkfit.io/gpu-share", 250}}}}, std::nullopt});
+      for (int p = 3; p <= 6; ++p) {
+        const std::string name = "p" + std::to_string(p);
+        kube::AllocationRecord::Devices share;
+        share.shares = {{gpus[p == 3 ? 5 : 6], 250}};
+        share.nics = {Nic(nics[2], 250)};
+        harness.AddPlan({"ml/" + name, Record(name, {{"nb", false, share}})});
+        pods.push_back({"ml",
+                        name,
+                        {{"nb",
+                          false,
+                          false,
+                          {{"linkfit.io/gpu-share", 250}, {"linkfit.io/rdma-share", 250}}}},
+                        std::nullopt});
+        planned[name] = share;
+      }
     }
     std::shuffle(pods.begin(), pods.end(), random);
     std::map<std::string, std::string> holder;  // device ID -> pod
@@ -394,27 +562,28 @@ TEST(NodeDevicePlugin, RandomAdmissionOrdersFollowThePlans) {
           }
         }
       }
-      if (pod.name == "p0") {
-        std::vector<std::string> want;
-        for (int g : std::vector<int>(gpus.begin(), gpus.begin() + 3)) {
-          want.push_back("GPU-" + std::to_string(g));
-        }
-        std::sort(want.begin(), want.end());
-        EXPECT_EQ(admitted->at("train").ids.at("nvidia.com/gpu"), want) << "seed " << seed;
+      if (!planned.count(pod.name)) continue;
+      const kube::AllocationRecord::Devices& plan = planned[pod.name];
+      const AdmittedContainer& got =
+          admitted->at(pod.name == "p0" ? "train" : pod.containers[0].name);
+      for (const std::string resource :
+           {"nvidia.com/gpu", "linkfit.io/gpu-share", "linkfit.io/rdma", "linkfit.io/rdma-share"}) {
+        const PlannedResource want = PlannedFor(plan, resource, Node(), PluginOptions{});
+        if (want.wanted == 0) continue;
+        std::map<std::string, int> physical;
+        for (const std::string& id : got.ids.at(resource)) ++physical[id.substr(0, id.find("::"))];
+        std::map<std::string, int> expected;
+        for (const std::string& id : want.ids) ++expected[id];
+        for (const auto& [base, milli] : want.shares) expected[base] += milli;
+        EXPECT_EQ(physical, expected) << "seed " << seed << " " << pod.name << " " << resource;
       }
-      if (pod.name == "p3") {
-        const auto& ids = admitted->at("nb").ids.at("linkfit.io/gpu-share");
-        EXPECT_EQ(ids.size(), 250u);
-        for (const std::string& id : ids) {
-          EXPECT_EQ(id.rfind("GPU-" + std::to_string(gpus[5]) + "::", 0), 0u) << id;
-        }
-      }
-      if (pod.name == "p1") {
-        std::vector<std::string> want = {"GPU-" + std::to_string(gpus[3]),
-                                         "GPU-" + std::to_string(gpus[4])};
-        std::sort(want.begin(), want.end());
-        EXPECT_EQ(admitted->at("main").ids.at("nvidia.com/gpu"), want) << "seed " << seed;
-      }
+    }
+    // A NIC held whole is nobody's share.
+    for (const auto& [id, pod] : holder) {
+      const std::size_t replica = id.find("::");
+      if (replica == std::string::npos) continue;
+      const auto whole = holder.find(id.substr(0, replica));
+      EXPECT_TRUE(whole == holder.end() || whole->second == pod) << "seed " << seed << " " << id;
     }
     EXPECT_EQ(harness.plugins->stats().no_preference, 0u) << "seed " << seed;
   }

@@ -404,6 +404,10 @@ class Manager final : public FakeDeviceManager, public v1beta1::Registration::Se
     const auto& answer = response.container_responses(0);
     out->annotations.insert(answer.annotations().begin(), answer.annotations().end());
     out->envs.insert(answer.envs().begin(), answer.envs().end());
+    for (const auto& device : answer.devices()) {
+      out->devices.push_back(device.container_path() + "=" + device.host_path() + ":" +
+                             device.permissions());
+    }
     return {};
   }
 

@@ -14,7 +14,7 @@
 //     preferred ∩ available is kept; a shortfall is filled in random order (aligned first); when
 //     the aligned devices exactly cover the need the plugin is not asked;
 //   - Allocate with the final IDs; its annotations become the container's annotations, its envs
-//     the container's environment;
+//     the container's environment, its devices the container's device nodes;
 //   - at a container's start, PreStartContainer with its IDs, for plugins that require it.
 //
 // The PodResources view (pods the kubelet knows, their containers' devices) shows a pod from the
@@ -54,7 +54,8 @@ struct AdmittedContainer {
   std::map<std::string, std::vector<std::string>> ids;  // resource -> device IDs, sorted
   std::map<std::string, std::string> annotations;       // from the plugins' Allocate answers
   std::map<std::string, std::string> envs;              // likewise
-  bool asked_preferred = false;                         // GetPreferredAllocation was called
+  std::vector<std::string> devices;  // likewise: "container_path=host_path:permissions"
+  bool asked_preferred = false;      // GetPreferredAllocation was called
 };
 
 class FakeDeviceManager {

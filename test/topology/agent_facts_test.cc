@@ -67,6 +67,20 @@ TEST(AgentFacts, AnUnknownHandoffModeIsAnError) {
       << parsed.error().message;
 }
 
+TEST(AgentFacts, TheNicHandoffModeRoundTripsAndAnUnknownOneIsAnError) {
+  TopologySpec spec = A100WithAgentFacts();
+  spec.nic_handoff_mode = "nri-env";
+  auto parsed = ParseTopologyDocument(ToTopologyDocument(spec));
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  EXPECT_EQ(parsed->nic_handoff_mode, "nri-env");
+  spec.nic_handoff_mode = "rdma-magic";
+  parsed = ParseTopologyDocument(ToTopologyDocument(spec));
+  ASSERT_FALSE(parsed);
+  EXPECT_NE(parsed.error().message.find("$.nic_handoff_mode: unsupported \"rdma-magic\""),
+            std::string::npos)
+      << parsed.error().message;
+}
+
 TEST(AgentFacts, FixturesWithoutThemMeanHealthyAndModeUnknown) {
   const TopologyPtr plain = linkfit::testing::LoadFixture("dgx-h100");
   for (const GpuSpec& gpu : plain->spec().gpus) {

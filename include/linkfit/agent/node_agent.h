@@ -71,6 +71,9 @@ class NodeAgent {
   // How this node hands devices to containers (topology::kHandoffModes), published in the
   // topology document; a change is published in a round that starts at once.
   void SetHandoffMode(const std::string& mode);
+  // The same for the node's RDMA NICs (TopologySpec::nic_handoff_mode), published only while
+  // discovery finds NICs.
+  void SetNicHandoffMode(const std::string& mode);
 
   // The node's GPUs as last discovered, with the GPUs Xid events made unhealthy and the hand-off
   // mode (nullopt before the first successful discovery). For the NRI plugin's decisions.
@@ -93,6 +96,7 @@ class NodeAgent {
   bool urgent_ LINKFIT_GUARDED_BY(mutex_) = false;
   std::map<int, std::string> xid_problems_ LINKFIT_GUARDED_BY(mutex_);
   std::string handoff_mode_ LINKFIT_GUARDED_BY(mutex_);
+  std::string nic_handoff_mode_ LINKFIT_GUARDED_BY(mutex_);
   std::optional<Discovery> discovery_ LINKFIT_GUARDED_BY(mutex_);
   std::optional<std::string> topology_json_ LINKFIT_GUARDED_BY(mutex_);
   std::optional<std::string> devices_json_ LINKFIT_GUARDED_BY(mutex_);

@@ -9,7 +9,9 @@
 // Thread-safety: every method may be called concurrently (the reflector thread writes, the agent
 // loop reads).
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -39,6 +41,7 @@ class NodePods : public kube::ReflectorSink {
   struct Entry {
     std::string uid;
     std::string plan;  // linkfit.io/allocation, "" when absent
+    std::map<std::string, std::set<std::string>> requested;  // container -> extended resources
   };
   static std::optional<std::pair<std::string, Entry>> Read(std::string_view object_json,
                                                            const char* what);

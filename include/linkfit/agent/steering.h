@@ -6,6 +6,8 @@
 //
 // Thread-safety: pure functions.
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,8 @@ struct PodPlanText {
   std::string pod_key;  // "namespace/name"
   std::string uid;
   std::string plan;
+  // Per container, the extended resources it requests (handoff::PlannedPod::requested).
+  std::map<std::string, std::set<std::string>> requested = {};
 };
 
 // The plans that belong where they are: a record that decodes, names the pod's current UID and

@@ -18,9 +18,12 @@
 //
 // The verify-only mode (`verify`; design §4.5, for runtimes without NRI) makes the plugin the
 // injector, as NVIDIA's is: Allocate also sets NVIDIA_VISIBLE_DEVICES to the physical devices the
-// kubelet chose (and LINKFIT_GPU_SHARES for shares), PreStartContainer is required and refuses to
-// start a container whose devices are not its plan (VerifyPreStart). Steering makes that rare; a
-// refused pod must be deleted and recreated.
+// kubelet chose (and LINKFIT_GPU_SHARES for shares); for the NIC resources it adds the chosen
+// NICs' /dev/infiniband/uverbsN and /dev/infiniband/rdma_cm (where the node has it: `rdma_cm`)
+// as devices and, with `nic_env`, NCCL_IB_HCA and UCX_NET_DEVICES (NicEnvironment).
+// PreStartContainer is required and refuses to start a container whose devices (GPUs or NICs)
+// are not its plan (VerifyPreStart). Steering makes that rare; a refused pod must be deleted and
+// recreated.
 //
 // When the kubelet restarts it removes every socket in the directory and forgets its plugins:
 // KubeletRestarted() says so (its socket was deleted or replaced, or ours is gone), and the
@@ -36,6 +39,7 @@
 #include <string>
 
 #include "linkfit/common/result.h"
+#include "linkfit/handoff/handoff.h"
 #include "linkfit/handoff/plugin_devices.h"
 #include "linkfit/handoff/preferred_allocation.h"
 #include "linkfit/topology/spec.h"
@@ -48,6 +52,10 @@ struct DevicePluginConfig {
   PluginOptions devices;
   std::chrono::milliseconds register_timeout{5000};
   bool verify = false;  // the verify-only mode (above)
+  bool nic_env = true;  // verify mode: NCCL's and UCX's environment for the NICs
+  // Verify mode: the node has /dev/infiniband/rdma_cm (the rdma_ucm module is loaded); without
+  // it, NICs get their verbs devices only (a device path the host lacks fails the container).
+  bool rdma_cm = true;
 };
 
 // What GetPreferredAllocation decides on, read when the kubelet asks.

@@ -14,10 +14,15 @@
 //   MIG instance not there yet                any             refuse (the kubelet retries)
 //   no plan for the pod       present         kAdoptIfFree: the kubelet's devices if no live
 //                                             container holds them; else refuse. kRefuse: refuse
-//   no plan for the container absent          no GPU: NVIDIA_VISIBLE_DEVICES=void
+//   no plan for the container absent          no GPU: NVIDIA_VISIBLE_DEVICES=void, no RDMA device
 //
 // Shares are compared by physical GPU (UUID), MIG instances by their UUID resolved from parent
-// GPU and placement.
+// GPU and placement. RDMA NICs go with the plan like GPUs: by name, each present on the node
+// (with the PCI bus id the plan names, if it names one) with its port up; a whole NIC (1000
+// thousandths) is held by one pod, shares of one NIC by several up to 1000 in all. The kubelet's
+// NIC IDs (a NIC's name, "<name>::<k>" for a share replica) are compared with the plan's NICs
+// only where the kubelet gave some: a pod that asks NICs by annotation alone requests no NIC
+// resource, and its containers carry no NIC label.
 //
 // Thread-safety: Decide is a pure function; a Ledger is used by one thread (the NRI handler).
 
@@ -42,10 +47,11 @@ struct ContainerKey {
 
 // What one container is given: physical devices by UUID.
 struct HandedDevices {
-  std::vector<std::string> gpus;                    // whole GPU UUIDs
-  std::vector<std::string> mig;                     // MIG instance UUIDs
-  std::vector<std::pair<std::string, int>> shares;  // GPU UUID, thousandths
-  bool empty() const { return gpus.empty() && mig.empty() && shares.empty(); }
+  std::vector<std::string> gpus;                       // whole GPU UUIDs
+  std::vector<std::string> mig;                        // MIG instance UUIDs
+  std::vector<std::pair<std::string, int>> shares;     // GPU UUID, thousandths
+  std::vector<std::pair<std::string, int>> nics = {};  // RDMA NIC name, thousandths (1000: whole)
+  bool empty() const { return gpus.empty() && mig.empty() && shares.empty() && nics.empty(); }
   friend bool operator==(const HandedDevices&, const HandedDevices&) = default;
 };
 
@@ -54,7 +60,8 @@ struct HandedDevices {
 class Ledger {
  public:
   // The first holder (another pod) that `devices` would collide with, or nullopt: a whole GPU or
-  // MIG instance held by another pod, a whole GPU shared by another pod, or shares beyond 1000.
+  // MIG instance held by another pod, a whole GPU shared by another pod, or shares beyond 1000;
+  // a NIC held by other pods beyond 1000 thousandths (a whole NIC counts 1000).
   std::optional<std::string> Conflict(const ContainerKey& key, const HandedDevices& devices) const;
   // Records the container's devices (replacing what the key held).
   void Hold(const ContainerKey& key, HandedDevices devices);
@@ -91,15 +98,37 @@ HandoffDecision Decide(const HandoffRequest& request, const topology::TopologySp
                        const Ledger& ledger, MismatchPolicy mismatch = MismatchPolicy::kPlanWins,
                        UnplannedPolicy unplanned = UnplannedPolicy::kAdoptIfFree);
 
+// How the NICs a container is handed reach it, besides their device files (nri_plugin.h).
+struct NicHandoffOptions {
+  // The environment NCCL and UCX read (NicEnvironment); off: none is set.
+  bool env = true;
+  // The CDI kind of the node's RDMA devices ("vendor/class", e.g. "nvidia.com/rdma"), where a CDI
+  // spec names each NIC by its RDMA device name; "" = the NICs have no CDI names.
+  std::string cdi_kind;
+};
+
 // What the runtime is told (NRI ContainerAdjustment): CDI device names where the runtime injects
-// CDI (containerd >= 2.1, CRI-O >= 1.34; NVIDIA's CDI spec with UUID names), and always
-// NVIDIA_VISIBLE_DEVICES with the UUIDs ("void" for a container without GPUs), plus the share
-// limits for an isolation layer.
+// CDI (containerd >= 2.1, CRI-O >= 1.34; NVIDIA's CDI spec with UUID names, and for NICs
+// `nics.cdi_kind=<name>` where the NICs have CDI names), and always NVIDIA_VISIBLE_DEVICES with
+// the UUIDs ("void" for a container without GPUs), plus the share limits for an isolation layer,
+// and the NICs' environment (NicEnvironment) where `nics.env`.
 struct Adjustment {
   std::vector<std::string> cdi_devices;
   std::vector<std::pair<std::string, std::string>> env;
 };
-Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi);
+Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi,
+                         const NicHandoffOptions& nics = {});
+
+// The port of an RDMA device that NCCL and UCX are pointed at: each RDMA device linkfit plans
+// (one PCI function of a ConnectX card) has one port, port 1.
+inline constexpr int kNicPort = 1;
+// The environment of a container handed `nics` (RDMA device names, in plan order):
+//   NCCL_IB_HCA      "=mlx5_0:1,mlx5_3:1"  exactly these HCAs and ports (the leading '=' makes
+//                                          NCCL match names exactly: mlx5_1 never means mlx5_10)
+//   UCX_NET_DEVICES  "mlx5_0:1,mlx5_3:1"
+// Empty for no NICs.
+std::vector<std::pair<std::string, std::string>> NicEnvironment(
+    const std::vector<std::string>& nics);
 
 // Whether a runtime, as its NRI Configure names it ("containerd" "v2.1.0", "cri-o" "1.34.1"),
 // injects the CDI devices of an NRI adjustment: containerd >= 2.1, CRI-O >= 1.34. Older ones

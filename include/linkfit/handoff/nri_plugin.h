@@ -13,7 +13,12 @@
 //                    inject (CDI names where the runtime injects them, else device files; env and
 //                    the linkfit.io/handed annotation always) or refuse with the reason as the
 //                    call's error (the runtime fails the creation and the kubelet shows it); a
-//                    container without a plan gets NVIDIA_VISIBLE_DEVICES=void
+//                    container without a plan gets NVIDIA_VISIBLE_DEVICES=void and no RDMA
+//                    device. Planned RDMA NICs come as their CDI names where the runtime injects
+//                    CDI and the NICs have them (NicHandoffOptions::cdi_kind), else as device
+//                    files (/dev/infiniband/uverbsN of each, rdma_cm; nic_device_files.h), and
+//                    with NCCL_IB_HCA / UCX_NET_DEVICES naming exactly them (NicEnvironment)
+//                    unless the operator turned that off or exempted the pod's namespace
 //   StopContainer, RemoveContainer
 //                    release what the container held
 //   RemovePodSandbox releases what every container of the pod held
@@ -35,6 +40,7 @@
 
 #include "linkfit/handoff/device_files.h"
 #include "linkfit/handoff/handoff.h"
+#include "linkfit/handoff/nic_device_files.h"
 #include "linkfit/handoff/nri_frames.h"
 #include "linkfit/handoff/nri_messages.h"
 #include "linkfit/handoff/plugin_devices.h"
@@ -72,6 +78,19 @@ struct NriPluginOptions {
   // left unchanged instead of getting "void". Only namespaces an administrator controls belong
   // here: any pod in them may reach every GPU.
   std::set<std::string> exempt_namespaces = {};
+  // How planned NICs reach containers: NCCL's and UCX's environment (the agent's --no-nic-env
+  // turns it off) and the NICs' CDI kind (--nic-cdi-kind).
+  NicHandoffOptions nics = {};
+  // Namespaces whose containers get their NICs without NCCL_IB_HCA / UCX_NET_DEVICES (their own
+  // NCCL configuration wins): --nic-env-exempt-namespace.
+  std::set<std::string> nic_env_exempt_namespaces = {};
+  // The device files of NICs (nic_device_files.h), where no CDI names are sent for NICs; must
+  // answer from memory like device_files. A NIC whose files are unknown makes the creation fail
+  // (a container must not silently run without the NIC it was planned). Unset: no NIC files.
+  std::function<Result<NicDeviceFiles>()> nic_device_files = nullptr;
+  // Called with the NIC hand-off mode when the runtime configures the plugin: "nri-cdi" where NIC
+  // CDI names are sent, else "nri-env" (device files and environment).
+  std::function<void(const std::string& nic_mode)> on_nic_configured = nullptr;
 };
 
 // The devices of a container as its linkfit.io/handed annotation holds them (and back).
@@ -102,6 +121,9 @@ class NriPlugin {
   TtrpcResponse RemoveContainer(std::string_view payload);
   TtrpcResponse RemovePodSandbox(std::string_view payload);
   TtrpcResponse HandleStateChange(std::string_view payload);
+  // Adds the device files of the handed NICs to `adjust`; an error says which NIC has none.
+  Result<void> AddNicFiles(const HandoffDecision& decision, ContainerAdjustment& adjust) const;
+  bool SendsNicCdi() const { return sends_cdi_ && !options_.nics.cdi_kind.empty(); }
 
   NriPluginOptions options_;
   NodeFacts node_;

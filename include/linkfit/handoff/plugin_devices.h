@@ -8,6 +8,14 @@
 //   nvidia.com/mig-<profile>    the MIG instance's UUID          GPUs in MIG mode, per instance
 //   the share resource          "<GPU UUID>::<k>", k = 0..999    GPUs not in MIG mode
 //   (linkfit.io/gpu-share)      (one replica per thousandth)
+//   the NIC resource            the RDMA device's name           RDMA NICs that are not SR-IOV
+//   (linkfit.io/rdma)           ("mlx5_0")                       virtual functions (the SR-IOV
+//   the NIC share resource      "<NIC name>::<k>", k = 0..999    CNI's to hand out, never
+//   (linkfit.io/rdma-share)     (one replica per thousandth)     planned by linkfit)
+//
+// A NIC is healthy while its port is ACTIVE (or its state is unknown: a document typed by hand);
+// its NUMA node is sysfs's. NIC names never start with "GPU-" or "MIG-", so one NIC-or-GPU ID
+// names one device.
 //
 // IDs are real, so PodResources and DCGM attribute devices correctly whenever the kubelet's pick
 // matches the plan. A GPU without a known UUID is not served (nothing could name it). Health and
@@ -33,6 +41,10 @@ namespace linkfit::handoff {
 inline constexpr const char* kAnnotationKubeletIdsPrefix = "linkfit.io/kubelet-ids.";
 inline constexpr int kShareReplicasPerGpu = 1000;
 inline constexpr const char* kDefaultShareResource = "linkfit.io/gpu-share";
+inline constexpr int kShareReplicasPerNic = 1000;
+// Where RDMA devices live, on the host and in a container.
+inline constexpr const char* kInfinibandDir = "/dev/infiniband/";
+inline constexpr const char* kRdmaCmPath = "/dev/infiniband/rdma_cm";
 
 struct PluginDevice {
   std::string id;
@@ -50,17 +62,28 @@ struct PluginResource {
 struct PluginOptions {
   // The share resource's name ("" = none served).
   std::string share_resource = kDefaultShareResource;
+  // The NIC resources' names (kube::kNicResource, kube::kNicShareResource by default; "" = that
+  // one is not served). A node without RDMA NICs serves neither.
+  std::string nic_resource = "linkfit.io/rdma";
+  std::string nic_share_resource = "linkfit.io/rdma-share";
 };
 
+// Whether a NIC is served and planned: not an SR-IOV virtual function.
+bool ServedNic(const topology::NicSpec& nic);
+// Whether a NIC's port is up: "ACTIVE", or a state nobody reported.
+bool NicPortUp(const topology::NicSpec& nic);
+
 // Every resource the node offers, sorted by name; nvidia.com/gpu and the share resource are always
-// present (with no devices when every GPU is in MIG mode), so their capacity drops to zero.
+// present (with no devices when every GPU is in MIG mode), so their capacity drops to zero; the
+// NIC resources are present where the node has RDMA NICs.
 std::vector<PluginResource> PluginInventory(const topology::TopologySpec& node,
                                             const PluginOptions& options);
 
 // The part of a planned container's devices that one resource covers.
 struct PlannedResource {
-  std::vector<std::string> ids;                     // whole GPUs or MIG instances, by UUID
-  std::vector<std::pair<std::string, int>> shares;  // share resource: GPU UUID, thousandths
+  std::vector<std::string> ids;  // whole GPUs or MIG instances, by UUID
+  // A share resource: the GPU UUID (or NIC name) and thousandths.
+  std::vector<std::pair<std::string, int>> shares;
   // What the plan asks of this resource (the kubelet's count for the container), named or not.
   int wanted = 0;
   // Every planned device is named (a device the node cannot name is left out of ids/shares).
@@ -68,8 +91,9 @@ struct PlannedResource {
 };
 
 // The devices of `planned` under `resource`, UUIDs from the plan or else from the node's facts
-// (a MIG instance by GPU, profile and start). A device the node cannot name is left out and the
-// result is incomplete: no preference is given for it.
+// (a MIG instance by GPU, profile and start); NICs by name, whole ones (1000 thousandths) under the
+// NIC resource, shares under the NIC share resource. A device the node cannot name is left out and
+// the result is incomplete: no preference is given for it.
 PlannedResource PlannedFor(const kube::AllocationRecord::Devices& planned,
                            const std::string& resource, const topology::TopologySpec& node,
                            const PluginOptions& options);

@@ -6,9 +6,10 @@
 //
 //   1. the pods the kubelet knows (its PodResources List, which already shows a pod under
 //      admission) that have a valid plan (handoff.h: the API's pod UID, this node);
-//   2. in each, the first planned container for this resource that holds none of it yet, in the
-//      kubelet's order (init containers, then app containers): admission is serial, so in steady
-//      state there is exactly one such (pod, container) on the node;
+//   2. in each, the first planned container for this resource that requests it (where the pod's
+//      requests are known) and holds none of it yet, in the kubelet's order (init containers,
+//      then app containers): admission is serial, so in steady state there is exactly one such
+//      (pod, container) on the node;
 //   3. exactly one candidate whose planned count equals the request's size, and whose plan lies
 //      inside available ∪ must-include and contains every must-include ID: answer the plan;
 //   4. anything else: no preference (the kubelet picks; the NRI plugin still hands over the plan
@@ -36,6 +37,10 @@ namespace linkfit::handoff {
 struct PlannedPod {
   std::string pod_key;  // "namespace/name"
   kube::AllocationRecord record;
+  // Per container, the extended resources it requests (the pod's spec); empty when unknown. A
+  // container that does not request a resource is never its candidate: a pod may ask NICs by
+  // annotation alone, and the kubelet then never allocates a NIC resource for its containers.
+  std::map<std::string, std::set<std::string>> requested = {};
 };
 
 // What the kubelet's PodResources List shows: per pod ("namespace/name"), per container, the

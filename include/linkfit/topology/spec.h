@@ -188,6 +188,9 @@ struct TopologySpec {
   std::vector<LinkSpec> links;      // one per unordered pair
   std::vector<NicSpec> nics;        // RDMA NICs; empty when none is known
   std::string handoff_mode;         // a kHandoffModes value from the node agent; "" = not said
+  // How the node hands its RDMA NICs over (kHandoffModes: nri-cdi where NIC CDI names are sent,
+  // nri-env for their device files and environment, verify, report); "" = not said (no NICs).
+  std::string nic_handoff_mode;
   // Non-fatal findings of the loader (unknown cells treated as SYS, missing fields defaulted...).
   std::vector<std::string> warnings;
 };

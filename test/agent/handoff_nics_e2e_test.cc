@@ -1,0 +1,293 @@
+// RDMA NICs handed over end to end (issue 38): the real linkfit-agent discovers four NICs from a
+// sysfs tree, serves them to a fake kubelet device manager (linkfit.io/rdma and its thousandths)
+// and hands them over through NRI to a fake runtime; linkfit binds the pods. A 2-GPU pod asking
+// one NIC per GPU gets exactly its two NICs' verbs devices, rdma_cm and NCCL_IB_HCA naming them;
+// four 1-GPU pods with a quarter of a NIC each share one NIC; admission orders are random; a
+// runtime restart rebuilds the ledger; what was handed over reaches linkfit without a mismatch.
+// Without NRI, a pod the kubelet reports on another NIC than planned is counted as a mismatch
+// whose reason names the NICs.
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "agent/handoff_e2e.h"
+#include "agent/sysfs_tree.h"
+
+namespace linkfit::agent {
+namespace {
+
+using namespace testing_e2e;  // NOLINT: the fixture and its helpers
+using linkfit::testing::FakePodSpec;
+
+// Four ConnectX ports mlx5_0..3 (InfiniBand, ACTIVE, uverbs0..3, NUMA 0, 0, 1, 1), with the
+// kernel's device numbers of their verbs devices and of rdma_cm.
+void WriteNics(const testing::SysfsTree& tree) {
+  for (int i = 0; i < 4; ++i) {
+    const std::string function = "pci0000:a0/0000:a0:01.0/0000:a" + std::to_string(i + 1) + ":00.0";
+    tree.Function(function, "0x15b3", "0x1021", i < 2 ? 0 : 1);
+    tree.Rdma("mlx5_" + std::to_string(i), function, "InfiniBand", "400 Gb/sec (4X NDR)",
+              "4: ACTIVE", i, "ib" + std::to_string(i));
+    tree.Write("class/infiniband_verbs/uverbs" + std::to_string(i) + "/dev",
+               "231:" + std::to_string(192 + i) + "\n");
+  }
+  tree.Write("class/misc/rdma_cm/dev", "10:58\n");
+}
+
+json WithLimits(const std::string& name, json limits) {
+  limits["cpu"] = "1";
+  limits["memory"] = "1Gi";
+  return {{"name", name}, {"resources", {{"limits", limits}}}};
+}
+
+std::string EnvOf(const handoff::ContainerAdjustment& adjust, const std::string& key) {
+  for (const auto& [name, value] : adjust.env) {
+    if (name == key) return value;
+  }
+  return "(unset)";
+}
+
+std::vector<std::string> NicNames(const kube::AllocationRecord& record) {
+  std::vector<std::string> names;
+  for (const auto& nic : record.containers.at(0).devices.nics) names.push_back(nic.name);
+  return names;
+}
+
+class NicHandoffEndToEndTest : public HandoffEndToEndTest {
+ protected:
+  void StartAgentWithNics(const std::string& nri_socket) {
+    WriteNics(sysfs_);
+    StartAgent(nri_socket, {"--host-sys", sysfs_.root(), "--host-dev", "/nonexistent-dev"});
+  }
+  testing::SysfsTree sysfs_;
+};
+
+TEST_F(NicHandoffEndToEndTest, EachPodGetsExactlyItsNicsWholeOrShared) {
+  StartAgentWithNics(nri_socket_);
+  const int fd = ::accept(listener_, nullptr, nullptr);
+  ASSERT_GE(fd, 0);
+  auto runtime = std::make_unique<linkfit::testing::FakeNriRuntime>(fd);
+  runtime->AcceptRegistration();
+  ASSERT_EQ(
+      runtime->Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
+          .status_code,
+      0);
+  ASSERT_EQ(runtime->Call("Synchronize", handoff::EncodeSynchronizeRequest({})).status_code, 0);
+  ASSERT_TRUE(device_manager_->WaitForDevices("linkfit.io/rdma", 4, std::chrono::seconds(20)))
+      << AgentLog();
+  ASSERT_TRUE(
+      device_manager_->WaitForDevices("linkfit.io/rdma-share", 4000, std::chrono::seconds(5)));
+  const auto published = WaitForPublishedMode("nri-cdi");
+  ASSERT_TRUE(published) << AgentLog();
+  ASSERT_EQ(published->nics.size(), 4u);
+  // GPUs go as CDI names; the NICs have no CDI kind here, so they go as device files.
+  EXPECT_EQ(published->nic_handoff_mode, "nri-env");
+  StartLinkfit();
+
+  struct Planned {
+    std::string name;
+    std::map<std::string, int> requests;
+    kube::AllocationRecord record;
+  };
+  std::vector<Planned> pods = {{"train", {{"nvidia.com/gpu", 2}, {"linkfit.io/rdma", 2}}, {}}};
+  for (int i = 0; i < 4; ++i) {
+    pods.push_back({"serve-" + std::to_string(i),
+                    {{"nvidia.com/gpu", 1}, {"linkfit.io/rdma-share", 250}},
+                    {}});
+  }
+  for (Planned& pod : pods) {
+    json limits = json::object();
+    for (const auto& [resource, count] : pod.requests) limits[resource] = std::to_string(count);
+    auto record = ScheduleObject(Pod(pod.name, {WithLimits("main", limits)}));
+    ASSERT_TRUE(record) << record.error().message;
+    pod.record = *record;
+  }
+  // A NIC per GPU for the trainer, whole; one NIC shared by the four others.
+  ASSERT_EQ(NicNames(pods[0].record).size(), 2u);
+  const std::string shared = NicNames(pods[1].record).at(0);
+  for (std::size_t i = 1; i <= 4; ++i) {
+    EXPECT_EQ(NicNames(pods[i].record), (std::vector<std::string>{shared}));
+    EXPECT_EQ(pods[i].record.containers[0].devices.nics[0].milli, 250);
+  }
+  const std::vector<std::string> trainer_nics = NicNames(pods[0].record);
+  EXPECT_EQ(std::count(trainer_nics.begin(), trainer_nics.end(), shared), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the agent's watch has the plans
+
+  std::mt19937 random(seed_);
+  std::shuffle(pods.begin(), pods.end(), random);
+  std::map<std::string, std::string> handed;  // pod UID -> its linkfit.io/handed
+  for (const Planned& pod : pods) {
+    auto admitted = device_manager_->Admit(
+        {"ml", pod.name, {{"main", false, false, pod.requests}}, std::nullopt});
+    ASSERT_TRUE(admitted) << admitted.error().message << "\n" << AgentLog();
+    const std::vector<std::string> nics = NicNames(pod.record);
+    // The kubelet's bookkeeping follows the plan: the NICs themselves, or replicas of the one.
+    const auto& ids = admitted->at("main").ids;
+    if (pod.name == "train") {
+      std::vector<std::string> sorted = nics;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_EQ(ids.at("linkfit.io/rdma"), sorted);
+    } else {
+      ASSERT_EQ(ids.at("linkfit.io/rdma-share").size(), 250u);
+      for (const std::string& id : ids.at("linkfit.io/rdma-share")) {
+        EXPECT_EQ(id.substr(0, id.find("::")), shared) << id;
+      }
+    }
+    handoff::ContainerEvent event;
+    event.pod = {"sandbox-" + pod.name,
+                 pod.name,
+                 pod.record.uid,
+                 "ml",
+                 {},
+                 {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(pod.record)}}};
+    event.container = {
+        "ctr-" + pod.name, event.pod.id, "main", admitted->at("main").annotations, {}};
+    const handoff::TtrpcResponse reply =
+        runtime->Call("CreateContainer", handoff::EncodeContainerEvent(event));
+    ASSERT_EQ(reply.status_code, 0) << reply.status_message;
+    auto adjust = handoff::DecodeCreateContainerResponse(reply.payload);
+    ASSERT_TRUE(adjust);
+    // Exactly its NICs' verbs devices and rdma_cm, with the host's numbers, and NCCL_IB_HCA and
+    // UCX_NET_DEVICES naming exactly those HCAs.
+    std::vector<std::string> devices;
+    for (const handoff::LinuxDevice& device : adjust->devices) {
+      devices.push_back(device.path + "=" + std::to_string(device.major) + ":" +
+                        std::to_string(device.minor));
+    }
+    std::vector<std::string> want = {"/dev/infiniband/rdma_cm=10:58"};
+    std::string hca;
+    for (const std::string& nic : nics) {
+      const int n = nic.back() - '0';
+      want.push_back("/dev/infiniband/uverbs" + std::to_string(n) +
+                     "=231:" + std::to_string(192 + n));
+      hca += (hca.empty() ? "" : ",") + nic + ":1";
+    }
+    EXPECT_EQ(devices, want) << pod.name;
+    EXPECT_EQ(EnvOf(*adjust, "NCCL_IB_HCA"), "=" + hca) << pod.name;
+    EXPECT_EQ(EnvOf(*adjust, "UCX_NET_DEVICES"), hca) << pod.name;
+    EXPECT_EQ(EnvOf(*adjust, "NVIDIA_VISIBLE_DEVICES"), PlannedUuids(pod.record, "main"));
+    handed[pod.record.uid] = adjust->annotations.at(handoff::kAnnotationHanded);
+  }
+  // What was handed over reaches linkfit: each container's NICs, and no mismatch.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const json node = InspectNode();
+        return node.contains("reported_pods") && node["reported_pods"].size() == pods.size();
+      },
+      std::chrono::seconds(10)))
+      << InspectNode().dump();
+  EXPECT_FALSE(InspectNode().contains("handoff_mismatch_pods")) << InspectNode().dump();
+  EXPECT_EQ(InspectNode()["nic_handoff_mode"], "nri-env");
+  auto in_use =
+      kube::DecodeDevicesInUse(Annotations()[kube::kAnnotationDevicesInUse].get<std::string>());
+  ASSERT_TRUE(in_use) << in_use.error().message;
+  for (const Planned& pod : pods) {
+    const auto entry = std::find_if(in_use->pods.begin(), in_use->pods.end(),
+                                    [&](const auto& p) { return p.uid == pod.record.uid; });
+    ASSERT_NE(entry, in_use->pods.end()) << pod.name;
+    std::vector<std::string> nics = NicNames(pod.record);
+    std::sort(nics.begin(), nics.end());
+    EXPECT_EQ(entry->containers.at(0).nics, nics) << pod.name;
+  }
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("linkfit_handoff_mismatch_total 0"), std::string::npos);
+
+  // The runtime restarts: the agent dials again and the runtime's Synchronize (the containers
+  // with the linkfit.io/handed annotations the plugin set) rebuilds the ledger, so a plan that
+  // claims the trainer's whole NIC is refused, naming the NIC.
+  runtime->Close();
+  runtime.reset();
+  const int again = ::accept(listener_, nullptr, nullptr);
+  ASSERT_GE(again, 0);
+  linkfit::testing::FakeNriRuntime restarted(again);
+  restarted.AcceptRegistration();
+  ASSERT_EQ(
+      restarted.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
+          .status_code,
+      0);
+  handoff::SynchronizeRequest live;
+  for (const Planned& pod : pods) {
+    live.pods.push_back({"sandbox-" + pod.name, pod.name, pod.record.uid, "ml", {}, {}});
+    live.containers.push_back({"ctr-" + pod.name,
+                               "sandbox-" + pod.name,
+                               "main",
+                               {{handoff::kAnnotationHanded, handed.at(pod.record.uid)}},
+                               {}});
+  }
+  ASSERT_EQ(restarted.Call("Synchronize", handoff::EncodeSynchronizeRequest(live)).status_code, 0);
+  const auto trainer =
+      std::find_if(pods.begin(), pods.end(), [](const Planned& p) { return p.name == "train"; });
+  kube::AllocationRecord thief;
+  thief.pod = "ml/thief";
+  thief.uid = "uid-thief";
+  thief.node = "a100-0";
+  thief.devices.nics = {{NicNames(trainer->record).at(0), "", "", -1, 100, -1}};
+  thief.containers = {{"main", false, thief.devices}};
+  handoff::ContainerEvent clash;
+  clash.pod = {"sandbox-thief",
+               "thief",
+               "uid-thief",
+               "ml",
+               {},
+               {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(thief)}}};
+  clash.container = {"ctr-thief", "sandbox-thief", "main", {}, {}};
+  const handoff::TtrpcResponse refused =
+      restarted.Call("CreateContainer", handoff::EncodeContainerEvent(clash));
+  EXPECT_EQ(refused.status_code, 2);
+  EXPECT_NE(refused.status_message.find("NIC " + NicNames(trainer->record).at(0) +
+                                        " is held by pod " + trainer->record.uid),
+            std::string::npos)
+      << refused.status_message;
+  // A fifth quarter of the shared NIC does not fit beside the four (1000 thousandths in all).
+  thief.devices.nics = {{shared, "", "", -1, 250, -1}};
+  thief.containers = {{"main", false, thief.devices}};
+  clash.pod.annotations[kube::kAnnotationAllocation] = kube::EncodeAllocationRecord(thief);
+  const handoff::TtrpcResponse over =
+      restarted.Call("CreateContainer", handoff::EncodeContainerEvent(clash));
+  EXPECT_NE(over.status_message.find("NIC " + shared + " would be shared beyond its capacity"),
+            std::string::npos)
+      << over.status_message;
+  EXPECT_EQ(daemon_->Stop(), 0) << AgentLog();
+}
+
+// Without NRI the device plugin verifies and the node reports what the kubelet holds: a pod the
+// kubelet shows on another NIC than its plan is a hand-off mismatch, and its reason names both.
+TEST_F(NicHandoffEndToEndTest, ANicOtherThanPlannedIsCountedAsAMismatch) {
+  StartAgentWithNics(device_manager_->directory() + "/no-nri.sock");
+  ASSERT_TRUE(device_manager_->WaitForDevices("linkfit.io/rdma", 4, std::chrono::seconds(20)))
+      << AgentLog();
+  const auto published = WaitForPublishedMode("verify");
+  ASSERT_TRUE(published) << AgentLog();
+  EXPECT_EQ(published->nic_handoff_mode, "verify");
+  StartLinkfit();
+  auto record = ScheduleObject(
+      Pod("train", {WithLimits("main", {{"nvidia.com/gpu", "1"}, {"linkfit.io/rdma", "1"}})}));
+  ASSERT_TRUE(record) << record.error().message;
+  const std::string planned = NicNames(*record).at(0);
+  const std::string other = planned == "mlx5_0" ? "mlx5_1" : "mlx5_0";
+  // The kubelet holds the planned GPU but another NIC.
+  kubelet_->SetPods({{"ml",
+                      "train",
+                      {{"main",
+                        {{"nvidia.com/gpu", {Uuid(record->containers[0].devices.gpus.at(0))}},
+                         {"linkfit.io/rdma", {other}}}}}}});
+  ASSERT_TRUE(WaitFor([&] { return InspectNode().contains("handoff_mismatch_pods"); },
+                      std::chrono::seconds(15)))
+      << InspectNode().dump() << AgentLog();
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("linkfit_handoff_mismatch_total 1"), std::string::npos);
+  ASSERT_TRUE(WaitFor([&] { return !fake_->PostedEvents().empty(); }));
+  const json event = fake_->PostedEvents().front();
+  EXPECT_EQ(event["reason"], "DeviceHandoffMismatch");
+  EXPECT_EQ(event["regarding"]["uid"], record->uid);
+  EXPECT_NE(event["note"].get<std::string>().find("NICs " + other + " held, not " + planned +
+                                                  " as planned"),
+            std::string::npos)
+      << event.dump();
+  EXPECT_EQ(InspectNode()["nic_handoff_mode"], "verify");
+}
+
+}  // namespace
+}  // namespace linkfit::agent
