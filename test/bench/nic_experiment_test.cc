@@ -150,7 +150,8 @@ TEST(NicAlignment, ExistenceAgreesWithLinkfitsJointChoice) {
       const alloc::NicRequest request{.count = pod.nic_count,
                                       .milli = pod.nic_milli,
                                       .closeness = alloc::NicCloseness::kPxb,
-                                      .policy = alloc::ClosenessPolicy::kRequired};
+                                      .policy = alloc::ClosenessPolicy::kRequired,
+                                      .rails = {}};
       const bool joint = alloc::PlaceWholeGpusWithNics(node.topology->table(), node.IdleGpus(),
                                                        nics, {.gpus = pod.gpu_count}, request)
                              .fits();
