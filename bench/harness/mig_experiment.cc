@@ -292,14 +292,6 @@ struct MigOutcome {
   double seconds = 0;
 };
 
-struct MigDeparture {
-  double time = 0;
-  std::size_t pod = 0;
-  bool operator>(const MigDeparture& other) const {
-    return time != other.time ? time > other.time : pod > other.pod;
-  }
-};
-
 Result<MigOutcome> ReplayMig(const std::string& policy, std::uint64_t seed,
                              const BenchOptions& options) {
   MigSetup setup;
@@ -319,13 +311,13 @@ Result<MigOutcome> ReplayMig(const std::string& policy, std::uint64_t seed,
   MigOutcome outcome;
   const auto start = std::chrono::steady_clock::now();
   std::vector<Placement> placements(pods.size());
-  std::priority_queue<MigDeparture, std::vector<MigDeparture>, std::greater<>> departures;
+  DepartureQueue departures;
   const int nodes = static_cast<int>(cluster.nodes().size());
   const double capacity = static_cast<double>(cluster.total_gpus()) * kMigSlices;
   for (std::size_t i = 0; i < pods.size(); ++i) {
     const double now = pods[i].spec.arrival_s;
     while (!departures.empty() && departures.top().time <= now) {
-      const std::size_t gone = departures.top().pod;
+      const std::size_t gone = departures.top().index;
       departures.pop();
       auto released = placer->Release(cluster, pods[gone].spec, placements[gone]);
       if (!released) return tl::unexpected(released.error());

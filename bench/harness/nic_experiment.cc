@@ -360,14 +360,6 @@ Result<bool> PlaceAndRecord(Placer& placer, NicSetup& setup, const PodSpec& pod,
   return true;
 }
 
-struct Departure {
-  double time = 0;
-  std::size_t pod = 0;
-  bool operator>(const Departure& other) const {
-    return time != other.time ? time > other.time : pod > other.pod;
-  }
-};
-
 Result<void> ReplayNic(const std::string& policy, std::uint64_t seed,
                        const std::vector<PodSpec>& pods, const BenchOptions& options,
                        NicOutcome& outcome) {
@@ -379,11 +371,11 @@ Result<void> ReplayNic(const std::string& policy, std::uint64_t seed,
   for (const PodSpec& pod : pods) smallest_nic_milli = std::min(smallest_nic_milli, pod.nic_milli);
   const auto start = std::chrono::steady_clock::now();
   std::vector<Placement> placements(pods.size());
-  std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures;
+  DepartureQueue departures;
   for (std::size_t i = 0; i < pods.size(); ++i) {
     const PodSpec& pod = pods[i];
     while (!departures.empty() && departures.top().time <= pod.arrival_s) {
-      const std::size_t leaving = departures.top().pod;
+      const std::size_t leaving = departures.top().index;
       departures.pop();
       auto released = (*placer)->Release(setup->cluster, pods[leaving], placements[leaving]);
       if (!released) return tl::unexpected(released.error());

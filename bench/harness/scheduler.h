@@ -9,8 +9,10 @@
 // Thread-safety: none; one Placer drives one Cluster.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
+#include <queue>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +22,17 @@
 #include "linkfit/common/result.h"
 
 namespace linkfit::bench {
+
+// A pod leaving a replay: at `time` the pod at `index` of the replay's list departs. The queue pops
+// the earliest first, ties by index.
+struct Departure {
+  double time = 0;
+  std::size_t index = 0;
+  bool operator>(const Departure& other) const {
+    return time != other.time ? time > other.time : index > other.index;
+  }
+};
+using DepartureQueue = std::priority_queue<Departure, std::vector<Departure>, std::greater<>>;
 
 class Placer {
  public:

@@ -166,14 +166,6 @@ PodSpec PodOf(const Job& job, std::size_t index) {
   return pod;
 }
 
-struct Departure {
-  double time = 0;
-  std::size_t job = 0;
-  bool operator>(const Departure& other) const {
-    return time != other.time ? time > other.time : job > other.job;
-  }
-};
-
 // The ring figures of a multi-GPU pod placed on `node` at `p`, after waiting `waited` seconds.
 void RecordRing(const SimNode& node, const Placement& p, const PodSpec& pod, bool nvlink_possible,
                 double waited, double comm_share, Outcome& outcome) {
@@ -208,7 +200,7 @@ Result<Outcome> ReplayTopology(const std::string& policy, std::uint64_t seed,
   const auto start = std::chrono::steady_clock::now();
   std::vector<Placement> placements(jobs.size());
   std::deque<std::size_t> pending;
-  std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures;
+  DepartureQueue departures;
   const double first = jobs.empty() ? 0 : jobs.front().arrival_s;
   const double last = jobs.empty() ? 0 : jobs.back().arrival_s;
   outcome.span_s = last - first;
@@ -283,9 +275,9 @@ Result<Outcome> ReplayTopology(const std::string& policy, std::uint64_t seed,
     const Departure departure = departures.top();
     departures.pop();
     advance(departure.time);
-    auto released = (*placer)->Release(cluster, pods[departure.job], placements[departure.job]);
+    auto released = (*placer)->Release(cluster, pods[departure.index], placements[departure.index]);
     if (!released) return tl::unexpected(released.error());
-    allocated_gpus -= pods[departure.job].gpu_count;
+    allocated_gpus -= pods[departure.index].gpu_count;
     // Several departures at one instant: retry once after the last of them.
     if (!departures.empty() && departures.top().time == departure.time) continue;
     auto drained = drain(departure.time);
