@@ -3,6 +3,7 @@
 #include "cluster/device_compare.h"
 
 #include <algorithm>
+#include <string>
 
 namespace linkfit::cluster::internal {
 
@@ -51,18 +52,22 @@ std::string NicDifference(const state::Assignment& reported, const state::Assign
       const bool shared = std::any_of(other.nics.begin(), other.nics.end(),
                                       [&](const auto& o) { return o.nic == slot.nic; });
       if (shared) continue;
-      const std::string name = slot.nic >= 0 && static_cast<std::size_t>(slot.nic) < nics.size()
-                                   ? nics[static_cast<std::size_t>(slot.nic)].name
-                                   : "#" + std::to_string(slot.nic);
-      out += (out.empty() ? "" : ", ") + name;
+      if (!out.empty()) out.append(", ");
+      if (slot.nic >= 0 && static_cast<std::size_t>(slot.nic) < nics.size()) {
+        out.append(nics[static_cast<std::size_t>(slot.nic)].name);
+      } else {
+        out.append("#").append(std::to_string(slot.nic));
+      }
     }
     return out;
   };
   const std::string extra = names(reported, recorded);
   const std::string missing = names(recorded, reported);
   if (extra.empty() && missing.empty()) return "";
-  return "NICs " + (extra.empty() ? std::string("none") : extra) + " held, not " +
-         (missing.empty() ? std::string("none") : missing) + " as planned";
+  std::string text = "NICs ";
+  text.append(extra.empty() ? "none" : extra).append(" held, not ");
+  text.append(missing.empty() ? "none" : missing).append(" as planned");
+  return text;
 }
 
 }  // namespace linkfit::cluster::internal
