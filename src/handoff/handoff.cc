@@ -212,7 +212,9 @@ std::optional<std::string> Ledger::Conflict(const ContainerKey& key,
     for (const auto& [uuid, milli] : held.shares) {
       if (shared_milli.count(uuid) != 0) shared_milli[uuid] += milli;
     }
-    for (const auto& [name, milli] : held.nics) {
+    for (const auto& held_nic : held.nics) {
+      const std::string& name = held_nic.first;  // a variable, not a binding: the lambda uses it
+      const int milli = held_nic.second;
       const auto asked = nic_milli.find(name);
       if (asked == nic_milli.end()) continue;
       if (milli >= 1000 ||

@@ -415,8 +415,10 @@ Result<TopologySpec> ParseTopologyDocument(std::string_view json_text) {
   LINKFIT_ASSIGN_OR_RETURN(spec.name, ReadString(root, "name", "$", false));
   LINKFIT_ASSIGN_OR_RETURN(spec.fabric, ParseFabric(root));
   LINKFIT_ASSIGN_OR_RETURN(spec.pcie_tree, ParsePcieTree(root));
-  for (const auto& [key, mode] : {std::pair{"handoff_mode", &spec.handoff_mode},
-                                  std::pair{"nic_handoff_mode", &spec.nic_handoff_mode}}) {
+  for (const auto& entry : {std::pair{"handoff_mode", &spec.handoff_mode},
+                            std::pair{"nic_handoff_mode", &spec.nic_handoff_mode}}) {
+    const char* const key = entry.first;
+    std::string* const mode = entry.second;  // a variable, not a binding: lambdas capture it
     LINKFIT_ASSIGN_OR_RETURN(*mode, ReadString(root, key, "$", false));
     if (!mode->empty() && std::none_of(std::begin(kHandoffModes), std::end(kHandoffModes),
                                        [&](const char* known) { return *mode == known; })) {
