@@ -178,6 +178,8 @@ int ClusterCache::UpsertNode(NodeInfoPtr info) {
       }
     }
     SetNodeLocked(position, state);
+    // Groups' rails as the node now numbers them (Add replaces a member's rails).
+    for (const AssignmentPtr& assignment : state->pods().records()) TrackLocked(*assignment);
     // A changed allocatable may leave its old kind behind; keep the registry near the nodes.
     if (kinds_->size() > 2 * size_ + 16) RenumberKindsLocked();
   }

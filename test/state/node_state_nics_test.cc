@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "linkfit/state/cluster_cache.h"
 #include "linkfit/state/node_state.h"
 #include "linkfit/topology/topology.h"
 #include "testing/cluster.h"
@@ -273,6 +274,45 @@ TEST(NodeStateNicsTest, RandomApplyAndRemoveNeverGiveANicTwice) {
     }
   }
   EXPECT_GT(accepted, 300);  // the sequence exercised acceptance, not only rejection
+}
+
+// The cache's rails of a group follow its members from bind to release, and follow a node whose
+// NICs are renumbered onto other rails while the members stay.
+TEST(GroupRailsInTheCache, FollowMembersAndRenumberedNodes) {
+  ClusterCache cache;
+  const NodeInfoPtr node = testing::MakeNodeInfo("h1", "dgx-h100");
+  cache.UpsertNode(node);
+  Assignment member;
+  member.pod_uid = "m1";
+  member.pod_namespace = "ml";
+  member.pod_name = "trainer-0";
+  member.node = "h1";
+  member.group = "ml/job";
+  member.gpus = Mask({2, 3});
+  member.nics = {Slot{2, 1000, 2}, Slot{3, 1000, 3}};
+  ASSERT_TRUE(cache.AddBound(member).has_value());
+  const std::vector<int> rails_before = {node->table->topology().nics()[2].rail,
+                                         node->table->topology().nics()[3].rail};
+  alloc::NicMask expected;
+  for (int rail : rails_before) expected.set(static_cast<std::size_t>(rail));
+  EXPECT_EQ(cache.GroupRailsOf("ml/job"), expected);
+  EXPECT_TRUE(cache.GroupRailsOf("ml/other").none());
+
+  // The same machine with its NICs on rails counted from the other end.
+  topology::TopologySpec spec = node->table->topology().spec();
+  const int count = static_cast<int>(spec.nics.size());
+  for (int n = 0; n < count; ++n) spec.nics[static_cast<std::size_t>(n)].rail = count - 1 - n;
+  auto renumbered = topology::BuildTopology(std::move(spec));
+  ASSERT_TRUE(renumbered.has_value()) << renumbered.error().message;
+  auto changed = std::make_shared<NodeInfo>(*node);
+  changed->table = testing::Registry().Get(*renumbered);
+  EXPECT_EQ(cache.UpsertNode(changed), 0);
+  alloc::NicMask after;
+  after.set(static_cast<std::size_t>(count - 1 - 2)).set(static_cast<std::size_t>(count - 1 - 3));
+  EXPECT_EQ(cache.GroupRailsOf("ml/job"), after);
+
+  EXPECT_TRUE(cache.Remove("m1"));
+  EXPECT_TRUE(cache.GroupRailsOf("ml/job").none());
 }
 
 }  // namespace
