@@ -15,14 +15,6 @@ std::int64_t FreeGpuMilliAfter(const SimNode& node, const Placement& placement) 
 constexpr double kMaxSpecCpuMilli = 128000.0;
 constexpr double kMaxSpecGpuMilli = 8000.0;
 
-NodeChoice Feasible(double score, const Placement& placement) {
-  NodeChoice choice;
-  choice.feasible = placement.node >= 0;
-  choice.score = score;
-  choice.placement = placement;
-  return choice;
-}
-
 class DefaultSchedulerPolicy : public Policy {
  public:
   std::string name() const override { return "default-scheduler"; }
@@ -150,6 +142,14 @@ class BestFitPolicy : public Policy {
 };
 
 }  // namespace
+
+NodeChoice Feasible(double score, const Placement& placement) {
+  NodeChoice choice;
+  choice.feasible = placement.node >= 0;
+  choice.score = score;
+  choice.placement = placement;
+  return choice;
+}
 
 const std::vector<std::string>& BaselineNames() {
   static const std::vector<std::string> names = {

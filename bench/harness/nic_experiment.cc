@@ -26,7 +26,6 @@
 #include <bit>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iterator>
 #include <queue>
 #include <random>
@@ -104,10 +103,7 @@ Result<NicSetup> BuildNicCluster(const BenchOptions& options) {
   if (!staged) return tl::unexpected(staged.error());
   NicSetup setup;
   for (const NicGroup& group : kNicGroups) {
-    const std::string path =
-        std::filesystem::absolute(options.repo_root + "/config/topologies/" + group.file)
-            .lexically_normal()
-            .string();
+    const std::string path = ShippedTopologyPath(options.repo_root, group.file);
     auto topology = LoadNodeTopology(path);
     if (!topology) return tl::unexpected(topology.error());
     const int nics = (*topology)->model().nic_count();

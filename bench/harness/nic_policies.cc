@@ -142,20 +142,12 @@ Placement RandomNodeChoice(const Cluster& cluster, int index, const PodSpec& pod
   return placement;
 }
 
-NodeChoice Choice(double score, const Placement& placement) {
-  NodeChoice choice;
-  choice.feasible = placement.node >= 0;
-  choice.score = score;
-  choice.placement = placement;
-  return choice;
-}
-
 class NumaOnlyPolicy : public Policy {
  public:
   std::string name() const override { return "numa-only"; }
   NodeChoice Evaluate(const Cluster& cluster, int node, const PodSpec& pod) const override {
-    return Choice(LeastAllocatedScore(cluster.node(node), pod),
-                  NumaOnlyChoice(cluster.node(node), node, pod));
+    return Feasible(LeastAllocatedScore(cluster.node(node), pod),
+                    NumaOnlyChoice(cluster.node(node), node, pod));
   }
 };
 
@@ -163,8 +155,8 @@ class PcieRootPolicy : public Policy {
  public:
   std::string name() const override { return "pcie-root"; }
   NodeChoice Evaluate(const Cluster& cluster, int node, const PodSpec& pod) const override {
-    return Choice(LeastAllocatedScore(cluster.node(node), pod),
-                  PcieRootChoice(cluster.node(node), node, pod));
+    return Feasible(LeastAllocatedScore(cluster.node(node), pod),
+                    PcieRootChoice(cluster.node(node), node, pod));
   }
 };
 
@@ -172,7 +164,7 @@ class RandomNicPolicy : public Policy {
  public:
   std::string name() const override { return "random"; }
   NodeChoice Evaluate(const Cluster& cluster, int node, const PodSpec& pod) const override {
-    return Choice(0.0, RandomNodeChoice(cluster, node, pod));
+    return Feasible(0.0, RandomNodeChoice(cluster, node, pod));
   }
 };
 

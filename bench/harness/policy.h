@@ -58,6 +58,9 @@ Result<PolicyPtr> MakeBaseline(const std::string& name, const std::vector<PodSpe
 // The devices a baseline gives a pod on a node (device plugin for whole GPUs, best fit otherwise).
 Placement DefaultDeviceChoice(const Cluster& cluster, int node, const PodSpec& pod);
 
+// A node's answer: feasible when the placement names a node, with `score`.
+NodeChoice Feasible(double score, const Placement& placement);
+
 // kube-scheduler's LeastAllocated score of the node after adding the pod, 0-100.
 double LeastAllocatedScore(const SimNode& node, const PodSpec& pod);
 // kube-scheduler's MostAllocated score of the node after adding the pod, 0-100.

@@ -1,5 +1,7 @@
 #include "harness/topology_catalog.h"
 
+#include <filesystem>
+
 #include "linkfit/topology/topology.h"
 
 namespace linkfit::bench {
@@ -23,6 +25,12 @@ int PcieScore(topology::PcieRelation relation) {
 }
 
 }  // namespace
+
+std::string ShippedTopologyPath(const std::string& repo_root, const std::string& file) {
+  return std::filesystem::absolute(repo_root + "/config/topologies/" + file)
+      .lexically_normal()
+      .string();
+}
 
 Result<NodeTopologyPtr> LoadNodeTopology(const std::string& path) {
   auto spec = topology::LoadTopologyFile(path);

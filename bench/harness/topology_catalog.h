@@ -16,4 +16,7 @@ namespace linkfit::bench {
 
 Result<NodeTopologyPtr> LoadNodeTopology(const std::string& path);
 
+// The absolute, normalized path of the shipped topology document config/topologies/`file`.
+std::string ShippedTopologyPath(const std::string& repo_root, const std::string& file);
+
 }  // namespace linkfit::bench

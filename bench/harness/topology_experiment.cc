@@ -28,7 +28,6 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
-#include <filesystem>
 #include <queue>
 #include <random>
 
@@ -80,10 +79,7 @@ struct Outcome {
 Result<Cluster> BuildMixedCluster(const BenchOptions& options) {
   Cluster cluster;
   for (const NodeGroup& group : kGroups) {
-    const std::string path =
-        std::filesystem::absolute(options.repo_root + "/config/topologies/" + group.file)
-            .lexically_normal()
-            .string();
+    const std::string path = ShippedTopologyPath(options.repo_root, group.file);
     auto topology = LoadNodeTopology(path);
     if (!topology) return tl::unexpected(topology.error());
     for (int i = 0; i < options.nodes_per_group; ++i) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <filesystem>
 
 #include "harness/experiment.h"
 #include "harness/topology_catalog.h"
@@ -236,10 +235,7 @@ bool ServesAsWell(WholeMachinesFamily family) {
 Result<MachineCatalog> LoadMachineCatalog(const std::string& repo_root) {
   MachineCatalog catalog;
   for (const KindFile& kind : kKindFiles) {
-    const std::string path =
-        std::filesystem::absolute(repo_root + "/config/topologies/" + kind.file)
-            .lexically_normal()
-            .string();
+    const std::string path = ShippedTopologyPath(repo_root, kind.file);
     auto topology = LoadNodeTopology(path);
     if (!topology) return tl::unexpected(topology.error());
     catalog.kinds[kind.name] = {kind.name, path, kind.model, *topology};
