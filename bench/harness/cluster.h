@@ -94,6 +94,9 @@ struct SimNode {
   // The topology document linkfit serve reads for this node (absolute path); empty: the linkfit
   // placer synthesises a single-socket PCIe (PHB) document of gpu_count GPUs.
   std::string topology_file;
+  // The port rate (Gb/s) linkfit serve is told for every NIC of topology_file, as a node agent
+  // reads it from sysfs (fixtures carry none); 0: the document as it is.
+  double nic_rate_gbps = 0;
   bool mig_mode = false;  // every GPU in MIG mode (linkfit's cluster file says `mig: all`)
   // Or only these GPUs in MIG mode (`mig: [indexes]`): whole GPUs and shares never land on them,
   // MIG instances only there, and they are not counted among the GPUs the device plugin

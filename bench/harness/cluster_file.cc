@@ -95,10 +95,28 @@ standalone::ClusterFileAllocation AllocationEntry(const Cluster& cluster,
   return entry;
 }
 
+// `node`'s topology document with every NIC at `node.nic_rate_gbps`, written once per (document,
+// rate) into `dir`; its path.
+Result<std::string> WithNicRate(const SimNode& node, const std::string& dir,
+                                std::map<std::pair<std::string, double>, std::string>& written) {
+  const auto key = std::make_pair(node.topology_file, node.nic_rate_gbps);
+  if (const auto it = written.find(key); it != written.end()) return it->second;
+  auto spec = topology::LoadTopologyFile(node.topology_file);
+  if (!spec) return tl::unexpected(spec.error());
+  for (topology::NicSpec& nic : spec->nics) nic.rate_gbps = node.nic_rate_gbps;
+  const std::string path = dir + "/nic-rate-" + std::to_string(written.size()) + ".json";
+  std::ofstream out(path);
+  out << topology::ToTopologyDocument(*spec);
+  if (!out) return MakeError(path + ": cannot write");
+  written.emplace(key, path);
+  return path;
+}
+
 }  // namespace
 
 Result<std::string> WriteClusterFile(const Cluster& cluster, const std::string& dir) {
   std::map<std::pair<int, std::string>, std::string> synthesized;
+  std::map<std::pair<std::string, double>, std::string> with_rates;
   standalone::ClusterFile file;
   file.comment = "written by linkfit-bench";
   for (const SimNode& node : cluster.nodes()) {
@@ -117,6 +135,10 @@ Result<std::string> WriteClusterFile(const Cluster& cluster, const std::string& 
         it = synthesized.emplace(key, path).first;
       }
       topology_path = it->second;
+    } else if (node.nic_rate_gbps > 0) {
+      auto rated = WithNicRate(node, dir, with_rates);
+      if (!rated) return tl::unexpected(rated.error());
+      topology_path = *rated;
     }
     file.nodes.push_back(NodeEntry(node, topology_path));
   }

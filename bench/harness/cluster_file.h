@@ -4,7 +4,9 @@
 // (issue 3 §3): one entry per node with its topology document, its GPU model label and its GPUs in
 // MIG mode, and the cluster's preloaded pods (Cluster::Preload) as allocations. Nodes
 // without a topology file get a synthesised single-socket PCIe document (every pair PHB, one NUMA
-// node) of their GPU count, written once per (GPU count, model) next to the cluster file. The YAML
+// node) of their GPU count, written once per (GPU count, model) next to the cluster file; nodes
+// with a NIC rate (SimNode::nic_rate_gbps) a copy of their document with that rate on every NIC,
+// as a node agent would publish it. The YAML
 // is standalone::EncodeClusterFile's, beside the reader.
 //
 // Thread-safety: pure function over its arguments (writes files under `dir`).

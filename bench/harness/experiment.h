@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,8 @@ struct BenchOptions {
   // keep | ring | off: linkfit's policy.whole_machines, written into the config it is started
   // with (a copy of linkfit_config); empty: as the config says.
   std::string linkfit_whole_machines;
+  // aligned | rate: linkfit's policy.nic_alignment, written likewise; empty: as the config says.
+  std::string linkfit_nic_alignment;
   int extender_weight = 1;              // kube-scheduler's `weight` for the extender (config/)
   std::string in_tree_score = "least";  // least | most | none: the in-tree score beside linkfit
   int percentage_of_nodes_to_score = 100;
@@ -85,12 +88,15 @@ Result<nlohmann::json> RunLatencyExperiment(const BenchOptions& options);
 Result<nlohmann::json> RunWholeMachinesExperiment(const BenchOptions& options);
 Result<nlohmann::json> RunNicExperiment(const BenchOptions& options);
 
+// Keys of linkfit's `policy` block and their values, e.g. {"whole_machines", "keep"}.
+using PolicySettings = std::vector<std::pair<std::string, std::string>>;
+
 // The config `linkfit serve` runs with: `base` (a config file's text; empty: defaults) with
-// policy.whole_machines set to `whole_machines` (empty: unchanged), relative paths resolved
+// each of `settings` set in its policy block (replacing the base's), relative paths resolved
 // against `base_dir`, and mig_profiles_dir defaulting to `default_mig_dir`. Fails on a base whose
 // `policy` is not a block mapping.
 Result<std::string> DeriveLinkfitConfig(const std::string& base, const std::string& base_dir,
-                                        const std::string& whole_machines,
+                                        const PolicySettings& settings,
                                         const std::string& default_mig_dir);
 
 }  // namespace linkfit::bench

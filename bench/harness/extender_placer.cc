@@ -402,10 +402,18 @@ std::optional<std::string> TopLevelValue(const std::string& line, const std::str
 }  // namespace
 
 Result<std::string> DeriveLinkfitConfig(const std::string& base, const std::string& base_dir,
-                                        const std::string& whole_machines,
+                                        const PolicySettings& settings,
                                         const std::string& default_mig_dir) {
   std::vector<std::string> lines;
   for (std::string_view line : Split(base, '\n')) lines.emplace_back(line);
+  std::string written;  // the settings as lines of the policy block
+  for (const auto& [key, value] : settings) written += "  " + key + ": " + value + "\n";
+  // A line of the base's policy block that one of `settings` replaces.
+  const auto replaced = [&](const std::string& line) {
+    return std::any_of(settings.begin(), settings.end(), [&](const auto& setting) {
+      return Trim(line).rfind(setting.first + ":", 0) == 0;
+    });
+  };
   std::string out = "# derived by linkfit-bench\n";
   bool mig_dir = false;
   bool in_policy = false;
@@ -427,23 +435,19 @@ Result<std::string> DeriveLinkfitConfig(const std::string& base, const std::stri
     }
     if (auto value = TopLevelValue(line, "policy")) {
       if (!value->empty() && value->front() != '#') {
-        return MakeError("the config's policy must be a block mapping to set whole_machines");
+        return MakeError("the config's policy must be a block mapping to set " +
+                         (settings.empty() ? std::string("policy keys") : settings.front().first));
       }
-      out += line + "\n";
+      out += line + "\n" + written;
       in_policy = policy = true;
-      if (!whole_machines.empty()) out += "  whole_machines: " + whole_machines + "\n";
       continue;
     }
     // The base's own setting gives way to the one written above.
-    if (in_policy && !whole_machines.empty() && Trim(line).rfind("whole_machines:", 0) == 0) {
-      continue;
-    }
+    if (in_policy && replaced(line)) continue;
     out += line + "\n";
   }
   if (!mig_dir) out += "mig_profiles_dir: \"" + default_mig_dir + "\"\n";
-  if (!policy && !whole_machines.empty()) {
-    out += "policy:\n  whole_machines: " + whole_machines + "\n";
-  }
+  if (!policy && !settings.empty()) out += "policy:\n" + written;
   return out;
 }
 
@@ -464,7 +468,14 @@ Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
   std::string config = options.linkfit_config;
   const std::string mig_dir =
       std::filesystem::absolute(options.repo_root + "/config/mig").lexically_normal().string();
+  PolicySettings settings;
   if (!options.linkfit_whole_machines.empty()) {
+    settings.emplace_back("whole_machines", options.linkfit_whole_machines);
+  }
+  if (!options.linkfit_nic_alignment.empty()) {
+    settings.emplace_back("nic_alignment", options.linkfit_nic_alignment);
+  }
+  if (!settings.empty()) {
     std::string base;
     std::string base_dir = ".";
     if (!config.empty()) {
@@ -478,7 +489,7 @@ Result<PlacerPtr> MakeExtenderPlacer(std::uint64_t seed, const Cluster& cluster,
     } else {
       base = "listen: \"127.0.0.1:0\"\n";
     }
-    auto derived = DeriveLinkfitConfig(base, base_dir, options.linkfit_whole_machines, mig_dir);
+    auto derived = DeriveLinkfitConfig(base, base_dir, settings, mig_dir);
     if (!derived) return WithContext(derived.error(), config.empty() ? "config" : config);
     config = *dir + "/linkfit.yaml";
     std::ofstream out(config);

@@ -56,10 +56,9 @@ constexpr NicGroup kNicGroups[] = {
      "8x 200 Gb/s HDR InfiniBand (DGX A100 datasheet; the fixture's 8 HDR NICs)"},
     {"dgx-h100.json", "dgx-h100-", "H100-80GB-HBM3", 50.0,
      "8x 400 Gb/s NDR ConnectX-7 (DGX H100 datasheet)"},
-    {"pcie-8x-l40s-2socket.json", "l40s-", "L40S", 25.0,
-     "assumed 200 Gb/s (composite machine; no rate in the fixture)"},
+    {"pcie-8x-l40s-2socket.json", "l40s-", "L40S", 25.0, "assumed 200 Gb/s (composite machine)"},
     {"pcie-8x-cascaded-switch-2socket.json", "pcie-gen3-", "generic-pcie-gen3-16GB", 12.5,
-     "assumed 100 Gb/s (PCIe gen 3 machine; no rate in the fixture)"},
+     "assumed 100 Gb/s (PCIe gen 3 machine)"},
 };
 
 constexpr int kMaxTrainingGpus = 8;
@@ -123,6 +122,7 @@ Result<NicSetup> BuildNicCluster(const BenchOptions& options) {
       node.nic_count = nics;
       node.topology = *topology;
       node.topology_file = path;
+      node.nic_rate_gbps = group.nic_gbps * 8;  // as the node agent reads it from sysfs
       setup.cluster.AddNode(std::move(node));
       setup.network.push_back(network);
       setup.group.push_back(static_cast<std::size_t>(&group - kNicGroups));
@@ -298,12 +298,17 @@ void SampleState(const NicSetup& setup, int smallest_nic_milli, NicOutcome& outc
 Result<PlacerPtr> MakeNicPlacer(const std::string& policy, std::uint64_t seed,
                                 const Cluster& cluster, const BenchOptions& options) {
   if (policy == "linkfit") return MakeExtenderPlacer(seed, cluster, options, NicChooser::kLinkfit);
+  if (policy == "linkfit-rate") {  // the same server under policy.nic_alignment rate
+    BenchOptions rate = options;
+    rate.linkfit_nic_alignment = "rate";
+    return MakeExtenderPlacer(seed, cluster, rate, NicChooser::kLinkfit);
+  }
   if (policy == "gpu-only-linkfit") {
     return MakeExtenderPlacer(seed, cluster, options, NicChooser::kKubelet);
   }
   auto baseline = MakeNicBaseline(policy);
   if (!baseline) {
-    return MakeError(baseline.error().message + "; or linkfit, gpu-only-linkfit");
+    return MakeError(baseline.error().message + "; or linkfit, linkfit-rate, gpu-only-linkfit");
   }
   return PlacerPtr(std::make_unique<PolicyPlacer>(std::move(*baseline), seed, TieBreak::kRandom));
 }
@@ -434,7 +439,7 @@ nlohmann::json NicRow(const std::string& policy, const NicOutcome& o) {
 Result<nlohmann::json> RunNicExperiment(const BenchOptions& options) {
   std::vector<std::string> policies = options.policies;
   if (policies.empty()) {
-    policies = {"linkfit", "gpu-only-linkfit"};
+    policies = {"linkfit", "linkfit-rate", "gpu-only-linkfit"};
     for (const std::string& name : NicBaselineNames()) policies.push_back(name);
   }
   auto probe = BuildNicCluster(options);

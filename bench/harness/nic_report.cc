@@ -30,7 +30,9 @@ std::string FormatGbps(double gbps) {
 }
 
 nlohmann::json NicReading(const std::vector<std::string>& machines, const double* staged_gbps) {
-  std::string cluster = "Machines (config/topologies; NIC placement from each fixture):";
+  std::string cluster =
+      "Machines (config/topologies; NIC placement from each fixture, each NIC's rate as below, "
+      "written into the documents linkfit serve reads as a node agent would publish it):";
   for (const std::string& line : machines) cluster += " " + line + ";";
   return nlohmann::json::array({
       cluster + " every node 256 cores and 2 TiB, so GPUs and NICs are the only scarce resources.",
@@ -46,7 +48,10 @@ nlohmann::json NicReading(const std::vector<std::string>& machines, const double
       "Policies. linkfit: the real `linkfit serve` through kube-scheduler's pipeline (in-tree "
       "LeastAllocated + extender score x 1 x 10), the pods asking NICs (nic-closeness pxb, "
       "preferred: the shipped defaults); the NICs are read from each pod's allocation record "
-      "(the server's state file). gpu-only-linkfit: the same server with pods that ask no NIC "
+      "(the server's state file). linkfit-rate: the same server under policy.nic_alignment rate (a "
+      "node whose NIC is farther than the asked closeness loses no points when the GPU's path "
+      "through host memory carries the pod's share of the NIC at its rate). gpu-only-linkfit: the "
+      "same server with pods that ask no NIC "
       "(linkfit chooses the GPUs only); the kubelet then hands the NICs: NICs that can take the "
       "share, those on the NUMA nodes of the pod's GPUs first, then any, each in device order "
       "(TopologyManager best-effort). numa-only: the kubelet's TopologyManager single-numa-node "

@@ -164,6 +164,24 @@ std::string DescribeUnavailableNics(const topology::Topology& topology, const Ni
   return text;
 }
 
+namespace {
+
+// NicChoice::staged_at_rate of a choice that is not aligned.
+bool StagedAtRate(const topology::Topology& topology, const NicChoice& choice) {
+  for (int gpu = 0; gpu < topology.gpu_count(); ++gpu) {
+    if (((choice.far_gpus >> gpu) & 1) == 0) continue;
+    const auto own = std::find_if(choice.nics.begin(), choice.nics.end(),
+                                  [gpu](const NicPick& pick) { return pick.gpu == gpu; });
+    if (own == choice.nics.end()) return false;
+    const std::uint64_t share_mbps =
+        std::uint64_t{topology.nic_mbps(own->nic)} * static_cast<std::uint64_t>(own->milli) / 1000;
+    if (share_mbps == 0 || share_mbps > topology.staged_mbps(gpu)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 NicChoice ChooseNics(const topology::Topology& topology, GpuMask gpus, GpuMask free_after,
                      const NicAvailability& nics, const NicRequest& request) {
   NicScore score;
@@ -196,6 +214,8 @@ NicChoice ChooseNics(const topology::Topology& topology, GpuMask gpus, GpuMask f
     if (request.policy == ClosenessPolicy::kRequired) {
       choice.fits = false;
       choice.nics.clear();
+    } else {
+      choice.staged_at_rate = StagedAtRate(topology, choice);
     }
   }
   return choice;

@@ -243,6 +243,7 @@ std::vector<Key> ConfigKeys(const yaml::Reader& r, Config& config, YAML::Node& t
               r.OneOfKey("share_policy", policy.share_policy, {"pack", "spread"}),
               r.OneOfKey("whole_machines", policy.whole_machines, {"keep", "ring", "off"}),
               r.NumberKey("whole_machine_penalty", policy.whole_machine_penalty, kNonNegative),
+              r.OneOfKey("nic_alignment", policy.nic_alignment, {"aligned", "rate"}),
               r.IntegerKey("score_range", policy.score_range, 1, 1000000),
           }),
       {"bandwidth_overrides",

@@ -30,6 +30,8 @@ Result<extender::ExtenderOptions> ExtenderOptionsFrom(const Config& config) {
   LINKFIT_ASSIGN_OR_RETURN(options.weights.whole_machines,
                            extender::ParseWholeMachinePolicy(config.policy.whole_machines));
   options.weights.whole_machine_penalty = config.policy.whole_machine_penalty;
+  LINKFIT_ASSIGN_OR_RETURN(options.fit.nic_alignment,
+                           extender::ParseNicAlignment(config.policy.nic_alignment));
   options.score_range = config.policy.score_range;
   return options;
 }

@@ -116,6 +116,23 @@ std::string Extender::WholeMachineLoss(const state::NodeState& node, const NodeF
          " (policy.whole_machines: " + std::string(ToString(options_.weights.whole_machines)) + ")";
 }
 
+std::string Extender::NicLoss(const NodeFit& fit, const std::vector<NodeFit>& fits,
+                              const state::Snapshot& snapshot) const {
+  if (fit.nics_aligned) return "";
+  std::string aligned;  // the first node whose NICs serve the pod well: the one the term keeps to
+  for (std::size_t n = 0; n < fits.size() && aligned.empty(); ++n) {
+    if (fits[n].fits && fits[n].nics_aligned) aligned = snapshot.nodes()[n]->name();
+  }
+  if (aligned.empty()) return "";
+  const auto points = std::lround(options_.weights.whole_machine_penalty * options_.score_range);
+  const bool rate = options_.fit.nic_alignment == NicAlignment::kRate;
+  return "; loses " + std::to_string(points) + " of " + std::to_string(options_.score_range) +
+         " points: its NICs are not at the asked closeness" +
+         (rate ? " nor carried at their rate through host memory" : "") + " while " + aligned +
+         " gives every GPU one (policy.nic_alignment: " +
+         std::string(ToString(options_.fit.nic_alignment)) + ")";
+}
+
 std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
   std::vector<std::string> lines;
   const auto request = ParseGpuRequest(pod, options_.defaults);
@@ -151,6 +168,7 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
           LosesWholeMachinePoints(fit.keeper_gpus_broken, RingRankOf(fit), below, ring_decides)) {
         line += "; " + WholeMachineLoss(node, fit, fits, *snapshot, ring_decides);
       }
+      if (request->nics.wanted()) line += NicLoss(fit, fits, *snapshot);
     } else {
       line += std::string(fit.unresolvable ? "never fits: " : "does not fit now: ") + fit.reason;
     }

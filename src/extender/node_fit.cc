@@ -54,14 +54,20 @@ std::vector<state::Assignment::NicSlot> SlotsOf(const alloc::NicChoice& choice) 
   return slots;
 }
 
+// NodeFit::nics_aligned of a NIC choice under `alignment`.
+bool ServedWell(const alloc::NicChoice& choice, NicAlignment alignment) {
+  return choice.aligned || (alignment == NicAlignment::kRate && choice.staged_at_rate);
+}
+
 // Adds the NICs of `request` to a fit whose GPUs are chosen (GPU shares, MIG instances, no GPU):
 // the NIC side of the objective for those GPUs (alloc/nic_choice.h).
-void AddNics(const GpuRequest& request, const state::NodeState& node, NodeFit& fit) {
+void AddNics(const GpuRequest& request, const state::NodeState& node, NicAlignment alignment,
+             NodeFit& fit) {
   const alloc::NicChoice choice =
       alloc::ChooseNics(node.table().topology(), fit.assignment.gpus,
                         static_cast<topology::GpuMask>(node.whole_free() & ~fit.assignment.gpus),
                         NicsOf(node), request.nics);
-  fit.nics_aligned = choice.aligned;
+  fit.nics_aligned = ServedWell(choice, alignment);
   if (!choice.fits) {
     fit.fits = false;
     fit.unresolvable = choice.unresolvable;
@@ -77,7 +83,8 @@ void AddNics(const GpuRequest& request, const state::NodeState& node, NodeFit& f
 // Not fitting for want of GPUs is reported as FitWhole reports it (without its notes on MIG
 // and health); for want of NICs with the NIC choice's reason.
 NodeFit FitWholeWithNics(const GpuRequest& request, const state::NodeState& node,
-                         const alloc::WholeGpuRequest& whole, topology::GpuMask allowed) {
+                         const alloc::WholeGpuRequest& whole, topology::GpuMask allowed,
+                         NicAlignment alignment) {
   const auto free = static_cast<topology::GpuMask>(node.whole_free() & allowed);
   const alloc::JointPlacement joint =
       alloc::PlaceWholeGpusWithNics(*node.info().table, free, NicsOf(node), whole, request.nics);
@@ -92,7 +99,7 @@ NodeFit FitWholeWithNics(const GpuRequest& request, const state::NodeState& node
   if (!joint.nics.fits) return NotFit(joint.nics.reason, joint.nics.unresolvable);
   NodeFit fit;
   fit.fits = true;
-  fit.nics_aligned = joint.nics.aligned;
+  fit.nics_aligned = ServedWell(joint.nics, alignment);
   fit.reason = joint.gpus.closeness_met ? "" : joint.gpus.reason;
   if (!joint.nics.reason.empty()) {
     fit.reason += (fit.reason.empty() ? "" : "; ") + joint.nics.reason;
@@ -110,7 +117,9 @@ NodeFit FitWhole(const GpuRequest& request, const state::NodeState& node, const 
                  topology::GpuMask allowed) {
   const alloc::WholeGpuRequest whole{request.count, request.closeness, request.policy,
                                      options.explain};
-  if (request.nics.wanted()) return FitWholeWithNics(request, node, whole, allowed);
+  if (request.nics.wanted()) {
+    return FitWholeWithNics(request, node, whole, allowed, options.nic_alignment);
+  }
   const alloc::WholeGpuPlacement placement = alloc::PlaceWholeGpus(
       *node.info().table, static_cast<topology::GpuMask>(node.whole_free() & allowed), whole);
   if (!placement.fits) {
@@ -318,6 +327,16 @@ std::string DescribeModelMiss(const GpuRequest& request, const state::NodeState&
 
 }  // namespace
 
+Result<NicAlignment> ParseNicAlignment(std::string_view text) {
+  if (text == "aligned") return NicAlignment::kAligned;
+  if (text == "rate") return NicAlignment::kRate;
+  return MakeError("nic_alignment must be aligned or rate, not \"" + std::string(text) + "\"");
+}
+
+std::string_view ToString(NicAlignment alignment) {
+  return alignment == NicAlignment::kRate ? "rate" : "aligned";
+}
+
 const std::string& NodeGpuModel(const state::NodeState& node) {
   return node.info().own_topology().summary_model();
 }
@@ -329,7 +348,7 @@ NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
     fit.fits = true;
     if (request.nics.wanted()) {  // NICs only (the 2025 trace's CPU pods with NIC shares)
       fit.assignment.node = node.name();
-      AddNics(request, node, fit);
+      AddNics(request, node, options.nic_alignment, fit);
     }
     return fit;
   }
@@ -358,7 +377,7 @@ NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
       return NotFit("unknown request kind", true);
   }
   if (fit.fits && request.nics.wanted() && request.kind != GpuRequest::Kind::kWhole) {
-    AddNics(request, node, fit);
+    AddNics(request, node, options.nic_alignment, fit);
   }
   if (fit.fits) {
     fit.keeper_gpus_broken = static_cast<std::uint8_t>(BrokenKeeperGpus(node, fit.assignment));

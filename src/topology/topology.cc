@@ -343,6 +343,14 @@ Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandw
   derived.numa_groups = GroupBy(spec, /*by_socket=*/false);
   derived.socket_groups = GroupBy(spec, /*by_socket=*/true);
   GroupByModel(spec, derived);
+  if (!spec.nics.empty()) {
+    for (const GpuSpec& gpu : spec.gpus) {
+      const std::uint32_t mbps =
+          PcieMbps(bandwidth, PcieRelation::kSys, gpu.pcie_gen == 0 ? 4 : gpu.pcie_gen);
+      const int lanes = gpu.pcie_width > 0 ? std::min(gpu.pcie_width, 16) : 16;
+      derived.staged_mbps.push_back(mbps / 16 * static_cast<std::uint32_t>(lanes));
+    }
+  }
 
   std::string canonical = std::to_string(n);
   for (const GpuSpec& gpu : spec.gpus) {
@@ -361,6 +369,7 @@ Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandw
       canonical += static_cast<char>('0' + static_cast<int>(relation));
     }
   }
+  for (std::uint32_t mbps : derived.staged_mbps) canonical += ";h" + std::to_string(mbps);
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(Fnv1a(canonical)));
   derived.fingerprint = hex;

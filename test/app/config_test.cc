@@ -61,6 +61,7 @@ policy:
   default_closeness_policy: required
   share_policy: spread
   whole_machines: ring
+  nic_alignment: rate
   score_range: 100
 bandwidth_overrides:
   PIX_gen4: 26
@@ -103,6 +104,7 @@ log_level: debug
   EXPECT_EQ(config->policy.default_closeness_policy, "required");
   EXPECT_EQ(config->policy.share_policy, "spread");
   EXPECT_EQ(config->policy.whole_machines, "ring");
+  EXPECT_EQ(config->policy.nic_alignment, "rate");
   EXPECT_EQ(config->policy.score_range, 100);
   EXPECT_EQ(config->bandwidth_overrides.at("PIX_gen4"), 26);
   EXPECT_EQ(config->bandwidth_overrides.at("NVSWITCH_H100"), 450.5);
@@ -213,6 +215,7 @@ TEST(ConfigTest, InvalidConfigsNameTheKeyValueAndLine) {
       {"policy:\n  default_closeness_policy: maybe\n", {"required|preferred"}},
       {"policy:\n  share_policy: random\n", {"pack|spread"}},
       {"policy:\n  whole_machines: always\n", {"keep|ring|off"}},
+      {"policy:\n  nic_alignment: staged\n", {"aligned|rate", "\"staged\""}},
       {"policy:\n  score_range: 0\n", {"policy.score_range: 0 is out of range"}},
       {"bandwidth_overrides:\n  PIX_gen4: 0\n",
        {"bandwidth_overrides.PIX_gen4: expected a positive number"}},

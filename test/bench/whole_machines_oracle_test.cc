@@ -175,18 +175,21 @@ TEST(DeriveLinkfitConfig, SetsWholeMachinesAndResolvesTheMigFolder) {
   auto derived = DeriveLinkfitConfig(
       "listen: \"127.0.0.1:0\"\nmig_profiles_dir: ../../config/mig\npolicy:\n  score_range: "
       "140\n  whole_machines: keep\n",
-      "/repo/bench/config", "off", "/default/mig");
+      "/repo/bench/config", {{"whole_machines", "off"}, {"nic_alignment", "rate"}}, "/default/mig");
   ASSERT_TRUE(derived) << derived.error().message;
   EXPECT_NE(derived->find("mig_profiles_dir: \"/repo/config/mig\""), std::string::npos) << *derived;
-  EXPECT_NE(derived->find("policy:\n  whole_machines: off\n  score_range: 140\n"),
+  EXPECT_NE(derived->find("policy:\n  whole_machines: off\n  nic_alignment: rate\n  score_range: "
+                          "140\n"),
             std::string::npos)
       << *derived;
   EXPECT_EQ(derived->find("keep"), std::string::npos) << *derived;
-  auto bare = DeriveLinkfitConfig("listen: \"127.0.0.1:0\"\n", ".", "ring", "/default/mig");
+  auto bare = DeriveLinkfitConfig("listen: \"127.0.0.1:0\"\n", ".", {{"whole_machines", "ring"}},
+                                  "/default/mig");
   ASSERT_TRUE(bare);
   EXPECT_NE(bare->find("mig_profiles_dir: \"/default/mig\""), std::string::npos);
   EXPECT_NE(bare->find("policy:\n  whole_machines: ring\n"), std::string::npos);
-  EXPECT_FALSE(DeriveLinkfitConfig("policy: {score_range: 140}\n", ".", "ring", "/m"));
+  EXPECT_FALSE(
+      DeriveLinkfitConfig("policy: {score_range: 140}\n", ".", {{"whole_machines", "ring"}}, "/m"));
 }
 
 }  // namespace

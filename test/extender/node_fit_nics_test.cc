@@ -211,6 +211,65 @@ TEST(FitOnNodeNics, AlignedCandidatesScoreAboveMisalignedOnes) {
   EXPECT_LT(plain_scores[0], plain_scores[1]);
 }
 
+// A node of `fixture_id` whose NICs run at `rate_gbps`, as a node agent reads it from sysfs.
+NodeStatePtr WithNicRate(const std::string& name, const std::string& fixture_id, double rate_gbps) {
+  topology::TopologySpec spec = testing::LoadFixture(fixture_id)->spec();
+  for (topology::NicSpec& nic : spec.nics) nic.rate_gbps = rate_gbps;
+  auto topo = topology::BuildTopology(std::move(spec));
+  EXPECT_TRUE(topo) << topo.error().message;
+  auto info = std::make_shared<state::NodeInfo>();
+  info->name = name;
+  info->table = testing::Registry().Get(*topo);
+  return std::make_shared<const NodeState>(std::move(info));
+}
+
+// policy.nic_alignment: a quarter of a 100 Gb/s NIC reaches a GPU of the PCIe gen 3 machine at the
+// NIC's rate through host memory, so under `rate` that machine (its one NIC never within PXB of a
+// GPU) loses no NIC points and a partly used one takes the pod before an idle DGX H100 is broken;
+// under `aligned` (the default) the DGX's close NIC wins. A whole NIC is never carried so.
+TEST(FitOnNodeNics, UnderRateAlignmentAShareTheHostPathCarriesLosesNoPoints) {
+  const NodeStatePtr dgx = WithNicRate("dgx", "dgx-h100", 400);
+  const NodeStatePtr idle_gen3 = WithNicRate("gen3", "pcie-8x-cascaded-switch-2socket", 100);
+  Assignment holder;
+  holder.pod_uid = "holder";
+  holder.node = idle_gen3->name();
+  holder.gpus = Mask({4});
+  auto gen3 = idle_gen3->Apply(holder);
+  ASSERT_TRUE(gen3) << gen3.error().message;
+  const GpuRequest share = WholeWithNics(1, alloc::NicRequest::kPerGpu, 250);
+  auto scores_under = [&](const GpuRequest& request, NicAlignment alignment) {
+    FitOptions options;
+    options.nic_alignment = alignment;
+    const NodeFit on_dgx = FitOnNode(request, *dgx, options);
+    const NodeFit on_gen3 = FitOnNode(request, **gen3, options);
+    EXPECT_TRUE(on_dgx.fits && on_gen3.fits);
+    EXPECT_TRUE(on_dgx.nics_aligned);
+    const std::vector<Candidate> candidates{{dgx.get(), &on_dgx}, {gen3->get(), &on_gen3}};
+    return std::make_pair(on_gen3.nics_aligned, ScoreNodes(request, candidates, {}, {}, 100));
+  };
+  const auto [aligned_counts, aligned_scores] = scores_under(share, NicAlignment::kAligned);
+  EXPECT_FALSE(aligned_counts);
+  EXPECT_GT(aligned_scores[0], aligned_scores[1]);
+  const auto [rate_counts, rate_scores] = scores_under(share, NicAlignment::kRate);
+  EXPECT_TRUE(rate_counts);
+  EXPECT_LT(rate_scores[0], rate_scores[1]);
+  const GpuRequest whole = WholeWithNics(1);
+  const auto [whole_counts, whole_scores] = scores_under(whole, NicAlignment::kRate);
+  EXPECT_FALSE(whole_counts);
+  EXPECT_GT(whole_scores[0], whole_scores[1]);
+}
+
+TEST(NicAlignment, ParsesBothSettingsAndNamesABadOne) {
+  for (NicAlignment setting : {NicAlignment::kAligned, NicAlignment::kRate}) {
+    auto parsed = ParseNicAlignment(ToString(setting));
+    ASSERT_TRUE(parsed) << ToString(setting);
+    EXPECT_EQ(*parsed, setting);
+  }
+  auto bad = ParseNicAlignment("strict");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("\"strict\""), std::string::npos) << bad.error().message;
+}
+
 // Fragmentation counts NICs: where the pods seen ask a NIC share with their GPU, a node whose last
 // NIC with room a whole-NIC pod would take leaves its free GPUs useless to them, and scores below
 // a node that keeps NICs for them.

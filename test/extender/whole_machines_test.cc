@@ -205,6 +205,26 @@ TEST_F(BrokenKeeperTest, ExplainSaysWhoLosesPointsForBreakingAWholeMachine) {
   EXPECT_EQ(mig.find("loses"), std::string::npos) << mig;
 }
 
+// A pod asking a NIC per GPU: the machine whose one NIC is never within PXB of a GPU loses the
+// NIC points to the DGX A100, and `linkfit explain` says so and why (issue 37's N term).
+TEST_F(BrokenKeeperTest, ExplainSaysWhoLosesPointsForItsNics) {
+  AddNode("a100", "dgx-a100");
+  AddNode("gen3", "pcie-8x-cascaded-switch-2socket");
+  const std::vector<std::string> lines =
+      extender_.Explain(GpuPod("p", 1, {{"linkfit.io/nics", "per-gpu"}}));
+  std::string a100;
+  std::string gen3;
+  for (const std::string& line : lines) {
+    if (line.rfind("a100: ", 0) == 0) a100 = line;
+    if (line.rfind("gen3: ", 0) == 0) gen3 = line;
+  }
+  EXPECT_NE(gen3.find("loses 70 of 140 points: its NICs are not at the asked closeness while "
+                      "a100 gives every GPU one (policy.nic_alignment: aligned)"),
+            std::string::npos)
+      << gen3;
+  EXPECT_EQ(a100.find("loses"), std::string::npos) << a100;
+}
+
 // At equal nominal ring bandwidth an all-NVLink ring is the better ring (RingRank, scoring.h's
 // T): a 4-GPU pod without a hint takes four NVLink-joined GPUs of an idle DGX-1 (ring 20 GB/s)
 // rather than four PCIe-joined GPUs of an idle L40S server (also 20 GB/s), and the DGX-1 loses no

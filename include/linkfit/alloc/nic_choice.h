@@ -120,6 +120,11 @@ struct NicChoice {
   int close_gpus = 0;              // GPUs whose NIC is at the asked closeness
   bool aligned = false;            // every GPU of the pod is close (a pod without GPUs: true)
   topology::GpuMask far_gpus = 0;  // the pod's GPUs without a close NIC
+  // Not aligned, but nothing is lost to it: every far GPU has a NIC of its own whose rate is
+  // known and whose share of it (rate x milli / 1000) the GPU's host-memory path carries
+  // (topology::Topology::staged_mbps). A quarter of a 100 Gb/s NIC (3.1 GB/s) staged on PCIe
+  // gen 3 (6 GB/s) runs as fast as through GPUDirect RDMA; a whole 400 Gb/s NIC does not.
+  bool staged_at_rate = false;
   // Why it does not fit, or which preference it misses; empty when neither.
   std::string reason;
   // No change of occupancy can make it fit: the node has fewer NICs than asked.

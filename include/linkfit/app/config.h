@@ -56,6 +56,9 @@ struct PolicyConfig {
   std::string whole_machines = "ring";
   // The share of score_range a node loses for breaking a whole machine (whole_machines.h).
   double whole_machine_penalty = 0.5;
+  // What prioritize counts as NICs serving a pod well (extender/node_fit.h NicAlignment):
+  // aligned|rate.
+  std::string nic_alignment = "aligned";
   int score_range = 140;  // highest prioritize score
 };
 

@@ -103,6 +103,10 @@ class Extender {
   std::string WholeMachineLoss(const state::NodeState& node, const NodeFit& fit,
                                const std::vector<NodeFit>& fits, const state::Snapshot& snapshot,
                                bool ring_decides) const;
+  // Explain's clause ("; loses 70 of 140 points: ...") for a fit whose NICs lose prioritize's N
+  // term to another of `fits`; empty when they do not.
+  std::string NicLoss(const NodeFit& fit, const std::vector<NodeFit>& fits,
+                      const state::Snapshot& snapshot) const;
 
   state::ClusterCache& cache_;
   const ExtenderOptions options_;

@@ -56,7 +56,11 @@
 //   N  NICs (pods that ask for NICs, alloc/nic_choice.h): 1 when the candidate cannot give every
 //      GPU of the pod a NIC at the asked closeness while another candidate can; else 0. A pod
 //      whose closeness is preferred thus lands where GPUDirect RDMA works whenever some node
-//      offers it, and elsewhere only when none does.
+//      offers it, and elsewhere only when none does. Under policy.nic_alignment `rate`
+//      (NodeFit::nics_aligned, FitOptions::nic_alignment) a farther NIC counts as close when the
+//      GPU's path through host memory carries the pod's share of it at the NIC's rate (a
+//      quarter of a 100 Gb/s NIC on PCIe gen 3): such pods may then take a machine whose NICs
+//      never align, and leave the aligned NICs to the pods that need them whole.
 //
 //   score = round(score_range * max(0, (wt*T + wp*P + wf*F + wb*B) / (wt + wp + wf + wb)
 //                                        - penalty*(W + N))),  penalty = whole_machine_penalty

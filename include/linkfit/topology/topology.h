@@ -77,6 +77,16 @@ class Topology {
   PcieRelation nic_relation(int nic, int gpu) const {
     return spec_.nics[Idx(nic)].gpu_relations[Idx(gpu)];
   }
+  // A NIC's port rate in MB/s per direction (400 Gb/s -> 50,000); 0 when the rate is unknown.
+  std::uint32_t nic_mbps(int nic) const {
+    return static_cast<std::uint32_t>(spec_.nics[Idx(nic)].rate_gbps * 125.0 + 0.5);
+  }
+  // What a GPU moves to or from a NIC that is not at GPUDirect distance, staged through host
+  // memory: the bandwidth model's SYS rate for the GPU's PCIe generation (unknown: gen 4), scaled
+  // by its lanes (unknown: x16). Empty (0) on a node without NICs.
+  std::uint32_t staged_mbps(int gpu) const {
+    return d_.staged_mbps.empty() ? 0 : d_.staged_mbps[Idx(gpu)];
+  }
 
   int numa_node(int gpu) const { return spec_.gpus[Idx(gpu)].numa_node; }
   int socket(int gpu) const { return spec_.gpus[Idx(gpu)].socket; }
@@ -121,6 +131,7 @@ class Topology {
     std::vector<GpuMask> nvlink_neighbors;
     std::uint32_t max_pcie_only_mbps = 0;
     std::uint32_t min_nvlink_mbps = 0;
+    std::vector<std::uint32_t> staged_mbps;  // per GPU; empty without NICs
     std::vector<GpuMask> islands;
     std::vector<GpuMask> switch_groups;
     std::vector<GpuMask> numa_groups;
