@@ -243,8 +243,10 @@ struct NicOutcome {
   std::array<int, kMaxTrainingGpus + 1> refused_by_gpus{};  // index: GPUs asked
   int aligned[2] = {0, 0};
   int misaligned = 0;
-  int aligned_existed = 0;                    // placed pods with an aligned choice somewhere
-  int misaligned_though_existed = 0;          // ... placed misaligned all the same
+  int aligned_existed = 0;            // placed pods with an aligned choice somewhere
+  int misaligned_though_existed = 0;  // ... placed misaligned all the same
+  int below_nic_rate = 0;  // placed pods whose staged GPUs get less than their NICs' share rate
+  int below_nic_rate_though_aligned_existed = 0;
   int misaligned_though_existed_on_node = 0;  // ... on the very node they went to
   std::vector<double> gbps[2];
   // Sampled at every arrival, as shares of the cluster's NIC capacity / counts.
@@ -356,8 +358,15 @@ Result<bool> PlaceAndRecord(Placer& placer, NicSetup& setup, const PodSpec& pod,
       ++outcome.misaligned_though_existed_on_node;
     }
   }
-  outcome.gbps[kind].push_back(
-      PodNetworkGbps(node, placement, setup.network[static_cast<std::size_t>(placement.node)]));
+  const NetworkModel& network = setup.network[static_cast<std::size_t>(placement.node)];
+  const double gbps = PodNetworkGbps(node, placement, network);
+  outcome.gbps[kind].push_back(gbps);
+  // Below the rate its NICs give it through GPUDirect: staging cost it bandwidth.
+  const double held = network.nic_gbps * placement.nic_milli / kWholeNicMilli;
+  if (placement.gpus != 0 && placement.nics != 0 && gbps + 1e-9 < held) {
+    ++outcome.below_nic_rate;
+    if (aligned_somewhere) ++outcome.below_nic_rate_though_aligned_existed;
+  }
   return true;
 }
 
@@ -417,6 +426,8 @@ nlohmann::json NicRow(const std::string& policy, const NicOutcome& o) {
       {"aligned_rate_training", Ratio(o.aligned[1], o.pods[1] - o.refused[1])},
       {"aligned_rate_inference", Ratio(o.aligned[0], o.pods[0] - o.refused[0])},
       {"misaligned", o.misaligned},
+      {"below_nic_rate", o.below_nic_rate},
+      {"below_nic_rate_though_aligned_existed", o.below_nic_rate_though_aligned_existed},
       {"aligned_choice_existed", o.aligned_existed},
       {"misaligned_though_aligned_existed", o.misaligned_though_existed},
       {"misaligned_though_aligned_on_its_node", o.misaligned_though_existed_on_node},

@@ -71,7 +71,10 @@ nlohmann::json NicReading(const std::vector<std::string>& machines, const double
       "among its free GPUs and NICs (alloc::PlaceWholeGpusWithNics with nic-closeness pxb "
       "required, i.e. linkfit's exact joint choice); misaligned_though_aligned_existed: of those, "
       "the ones placed misaligned; misaligned_though_aligned_on_its_node: the ones whose own node "
-      "had an aligned choice; aligned_rate_where_possible = 1 - the second / the first.",
+      "had an aligned choice; aligned_rate_where_possible = 1 - the second / the first. "
+      "below_nic_rate: placed pods whose estimated rate (below) is less than their NICs' share "
+      "at the NIC's rate, i.e. staging cost them bandwidth; "
+      "below_nic_rate_though_aligned_existed: of those, the ones with an aligned choice somewhere.",
       "Network rate model (GB/s per GPU): a GPU paired with a NIC at PIX/PXB sends at the NIC's "
       "rate times the share the pod holds (GPUDirect RDMA); any other pair is staged through host "
       "memory and gets the lesser of that and the staged path's rate, link-bandwidth.json's "
@@ -125,6 +128,13 @@ nlohmann::json NicTargetNotes(const nlohmann::json& results) {
                     std::to_string(gpu_only_refused) + ").");
   } else {
     notes.push_back("Target: no more pods refused than gpu-only-linkfit: not evaluated (not run).");
+  }
+  if (const nlohmann::json* rate = RowOf(results, "linkfit-rate")) {
+    notes.push_back("linkfit-rate (policy.nic_alignment rate): refused " +
+                    std::to_string(IntField(*rate, "refused")) + ", misaligned " +
+                    std::to_string(IntField(*rate, "misaligned")) + ", below their NICs' rate " +
+                    std::to_string(IntField(*rate, "below_nic_rate")) + " (linkfit " +
+                    std::to_string(IntField(*linkfit, "below_nic_rate")) + ").");
   }
   return notes;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -135,7 +136,10 @@ bool PlotLines(const Plot& plot) {
   const std::string script_path = plot.svg_path + ".gp";
   if (!WriteText(script_path, script.str())) return false;
   const std::string command = "gnuplot " + ShellQuote(script_path) + " 2>/dev/null";
-  if (std::system(command.c_str()) != 0) {
+  const int status = std::system(command.c_str());
+  std::error_code ignored;
+  std::filesystem::remove(script_path, ignored);  // the SVG and CSV are the outputs
+  if (status != 0) {
     std::fprintf(stderr, "note: gnuplot could not render %s (the CSV is there)\n",
                  plot.svg_path.c_str());
     return false;

@@ -15,11 +15,14 @@
 #include <gtest/gtest.h>
 
 #include "harness/cluster.h"
+#include "harness/cluster_file.h"
 #include "harness/nic_placement.h"
 #include "harness/nic_policies.h"
 #include "harness/topology_catalog.h"
 #include "harness/trace.h"
 #include "linkfit/alloc/nic_choice.h"
+#include "linkfit/topology/spec.h"
+#include "testing/fixtures.h"
 
 namespace linkfit::bench {
 namespace {
@@ -271,6 +274,40 @@ TEST(NicRecords, NicsAreReadFromThePodsAllocationRecord) {
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("no allocation record for pod p"), std::string::npos);
   std::filesystem::remove(path);
+}
+
+// linkfit serve is told each NIC's rate as a node agent would publish it: a node with a rate reads
+// a copy of its fixture with that rate on every NIC (relations unchanged), one copy per fixture
+// and rate; a node without one reads the fixture itself.
+TEST(NicRecords, TheClusterFileCarriesTheNicsRate) {
+  Cluster cluster;
+  for (double rate : {400.0, 400.0, 0.0}) {
+    SimNode node;
+    node.name = "n" + std::to_string(cluster.nodes().size());
+    node.gpu_model = "H100";
+    node.gpu_count = 8;
+    node.topology_file = kRoot + "/config/topologies/dgx-h100.json";
+    node.nic_rate_gbps = rate;
+    cluster.AddNode(std::move(node));
+  }
+  auto dir = MakeTempDir("linkfit-nic-rate-test-");
+  ASSERT_TRUE(dir) << dir.error().message;
+  auto file = WriteClusterFile(cluster, *dir);
+  ASSERT_TRUE(file) << file.error().message;
+  const std::string text = testing::ReadFileOrDie(*file);
+  const std::string copy = *dir + "/nic-rate-0.json";
+  EXPECT_NE(text.find(copy), std::string::npos) << text;
+  EXPECT_FALSE(std::filesystem::exists(*dir + "/nic-rate-1.json"));
+  EXPECT_NE(text.find("config/topologies/dgx-h100.json"), std::string::npos) << text;
+  auto rated = topology::LoadTopologyFile(copy);
+  auto fixture = topology::LoadTopologyFile(kRoot + "/config/topologies/dgx-h100.json");
+  ASSERT_TRUE(rated && fixture);
+  ASSERT_EQ(rated->nics.size(), fixture->nics.size());
+  for (std::size_t n = 0; n < rated->nics.size(); ++n) {
+    EXPECT_EQ(rated->nics[n].rate_gbps, 400.0) << n;
+    EXPECT_EQ(rated->nics[n].gpu_relations, fixture->nics[n].gpu_relations) << n;
+  }
+  std::filesystem::remove_all(*dir);
 }
 
 }  // namespace
