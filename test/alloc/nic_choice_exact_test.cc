@@ -290,7 +290,8 @@ TEST(NicChoiceExact, MatchesTheBruteForceOnPublishedMachinesWithNics) {
   for (const std::string file : {"hgx-h100-9nic-nccl1453.topo.txt",
                                  "l40s-4x-2socket-nics-one-socket-missalignment106.topo.txt",
                                  "v100-8x-mlx5-columns-nccltests29.topo.txt",
-                                 "dgx-a100-12nic-mlx5-columns-ucxpy749.topo.txt"}) {
+                                 "dgx-a100-12nic-mlx5-columns-ucxpy749.topo.txt",
+                                 "h800-8x-topo-mp-nic-per-gpu-pair-tzhelloworld.topo.txt"}) {
     const TopologyPtr topo = LoadSmiSample(file);
     ASSERT_TRUE(topo);
     ASSERT_GT(topo->nic_count(), 0) << file;

@@ -115,6 +115,37 @@ TEST(NicNvidiaSmi, DgxA100TwelveNicsWithTwoPerGpuPair) {
   for (const GpuSpec& gpu : spec.gpus) EXPECT_EQ(gpu.numa_node, 6);
 }
 
+// 8x H800 printed by `nvidia-smi topo -mp`, the PCIe-only view: no NVLink anywhere (GPU pairs
+// PXB), one NIC behind the switch of GPU pairs 0-1, 4-5 and 6-7, three (one dual-port card) behind
+// that of GPUs 2-3, each NODE to the other pair of its socket and SYS across. The legend has no
+// NV# line; names come from the NIC legend.
+TEST(NicNvidiaSmi, PcieViewWithOneNicPerGpuPair) {
+  const TopologySpec spec = Parse("nics/h800-8x-topo-mp-nic-per-gpu-pair-tzhelloworld.topo.txt");
+  ASSERT_EQ(spec.gpus.size(), 8u);
+  ASSERT_EQ(spec.nics.size(), 6u);
+  EXPECT_EQ(Names(spec),
+            (std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5"}));
+  const int pair_of[] = {0, 1, 1, 1, 2, 3};  // NIC -> the GPU pair whose switch it is behind
+  for (std::size_t n = 0; n < 6; ++n) {
+    for (std::size_t g = 0; g < 8; ++g) {
+      const int pair = static_cast<int>(g / 2);
+      const R expected = pair == pair_of[n]           ? R::kPxb
+                         : pair / 2 == pair_of[n] / 2 ? R::kNode
+                                                      : R::kSys;
+      EXPECT_EQ(spec.nics[n].gpu_relations[g], expected) << "GPU" << g << " " << Names(spec)[n];
+    }
+    EXPECT_EQ(spec.nics[n].numa_node, pair_of[n] / 2) << Names(spec)[n];
+  }
+  for (const GpuSpec& gpu : spec.gpus) EXPECT_EQ(gpu.numa_node, gpu.index / 4);
+  for (const LinkSpec& link : spec.links) {
+    EXPECT_EQ(link.nvlink_count, 0);
+    const R expected = link.a / 2 == link.b / 2   ? R::kPxb
+                       : link.a / 4 == link.b / 4 ? R::kNode
+                                                  : R::kSys;
+    EXPECT_EQ(link.pcie, expected) << "GPU" << link.a << "-GPU" << link.b;
+  }
+}
+
 // The samples generated from the fixtures: names from the legend, relations as the fixture's
 // `nics` list them (its pix/pxb/phb GPUs; the others NODE within the socket, SYS across).
 TEST(NicNvidiaSmi, GeneratedSamplesMatchTheirFixtures) {
