@@ -92,7 +92,9 @@ void InjectNics(const std::vector<std::string>& ids, const topology::TopologySpe
     if (nic != nullptr && !nic->uverbs.empty()) add(kInfinibandDir + nic->uverbs);
   }
   if (!config.nic_env) return;
-  for (const auto& [key, value] : NicEnvironment(names)) (*answer.mutable_envs())[key] = value;
+  std::vector<std::pair<std::string, int>> ports;
+  for (const std::string& name : names) ports.emplace_back(name, NicPortOf(node, name));
+  for (const auto& [key, value] : NicEnvironment(ports)) (*answer.mutable_envs())[key] = value;
 }
 
 // One resource's devices and the version that ListAndWatch streams follow.
