@@ -275,7 +275,7 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
         shared_.steering ? shared_.steering() : Result<SteeringView>(SteeringView{});
     Result<std::string> verdict =
         view ? VerifyPreStart(state_.name(), ids, view->plans, view->kubelet, shared_.Node(),
-                              shared_.config.devices)
+                              shared_.config.devices, shared_.config.exempt_namespaces)
              : Result<std::string>(
                    MakeError("the kubelet's view is unreadable: " + view.error().message));
     if (!verdict) {
