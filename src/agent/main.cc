@@ -445,12 +445,15 @@ int Run(const Flags& flags) {
     for (const std::string& name : {flags.nic_resource, flags.nic_share_resource}) {
       if (!name.empty()) nic_resources.insert(name);
     }
+    // Replicas of linkfit's GPU share resource are GPUs held too (verify mode reports them).
+    std::set<std::string> gpu_resources;
+    if (!flags.share_resource.empty()) gpu_resources.insert(flags.share_resource);
     devices = MakeDevicesFn(
         flags.socket,
         [&pods, know_uids](const std::string& key) {
           return know_uids ? pods.UidOf(key) : std::optional<std::string>(key);
         },
-        std::move(nic_resources));
+        std::move(nic_resources), std::move(gpu_resources));
   }
   if (flags.print) return PrintOnce(discover, devices);
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "agent/handoff_e2e.h"
@@ -347,15 +348,17 @@ TEST_F(NicHandoffEndToEndTest, ASharedResourceIsTheTotalOverItsDevices) {
   started = device_manager_->StartContainer("ml", "notebook", "main");
   EXPECT_TRUE(started) << started.error().message << "\n" << AgentLog();
 
-  // What the kubelet holds of the NICs reaches linkfit as planned: no mismatch. (The agent reports
-  // nvidia.com/ and NIC resources only, so the notebook's linkfit.io/gpu-share is not reported.)
+  // What the kubelet holds reaches linkfit: both pods as planned (the notebook's replicas of the
+  // agent's own share resource too), no mismatch.
   ASSERT_TRUE(WaitFor(
       [&] {
         const json node = InspectNode();
-        return node.contains("reported_pods") && node["reported_pods"] == json::array({nics->uid});
+        return node.contains("reported_pods") && node["reported_pods"].size() == 2;
       },
       std::chrono::seconds(15)))
       << InspectNode().dump(1) << AgentLog();
+  EXPECT_EQ(InspectNode()["reported_pods"].get<std::set<std::string>>(),
+            (std::set<std::string>{nics->uid, gpus->uid}));
   EXPECT_FALSE(InspectNode().contains("handoff_mismatch_pods")) << InspectNode().dump();
   auto metrics = client_->Get("/metrics");
   ASSERT_TRUE(metrics);
