@@ -73,7 +73,8 @@ nlohmann::json PodJson(const PodSpec& pod, bool ask_nics) {
     if (pod.nic_milli == kWholeNicMilli) {
       resources["linkfit.io/rdma"] = std::to_string(pod.nic_count);
     } else {
-      resources["linkfit.io/rdma-share"] = std::to_string(pod.nic_milli);
+      // The share resource counts the pod's thousandths of all its NICs, as the kubelet does.
+      resources["linkfit.io/rdma-share"] = std::to_string(pod.nic_milli * pod.nic_count);
       if (pod.nic_count != std::max(pod.gpu_count, 1)) {
         annotations["linkfit.io/nics"] = std::to_string(pod.nic_count);
       }

@@ -13,8 +13,10 @@
 
 namespace linkfit::agent {
 
-// `nic_resources`: the NIC resources whose IDs name RDMA NICs (the device plugin's).
+// `nic_resources`: the NIC resources whose IDs name RDMA NICs (the device plugin's);
+// `gpu_resources`: other resources whose IDs name GPUs (the device plugin's share resource).
 NodeAgent::DevicesFn MakeDevicesFn(std::string socket_path, UidLookup uid_of,
-                                   std::set<std::string> nic_resources);
+                                   std::set<std::string> nic_resources,
+                                   std::set<std::string> gpu_resources = {});
 
 }  // namespace linkfit::agent

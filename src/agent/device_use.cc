@@ -153,7 +153,8 @@ Result<void> CountNic(const std::string& id, const topology::TopologySpec& spec,
 
 DeviceUseReport MapDeviceUse(const std::vector<PodDeviceUse>& pods,
                              const topology::TopologySpec& spec, const UidLookup& uid_of,
-                             const std::set<std::string>& nic_resources) {
+                             const std::set<std::string>& nic_resources,
+                             const std::set<std::string>& gpu_resources) {
   const DeviceIndex index(spec);
   DeviceUseReport report;
   std::map<std::string, kube::DevicesInUse::Pod> by_uid;
@@ -164,7 +165,9 @@ DeviceUseReport MapDeviceUse(const std::vector<PodDeviceUse>& pods,
       const std::string where = "pod " + key + ", container " + QuoteForMessage(container.name);
       for (const ContainerDeviceUse::Devices& devices : container.devices) {
         const bool nic = nic_resources.count(devices.resource_name) != 0;
-        if (!nic && !StartsWith(devices.resource_name, kNvidiaResourcePrefix)) continue;
+        const bool gpu = StartsWith(devices.resource_name, kNvidiaResourcePrefix) ||
+                         gpu_resources.count(devices.resource_name) != 0;
+        if (!nic && !gpu) continue;
         if (container.name.empty()) {
           report.warnings.push_back("pod " + key + ": a container without a name holds " +
                                     devices.resource_name + " devices; left out");

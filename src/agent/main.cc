@@ -65,8 +65,12 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
   --exempt-namespace NS        (repeatable) with the NRI plugin: containers of pods in NS that have
                                no plan and no kubelet label (GPU system daemons such as the DCGM
                                exporter, relying on NVIDIA_VISIBLE_DEVICES=all) are left as they
-                               are instead of getting no GPU; only namespaces an administrator
-                               controls
+                               are instead of getting no GPU. In verify-only mode (no NRI), where
+                               only containers that request the plugin's resources are seen,
+                               containers of pods in NS start on the kubelet's choice even where
+                               it is not their plan (the namespace is that of the pod the
+                               kubelet's PodResources shows holding the devices). Only namespaces
+                               an administrator controls
   --host-sys DIR               the node's /sys (default /sys): PCIe switches, NUMA nodes and the
                                RDMA NICs (class/infiniband) the topology document then lists
   --nic-rails NAME=RAIL,...    rails of RDMA NICs by name (e.g. mlx5_0=0,mlx5_3=1); the others
@@ -88,8 +92,10 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
                                /dev/infiniband/uverbsN and rdma_cm (default /dev; where they are
                                no character devices there, <host-sys>/class/*/dev is read)
   --no-nic-env                 hand NICs over without NCCL_IB_HCA / UCX_NET_DEVICES
-  --nic-env-exempt-namespace NS  (repeatable) containers of pods in NS get their NICs without
-                               NCCL_IB_HCA / UCX_NET_DEVICES (their own NCCL settings win)
+  --nic-env-exempt-namespace NS  (repeatable) with the NRI plugin: containers of pods in NS get
+                               their NICs without NCCL_IB_HCA / UCX_NET_DEVICES (their own NCCL
+                               settings win). Not in verify-only mode: the kubelet's Allocate,
+                               where that plugin sets them, names no pod
   --nic-cdi-kind KIND          the CDI kind under which the node's CDI spec names each RDMA
                                device by its name (e.g. nvidia.com/rdma): runtimes that inject
                                CDI then get KIND=<name> instead of the NICs' device files
@@ -397,6 +403,8 @@ std::thread StartDevicePlugins(const Flags& flags, bool use_nri, NodeAgent& agen
   plugin.plugin.rdma_cm = std::filesystem::exists(flags.host_dev + "/infiniband/rdma_cm", error) ||
                           std::filesystem::exists(flags.host_sys + "/class/misc/rdma_cm", error);
   plugin.plugin.verify = !use_nri;
+  plugin.plugin.exempt_namespaces.insert(flags.exempt_namespaces.begin(),
+                                         flags.exempt_namespaces.end());
   plugin.node_name = flags.node_name;
   plugin.pod_resources_socket = flags.socket;
   return std::thread(
@@ -437,12 +445,15 @@ int Run(const Flags& flags) {
     for (const std::string& name : {flags.nic_resource, flags.nic_share_resource}) {
       if (!name.empty()) nic_resources.insert(name);
     }
+    // Replicas of linkfit's GPU share resource are GPUs held too (verify mode reports them).
+    std::set<std::string> gpu_resources;
+    if (!flags.share_resource.empty()) gpu_resources.insert(flags.share_resource);
     devices = MakeDevicesFn(
         flags.socket,
         [&pods, know_uids](const std::string& key) {
           return know_uids ? pods.UidOf(key) : std::optional<std::string>(key);
         },
-        std::move(nic_resources));
+        std::move(nic_resources), std::move(gpu_resources));
   }
   if (flags.print) return PrintOnce(discover, devices);
 

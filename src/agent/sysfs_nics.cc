@@ -24,6 +24,7 @@ using topology::PcieRelation;
 
 constexpr std::size_t kMaxVpdBytes = 32768;  // the PCI VPD address space
 constexpr std::size_t kMaxNetdevs = 64;
+constexpr std::int64_t kMaxPortNumber = 255;  // InfiniBand port numbers are 8 bits
 
 std::string ReadFirstLine(const fs::path& path) {
   std::ifstream in(path);
@@ -123,16 +124,25 @@ bool NaturalLess(const std::string& a, const std::string& b) {
   return a.size() - i < b.size() - j;
 }
 
-// Port facts of the lowest-numbered port under <device>/ports.
+// The port the NIC is used through, of those under <device>/ports: the lowest-numbered ACTIVE
+// one, else the lowest-numbered one (a card cabled on its second port only is used there).
 void ReadPort(const fs::path& device, NicSpec& nic) {
   std::error_code error;
-  std::optional<std::pair<std::int64_t, fs::path>> lowest;
+  std::map<std::int64_t, fs::path> ports;
   for (const fs::directory_entry& entry : fs::directory_iterator(device / "ports", error)) {
     const auto number = ParseInt(entry.path().filename().string());
-    if (number && (!lowest || *number < lowest->first)) lowest.emplace(*number, entry.path());
+    if (number && *number >= 1 && *number <= kMaxPortNumber) ports.emplace(*number, entry.path());
   }
-  if (!lowest) return;
-  const fs::path& port = lowest->second;
+  if (ports.empty()) return;
+  auto used = ports.begin();
+  for (auto it = ports.begin(); it != ports.end(); ++it) {
+    if (ParseState(ReadFirstLine(it->second / "state")) == "ACTIVE") {
+      used = it;
+      break;
+    }
+  }
+  const fs::path& port = used->second;
+  nic.port = static_cast<int>(used->first);
   nic.rate_gbps = ParseRate(ReadFirstLine(port / "rate"));
   nic.state = ParseState(ReadFirstLine(port / "state"));
   const auto layer = topology::ParseNicLinkLayer(ReadFirstLine(port / "link_layer"));

@@ -5,8 +5,10 @@
 //
 //   device                        the PCI function (a link into devices/pci<domain>:<bus>/...)
 //   device/numa_node              its NUMA node (-1: the kernel does not know)
-//   ports/<n>/rate, state, link_layer   of its lowest port ("400 Gb/sec (4X NDR)", "4: ACTIVE",
-//                                 "InfiniBand" or "Ethernet", the latter being RoCE)
+//   ports/<n>/rate, state, link_layer   of the port it is used through, kept as NicSpec::port:
+//                                 the lowest-numbered ACTIVE port, else the lowest-numbered one
+//                                 ("400 Gb/sec (4X NDR)", "4: ACTIVE", "InfiniBand" or
+//                                 "Ethernet", the latter being RoCE)
 //   device/infiniband_verbs/uverbs<k>/ibdev   the verbs device whose ibdev is this device
 //   device/net/<ifname>           its network interfaces
 //   device/physfn, sriov_numvfs   SR-IOV: a VF's physical function; a PF's enabled VFs

@@ -41,6 +41,7 @@ void PrintNics(const topology::Topology& topo, std::ostream& out) {
     if (nic.link_layer != topology::NicLinkLayer::kUnknown) out << "  " << ToString(nic.link_layer);
     if (nic.rate_gbps > 0) out << " " << nic.rate_gbps << " Gb/s";
     if (!nic.state.empty()) out << " " << nic.state;
+    if (nic.port != 1) out << " (port " << nic.port << ")";  // port 1 is the common case
     if (!nic.pci_bus_id.empty()) out << "  " << nic.pci_bus_id;
     if (!nic.data_path_pci_bus_id.empty()) out << " (data path " << nic.data_path_pci_bus_id << ")";
     out << " ";

@@ -34,16 +34,58 @@ Result<int> DeviceCount(std::int64_t milli, const std::string& resource) {
   return static_cast<int>(milli / 1000);
 }
 
+// A share resource's quantity: a whole number of thousandths, at least one. It is the pod's
+// thousandths in all, over every device of that kind it shares (SharePerDevice spreads it).
+Result<std::int64_t> ShareTotal(std::int64_t milli, const std::string& resource,
+                                const char* device) {
+  if (milli % 1000 != 0 || milli / 1000 < 1) {
+    return MakeError("resource " + resource + " must be a whole number of thousandths of a " +
+                     device + " (at least 1), got " +
+                     std::to_string(static_cast<double>(milli) / 1000.0));
+  }
+  return milli / 1000;
+}
+
+// The thousandths of each device that a share resource asks for. The kubelet allocates one
+// replica ID per thousandth, so the resource is the pod's thousandths in all (`total`), spread
+// evenly over its `count` devices; `annotated` (0: none) is the per-device annotation, which
+// must agree. Errors name the resource, the total and the count.
+Result<int> SharePerDevice(std::int64_t total, int count, const std::string& resource,
+                           const char* device, int annotated, const std::string& annotation) {
+  const std::string devices = std::to_string(count) + " " + device + (count == 1 ? "" : "s");
+  const std::string asked =
+      "resource " + resource + " asks " + std::to_string(total) + " thousandths in all over ";
+  if (total % count != 0) {
+    return MakeError(asked + devices + ", not the same share of each (the resource counts the " +
+                     "pod's thousandths of all its " + device + "s together)");
+  }
+  const std::int64_t each = total / count;
+  if (each > 1000) {
+    return MakeError(asked + devices + ": " + std::to_string(each) + " of each is more than a " +
+                     "whole " + device + " (1000)");
+  }
+  if (annotated != 0 && annotated != each) {
+    return MakeError("annotation " + annotation + " (" + std::to_string(annotated) + " of each " +
+                     device + ") disagrees with resource " + resource + " (" +
+                     std::to_string(total) + " in all over " + devices + ", " +
+                     std::to_string(each) + " of each)");
+  }
+  return static_cast<int>(each);
+}
+
 // What the pod's resources and GPU annotations ask for, and where each kind was asked for (the
 // *_source strings, for error messages).
 struct GpuSources {
   int whole = 0;
-  int share_milli = 0;
+  int share_milli = 0;           // thousandths of each GPU, once settled (SettleGpuShare)
+  std::int64_t share_total = 0;  // the share resource: thousandths of all the pod's GPUs
+  int annotated_share = 0;       // linkfit.io/gpu-share: thousandths of each GPU
   int mig_resource_count = 0;
   int annotated_count = 0;
   std::string whole_source;
   std::string mig_source;
   std::string share_source;
+  std::string share_resource;  // the share resource's name where the pod requests it
 };
 
 Result<void> ReadGpuResources(const kube::PodView& pod, const RequestDefaults& defaults,
@@ -68,32 +110,22 @@ Result<void> ReadGpuResources(const kube::PodView& pod, const RequestDefaults& d
       request.count = gpus.mig_resource_count;
       gpus.mig_source = "resource " + name;
     } else if (name == defaults.shared_gpu_resource) {
-      if (milli % 1000 != 0 || milli / 1000 < 1 || milli / 1000 > 1000) {
-        return MakeError("resource " + name + " must be 1 to 1000 thousandths of a GPU, got " +
-                         std::to_string(static_cast<double>(milli) / 1000.0));
-      }
-      gpus.share_milli = static_cast<int>(milli / 1000);
+      LINKFIT_ASSIGN_OR_RETURN(gpus.share_total, ShareTotal(milli, name, "GPU"));
       gpus.share_source = "resource " + name;
+      gpus.share_resource = name;
     }
   }
   return {};
 }
 
-Result<void> ReadGpuAnnotations(const kube::PodView& pod, const RequestDefaults& defaults,
-                                GpuRequest& request, GpuSources& gpus) {
+Result<void> ReadGpuAnnotations(const kube::PodView& pod, GpuRequest& request, GpuSources& gpus) {
   if (const std::string* text = Annotation(pod, kAnnotationGpus)) {
     LINKFIT_ASSIGN_OR_RETURN(gpus.annotated_count, ParseCount(*text, "annotation linkfit.io/gpus",
                                                               1, topology::kMaxGpus));
   }
   if (const std::string* text = Annotation(pod, kAnnotationGpuShare)) {
-    int annotated_share = 0;
-    LINKFIT_ASSIGN_OR_RETURN(annotated_share,
+    LINKFIT_ASSIGN_OR_RETURN(gpus.annotated_share,
                              ParseCount(*text, "annotation linkfit.io/gpu-share", 1, 1000));
-    if (gpus.share_milli != 0 && gpus.share_milli != annotated_share) {
-      return MakeError("annotation linkfit.io/gpu-share (" + *text + ") disagrees with resource " +
-                       defaults.shared_gpu_resource);
-    }
-    gpus.share_milli = annotated_share;
     if (gpus.share_source.empty()) gpus.share_source = "annotation linkfit.io/gpu-share";
   }
   if (const std::string* text = Annotation(pod, kAnnotationMigProfile)) {
@@ -129,8 +161,23 @@ Result<void> ReadGpuAnnotations(const kube::PodView& pod, const RequestDefaults&
   return {};
 }
 
+// The thousandths of each GPU: the annotation's, or the share resource spread over the pod's
+// GPUs (linkfit.io/gpus, else one).
+Result<void> SettleGpuShare(GpuSources& gpus) {
+  if (gpus.share_total == 0) {
+    gpus.share_milli = gpus.annotated_share;
+    return {};
+  }
+  const int count = gpus.annotated_count == 0 ? 1 : gpus.annotated_count;
+  LINKFIT_ASSIGN_OR_RETURN(gpus.share_milli,
+                           SharePerDevice(gpus.share_total, count, gpus.share_resource, "GPU",
+                                          gpus.annotated_share, kAnnotationGpuShare));
+  return {};
+}
+
 // The request's kind and count from what resources and annotations asked for.
-Result<void> SettleGpuKind(const GpuSources& gpus, GpuRequest& request) {
+Result<void> SettleGpuKind(GpuSources& gpus, GpuRequest& request) {
+  if (auto settled = SettleGpuShare(gpus); !settled) return settled;
   const int kinds = (gpus.whole > 0) + (!request.mig_profile.empty()) + (gpus.share_milli > 0);
   if (kinds > 1) {
     std::string mixed;
@@ -176,7 +223,9 @@ Result<void> SettleGpuKind(const GpuSources& gpus, GpuRequest& request) {
 struct NicSources {
   int whole = 0;  // whole NICs from a resource
   std::string whole_source;
-  int share_milli = 0;  // thousandths of each NIC, from the share resource or annotation
+  std::int64_t share_total = 0;  // the share resource: thousandths of all the pod's NICs
+  std::string share_resource;    // its name where the pod requests it
+  int annotated_share = 0;       // linkfit.io/nic-share: thousandths of each NIC
   std::string share_source;
   const std::string* nics = nullptr;  // linkfit.io/nics as written
   bool per_gpu = false;
@@ -206,12 +255,9 @@ Result<void> ReadNicResources(const kube::PodView& pod, const RequestDefaults& d
       nics.whole = static_cast<int>(milli / 1000);
       nics.whole_source = "resource " + name;
     } else if (name == defaults.nic_share_resource) {
-      if (milli % 1000 != 0 || milli / 1000 < 1 || milli / 1000 > 1000) {
-        return MakeError("resource " + name + " must be 1 to 1000 thousandths of a NIC, got " +
-                         std::to_string(static_cast<double>(milli) / 1000.0));
-      }
-      nics.share_milli = static_cast<int>(milli / 1000);
+      LINKFIT_ASSIGN_OR_RETURN(nics.share_total, ShareTotal(milli, name, "NIC"));
       nics.share_source = "resource " + name;
+      nics.share_resource = name;
     }
   }
   return {};
@@ -233,14 +279,8 @@ Result<void> ReadNicAnnotations(const kube::PodView& pod, NicSources& nics,
     }
   }
   if (const std::string* text = Annotation(pod, kAnnotationNicShare)) {
-    int annotated_share = 0;
-    LINKFIT_ASSIGN_OR_RETURN(annotated_share,
+    LINKFIT_ASSIGN_OR_RETURN(nics.annotated_share,
                              ParseCount(*text, "annotation linkfit.io/nic-share", 1, 1000));
-    if (nics.share_milli != 0 && nics.share_milli != annotated_share) {
-      return MakeError("annotation linkfit.io/nic-share (" + *text + ") disagrees with " +
-                       nics.share_source + " (" + std::to_string(nics.share_milli) + ")");
-    }
-    nics.share_milli = annotated_share;
     if (nics.share_source.empty()) nics.share_source = "annotation linkfit.io/nic-share";
   }
   if (const std::string* text = Annotation(pod, kAnnotationNicCloseness)) {
@@ -268,6 +308,21 @@ int GpusHeld(const GpuRequest& request) {
       break;
   }
   return -1;
+}
+
+// The NICs a pod's NIC share resource is spread over: linkfit.io/nics as a count, else one per
+// GPU (one for a pod without GPUs, or with one MIG instance). Several MIG instances may lie on one
+// GPU or several, known only once placed: such a pod names its count.
+Result<int> NicsSharing(const NicSources& nics, const GpuRequest& gpus) {
+  if (nics.annotated_count > 0) return nics.annotated_count;
+  const int held = gpus.kind == GpuRequest::Kind::kMig && gpus.count == 1 ? 1 : GpusHeld(gpus);
+  if (held < 0) {
+    return MakeError("resource " + nics.share_resource + " (" + std::to_string(nics.share_total) +
+                     " thousandths in all) on a pod of " + std::to_string(gpus.count) +
+                     " MIG instances needs annotation linkfit.io/nics as a count: whether they " +
+                     "lie on one GPU or several is known only once placed");
+  }
+  return std::max(held, 1);
 }
 
 // The pod's group ("namespace/name", "" for none) from the first of linkfit.io/group (annotation,
@@ -307,14 +362,22 @@ Result<alloc::NicRequest> ParseNicRequest(const kube::PodView& pod, const Reques
   if (auto read = ReadNicAnnotations(pod, nics, request); !read) {
     return tl::unexpected(read.error());
   }
-  if (nics.whole == 0 && nics.share_milli == 0 && nics.nics == nullptr) {
+  const bool shared = nics.share_total > 0 || nics.annotated_share > 0;
+  if (nics.whole == 0 && !shared && nics.nics == nullptr) {
     return alloc::NicRequest{};  // no NIC: a NIC closeness alone is checked, not kept
   }
-  if (nics.whole > 0 && nics.share_milli > 0) {
+  if (nics.whole > 0 && shared) {
     return MakeError("pod asks for whole NICs (" + nics.whole_source + ") and a share of a NIC (" +
                      nics.share_source + "); ask for one");
   }
-  request.milli = nics.share_milli > 0 ? nics.share_milli : alloc::NicRequest::kWhole;
+  request.milli = nics.annotated_share > 0 ? nics.annotated_share : alloc::NicRequest::kWhole;
+  if (nics.share_total > 0) {
+    int count = 0;
+    LINKFIT_ASSIGN_OR_RETURN(count, NicsSharing(nics, gpus));
+    LINKFIT_ASSIGN_OR_RETURN(request.milli,
+                             SharePerDevice(nics.share_total, count, nics.share_resource, "NIC",
+                                            nics.annotated_share, kAnnotationNicShare));
+  }
   request.count = alloc::NicRequest::kPerGpu;
   if (nics.annotated_count > 0) request.count = nics.annotated_count;
   if (nics.whole > 0) {
@@ -395,7 +458,7 @@ Result<GpuRequest> ParseGpuRequest(const kube::PodView& pod, const RequestDefaul
   if (auto read = ReadGpuResources(pod, defaults, request, gpus); !read) {
     return tl::unexpected(read.error());
   }
-  if (auto read = ReadGpuAnnotations(pod, defaults, request, gpus); !read) {
+  if (auto read = ReadGpuAnnotations(pod, request, gpus); !read) {
     return tl::unexpected(read.error());
   }
   if (auto settled = SettleGpuKind(gpus, request); !settled) {

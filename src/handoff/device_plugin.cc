@@ -92,7 +92,9 @@ void InjectNics(const std::vector<std::string>& ids, const topology::TopologySpe
     if (nic != nullptr && !nic->uverbs.empty()) add(kInfinibandDir + nic->uverbs);
   }
   if (!config.nic_env) return;
-  for (const auto& [key, value] : NicEnvironment(names)) (*answer.mutable_envs())[key] = value;
+  std::vector<std::pair<std::string, int>> ports;
+  for (const std::string& name : names) ports.emplace_back(name, NicPortOf(node, name));
+  for (const auto& [key, value] : NicEnvironment(ports)) (*answer.mutable_envs())[key] = value;
 }
 
 // One resource's devices and the version that ListAndWatch streams follow.
@@ -273,7 +275,7 @@ class ResourceService final : public v1beta1::DevicePlugin::Service {
         shared_.steering ? shared_.steering() : Result<SteeringView>(SteeringView{});
     Result<std::string> verdict =
         view ? VerifyPreStart(state_.name(), ids, view->plans, view->kubelet, shared_.Node(),
-                              shared_.config.devices)
+                              shared_.config.devices, shared_.config.exempt_namespaces)
              : Result<std::string>(
                    MakeError("the kubelet's view is unreadable: " + view.error().message));
     if (!verdict) {

@@ -257,8 +257,12 @@ void Ledger::ReleasePod(const std::string& pod_uid) {
   }
 }
 
-HandoffDecision Decide(const HandoffRequest& request, const topology::TopologySpec& node,
-                       const Ledger& ledger, MismatchPolicy mismatch, UnplannedPolicy unplanned) {
+namespace {
+
+// Decide, without the NICs' ports.
+HandoffDecision DecideDevices(const HandoffRequest& request, const topology::TopologySpec& node,
+                              const Ledger& ledger, MismatchPolicy mismatch,
+                              UnplannedPolicy unplanned) {
   const ContainerKey key{request.pod_uid, request.container};
   const bool kubelet_gave = request.kubelet_ids && !request.kubelet_ids->empty();
   if (!request.plan) {
@@ -329,11 +333,27 @@ HandoffDecision Decide(const HandoffRequest& request, const topology::TopologySp
   return decision;
 }
 
+}  // namespace
+
+HandoffDecision Decide(const HandoffRequest& request, const topology::TopologySpec& node,
+                       const Ledger& ledger, MismatchPolicy mismatch, UnplannedPolicy unplanned) {
+  HandoffDecision decision = DecideDevices(request, node, ledger, mismatch, unplanned);
+  for (const auto& [name, milli] : decision.devices.nics) {
+    decision.nic_ports[name] = NicPortOf(node, name);
+  }
+  return decision;
+}
+
+int NicPortOf(const topology::TopologySpec& node, const std::string& nic) {
+  const topology::NicSpec* spec = NicByName(node, nic);
+  return spec == nullptr ? 1 : spec->port;
+}
+
 std::vector<std::pair<std::string, std::string>> NicEnvironment(
-    const std::vector<std::string>& nics) {
+    const std::vector<std::pair<std::string, int>>& nics) {
   if (nics.empty()) return {};
   std::vector<std::string> ports;
-  for (const std::string& nic : nics) ports.push_back(nic + ":" + std::to_string(kNicPort));
+  for (const auto& [nic, port] : nics) ports.push_back(nic + ":" + std::to_string(port));
   const std::string joined = JoinStrings(ports);
   return {{"NCCL_IB_HCA", "=" + joined}, {"UCX_NET_DEVICES", joined}};
 }
@@ -357,13 +377,14 @@ Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi, const NicHan
   adjustment.env.emplace_back("NVIDIA_VISIBLE_DEVICES",
                               uuids.empty() ? "void" : JoinStrings(uuids));
   if (!share_limits.empty()) adjustment.env.emplace_back("LINKFIT_GPU_SHARES", share_limits);
-  std::vector<std::string> nic_names;
+  std::vector<std::pair<std::string, int>> nic_ports;
   for (const auto& [name, milli] : decision.devices.nics) {
-    nic_names.push_back(name);
+    const auto port = decision.nic_ports.find(name);
+    nic_ports.emplace_back(name, port == decision.nic_ports.end() ? 1 : port->second);
     if (cdi && !nics.cdi_kind.empty()) adjustment.cdi_devices.push_back(nics.cdi_kind + "=" + name);
   }
   if (nics.env) {
-    for (auto& entry : NicEnvironment(nic_names)) adjustment.env.push_back(std::move(entry));
+    for (auto& entry : NicEnvironment(nic_ports)) adjustment.env.push_back(std::move(entry));
   }
   return adjustment;
 }

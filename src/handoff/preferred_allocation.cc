@@ -157,8 +157,8 @@ bool SameDevices(const std::vector<std::string>& ids, const PlannedResource& pla
 Result<std::string> VerifyPreStart(const std::string& resource, const std::vector<std::string>& ids,
                                    const std::vector<PlannedPod>& plans,
                                    const KubeletHoldings& kubelet,
-                                   const topology::TopologySpec& node,
-                                   const PluginOptions& options) {
+                                   const topology::TopologySpec& node, const PluginOptions& options,
+                                   const std::set<std::string>& exempt_namespaces) {
   std::vector<std::string> wanted = ids;
   std::sort(wanted.begin(), wanted.end());
   for (const auto& [pod, containers] : kubelet) {
@@ -171,6 +171,10 @@ Result<std::string> VerifyPreStart(const std::string& resource, const std::vecto
       std::sort(have.begin(), have.end());
       if (have != wanted) continue;
       const std::string who = pod_key + " container " + container_name;
+      const std::string pod_namespace = pod_key.substr(0, pod_key.find('/'));
+      if (exempt_namespaces.count(pod_namespace) != 0) {
+        return who + " is in exempt namespace " + pod_namespace + ": the kubelet's choice stands";
+      }
       const auto plan = std::find_if(plans.begin(), plans.end(),
                                      [&](const PlannedPod& p) { return p.pod_key == pod_key; });
       if (plan == plans.end())

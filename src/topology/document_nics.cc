@@ -98,6 +98,7 @@ Result<void> ReadPortFacts(const json& item, const std::string& path, NicSpec& n
     if (!layer) return WithContext(layer.error(), path + ".link_layer");
     nic.link_layer = *layer;
   }
+  LINKFIT_ASSIGN_OR_RETURN(nic.port, ReadWhole(item, "port", path, 1, 1, 255));
   LINKFIT_ASSIGN_OR_RETURN(nic.rate_gbps, ReadNonNegative(item, "rate_gbps", path, 0, 100000));
   LINKFIT_ASSIGN_OR_RETURN(nic.state, ReadName(item, "state", path, false));
   LINKFIT_ASSIGN_OR_RETURN(nic.uverbs, ReadName(item, "uverbs", path, false));
@@ -175,6 +176,7 @@ void WriteNics(const std::vector<NicSpec>& nics, json& doc) {
     if (!nic.data_path_pci_bus_id.empty()) item["data_path_pci_bus_id"] = nic.data_path_pci_bus_id;
     if (nic.numa_node >= 0) item["numa_node"] = nic.numa_node;
     if (nic.link_layer != NicLinkLayer::kUnknown) item["link_layer"] = ToString(nic.link_layer);
+    if (nic.port != 1) item["port"] = nic.port;  // port 1 goes unsaid, as old documents mean it
     if (nic.rate_gbps > 0) item["rate_gbps"] = nic.rate_gbps;
     if (!nic.state.empty()) item["state"] = nic.state;
     if (!nic.uverbs.empty()) item["uverbs"] = nic.uverbs;

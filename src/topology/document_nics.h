@@ -4,13 +4,14 @@
 // the GPU part of the document stays one file. A NIC entry:
 //
 //   {"name": "mlx5_0", "pci_bus_id": "0000:18:00.0", "numa_node": 0,
-//    "link_layer": "InfiniBand", "rate_gbps": 400, "state": "ACTIVE", "uverbs": "uverbs0",
-//    "netdevs": ["ibp24s0"], "rail": 0, "gpu_relations": ["PXB", "NODE", ...],
+//    "port": 2, "link_layer": "InfiniBand", "rate_gbps": 400, "state": "ACTIVE", "uverbs":
+//    "uverbs0", "netdevs": ["ibp24s0"], "rail": 0, "gpu_relations": ["PXB", "NODE", ...],
 //    "data_path_pci_bus_id": "0000:1a:00.1", "sriov_physfn": "...", "sriov_num_vfs": 0}
 //
-// Only `name` and `gpu_relations` (one per GPU, by index) are required; the writer leaves out
-// what is unknown, and leaves out `nics` altogether when there are none, so NIC-less documents
-// read and write exactly as before NICs existed.
+// Only `name` and `gpu_relations` (one per GPU, by index) are required; `port` (1..255, the port
+// the NIC is used through) is written only when it is not 1, which is what its absence means. The
+// writer leaves out what is unknown, and leaves out `nics` altogether when there are none, so
+// NIC-less documents read and write exactly as before NICs existed.
 //
 // Thread-safety: pure functions.
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "agent/handoff_e2e.h"
@@ -287,6 +288,81 @@ TEST_F(NicHandoffEndToEndTest, ANicOtherThanPlannedIsCountedAsAMismatch) {
             std::string::npos)
       << event.dump();
   EXPECT_EQ(InspectNode()["nic_handoff_mode"], "verify");
+}
+
+// A share resource is the container's thousandths in all, as the kubelet counts it (one replica
+// ID per thousandth): without NRI, a 2-GPU pod asking linkfit.io/rdma-share: 500 is planned a
+// quarter of each of its two NICs, the kubelet is steered to 250 replicas of each, the verify-only
+// device plugin starts it and names both HCAs, and the node reports no mismatch. A pod asking
+// linkfit.io/gpu-share: 600 over linkfit.io/gpus: 2 likewise gets 300 of each GPU and starts.
+TEST_F(NicHandoffEndToEndTest, ASharedResourceIsTheTotalOverItsDevices) {
+  StartAgentWithNics(device_manager_->directory() + "/no-nri.sock");
+  ASSERT_TRUE(
+      device_manager_->WaitForDevices("linkfit.io/rdma-share", 4000, std::chrono::seconds(20)))
+      << AgentLog();
+  ASSERT_TRUE(WaitForPublishedMode("verify")) << AgentLog();
+  StartLinkfit();
+  auto nics = ScheduleObject(Pod(
+      "train", {WithLimits("main", {{"nvidia.com/gpu", "2"}, {"linkfit.io/rdma-share", "500"}})}));
+  ASSERT_TRUE(nics) << nics.error().message;
+  const std::vector<std::string> planned = NicNames(*nics);
+  ASSERT_EQ(planned.size(), 2u);
+  for (const auto& nic : nics->containers.at(0).devices.nics) EXPECT_EQ(nic.milli, 250);
+  json notebook = Pod("notebook", {WithLimits("main", {{"linkfit.io/gpu-share", "600"}})});
+  notebook["metadata"]["annotations"] = {{"linkfit.io/gpus", "2"}};
+  auto gpus = ScheduleObject(notebook);
+  ASSERT_TRUE(gpus) << gpus.error().message;
+  ASSERT_EQ(gpus->containers.at(0).devices.shares.size(), 2u);
+  for (const auto& share : gpus->containers.at(0).devices.shares) EXPECT_EQ(share.milli, 300);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the agent's watch has the plans
+
+  auto admitted = device_manager_->Admit(
+      {"ml",
+       "train",
+       {{"main", false, false, {{"nvidia.com/gpu", 2}, {"linkfit.io/rdma-share", 500}}}},
+       std::nullopt});
+  ASSERT_TRUE(admitted) << admitted.error().message << "\n" << AgentLog();
+  std::map<std::string, int> replicas;
+  for (const std::string& id : admitted->at("main").ids.at("linkfit.io/rdma-share")) {
+    ++replicas[id.substr(0, id.find("::"))];
+  }
+  EXPECT_EQ(replicas, (std::map<std::string, int>{{planned[0], 250}, {planned[1], 250}}));
+  // Both HCAs, in the order of the kubelet's IDs.
+  const std::string hca = admitted->at("main").envs.at("NCCL_IB_HCA");
+  EXPECT_TRUE(hca == "=" + planned[0] + ":1," + planned[1] + ":1" ||
+              hca == "=" + planned[1] + ":1," + planned[0] + ":1")
+      << hca;
+  auto started = device_manager_->StartContainer("ml", "train", "main");
+  EXPECT_TRUE(started) << started.error().message << "\n" << AgentLog();
+
+  auto shared = device_manager_->Admit(
+      {"ml", "notebook", {{"main", false, false, {{"linkfit.io/gpu-share", 600}}}}, std::nullopt});
+  ASSERT_TRUE(shared) << shared.error().message << "\n" << AgentLog();
+  std::map<std::string, int> gpu_replicas;
+  for (const std::string& id : shared->at("main").ids.at("linkfit.io/gpu-share")) {
+    ++gpu_replicas[id.substr(0, id.find("::"))];
+  }
+  std::map<std::string, int> want;
+  for (const auto& share : gpus->containers.at(0).devices.shares) want[Uuid(share.gpu)] = 300;
+  EXPECT_EQ(gpu_replicas, want);
+  started = device_manager_->StartContainer("ml", "notebook", "main");
+  EXPECT_TRUE(started) << started.error().message << "\n" << AgentLog();
+
+  // What the kubelet holds reaches linkfit: both pods as planned (the notebook's replicas of the
+  // agent's own share resource too), no mismatch.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const json node = InspectNode();
+        return node.contains("reported_pods") && node["reported_pods"].size() == 2;
+      },
+      std::chrono::seconds(15)))
+      << InspectNode().dump(1) << AgentLog();
+  EXPECT_EQ(InspectNode()["reported_pods"].get<std::set<std::string>>(),
+            (std::set<std::string>{nics->uid, gpus->uid}));
+  EXPECT_FALSE(InspectNode().contains("handoff_mismatch_pods")) << InspectNode().dump();
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("linkfit_handoff_mismatch_total 0"), std::string::npos);
 }
 
 }  // namespace

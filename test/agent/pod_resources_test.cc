@@ -91,6 +91,21 @@ TEST(DeviceUse, MapsGpusMigInstancesAndReplicasCanonically) {
   EXPECT_EQ(report.devices, SampleExpected());
 }
 
+// linkfit's own GPU share resource (served by the agent's device plugin) is read where named:
+// its replicas are shares of their GPU, as nvidia.com/gpu's time-sliced replicas are.
+TEST(DeviceUse, TheAgentsShareResourceIsReadWhereNamed) {
+  const std::vector<PodDeviceUse> pods = {
+      {"lab", "notebook", {{"nb", {{"linkfit.io/gpu-share", {"GPU-2aaa::0", "GPU-2aaa::7"}}}}}}};
+  EXPECT_TRUE(MapDeviceUse(pods, A100WithMig(), Uid).devices.pods.empty());
+  const DeviceUseReport report =
+      MapDeviceUse(pods, A100WithMig(), Uid, {kube::kNicResource, kube::kNicShareResource},
+                   {"linkfit.io/gpu-share"});
+  EXPECT_TRUE(report.warnings.empty()) << Joined(report.warnings);
+  ASSERT_EQ(report.devices.pods.size(), 1u);
+  EXPECT_EQ(report.devices.pods[0].containers.at(0),
+            (kube::DevicesInUse::Container{"nb", {}, {}, {{2, 2}}, {}}));
+}
+
 TEST(DeviceUse, TheResultEncodesAndDecodesToItself) {
   const DeviceUseReport report = MapDeviceUse(SamplePods(), A100WithMig(), Uid);
   const std::string encoded = kube::EncodeDevicesInUse(report.devices);

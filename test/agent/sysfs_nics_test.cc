@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/sysfs_nics.h"
+#include "fake_nvml/nvml_test_support.h"
 #include "linkfit/topology/topology.h"
 #include "sysfs_tree.h"
 #include "testing/fixtures.h"
@@ -157,6 +158,35 @@ TEST(SysfsNics, DgxH100Like) {
   ASSERT_TRUE(built) << built.error().message;
   EXPECT_EQ((*built)->nics()[7].name, "mlx5_10");
   EXPECT_EQ((*built)->nics()[7].rail, 7);
+}
+
+// A dual-port device cabled on its second port only is used through port 2 (its rate and state
+// are port 2's, so it is ACTIVE and planned); a device with no port up keeps its lowest port and
+// is DOWN. The published document says port 2 (and leaves port 1 unsaid) and reads back equal.
+TEST(SysfsNics, TheLowestActivePortIsTheOneUsed) {
+  const testing::RecordedSysfs sysfs("nics-dual-port-second-cabled");
+  topology::TopologySpec spec;
+  spec.gpus.push_back(Gpu(0, ":03:00.0", 0, 0));
+  std::vector<std::string> warnings;
+  const std::vector<topology::NicSpec> nics = ReadNics(sysfs.root(), spec, warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  const nlohmann::json expected = nlohmann::json::parse(R"([
+    {"name": "mlx5_0", "pci_bus_id": "0000:04:00.0", "numa_node": 0, "port": 2,
+     "link_layer": "InfiniBand", "rate_gbps": 200.0, "state": "ACTIVE", "uverbs": "uverbs0",
+     "gpu_relations": ["PIX"]},
+    {"name": "mlx5_1", "pci_bus_id": "0000:04:00.1", "numa_node": 0,
+     "link_layer": "InfiniBand", "rate_gbps": 10.0, "state": "DOWN", "uverbs": "uverbs1",
+     "gpu_relations": ["PIX"]}])");
+  EXPECT_EQ(Published(nics), expected) << Published(nics).dump(1);
+  ASSERT_EQ(nics.size(), 2u);
+  EXPECT_EQ(nics[0].port, 2);
+  EXPECT_EQ(nics[1].port, 1);
+
+  spec.links = {};
+  spec.nics = nics;
+  auto again = topology::ParseTopologyDocument(topology::ToTopologyDocument(spec));
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->nics, nics);
 }
 
 // Two sockets, GPUs 0-1 on socket 0 and 2-3 on socket 1, each below a host bridge of its own;

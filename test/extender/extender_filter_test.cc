@@ -130,7 +130,7 @@ TEST_F(FilterTest, MigAndSharedPods) {
   EXPECT_NE(ReasonFor(mig_result.failed_and_unresolvable_nodes, "dgx1"), "");
   EXPECT_NE(ReasonFor(mig_result.failed_and_unresolvable_nodes, "a100"), "");
   kube::PodView shared = GpuPod("s1", 0, {{"linkfit.io/gpus", "2"}});
-  shared.requests["linkfit.io/gpu-share"] = 500 * 1000;
+  shared.requests["linkfit.io/gpu-share"] = 2 * 500 * 1000;  // both GPUs' thousandths
   const auto shared_result = extender_.Filter(NamesArgs(shared, names));
   EXPECT_EQ(shared_result.node_names.size(), 3u);
 }

@@ -303,6 +303,28 @@ TEST(VerifyPreStart, TheContainerIsFoundByItsIdsAndMustHoldItsPlan) {
       << refused.error().message;
 }
 
+// --exempt-namespace in verify mode: a container of a pod in an exempt namespace starts on the
+// kubelet's choice even where that is not its plan; the namespace comes from the pod the kubelet
+// shows holding the IDs, so IDs nobody holds are still refused.
+TEST(VerifyPreStart, ExemptNamespacesStartOnTheKubeletsChoice) {
+  const std::vector<PlannedPod> plans = {
+      {"gpu-operator/v", Record("v", {{"main", false, Gpus({4})}})},
+      {"ml/a", Record("a", {{"main", false, Gpus({5})}})}};
+  const KubeletHoldings kubelet = {{"gpu-operator/v", {{"main", {{"nvidia.com/gpu", {"GPU-0"}}}}}},
+                                   {"ml/a", {{"main", {{"nvidia.com/gpu", {"GPU-1"}}}}}}};
+  const std::set<std::string> exempt = {"gpu-operator"};
+  const auto verify = [&](std::vector<std::string> ids, const std::set<std::string>& namespaces) {
+    return VerifyPreStart("nvidia.com/gpu", ids, plans, kubelet, Node(), {}, namespaces);
+  };
+  EXPECT_FALSE(verify({"GPU-0"}, {}).has_value());
+  const auto exempted = verify({"GPU-0"}, exempt);
+  ASSERT_TRUE(exempted.has_value()) << exempted.error().message;
+  EXPECT_NE(exempted->find("exempt namespace gpu-operator"), std::string::npos) << *exempted;
+  // Other namespaces are still held to their plans; IDs nobody holds are refused.
+  EXPECT_FALSE(verify({"GPU-1"}, exempt).has_value());
+  EXPECT_FALSE(verify({"GPU-6"}, exempt).has_value());
+}
+
 // ---- the real gRPC servers against the fake device manager ----
 
 struct Harness {
@@ -311,7 +333,7 @@ struct Harness {
   std::mutex mutex;
   std::vector<PlannedPod> plans;  // GUARDED_BY(mutex)
 
-  explicit Harness(unsigned seed, bool verify = false) {
+  explicit Harness(unsigned seed, bool verify = false, std::set<std::string> exempt = {}) {
     const topology::TopologySpec node = Node();
     auto started = linkfit::testing::StartFakeDeviceManager(seed);
     EXPECT_TRUE(started.has_value()) << started.error().message;
@@ -319,6 +341,7 @@ struct Harness {
     DevicePluginConfig config;
     config.directory = kubelet->directory();
     config.verify = verify;
+    config.exempt_namespaces = std::move(exempt);
     auto served = StartDevicePlugins(config, node, [this]() -> Result<SteeringView> {
       SteeringView view;
       {
@@ -467,6 +490,23 @@ TEST(NodeDevicePlugin, VerifyModeInjectsTheChosenNicsAndRefusesOthers) {
                                          other.nics[0].name),
             std::string::npos)
       << refused.error().message;
+}
+
+// Verify mode with --exempt-namespace: a pod of that namespace whose plan is not what the kubelet
+// chose starts all the same, while one elsewhere is refused.
+TEST(NodeDevicePlugin, VerifyModeLetsExemptNamespacesStartOnTheKubeletsChoice) {
+  Harness harness(6, /*verify=*/true, {"gpu-operator"});
+  for (const std::string ns : {"gpu-operator", "ml"}) {
+    auto admitted = harness.kubelet->Admit(
+        {ns, "d", {{"main", false, false, {{"nvidia.com/gpu", 1}}}}, std::nullopt});
+    ASSERT_TRUE(admitted.has_value()) << admitted.error().message;
+    const std::string held = admitted->at("main").ids.at("nvidia.com/gpu").at(0);
+    harness.AddPlan({ns + "/d", Record("d", {{"main", false, Gpus({held == "GPU-0" ? 1 : 0})}})});
+    const auto started = harness.kubelet->StartContainer(ns, "d", "main");
+    EXPECT_EQ(started.has_value(), ns == "gpu-operator") << ns;
+  }
+  EXPECT_EQ(harness.plugins->stats().verified, 1u);
+  EXPECT_EQ(harness.plugins->stats().refused, 1u);
 }
 
 TEST(NodeDevicePlugin, KubeletRestartIsNoticed) {

@@ -191,9 +191,9 @@ TEST(NicHandoff, TheKubeletsNicLabelIsComparedWhereItGaveNics) {
 }
 
 TEST(NicHandoff, TheEnvironmentNamesExactlyTheHandedHcasAndPorts) {
-  EXPECT_EQ(NicEnvironment({"mlx5_0", "mlx5_3"}),
+  EXPECT_EQ(NicEnvironment({{"mlx5_0", 1}, {"mlx5_3", 2}}),
             (std::vector<std::pair<std::string, std::string>>{
-                {"NCCL_IB_HCA", "=mlx5_0:1,mlx5_3:1"}, {"UCX_NET_DEVICES", "mlx5_0:1,mlx5_3:1"}}));
+                {"NCCL_IB_HCA", "=mlx5_0:1,mlx5_3:2"}, {"UCX_NET_DEVICES", "mlx5_0:1,mlx5_3:2"}}));
   EXPECT_TRUE(NicEnvironment({}).empty());
   HandoffDecision decision;
   decision.kind = HandoffDecision::Kind::kInject;
@@ -207,6 +207,29 @@ TEST(NicHandoff, TheEnvironmentNamesExactlyTheHandedHcasAndPorts) {
   EXPECT_EQ(adjustment.cdi_devices, (std::vector<std::string>{"nvidia.com/rdma=mlx5_1"}));
   EXPECT_TRUE(AdjustmentFor(decision, true, {false, ""}).cdi_devices.empty());
   EXPECT_EQ(AdjustmentFor(decision, true, {false, ""}).env.size(), 1u);
+}
+
+// Each NIC is named with the port it is used through (NicSpec::port, the lowest ACTIVE port
+// discovery found): a card cabled on its second port is mlx5_3:2, planned or adopted.
+TEST(NicHandoff, TheEnvironmentNamesThePortEachNicIsUsedThrough) {
+  topology::TopologySpec node = Node();
+  node.nics[3].port = 2;
+  const HandoffDecision planned = Decide(
+      Request("p", Plan("p", {0}, {Nic("mlx5_0", 500), Nic("mlx5_3", 500)})), node, Ledger());
+  ASSERT_EQ(planned.kind, HandoffDecision::Kind::kInject) << planned.reason;
+  const Adjustment adjustment = AdjustmentFor(planned, false);
+  ASSERT_EQ(adjustment.env.size(), 3u);
+  EXPECT_EQ(adjustment.env[1],
+            (std::pair<std::string, std::string>{"NCCL_IB_HCA", "=mlx5_0:1,mlx5_3:2"}));
+  EXPECT_EQ(adjustment.env[2],
+            (std::pair<std::string, std::string>{"UCX_NET_DEVICES", "mlx5_0:1,mlx5_3:2"}));
+  const HandoffDecision adopted =
+      Decide(Request("u", std::nullopt, {{"mlx5_3::0", "mlx5_3::1"}}), node, Ledger());
+  ASSERT_EQ(adopted.kind, HandoffDecision::Kind::kInject) << adopted.reason;
+  EXPECT_EQ(AdjustmentFor(adopted, false).env.back(),
+            (std::pair<std::string, std::string>{"UCX_NET_DEVICES", "mlx5_3:2"}));
+  EXPECT_EQ(NicPortOf(node, "mlx5_3"), 2);
+  EXPECT_EQ(NicPortOf(node, "mlx5_9"), 1);  // a NIC the node does not list
 }
 
 TEST(NicHandoff, HandedAnnotationCarriesNicsAndStillReadsTheOldForm) {

@@ -220,7 +220,8 @@ kube::PodView PodFor(const std::string& uid, const GpuRequest& request) {
       }
       break;
     case GpuRequest::Kind::kShared:
-      pod.requests["linkfit.io/gpu-share"] = request.share_milli * 1000;
+      // The share resource counts thousandths of all the pod's GPUs, as the kubelet does.
+      pod.requests["linkfit.io/gpu-share"] = request.share_milli * request.count * 1000;
       pod.annotations["linkfit.io/gpus"] = std::to_string(request.count);
       break;
     case GpuRequest::Kind::kMig:

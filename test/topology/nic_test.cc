@@ -47,6 +47,7 @@ NicSpec FullNic() {
   nic.data_path_pci_bus_id = "0000:1a:00.1";
   nic.numa_node = 1;
   nic.link_layer = NicLinkLayer::kInfiniband;
+  nic.port = 2;
   nic.rate_gbps = 400;
   nic.state = "ACTIVE";
   nic.uverbs = "uverbs3";
@@ -75,6 +76,9 @@ TEST(NicDocument, RoundTripsEveryField) {
   const nlohmann::json written = nlohmann::json::parse(document);
   EXPECT_EQ(written["nics"][0]["gpu_relations"], nlohmann::json::parse(R"(["PXB", "NODE"])"));
   EXPECT_EQ(written["nics"][0]["link_layer"], "InfiniBand");
+  EXPECT_EQ(written["nics"][0]["port"], 2);
+  // Port 1 goes unsaid, as documents from before ports were kept mean it.
+  EXPECT_FALSE(written["nics"][1].contains("port"));
   // What is unknown is left out: no rail (the NIC's order), no NUMA node, no data path.
   EXPECT_FALSE(written["nics"][1].contains("rail"));
   EXPECT_FALSE(written["nics"][1].contains("numa_node"));
@@ -154,6 +158,8 @@ TEST(NicDocument, SampleDocumentBuilds) {
   EXPECT_EQ((*built)->nics()[2].rail, 2);
   EXPECT_EQ((*built)->nics()[1].data_path_pci_bus_id, "0000:0a:00.0");
   EXPECT_EQ((*built)->nics()[2].sriov_physfn, "0000:04:00.0");
+  // A document from before ports were kept: every NIC is used through port 1.
+  for (const NicSpec& nic : (*built)->nics()) EXPECT_EQ(nic.port, 1) << nic.name;
   EXPECT_EQ((*built)->nic_relation(1, 1), R::kPix);
 }
 
@@ -174,6 +180,11 @@ TEST(NicDocument, BadNicsAreErrorsNamingTheField) {
       {R"([{"name": "mlx5_0", "rate_gbps": -1, "gpu_relations": ["PIX", "SYS"]}])",
        "$.nics[0].rate_gbps"},
       {R"([{"name": "mlx5_0", "rail": -1, "gpu_relations": ["PIX", "SYS"]}])", "$.nics[0].rail"},
+      {R"([{"name": "mlx5_0", "port": 0, "gpu_relations": ["PIX", "SYS"]}])", "$.nics[0].port"},
+      {R"([{"name": "mlx5_0", "port": 256, "gpu_relations": ["PIX", "SYS"]}])",
+       "$.nics[0].port: 256 is outside 1..255"},
+      {R"([{"name": "mlx5_0", "port": "2", "gpu_relations": ["PIX", "SYS"]}])",
+       "$.nics[0].port: expected an integer"},
       {R"([{"name": "mlx5_0", "numa_node": 1.5, "gpu_relations": ["PIX", "SYS"]}])",
        "$.nics[0].numa_node"},
       {R"([{"name": "mlx5_0", "netdevs": ["ib 0"], "gpu_relations": ["PIX", "SYS"]}])",

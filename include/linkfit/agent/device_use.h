@@ -2,9 +2,11 @@
 
 // From the kubelet's device IDs (pod_resources.h) to linkfit's devices (the
 // linkfit.io/devices-in-use annotation, kube/annotations.h), on the node's discovered topology.
-// Resources named "nvidia.com/..." and the NIC resources (`nic_resources`, linkfit's by default)
-// are read; other vendors' resources are ignored. A NIC resource's ID is a NIC's name, or
-// "<name>::<k>" for a replica of its share resource: the container holds that NIC (`nics`).
+// Resources named "nvidia.com/...", the NIC resources (`nic_resources`, linkfit's by default) and
+// `gpu_resources` (linkfit's GPU share resource, whose IDs are "GPU-<uuid>::<k>" replicas, where
+// the agent serves it) are read; other vendors' resources are ignored. A NIC resource's ID is a
+// NIC's name, or "<name>::<k>" for a replica of its share resource: the container holds that NIC
+// (`nics`).
 //
 //   "GPU-<uuid>"                 a whole GPU, by the UUID discovery found
 //   "GPU-<uuid>::<k>"            replica k of a time-sliced GPU (counted in `shares`)
@@ -48,7 +50,8 @@ struct DeviceUseReport {
 
 DeviceUseReport MapDeviceUse(const std::vector<PodDeviceUse>& pods,
                              const topology::TopologySpec& spec, const UidLookup& uid_of,
-                             const std::set<std::string>& nic_resources = {
-                                 kube::kNicResource, kube::kNicShareResource});
+                             const std::set<std::string>& nic_resources = {kube::kNicResource,
+                                                                           kube::kNicShareResource},
+                             const std::set<std::string>& gpu_resources = {});
 
 }  // namespace linkfit::agent

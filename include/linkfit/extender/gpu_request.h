@@ -6,18 +6,20 @@
 //   resources (requests or limits of containers / init containers):
 //     nvidia.com/gpu: K               K whole GPUs
 //     nvidia.com/mig-<profile>: N     N MIG instances of <profile> (mixed strategy)
-//     <shared resource>: M            M thousandths of one GPU (default linkfit.io/gpu-share)
+//     <shared resource>: M            M thousandths of GPUs in all, spread evenly over the
+//                                     pod's GPUs (linkfit.io/gpus, else one); default
+//                                     linkfit.io/gpu-share
 //     <NIC resource>: N               N whole RDMA NICs (default linkfit.io/rdma; also each of
 //                                     the config's nic_resources, e.g. rdma/hca)
-//     <NIC share resource>: M         M thousandths of each NIC, 1..1000 (default
-//                                     linkfit.io/rdma-share)
+//     <NIC share resource>: M         M thousandths of NICs in all, spread evenly over the pod's
+//                                     NICs (default linkfit.io/rdma-share)
 //   annotations:
 //     linkfit.io/gpus                 count of GPUs when not in resources (whole, or the number of
 //                                     distinct GPUs for shares, or MIG instances)
 //     linkfit.io/closeness            nvlink | pcie-switch | numa | socket | node
 //     linkfit.io/closeness-policy     required | preferred (default preferred)
 //     linkfit.io/mig-profile          a MIG profile, e.g. 3g.40gb
-//     linkfit.io/gpu-share            thousandths of one GPU, 1..1000
+//     linkfit.io/gpu-share            thousandths of each GPU, 1..1000
 //     linkfit.io/gpu-model            allowed GPU models, '|' or ',' separated, matched as
 //                                     case-insensitive substrings of the node's GPU model
 //     linkfit.io/nics                 per-gpu | a count of NICs, 1..128
@@ -29,11 +31,21 @@
 // Resources are the pod's effective request (kube::PodView::requests: app containers summed,
 // init containers as Kubernetes counts them), NIC resources exactly like nvidia.com/gpu.
 //
+// Share resources count as the kubelet counts them: the node agent's device plugin serves one
+// replica ID per thousandth of a device, and the kubelet allocates M IDs for a request of M, so
+// M is the pod's thousandths of all its shared devices together. Each device gets M / count
+// (count: linkfit.io/gpus for GPUs, the pod's NICs below for NICs); a total that does not divide
+// evenly, or more than 1000 of each, is an error naming the resource, the total and the count.
+// The annotations linkfit.io/gpu-share and linkfit.io/nic-share say thousandths of EACH device;
+// given beside the resource they must agree (total == each x count). One device: both read alike.
+//
 // NICs (alloc::NicRequest). A pod asks for NICs when a NIC resource, the NIC share resource,
 // linkfit.io/nics or linkfit.io/nic-share is there; pods without GPUs, with GPU shares or MIG
 // instances may ask too. The count is the whole-NIC resource's if given, else linkfit.io/nics,
 // else one per GPU (one for a pod without GPUs). The share is linkfit.io/nic-share or the share
-// resource (1000 = the whole NIC); without either, whole NICs. Contradictions are errors naming
+// resource spread over that count (1000 = the whole NIC); without either, whole NICs. A pod of
+// several MIG instances that asks the share resource names its count (linkfit.io/nics): how many
+// GPUs its instances lie on is known only once placed. Contradictions are errors naming
 // both sources: two whole-NIC resources, a whole-NIC resource with a share, linkfit.io/nics
 // (per-gpu agrees when the pod's GPU count is known and equal) or linkfit.io/nic-share
 // disagreeing with a resource. As linkfit.io/closeness on a pod without GPUs,

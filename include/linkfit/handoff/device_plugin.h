@@ -22,8 +22,11 @@
 // NICs' /dev/infiniband/uverbsN and /dev/infiniband/rdma_cm (where the node has it: `rdma_cm`)
 // as devices and, with `nic_env`, NCCL_IB_HCA and UCX_NET_DEVICES (NicEnvironment).
 // PreStartContainer is required and refuses to start a container whose devices (GPUs or NICs)
-// are not its plan (VerifyPreStart). Steering makes that rare; a refused pod must be deleted and
-// recreated.
+// are not its plan (VerifyPreStart), except in the exempt namespaces. Allocate names no pod
+// (the kubelet records the container's devices only after it answers), so what it injects cannot
+// depend on the namespace: NIC environment is set for every container (nic_env), whatever the
+// NRI plugin's nic_env_exempt_namespaces. Steering makes that rare; a refused pod must be deleted
+// and recreated.
 //
 // When the kubelet restarts it removes every socket in the directory and forgets its plugins:
 // KubeletRestarted() says so (its socket was deleted or replaced, or ours is gone), and the
@@ -36,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "linkfit/common/result.h"
@@ -56,6 +60,10 @@ struct DevicePluginConfig {
   // Verify mode: the node has /dev/infiniband/rdma_cm (the rdma_ucm module is loaded); without
   // it, NICs get their verbs devices only (a device path the host lacks fails the container).
   bool rdma_cm = true;
+  // Verify mode: namespaces whose containers start on the kubelet's choice unchecked (the agent's
+  // --exempt-namespace; VerifyPreStart). PreStartContainer names no pod: the namespace is that of
+  // the pod the kubelet's PodResources List shows holding the IDs.
+  std::set<std::string> exempt_namespaces = {};
 };
 
 // What GetPreferredAllocation decides on, read when the kubelet asks.

@@ -92,6 +92,9 @@ struct HandoffDecision {
   HandedDevices devices;  // kInject
   std::string reason;     // kRefuse: why (what `kubectl describe` shows); kInject: a note
   bool mismatch = false;  // the kubelet's label differs from the plan
+  // kInject: the port of each of devices.nics that NCCL and UCX are pointed at, from the node's
+  // facts (NicPortOf); a NIC missing here is used through port 1.
+  std::map<std::string, int> nic_ports = {};
 };
 
 HandoffDecision Decide(const HandoffRequest& request, const topology::TopologySpec& node,
@@ -119,16 +122,17 @@ struct Adjustment {
 Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi,
                          const NicHandoffOptions& nics = {});
 
-// The port of an RDMA device that NCCL and UCX are pointed at: each RDMA device linkfit plans
-// (one PCI function of a ConnectX card) has one port, port 1.
-inline constexpr int kNicPort = 1;
-// The environment of a container handed `nics` (RDMA device names, in plan order):
-//   NCCL_IB_HCA      "=mlx5_0:1,mlx5_3:1"  exactly these HCAs and ports (the leading '=' makes
+// The port of an RDMA device that NCCL and UCX are pointed at: the port discovery keeps for it
+// (topology::NicSpec::port: its lowest-numbered ACTIVE port, else its lowest), port 1 for a NIC
+// the node does not list.
+int NicPortOf(const topology::TopologySpec& node, const std::string& nic);
+// The environment of a container handed `nics` (RDMA device name and port, in plan order):
+//   NCCL_IB_HCA      "=mlx5_0:1,mlx5_3:2"  exactly these HCAs and ports (the leading '=' makes
 //                                          NCCL match names exactly: mlx5_1 never means mlx5_10)
-//   UCX_NET_DEVICES  "mlx5_0:1,mlx5_3:1"
+//   UCX_NET_DEVICES  "mlx5_0:1,mlx5_3:2"
 // Empty for no NICs.
 std::vector<std::pair<std::string, std::string>> NicEnvironment(
-    const std::vector<std::string>& nics);
+    const std::vector<std::pair<std::string, int>>& nics);
 
 // Whether a runtime, as its NRI Configure names it ("containerd" "v2.1.0", "cri-o" "1.34.1"),
 // injects the CDI devices of an NRI adjustment: containerd >= 2.1, CRI-O >= 1.34. Older ones

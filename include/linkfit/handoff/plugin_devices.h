@@ -21,9 +21,9 @@
 // matches the plan. A GPU without a known UUID is not served (nothing could name it). Health and
 // NUMA node come from the agent's discovery; a MIG instance is as healthy as its GPU.
 //
-// The share resource counts thousandths of a GPU, as the extender reads it (a pod asking
-// `linkfit.io/gpu-share: 300` gets 300 replica IDs of one GPU): the kubelet's capacity then equals
-// what linkfit plans. The kubelet does not know that a GPU's whole ID and its replicas are the same
+// A share resource counts thousandths, as the extender reads it: a container's thousandths of all
+// its shared GPUs (or NICs) together (`linkfit.io/gpu-share: 600` with `linkfit.io/gpus: 2` gets
+// 600 replica IDs, 300 of each GPU): the kubelet's count then equals what linkfit plans. The kubelet does not know that a GPU's whole ID and its replicas are the same
 // device; linkfit's extender and the NRI plugin do, and they decide.
 //
 // Thread-safety: pure functions on values.

@@ -72,10 +72,15 @@ Preference PreferredAllocation(const PreferenceRequest& request,
 // start is refused with an error that says what differs (the pod must be deleted and recreated:
 // its devices are fixed at admission). IDs no listed container holds are refused too (fail
 // closed). A container without a plan (the pod bypassed linkfit) passes; the result says why.
+// So does a container of a pod in `exempt_namespaces` (the agent's --exempt-namespace, whose pods
+// the NRI plugin leaves alone too), whatever its plan: it starts on the kubelet's choice, which the
+// node then reports (a pod on other devices than planned counts as a hand-off mismatch). The
+// namespace is known only from the pod that holds the IDs, so IDs nobody holds are refused even
+// there.
 Result<std::string> VerifyPreStart(const std::string& resource, const std::vector<std::string>& ids,
                                    const std::vector<PlannedPod>& plans,
                                    const KubeletHoldings& kubelet,
-                                   const topology::TopologySpec& node,
-                                   const PluginOptions& options);
+                                   const topology::TopologySpec& node, const PluginOptions& options,
+                                   const std::set<std::string>& exempt_namespaces = {});
 
 }  // namespace linkfit::handoff

@@ -158,6 +158,10 @@ struct NicSpec {
   std::string data_path_pci_bus_id;
   int numa_node = -1;  // -1 = unknown
   NicLinkLayer link_layer = NicLinkLayer::kUnknown;
+  // The port the NIC is used through (NCCL_IB_HCA's mlx5_0:<port>): its lowest-numbered ACTIVE
+  // port, else its lowest port; rate, state and link layer are that port's. Documents without
+  // it mean port 1.
+  int port = 1;
   double rate_gbps = 0;              // port rate (sysfs "400 Gb/sec (4X NDR)" -> 400); 0 = unknown
   std::string state;                 // port state: "ACTIVE", "DOWN", "INIT", ...; empty = unknown
   std::string uverbs;                // the verbs character device, e.g. "uverbs3"; empty = unknown
