@@ -52,11 +52,7 @@ TEST(NicRequest, CountsOnePerGpuAndDescribesItself) {
 // The cascaded PCIe gen 3 machine: one NIC on the host bridge of GPUs 4-7 (PHB to them), SYS to
 // GPUs 0-3; never at PXB. Its NIC at `rate_gbps` (0: unknown).
 topology::TopologyPtr CascadedWithNicRate(double rate_gbps) {
-  topology::TopologySpec spec = testing::LoadFixture("pcie-8x-cascaded-switch-2socket")->spec();
-  for (topology::NicSpec& nic : spec.nics) nic.rate_gbps = rate_gbps;
-  auto built = topology::BuildTopology(std::move(spec));
-  EXPECT_TRUE(built) << built.error().message;
-  return *built;
+  return testing::LoadFixtureWithNicRate("pcie-8x-cascaded-switch-2socket", rate_gbps);
 }
 
 NicChoice ChooseForGpu(const topology::Topology& topo, int gpu, int milli,
@@ -100,11 +96,9 @@ TEST(NicChoice, AnUnknownNicRateIsNeverTakenAsCarried) {
 }
 
 TEST(NicChoice, AnAlignedChoiceIsNotCalledStaged) {
-  topology::TopologySpec spec = testing::LoadFixture("dgx-h100")->spec();
-  for (topology::NicSpec& nic : spec.nics) nic.rate_gbps = 400;
-  auto topo = topology::BuildTopology(std::move(spec));
-  ASSERT_TRUE(topo) << topo.error().message;
-  const NicChoice choice = ChooseForGpu(**topo, 3, 250);
+  const topology::TopologyPtr topo = testing::LoadFixtureWithNicRate("dgx-h100", 400);
+  ASSERT_TRUE(topo);
+  const NicChoice choice = ChooseForGpu(*topo, 3, 250);
   EXPECT_TRUE(choice.aligned);
   EXPECT_FALSE(choice.staged_at_rate);
 }

@@ -213,13 +213,10 @@ TEST(FitOnNodeNics, AlignedCandidatesScoreAboveMisalignedOnes) {
 
 // A node of `fixture_id` whose NICs run at `rate_gbps`, as a node agent reads it from sysfs.
 NodeStatePtr WithNicRate(const std::string& name, const std::string& fixture_id, double rate_gbps) {
-  topology::TopologySpec spec = testing::LoadFixture(fixture_id)->spec();
-  for (topology::NicSpec& nic : spec.nics) nic.rate_gbps = rate_gbps;
-  auto topo = topology::BuildTopology(std::move(spec));
-  EXPECT_TRUE(topo) << topo.error().message;
+  const topology::TopologyPtr topo = testing::LoadFixtureWithNicRate(fixture_id, rate_gbps);
   auto info = std::make_shared<state::NodeInfo>();
   info->name = name;
-  info->table = testing::Registry().Get(*topo);
+  info->table = testing::Registry().Get(topo);
   return std::make_shared<const NodeState>(std::move(info));
 }
 

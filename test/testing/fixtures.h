@@ -51,4 +51,16 @@ inline topology::TopologyPtr LoadFixture(const std::string& id) {
   return topo ? *topo : nullptr;
 }
 
+// The fixture `id` with every NIC at `rate_gbps`, as a node agent reads it from sysfs (the
+// fixtures state no rate).
+inline topology::TopologyPtr LoadFixtureWithNicRate(const std::string& id, double rate_gbps) {
+  const topology::TopologyPtr base = LoadFixture(id);
+  if (!base) return nullptr;
+  topology::TopologySpec spec = base->spec();
+  for (topology::NicSpec& nic : spec.nics) nic.rate_gbps = rate_gbps;
+  auto topo = topology::BuildTopology(std::move(spec));
+  EXPECT_TRUE(topo.has_value()) << id << ": " << (topo ? "" : topo.error().message);
+  return topo ? *topo : nullptr;
+}
+
 }  // namespace linkfit::testing
