@@ -23,8 +23,9 @@
 //
 // A share resource counts thousandths, as the extender reads it: a container's thousandths of all
 // its shared GPUs (or NICs) together (`linkfit.io/gpu-share: 600` with `linkfit.io/gpus: 2` gets
-// 600 replica IDs, 300 of each GPU): the kubelet's count then equals what linkfit plans. The kubelet does not know that a GPU's whole ID and its replicas are the same
-// device; linkfit's extender and the NRI plugin do, and they decide.
+// 600 replica IDs, 300 of each GPU): the kubelet's count then equals what linkfit plans. The
+// kubelet does not know that a GPU's whole ID and its replicas are the same device; linkfit's
+// extender and the NRI plugin do, and they decide.
 //
 // Thread-safety: pure functions on values.
 
