@@ -84,13 +84,13 @@ void PodStore::Entry::DropRareIfEmpty() {
   if (rare_ && !rare_->kept && !rare_->hidden_record) rare_.reset();
 }
 
-void PodStore::Request::Set(const extender::GpuRequest& request) {
+void PodStore::Request::Set(const extender::GpuRequest& request, RequestPool& pool) {
   cpu_milli_ = request.cpu_milli;
   memory_bytes_ = request.memory_bytes;
   if (!request.WantsDevices()) {
-    gpu_.reset();
+    gpu_.Reset();
   } else {
-    gpu_ = std::make_unique<const extender::GpuRequest>(request);
+    gpu_ = pool.Acquire(request);
   }
 }
 
@@ -223,7 +223,7 @@ void PodStore::UpsertLocked(const kube::PodView& pod) {
     entry.in_cache = false;
   }
   entry.request_ok = request.has_value();
-  entry.request.Set(request ? *request : extender::GpuRequest{});
+  entry.request.Set(request ? *request : extender::GpuRequest{}, requests_);
   SetDemandLocked(entry, gpu_pod);
   const Object object = ObjectOf(pod);
   if (pod.node_name.empty()) {
@@ -579,6 +579,11 @@ std::unordered_map<std::string, std::string> PodStore::UidsByName() const {
 std::size_t PodStore::size() const {
   MutexLock lock(mutex_);
   return pods_.size();
+}
+
+std::size_t PodStore::distinct_requests() const {
+  MutexLock lock(mutex_);
+  return requests_.size();
 }
 
 }  // namespace linkfit::cluster

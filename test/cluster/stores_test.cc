@@ -189,6 +189,28 @@ TEST_F(StoresTest, PendingPodsAreFoundForBindAndCountInDemand) {
   EXPECT_FALSE(pods_.FindPod("up").has_value());
 }
 
+// Pods asking alike share one copy of their request and keep their own CPU and memory; the copy
+// goes with the last of them.
+TEST_F(StoresTest, PodsAskingAlikeShareOneRequestAndKeepTheirOwnCpu) {
+  Pod({.name = "a", .uid = "ua", .gpus = 2, .cpu = "2"}, kube::WatchEventType::kAdded);
+  Pod({.name = "b", .uid = "ub", .gpus = 2, .cpu = "3"}, kube::WatchEventType::kAdded);
+  Pod({.name = "c", .uid = "uc", .gpus = 1}, kube::WatchEventType::kAdded);
+  Pod({.name = "d", .uid = "ud"}, kube::WatchEventType::kAdded);  // asks for no devices
+  EXPECT_EQ(pods_.distinct_requests(), 2u);
+  EXPECT_EQ(pods_.FindPod("ua")->request.cpu_milli, 2000);
+  EXPECT_EQ(pods_.FindPod("ub")->request.cpu_milli, 3000);
+  EXPECT_EQ(pods_.FindPod("ub")->request.count, 2);
+  // A pod whose request changes moves to the other copy.
+  Pod({.name = "b", .uid = "ub", .gpus = 1, .cpu = "3"});
+  EXPECT_EQ(pods_.distinct_requests(), 2u);
+  EXPECT_EQ(pods_.FindPod("ub")->request.count, 1);
+  Pod({.name = "a", .uid = "ua", .gpus = 2}, kube::WatchEventType::kDeleted);
+  EXPECT_EQ(pods_.distinct_requests(), 1u);
+  Pod({.name = "b", .uid = "ub", .gpus = 1}, kube::WatchEventType::kDeleted);
+  Pod({.name = "c", .uid = "uc", .gpus = 1}, kube::WatchEventType::kDeleted);
+  EXPECT_EQ(pods_.distinct_requests(), 0u);
+}
+
 // A pod asking only for NICs keeps its request (the NICs) and, while pending, its containers for
 // bind; demand counts GPU pods only, so it adds no shape.
 TEST_F(StoresTest, PendingPodsAskingOnlyForNicsKeepTheirRequestForBind) {

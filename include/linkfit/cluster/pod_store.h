@@ -36,9 +36,9 @@
 // history of filter calls and are the same after a restart.
 //
 // Memory: one 128-byte heap block per pod (a 96-byte entry keyed by its 16-byte PodUid) and a
-// bucket; pods asking for GPUs or NICs add their request, and the containers are kept only for
-// such pods while pending, which bind needs for the per-container plan (bench/RESULTS.md, "heap
-// per pod").
+// bucket; pods asking for GPUs or NICs share their request with the pods asking alike
+// (RequestPool), and the containers are kept only for such pods while pending, which bind needs
+// for the per-container plan (bench/RESULTS.md, "heap per pod").
 //
 // Thread-safety: all methods are safe to call concurrently; the reflector calls the sink methods
 // from its own thread, bind calls FindPod/ResolveForBind from server threads.
@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "linkfit/cluster/event_recorder.h"
+#include "linkfit/cluster/request_pool.h"
 #include "linkfit/common/metrics.h"
 #include "linkfit/common/mutex.h"
 #include "linkfit/extender/node_fit.h"
@@ -113,6 +114,8 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   const char* where_pods_are_seen() const override { return "in the API server's pod list"; }
 
   std::size_t size() const;
+  // The distinct device requests kept (RequestPool): pods asking alike share one.
+  std::size_t distinct_requests() const;
   // "namespace/name" -> UID of every pod (tools and benchmarks; a full scan).
   std::unordered_map<std::string, std::string> UidsByName() const;
   // Nodes with at least one estimated pod, and the count of estimated pods.
@@ -152,16 +155,17 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   };
 
   // The pod's request: CPU and memory inline, the device part only for pods that ask for GPUs or
-  // NICs (most pods of a cluster do not).
+  // NICs (most pods of a cluster do not), shared through the store's RequestPool with the pods
+  // that ask alike.
   class Request {
    public:
-    void Set(const extender::GpuRequest& request);
+    void Set(const extender::GpuRequest& request, RequestPool& pool);
     extender::GpuRequest Get() const;  // a copy, with CPU and memory
     extender::GpuRequest::Kind kind() const {
       return gpu_ ? gpu_->kind : extender::GpuRequest::Kind::kNone;
     }
     // GPUs or NICs (GpuRequest::WantsDevices): the pods whose request is kept.
-    bool wants_devices() const { return gpu_ != nullptr; }
+    bool wants_devices() const { return static_cast<bool>(gpu_); }
     std::int64_t cpu_milli() const { return cpu_milli_; }
     std::int64_t memory_bytes() const { return memory_bytes_; }
     int share_milli() const { return gpu_ ? gpu_->share_milli : 0; }
@@ -172,7 +176,7 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
    private:
     std::int64_t cpu_milli_ = 0;
     std::int64_t memory_bytes_ = 0;
-    std::unique_ptr<const extender::GpuRequest> gpu_;
+    RequestPool::Handle gpu_;
   };
 
   // What the store keeps of a pod it cannot count yet: its containers (bind's per-container
@@ -309,6 +313,8 @@ class PodStore final : public extender::PodSource, public kube::ReflectorSink {
   EventRecorder* events_ = nullptr;
 
   mutable Mutex mutex_;
+  // The entries' device requests; declared before pods_, so that it outlives their handles.
+  RequestPool requests_ LINKFIT_GUARDED_BY(mutex_);
   std::unordered_map<state::PodUid, Entry, state::PodUid::Hasher> pods_ LINKFIT_GUARDED_BY(mutex_);
   std::uint32_t generation_ LINKFIT_GUARDED_BY(mutex_) = 0;           // : the list in progress
   std::unordered_set<std::string> names_ LINKFIT_GUARDED_BY(mutex_);  // : namespaces, nodes
