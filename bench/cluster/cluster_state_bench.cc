@@ -4,6 +4,7 @@
 //
 //   linkfit_cluster_state_bench [--nodes 5000] [--pods 50000] [--events 200000] [--names 1000]
 //                               [--event-rate 0 (as fast as possible) | events per second]
+//                               [--without-nics (the machines' RDMA NICs left out)]
 //
 // 1. Initial list: every node (a compact topology document in linkfit.io/topology, one of four
 //    machine types, allocatable CPU/memory, ordinary labels) and every pod (realistic objects of
@@ -65,12 +66,14 @@ struct Machine {
   int gpus = 8;
 };
 
-std::vector<Machine> Machines() {
+// The fixtures' machines; `without_nics`: their RDMA NICs left out (a cluster without NICs).
+std::vector<Machine> Machines(bool without_nics) {
   std::vector<Machine> machines;
   for (const char* id : {"dgx-a100", "dgx-h100", "dgx1-v100", "pcie-8x-l40s-2socket"}) {
     auto spec = topology::ParseTopologyDocument(
         ReadFile(std::string(LINKFIT_SOURCE_DIR) + "/config/topologies/" + id + ".json"));
     if (!spec) std::abort();
+    if (without_nics) spec->nics.clear();
     machines.push_back({id, topology::ToTopologyDocument(*spec), 8});
   }
   return machines;
@@ -324,23 +327,25 @@ int main(int argc, char** argv) {
   // target rate, to see filter latency at that load rather than at saturation).
   std::int64_t event_rate = 0;
   int names_asked = 1000;
+  bool without_nics = false;
   linkfit::bench::Flags flags;
   flags.Int("--nodes", &node_count)
       .Int("--pods", &pod_count)
       .Int64("--events", &event_count)
       .Int64("--event-rate", &event_rate)
-      .Int("--names", &names_asked);
+      .Int("--names", &names_asked)
+      .Switch("--without-nics", &without_nics);
   if (auto parsed = flags.Parse(argc, argv); !parsed) {
     std::fprintf(stderr,
                  "linkfit_cluster_state_bench: %s\nusage: linkfit_cluster_state_bench [--nodes N] "
-                 "[--pods N] [--events N] [--event-rate N] [--names N]\n",
+                 "[--pods N] [--events N] [--event-rate N] [--names N] [--without-nics]\n",
                  parsed.error().message.c_str());
     return 2;
   }
   const int names = std::min(node_count, names_asked);
   setenv("LINKFIT_LOG_LEVEL", "error", 0);
 
-  const std::vector<Machine> machines = Machines();
+  const std::vector<Machine> machines = Machines(without_nics);
   auto catalog = alloc::MigCatalog::LoadDirectory(std::string(LINKFIT_SOURCE_DIR) + "/config/mig");
   if (!catalog) return 1;
   NullMetrics metrics;

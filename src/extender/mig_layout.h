@@ -15,7 +15,7 @@
 namespace linkfit::extender {
 
 // Only GPUs of `allowed` whose own model's profile set has the request's profile are
-// considered (NodeInfo::mig_of).
+// considered (NodeInfo::MigPlannerOf).
 NodeFit FitMigOnReportedLayout(const GpuRequest& request, const state::NodeState& node,
                                topology::GpuMask allowed);
 

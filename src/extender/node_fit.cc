@@ -217,7 +217,7 @@ std::string OfferedProfiles(const alloc::MigPlanner& planner) {
   return known;
 }
 
-// Each GPU plans with its own model's profiles (NodeInfo::mig_of): the request goes to the GPUs
+// Each GPU plans with its own model's profiles (NodeInfo::MigPlannerOf): the request goes to the GPUs
 // of a model that offers its profile, tried model by model in order of their first GPU, and
 // never spans two models. On a reported layout it takes free existing instances of the profile's
 // name on any GPU whose model's set has it.

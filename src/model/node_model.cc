@@ -51,24 +51,17 @@ Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
   // Each GPU plans with its own model's profile set: a node mixing models (A100 40GB and 80GB,
   // H100) has one planner per set. A GPU lost at the query level (no set) or of a model linkfit
   // has no set for is never a MIG GPU; the others keep theirs.
-  std::array<const alloc::MigPlanner*, topology::kMaxGpus> mig_of{};
-  std::vector<const alloc::MigPlanner*> planners;
+  auto info = std::make_shared<state::NodeInfo>();
   for (int g = 0; g < topo.gpu_count(); ++g) {
     const std::string& set = topo.gpu(g).mig_profile_set;
-    const alloc::MigPlanner* planner = set.empty() ? nullptr : catalog_.FindPlanner(set);
-    mig_of[static_cast<std::size_t>(g)] = planner;
-    if (planner != nullptr &&
-        std::find(planners.begin(), planners.end(), planner) == planners.end()) {
-      planners.push_back(planner);
-    }
+    info->SetMigPlanner(g, set.empty() ? nullptr : catalog_.FindPlanner(set));
   }
-  if (facts.mig_enabled != 0 && planners.empty()) {
+  if (facts.mig_enabled != 0 && info->mig_planners.empty()) {
     const topology::GpuSpec& first = topo.gpu(__builtin_ctz(facts.mig_enabled));
     return MakeError("GPUs of " + topo.summary_model() +
                      " are not MIG-capable (no MIG profile set " +
                      QuoteForMessage(first.mig_profile_set) + " is known)");
   }
-  auto info = std::make_shared<state::NodeInfo>();
   info->name = std::move(facts.name);
   info->labels = std::move(facts.labels);
   info->table = tables_.Get(facts.topology);
@@ -81,8 +74,6 @@ Result<state::NodeInfoPtr> NodeModelFactory::Build(NodeFacts facts) const {
     info->nic_down[i] = !nics[i].state.empty() && nics[i].state != "ACTIVE";
   }
   info->mig_layout_reported = document_states_mig;
-  info->mig_of = mig_of;
-  info->mig_planners = std::move(planners);
   info->mig_enabled = facts.mig_enabled;
   info->cpu_milli = facts.cpu_milli;
   info->memory_bytes = facts.memory_bytes;

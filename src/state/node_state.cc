@@ -40,6 +40,14 @@ GpuMask NodeState::ShareAvailable() const {
                               ~(whole_used_ | info_->mig_enabled));
 }
 
+void NodeInfo::SetMigPlanner(int gpu, const alloc::MigPlanner* planner) {
+  if (planner == nullptr) return;
+  auto it = std::find(mig_planners.begin(), mig_planners.end(), planner);
+  if (it == mig_planners.end()) it = mig_planners.insert(it, planner);
+  mig_planner_at_[static_cast<std::size_t>(gpu)] =
+      static_cast<std::uint8_t>(1 + (it - mig_planners.begin()));
+}
+
 void NodeState::Summarize() {
   kind_.table = info_->table.get();
   kind_.cpu_allocatable_milli = info_->cpu_milli;

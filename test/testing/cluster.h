@@ -54,12 +54,7 @@ inline state::NodeInfoPtr MakeNodeInfo(const std::string& name, const std::strin
   info->name = name;
   info->table = Registry().Get(topo);
   for (int g = 0; g < topo->gpu_count(); ++g) {
-    const alloc::MigPlanner* planner = Catalog().FindPlanner(topo->gpu(g).mig_profile_set);
-    info->mig_of[static_cast<std::size_t>(g)] = planner;
-    if (planner != nullptr && std::find(info->mig_planners.begin(), info->mig_planners.end(),
-                                        planner) == info->mig_planners.end()) {
-      info->mig_planners.push_back(planner);
-    }
+    info->SetMigPlanner(g, Catalog().FindPlanner(topo->gpu(g).mig_profile_set));
   }
   info->mig_enabled = mig_enabled;
   return info;

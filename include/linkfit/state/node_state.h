@@ -42,12 +42,10 @@ struct NodeInfo {
   std::string name;
   std::map<std::string, std::string> labels;
   alloc::PlacementTablePtr table;  // shared by nodes of identical topology
-  // Each GPU's MIG planner: the profile set of its own model (a node may mix A100 40GB, A100
-  // 80GB and H100 GPUs, each planning with its own profiles); nullptr where the GPU is not
-  // MIG-capable or linkfit has no profile set for it. An assignment's MigInstance::profile is an
-  // index into the set of its GPU's planner.
-  std::array<const alloc::MigPlanner*, topology::kMaxGpus> mig_of{};
-  // The distinct planners of mig_of in order of their first GPU; empty: no MIG-capable GPU.
+  // The distinct MIG planners of the node's GPUs in order of their first GPU; empty: no
+  // MIG-capable GPU. Each GPU plans with the profile set of its own model (a node may mix A100
+  // 40GB, A100 80GB and H100 GPUs); an assignment's MigInstance::profile is an index into the set
+  // of its GPU's planner. Set through SetMigPlanner, read through MigPlannerOf.
   std::vector<const alloc::MigPlanner*> mig_planners;
   GpuMask mig_enabled = 0;  // GPUs configured in MIG mode
   // GPUs the node agent reports unhealthy (topology document): never placed on; pods already on
@@ -76,16 +74,25 @@ struct NodeInfo {
   int gpu_count() const { return table->gpu_count(); }
   // The planner of `gpu` (nullptr: none); REQUIRES: 0 <= gpu < kMaxGpus.
   const alloc::MigPlanner* MigPlannerOf(int gpu) const {
-    return mig_of[static_cast<std::size_t>(gpu)];
+    const std::uint8_t at = mig_planner_at_[static_cast<std::size_t>(gpu)];
+    return at == 0 ? nullptr : mig_planners[at - 1u];
   }
+  // Gives `gpu` `planner` (nullptr: none), adding it to mig_planners on first use.
+  // REQUIRES: 0 <= gpu < kMaxGpus, each GPU set at most once.
+  void SetMigPlanner(int gpu, const alloc::MigPlanner* planner);
   // The GPUs that plan with `planner`.
   GpuMask GpusOfPlanner(const alloc::MigPlanner* planner) const {
     unsigned mask = 0;
     for (int g = 0; g < gpu_count(); ++g) {
-      if (planner != nullptr && mig_of[static_cast<std::size_t>(g)] == planner) mask |= 1u << g;
+      if (planner != nullptr && MigPlannerOf(g) == planner) mask |= 1u << g;
     }
     return static_cast<GpuMask>(mask);
   }
+
+ private:
+  // Per GPU, 1 + its planner's index in mig_planners; 0: none (a byte a GPU instead of a pointer:
+  // one NodeInfo per node of the cluster).
+  std::array<std::uint8_t, topology::kMaxGpus> mig_planner_at_{};
 };
 using NodeInfoPtr = std::shared_ptr<const NodeInfo>;
 
@@ -346,7 +353,8 @@ class NodeState {
   // compares the reported topologies.
   bool own_layout_ = false;
   int load_pods_ = 0;  // beside the masks and the flag: the padding before the next 8 bytes
-  // FNV-1a of info_->mig_of (0: no planner): nodes of one table plan alike iff it is equal.
+  // FNV-1a of the GPUs' planners (info_->MigPlannerOf; 0: no planner): nodes of one table plan
+  // alike iff it is equal.
   std::uint64_t mig_planners_hash_ = 0;
   std::array<std::uint16_t, topology::kMaxGpus> shared_milli_{};
   // Up to 1000 pods can share one GPU (1/1000 each), so a byte is not enough.
