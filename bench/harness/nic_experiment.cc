@@ -248,6 +248,12 @@ struct NicOutcome {
   int below_nic_rate = 0;  // placed pods whose staged GPUs get less than their NICs' share rate
   int below_nic_rate_though_aligned_existed = 0;
   int misaligned_though_existed_on_node = 0;  // ... on the very node they went to
+  // Pods of fewer GPUs than a whole machine placed on an idle machine that an 8-GPU training pod
+  // could have taken (8 GPUs, 8 NICs): all of them, those while a node in use had an aligned
+  // choice for them, and those while a node in use could take them at all.
+  int broke_whole = 0;
+  int broke_whole_though_used_aligned = 0;
+  int broke_whole_though_used_fit = 0;
   std::vector<double> gbps[2];
   // Sampled at every arrival, as shares of the cluster's NIC capacity / counts.
   std::vector<double> nic_free_no_gpu;
@@ -330,6 +336,22 @@ Result<bool> PlaceAndRecord(Placer& placer, NicSetup& setup, const PodSpec& pod,
         cluster.InTreeFits(node, pod) && AlignedChoiceExists(cluster.node(node), pod) ? 1 : 0;
     aligned_somewhere = aligned_somewhere || aligned_here[n] != 0;
   }
+  // Whether a node in use (some GPU busy) had an aligned choice, or room at all.
+  bool used_aligned = false;
+  bool used_fit = false;
+  for (std::size_t n = 0; n < aligned_here.size(); ++n) {
+    const SimNode& candidate = cluster.nodes()[n];
+    if (std::popcount(candidate.IdleGpus()) == candidate.gpu_count) continue;
+    used_aligned = used_aligned || aligned_here[n] != 0;
+    used_fit = used_fit || cluster.InTreeFits(static_cast<int>(n), pod);
+  }
+  std::vector<char> whole_before(cluster.nodes().size(), 0);
+  for (std::size_t n = 0; n < whole_before.size(); ++n) {
+    const SimNode& candidate = cluster.nodes()[n];
+    whole_before[n] = candidate.gpu_count >= kMaxTrainingGpus &&
+                      candidate.nic_count >= kMaxTrainingGpus &&
+                      std::popcount(candidate.IdleGpus()) == candidate.gpu_count;
+  }
   auto placed = placer.Place(cluster, pod);
   if (!placed) return tl::unexpected(placed.error());
   if (!*placed) {
@@ -346,6 +368,12 @@ Result<bool> PlaceAndRecord(Placer& placer, NicSetup& setup, const PodSpec& pod,
     return false;
   }
   placement = **placed;
+  if (pod.gpu_count < kMaxTrainingGpus &&
+      whole_before[static_cast<std::size_t>(placement.node)] != 0) {
+    ++outcome.broke_whole;
+    if (used_aligned) ++outcome.broke_whole_though_used_aligned;
+    if (used_fit) ++outcome.broke_whole_though_used_fit;
+  }
   const SimNode& node = cluster.node(placement.node);
   const bool aligned = PlacementAligned(node, placement);
   if (aligned_somewhere) ++outcome.aligned_existed;
@@ -431,6 +459,9 @@ nlohmann::json NicRow(const std::string& policy, const NicOutcome& o) {
       {"aligned_choice_existed", o.aligned_existed},
       {"misaligned_though_aligned_existed", o.misaligned_though_existed},
       {"misaligned_though_aligned_on_its_node", o.misaligned_though_existed_on_node},
+      {"broke_whole_machine", o.broke_whole},
+      {"broke_whole_machine_though_used_aligned", o.broke_whole_though_used_aligned},
+      {"broke_whole_machine_though_used_fit", o.broke_whole_though_used_fit},
       {"aligned_rate_where_possible",
        o.aligned_existed > 0 ? 1.0 - Ratio(o.misaligned_though_existed, o.aligned_existed) : 1.0},
       {"mean_gbps", Mean(all)},

@@ -86,7 +86,10 @@ nlohmann::json NicReading(const std::vector<std::string>& machines, const double
           "its slowest member. No contention between pods beyond the shares is modelled.",
       "refused: pods that fitted no node when they arrived (refused_by_gpu_count: by GPUs "
       "asked, index = GPUs); refused_with_gpus_free: of those, the ones some node could have "
-      "taken GPU-, CPU- and memory-wise (the NICs were short).",
+      "taken GPU-, CPU- and memory-wise (the NICs were short). broke_whole_machine: pods of "
+      "fewer than 8 GPUs placed on an idle machine of 8 GPUs and at least 8 NICs (what an 8-GPU "
+      "training pod needs); _though_used_aligned / _though_used_fit: of those, the ones placed "
+      "while a node in use had an aligned choice for them / could take them at all.",
       "nic_free_share_without_idle_gpu: free NIC capacity on nodes with no idle GPU (no pod of "
       "this workload can use it), as a share of the cluster's NIC capacity, averaged over "
       "arrivals; nic_free_share_without_close_idle_gpu: free NIC capacity with no idle GPU at "
