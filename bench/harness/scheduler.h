@@ -4,7 +4,7 @@
 // in-tree filters, scores, a seeded random tie-break among the best nodes (mirroring
 // kube-scheduler's selectHost reservoir sampling), then the bind that commits the devices into the
 // simulator's Cluster. A Placer either runs a baseline Policy in-process or asks a real
-// `linkfit serve` over HTTP (extender_placer.h).
+// `linkfit serve` over HTTP (MakeExtenderPlacer, experiment.h).
 //
 // Thread-safety: none; one Placer drives one Cluster.
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// The agent's device plugin loop: serves linkfit's device plugin (node/device_plugin.h) with the
+// The agent's device plugin loop: serves linkfit's device plugin (handoff/device_plugin.h) with the
 // node's current discovery, steering from the API's plans (NodePods) and the kubelet's PodResources
 // List; re-serves and re-registers when the kubelet restarts, and retries with backoff while the
 // kubelet is not there.

@@ -1,7 +1,7 @@
 #pragma once
 
 // The agent's NRI loop: connects to the runtime's NRI socket, serves linkfit's plugin
-// (node/nri_connection.h) with the node's current discovery, and reconnects with backoff when
+// (handoff/nri_connection.h) with the node's current discovery, and reconnects with backoff when
 // the runtime drops the connection. A new plugin each connection: the runtime's Synchronize
 // rebuilds the ledger.
 //
@@ -42,7 +42,7 @@ class HandedDevicesView {
 // plugin did not hand anything (containers created before it ran, or without a plan).
 kube::DevicesInUse MergeDeviceReports(kube::DevicesInUse handed, const kube::DevicesInUse& kubelet);
 
-// The device files of the node's current GPUs and MIG instances (node/device_files.h), read from
+// The device files of the node's current GPUs and MIG instances (handoff/device_files.h), read from
 // `proc_root` when the discovered devices change, never per container. Thread-safe.
 class DeviceFilesCache {
  public:

@@ -11,7 +11,8 @@ namespace {
 // across calls until the node changes (verb_cache.h), and within a call shared by nodes alike
 // (gpu_state_memo.h) and of the same machine kind (the fit records the kind, which prioritize
 // counts by fit instead of reading every candidate's). A shared fit's assignment names no node.
-// Out of line: in steady state nearly every fit is kept, and the loop in FitsOf stays small.
+// Out of line: in steady state nearly every fit is kept, and the loop in ComputeMissingFits stays
+// small.
 [[gnu::noinline]] FitRef ComputeFit(FitTable& table, GpuStateMemo<FitRef>& alike,
                                     const GpuRequest& request, const state::Snapshot& snapshot,
                                     const state::NodeRef& ref, const FitOptions& options) {

@@ -84,7 +84,7 @@ inline std::string WholeGpuPlan(const std::string& uid, std::vector<int> gpus) {
   return kube::EncodeAllocationRecord(record);
 }
 
-// A node's driver files under a fresh directory standing for /proc (node/device_files.h): GPU i
+// A node's driver files under a fresh directory standing for /proc (handoff/device_files.h): GPU i
 // of `node` ("GPU-i") has device minor 10 + i, nvidia-uvm is major 510, nvidia-caps 511; each MIG
 // instance with a GPU-instance id G on GPU i gets gi G (minor 100 + 10 * i + G) with one compute
 // instance ci0 (minor 200 + 10 * i + G). Returns the directory.

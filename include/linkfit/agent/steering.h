@@ -1,6 +1,6 @@
 #pragma once
 
-// What the device plugin's GetPreferredAllocation decides on (node/preferred_allocation.h), from
+// What the device plugin's GetPreferredAllocation decides on (handoff/preferred_allocation.h), from
 // the agent's two views of the node: the plans of the pods the API server binds here, and the
 // kubelet's PodResources List.
 //

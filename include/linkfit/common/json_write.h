@@ -27,9 +27,9 @@
 #include "linkfit/common/strings.h"
 
 namespace linkfit::json_write {
-// Internal linkage, as when these lived in codec_encode.cc: GCC inlines a function with
-// internal linkage called once more readily than an inline one (the prioritize reply was 7 %
-// slower with external linkage).
+// Internal linkage on purpose: GCC inlines a function with internal linkage called once more
+// readily than an inline one, and the replies encode slower without it (bench/RESULTS.md, "Verbs
+// in process after the 28 Nov 12:00-15:00 UTC session").
 namespace {
 
 // Bytes that cannot be copied as they are (JsonWriterLooksAt: control characters, `"`, `\`, `<`,
@@ -389,7 +389,7 @@ class Output {
   std::size_t capacity_ = 0;  // buffer_.size()
 };
 
-// AppendJsonString's output: a std::string appended to.
+// json::AppendString's output (json_string.h): a std::string appended to.
 struct StringOutput {
   void Append(const char* text, std::size_t n) { out.append(text, n); }
   std::string& out;
@@ -437,7 +437,7 @@ inline void AppendEscapedFrom(Sink& out, std::string_view text, std::size_t i) {
   out.Append(text.data() + run, text.size() - run);
 }
 
-// Appends `text` escaped as AppendJsonString does, without the quotes: in one piece when no
+// Appends `text` escaped as json::AppendString does, without the quotes: in one piece when no
 // byte needs care (the usual case), otherwise run by run.
 template <typename Sink>
 inline void AppendEscaped(Sink& out, std::string_view text) {

@@ -175,7 +175,7 @@ struct NicSpec {
   friend bool operator==(const NicSpec&, const NicSpec&) = default;
 };
 
-// How a node hands devices to containers, as its agent reports it (design §4.5, node/handoff.h):
+// How a node hands devices to containers, as its agent reports it (design §4.5, handoff/handoff.h):
 //   nri-cdi   linkfit's NRI plugin, on a runtime that injects CDI devices
 //   nri-env   linkfit's NRI plugin, on a runtime that takes NVIDIA_VISIBLE_DEVICES only
 //   verify    no NRI: linkfit's device plugin injects the kubelet's choice and refuses a start

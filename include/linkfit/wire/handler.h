@@ -1,7 +1,7 @@
 #pragma once
 
-// Handler: the bridge between the HTTP server and the Extender. It decodes wire JSON with the kube
-// codec, calls the Extender in its own terms and encodes the exact replies of
+// Handler: the bridge between the HTTP server and the Extender. It decodes wire JSON with the codec
+// (codec.h), calls the Extender in its own terms and encodes the exact replies of
 // ../shared/spec/extender-protocol.md. Filter and prioritize take one snapshot and parse the pod
 // once (verb_calls.h). Bodies that are not the verb's JSON get 400 with a JSON error; logical
 // failures are 200 with the protocol's Error field.
