@@ -68,7 +68,7 @@ std::string DescribeDevices(const state::Assignment& a, const state::NodeState& 
 std::vector<std::size_t> Extender::Preempt(const kube::PodView& pod,
                                            std::span<const PreemptionCandidate> candidates) const {
   std::vector<std::size_t> kept;
-  const auto request = ParseGpuRequest(pod, options_.defaults);
+  const auto request = ParseRequest(pod);
   if (!request) {
     return kept;
   }
@@ -135,7 +135,7 @@ std::string Extender::NicLoss(const NodeFit& fit, const std::vector<NodeFit>& fi
 
 std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
   std::vector<std::string> lines;
-  const auto request = ParseGpuRequest(pod, options_.defaults);
+  const auto request = ParseRequest(pod);
   if (!request) {
     lines.push_back("pod cannot be placed anywhere: " + request.error().message);
     return lines;

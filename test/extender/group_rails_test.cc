@@ -122,6 +122,18 @@ TEST_F(GroupRailsTest, MembersOnOtherNodesTakeTheGroupsRails) {
   EXPECT_TRUE(RailsOf("ml/job").empty());
 }
 
+// linkfit explain reads the pod as filter and prioritize do: with its group's rails.
+TEST_F(GroupRailsTest, ExplainSeesTheGroupsRails) {
+  AddNode("h1", "dgx-h100");
+  AddNode("h2", "dgx-h100");
+  Hold("busy", "h1", 0x0f);
+  EXPECT_EQ(Place(GroupPod("a", 2, "job"), "h1"), (std::vector<int>{4, 5}));
+  const std::vector<std::string> lines = extender_.Explain(GroupPod("b", 2, "job"));
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.front().find("rails 4,5"), std::string::npos) << lines.front();
+  EXPECT_NE(lines.back().find("h2: fits on GPUs 4,5"), std::string::npos) << lines.back();
+}
+
 // The rails never cost GPU quality or alignment: where the group's rails are taken, a member
 // gets an aligned pair on other rails.
 TEST_F(GroupRailsTest, ARailInUseYieldsToAlignment) {
