@@ -302,7 +302,7 @@ std::string WholeMachinesKept(const Outcome& outcome) {
   nodes.pop_back();
   const std::string where = nodes.empty() ? last : Join(nodes, ", ") + " or " + last;
   return " Whole machines kept: on " + where + " the pod would break " +
-         (what.size() == 1 ? *what.begin() : std::string("a whole machine or NVLink island")) +
+         (what.size() == 1 ? *what.begin() : std::string("a whole machine or a free NVLink set")) +
          ", which costs " + Between(clause, "loses ", ": ") + " while " +
          Between(clause, " while ", " serves ") + " serves it " +
          Between(clause, " serves the pod ", " (policy") + " (policy" +

@@ -94,7 +94,7 @@ std::string Extender::WholeMachineLoss(const state::NodeState& node, const NodeF
                                        const std::vector<NodeFit>& fits,
                                        const state::Snapshot& snapshot, bool ring_decides) const {
   const int level = fit.keeper_gpus_broken;
-  std::string what = "an intact NVLink island (" + std::to_string(level) + " free GPUs)";
+  std::string what = "a free all-NVLink set of " + std::to_string(level) + " GPUs";
   if (!fit.assignment.mig.empty()) {
     what = "a MIG GPU whose slices are all free (the largest MIG profile)";
   } else if (level == node.gpu_count()) {

@@ -9,6 +9,13 @@ namespace {
 
 int Gpus(topology::GpuMask mask) { return std::popcount(static_cast<unsigned>(mask)); }
 
+// Whether `free` holds k GPUs whose best ring is all NVLink (the best k-set's ring is, whenever
+// any k-set's is: placement_table.h, PlacementTable::Meets).
+bool HoldsNvlinkSet(const alloc::PlacementTable& table, topology::GpuMask free, int k) {
+  const topology::GpuMask best = table.BestOnNode(free, k);
+  return best != 0 && table.Meets(best, alloc::Closeness::kNvlink);
+}
+
 }  // namespace
 
 Result<WholeMachinePolicy> ParseWholeMachinePolicy(std::string_view text) {
@@ -49,6 +56,17 @@ int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assi
     if (Gpus(island) >= 2 && (island & ~free) == 0 && (island & touched) != 0 &&
         (island & ~touched) != 0) {
       level = std::max(level, Gpus(island));
+    }
+  }
+  // On a partly used machine, the all-NVLink sets of the sizes multi-GPU pods ask (powers of
+  // two) that its free GPUs still offer: a placement that leaves none of k GPUs where there was
+  // one breaks a keeper of k, unless the placement itself is that large.
+  const alloc::PlacementTable& table = node.table();
+  const auto left = static_cast<topology::GpuMask>(free & ~touched);
+  for (int k = 2; k <= table.gpu_count(); k *= 2) {
+    if (k > Gpus(touched) && k > level && HoldsNvlinkSet(table, free, k) &&
+        !HoldsNvlinkSet(table, left, k)) {
+      level = k;
     }
   }
   return level;

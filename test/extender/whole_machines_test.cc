@@ -44,13 +44,21 @@ TEST_F(BrokenKeeperTest, NvlinkIslandsWholeMachinesIncluded) {
   Hold("held", "ws-used", Mask({0}));
   EXPECT_EQ(Broken("a100", Mask({0, 1})), 8);                    // an idle machine
   EXPECT_EQ(Broken("a100", Mask({0, 1, 2, 3, 4, 5, 6, 7})), 0);  // taken whole, not broken
-  EXPECT_EQ(Broken("a100-mig", Mask({4, 5})), 0);  // never an 8-GPU host: nothing to keep
+  // Never an 8-GPU host, but its free GPUs 4-7 are the NVLink set a 4-GPU pod needs.
+  EXPECT_EQ(Broken("a100-mig", Mask({4, 5})), 4);
+  EXPECT_EQ(Broken("a100-mig", Mask({4, 5, 6, 7})), 0);  // taken whole, not broken
   EXPECT_EQ(Broken("ws", Mask({0})), 2);  // breaks the NVLink pair 0-1 (4 GPUs, not all NVLink)
   EXPECT_EQ(Broken("ws-used", Mask({2})), 2);  // breaks the intact NVLink pair 2-3
   EXPECT_EQ(Broken("ws-used", Mask({1})), 0);  // the pair 0-1 is broken already
   EXPECT_EQ(Broken("l40s", Mask({0, 1})), 0);  // no NVLink: FGD's fragmentation decides
   Hold("a100-one", "a100", Mask({7}));
-  EXPECT_EQ(Broken("a100", Mask({0, 1})), 0);  // partly used: nothing whole left
+  // Partly used: an NVLink 4-set stays among the GPUs left.
+  EXPECT_EQ(Broken("a100", Mask({0, 1})), 0);
+  EXPECT_EQ(Broken("a100", Mask({0, 1, 2})), 0);
+  Hold("a100-four", "a100", Mask({4, 5, 6}));
+  EXPECT_EQ(Broken("a100", Mask({0})), 4);     // the last free NVLink 4-set
+  EXPECT_EQ(Broken("a100", Mask({0, 1})), 4);  // a 2-GPU pod breaks it as well
+  EXPECT_EQ(Broken("l40s", Mask({0})), 0);     // PCIe sets are FGD's to weigh
 }
 
 // Random clusters: partly used DGX A100s with GPUs 0-3 in MIG mode (never an 8-GPU host) or

@@ -3,10 +3,15 @@
 // Whole machines are worth keeping. Each node kind has shapes that only an intact free set of it
 // can host: its NVLink islands of two or more GPUs (the whole machine on an NVSwitch or hybrid
 // cube-mesh machine, the pairs of a bridged workstation), intact while every GPU of the island
-// is free for whole placement (none held, shared, in MIG mode or unhealthy), and, on a GPU in
-// MIG mode, the largest MIG profile (the GPU's slices all free). A placement *breaks* such a
-// keeper when the keeper is intact before and not after; its break level is the size in GPUs of
-// the largest keeper it breaks (1 for a free MIG GPU, 0 when it breaks none). A machine without
+// is free for whole placement (none held, shared, in MIG mode or unhealthy); on a partly used
+// machine, the all-NVLink sets of k = 2, 4, 8 ... GPUs (the sizes multi-GPU pods ask) that its
+// free GPUs still offer; and, on a GPU in MIG mode, the largest MIG profile (the GPU's slices all
+// free). A placement *breaks* such a keeper when the keeper is intact before and not after (for
+// the sets: the free GPUs offer an all-NVLink k-set before and none after, k above the
+// placement's own size); its break level is the size in GPUs of the largest keeper it breaks (1
+// for a free MIG GPU, 0 when it breaks none). So a 1-GPU pod takes a PCIe machine's GPU before
+// it breaks the last free NVLink 4-set of a DGX (topology experiment: multi-GPU pods on
+// all-NVLink rings 0.948 -> 0.968, bench/RESULTS.md). A machine without
 // NVLink has no keeper: any of its free GPUs serve a big pod alike, and FGD's fragmentation
 // (scoring.h) already weighs how many stay free together; on the FGD paper's openb cluster (no
 // NVLink) the rule never fires (counting PCIe-only whole machines too cost 0.6-1.1 points of
