@@ -18,6 +18,16 @@ namespace {
 using nlohmann::json;
 using std::chrono::milliseconds;
 
+// metadata.resourceVersion of an API object, "" where it is missing or not a string (json's
+// value() throws on a value of another type).
+std::string ResourceVersionOf(const json& object) {
+  if (!object.is_object()) return "";
+  const auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return "";
+  const auto version = metadata->find("resourceVersion");
+  return version != metadata->end() && version->is_string() ? version->get<std::string>() : "";
+}
+
 // A refused Permit reads the lease again at most this often (a storm of binds refused at
 // start-up must not become a storm of GETs).
 constexpr milliseconds kMinRefreshInterval{200};
@@ -107,7 +117,7 @@ BinderLease::Read BinderLease::Get() {
   }
   read.ok = true;
   read.exists = true;
-  read.resource_version = lease["metadata"].value("resourceVersion", "");
+  read.resource_version = ResourceVersionOf(lease);
   const json spec = lease.value("spec", json::object());
   if (spec.is_object()) {
     if (spec.contains("holderIdentity") && spec["holderIdentity"].is_string()) {
@@ -153,9 +163,7 @@ bool BinderLease::WriteHolding(const Read& read, bool new_holder, Clock::time_po
   }
   const json stored = json::parse(reply->body, nullptr, false);
   MutexLock lock(mutex_);
-  own_version_ = stored.is_object() && stored.contains("metadata")
-                     ? stored["metadata"].value("resourceVersion", "")
-                     : "";
+  own_version_ = ResourceVersionOf(stored);
   holding_ = true;
   last_error_.clear();
   expiry_ = sent + options_.duration;

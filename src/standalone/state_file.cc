@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 
@@ -30,7 +31,11 @@ Result<std::string> ReadFile(const std::string& path) {
 }  // namespace
 
 Result<int> LoadStateFile(const std::string& path, state::ClusterCache& cache) {
-  if (!fs::exists(path)) return 0;
+  std::error_code missing;
+  if (!fs::exists(path, missing)) {
+    if (missing) return MakeError(path + ": " + missing.message());
+    return 0;
+  }
   std::string text;
   LINKFIT_ASSIGN_OR_RETURN(text, ReadFile(path));
   const nlohmann::json root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

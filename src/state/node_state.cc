@@ -230,6 +230,9 @@ Result<NodeStatePtr> NodeState::Apply(AssignmentPtr assignment) const {
   return NodeStatePtr(std::move(next));
 }
 
+// A release of more than the node holds means the bookkeeping is corrupt (every add went through
+// AddInPlace's checks): the checks stop the process, as kube-scheduler exits when its cache is
+// corrupted, so that a restart rebuilds the state instead of handing out devices on a wrong count.
 NodeStatePtr NodeState::Remove(const std::string& uid) const {
   auto next = std::make_shared<NodeState>(*this);
   const auto found = pods_.Locate(uid);
@@ -238,15 +241,15 @@ NodeStatePtr NodeState::Remove(const std::string& uid) const {
   const Assignment& a = **it;
   switch (a.kind) {
     case Assignment::Kind::kWhole:
-      LINKFIT_DCHECK((next->whole_used_ & a.gpus) == a.gpus,
-                     "pod " + a.pod_uid + " releases whole GPUs the node does not hold");
+      LINKFIT_CHECK((next->whole_used_ & a.gpus) == a.gpus,
+                    "pod " + a.pod_uid + " releases whole GPUs the node does not hold");
       next->whole_used_ = static_cast<GpuMask>(next->whole_used_ & ~a.gpus);
       break;
     case Assignment::Kind::kShared:
       for (const Assignment::ShareSlot& slot : a.shares) {
-        LINKFIT_DCHECK(next->shared_milli_[Idx(slot.gpu)] >= slot.milli,
-                       "pod " + a.pod_uid + " releases more of GPU " + std::to_string(slot.gpu) +
-                           " than the node holds");
+        LINKFIT_CHECK(next->shared_milli_[Idx(slot.gpu)] >= slot.milli,
+                      "pod " + a.pod_uid + " releases more of GPU " + std::to_string(slot.gpu) +
+                          " than the node holds");
         next->shared_milli_[Idx(slot.gpu)] =
             static_cast<std::uint16_t>(next->shared_milli_[Idx(slot.gpu)] - slot.milli);
       }
@@ -264,15 +267,14 @@ NodeStatePtr NodeState::Remove(const std::string& uid) const {
   }
   for (int g = 0; g < info_->gpu_count(); ++g) {
     if ((a.gpus >> g) & 1) {
-      LINKFIT_DCHECK(next->pods_per_gpu_[Idx(g)] > 0,
-                     "GPU " + std::to_string(g) + " of " + info_->name + " counts no pod");
+      LINKFIT_CHECK(next->pods_per_gpu_[Idx(g)] > 0,
+                    "GPU " + std::to_string(g) + " of " + info_->name + " counts no pod");
       --next->pods_per_gpu_[Idx(g)];
     }
   }
   next->RemoveNicsInPlace(a);
-  LINKFIT_DCHECK(
-      next->cpu_used_milli_ >= a.cpu_milli && next->memory_used_bytes_ >= a.memory_bytes,
-      "pod " + a.pod_uid + " releases more CPU or memory than " + info_->name + " holds");
+  LINKFIT_CHECK(next->cpu_used_milli_ >= a.cpu_milli && next->memory_used_bytes_ >= a.memory_bytes,
+                "pod " + a.pod_uid + " releases more CPU or memory than " + info_->name + " holds");
   next->cpu_used_milli_ -= a.cpu_milli;
   next->memory_used_bytes_ -= a.memory_bytes;
   next->pods_.records_.erase(it);

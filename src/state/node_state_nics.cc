@@ -72,9 +72,9 @@ void NodeState::RemoveNicsInPlace(const Assignment& a) {
     // Added only within the node's NICs (AddNicsInPlace); a NodeState's info never changes.
     if (!nics_ || slot.nic < 0 || slot.nic >= nic_count()) continue;
     NicUse::PerNic& held = nics_->per_nic[Idx(slot.nic)];
-    LINKFIT_DCHECK(held.used_milli >= slot.milli && held.pods > 0,
-                   "pod " + a.pod_uid + " releases more of NIC " + std::to_string(slot.nic) +
-                       " than " + info_->name + " holds");
+    LINKFIT_CHECK(held.used_milli >= slot.milli && held.pods > 0,
+                  "pod " + a.pod_uid + " releases more of NIC " + std::to_string(slot.nic) +
+                      " than " + info_->name + " holds");
     held.used_milli = static_cast<std::uint16_t>(held.used_milli - slot.milli);
     --held.pods;
   }

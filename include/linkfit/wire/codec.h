@@ -41,10 +41,9 @@ namespace linkfit::wire {
 using kube::NodeView;
 using kube::PodView;
 
-// Score range an extender is meant to use (MinExtenderPriority / MaxExtenderPriority); the
-// scheduler multiplies by weight * 10 and does not clamp.
-inline constexpr std::int64_t kMinExtenderPriority = 0;
-inline constexpr std::int64_t kMaxExtenderPriority = 10;
+// Scores: kube-scheduler's nominal extender range is 0..10 (MinExtenderPriority,
+// MaxExtenderPriority), but it multiplies a score by the extender's weight x 10 without clamping;
+// linkfit's range is policy.score_range (extender/scoring.h).
 
 // ---------------------------------------------------------------------------------------------
 // filter and prioritize: ExtenderArgs
