@@ -260,20 +260,11 @@ int Topology::NumaSpan(GpuMask mask) const {
   return span;
 }
 
-Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandwidth,
-                                  const GpuModelTable& models) {
-  if (auto valid = Validate(spec); !valid) return tl::unexpected(valid.error());
-  const int n = static_cast<int>(spec.gpus.size());
-  Topology::Derived derived;
-  derived.bandwidth.assign(static_cast<std::size_t>(n * n), 0);
-  derived.nvlink_neighbors.assign(static_cast<std::size_t>(n), 0);
+namespace {
 
-  bool unknown_gen = false;
-  for (const GpuSpec& gpu : spec.gpus) unknown_gen = unknown_gen || gpu.pcie_gen == 0;
-  if (unknown_gen) spec.warnings.push_back("PCIe generation unknown for some GPUs; assuming gen 4");
-
-  // What the model table says of each GPU's NVLinks (one lookup per distinct model).
-  std::vector<ModelNvlink> model_nvlink(static_cast<std::size_t>(n));
+// What the model table says of each GPU's NVLinks, by GPU index (one lookup per distinct model).
+std::vector<ModelNvlink> ModelNvlinks(const TopologySpec& spec, const GpuModelTable& models) {
+  std::vector<ModelNvlink> model_nvlink(spec.gpus.size());
   std::map<std::pair<std::string, std::uint64_t>, ModelNvlink> looked_up;
   for (const GpuSpec& gpu : spec.gpus) {
     const auto key = std::make_pair(gpu.model, gpu.memory_mib);
@@ -287,7 +278,17 @@ Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandw
     }
     model_nvlink[static_cast<std::size_t>(gpu.index)] = it->second;
   }
+  return model_nvlink;
+}
 
+// Each pair's bandwidth, the NVLink neighbours and the PCIe and NVLink bounds into `derived`;
+// warnings into spec.warnings.
+void DerivePairBandwidths(TopologySpec& spec, const BandwidthModel& bandwidth,
+                          const std::vector<ModelNvlink>& model_nvlink,
+                          Topology::Derived& derived) {
+  const int n = static_cast<int>(spec.gpus.size());
+  derived.bandwidth.assign(static_cast<std::size_t>(n * n), 0);
+  derived.nvlink_neighbors.assign(static_cast<std::size_t>(n), 0);
   auto at = [&](int a, int b) -> std::uint32_t& {
     return derived.bandwidth[static_cast<std::size_t>(a * n + b)];
   };
@@ -336,23 +337,11 @@ Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandw
     min_nvlink = min_nvlink == 0 ? mbps : std::min(min_nvlink, mbps);
   }
   derived.min_nvlink_mbps = min_nvlink;
+}
 
-  internal::GraphDerivations graph = internal::DeriveFromGraph(spec, spec.warnings);
-  derived.islands = std::move(graph.nvlink_islands);
-  derived.switch_groups = std::move(graph.pcie_switch_groups);
-  derived.numa_groups = GroupBy(spec, /*by_socket=*/false);
-  derived.socket_groups = GroupBy(spec, /*by_socket=*/true);
-  GroupByModel(spec, derived);
-  if (!spec.nics.empty()) {
-    for (const GpuSpec& gpu : spec.gpus) {
-      const std::uint32_t mbps =
-          PcieMbps(bandwidth, PcieRelation::kSys, gpu.pcie_gen == 0 ? 4 : gpu.pcie_gen);
-      const int lanes = gpu.pcie_width > 0 ? std::min(gpu.pcie_width, 16) : 16;
-      derived.staged_mbps.push_back(mbps / 16 * static_cast<std::uint32_t>(lanes));
-    }
-  }
-
-  std::string canonical = std::to_string(n);
+// The fingerprint: equal for topologies that place alike (their tables are shared).
+std::string FingerprintOf(const TopologySpec& spec, const Topology::Derived& derived) {
+  std::string canonical = std::to_string(spec.gpus.size());
   for (const GpuSpec& gpu : spec.gpus) {
     canonical += "|" + gpu.model + "/" + std::to_string(gpu.memory_mib) + "/" +
                  std::to_string(gpu.numa_node) + "/" + std::to_string(gpu.socket) + "/" +
@@ -372,8 +361,35 @@ Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandw
   for (std::uint32_t mbps : derived.staged_mbps) canonical += ";h" + std::to_string(mbps);
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(Fnv1a(canonical)));
-  derived.fingerprint = hex;
+  return hex;
+}
 
+}  // namespace
+
+Result<TopologyPtr> BuildTopology(TopologySpec spec, const BandwidthModel& bandwidth,
+                                  const GpuModelTable& models) {
+  if (auto valid = Validate(spec); !valid) return tl::unexpected(valid.error());
+  bool unknown_gen = false;
+  for (const GpuSpec& gpu : spec.gpus) unknown_gen = unknown_gen || gpu.pcie_gen == 0;
+  if (unknown_gen) spec.warnings.push_back("PCIe generation unknown for some GPUs; assuming gen 4");
+
+  Topology::Derived derived;
+  DerivePairBandwidths(spec, bandwidth, ModelNvlinks(spec, models), derived);
+  internal::GraphDerivations graph = internal::DeriveFromGraph(spec, spec.warnings);
+  derived.islands = std::move(graph.nvlink_islands);
+  derived.switch_groups = std::move(graph.pcie_switch_groups);
+  derived.numa_groups = GroupBy(spec, /*by_socket=*/false);
+  derived.socket_groups = GroupBy(spec, /*by_socket=*/true);
+  GroupByModel(spec, derived);
+  if (!spec.nics.empty()) {
+    for (const GpuSpec& gpu : spec.gpus) {
+      const std::uint32_t mbps =
+          PcieMbps(bandwidth, PcieRelation::kSys, gpu.pcie_gen == 0 ? 4 : gpu.pcie_gen);
+      const int lanes = gpu.pcie_width > 0 ? std::min(gpu.pcie_width, 16) : 16;
+      derived.staged_mbps.push_back(mbps / 16 * static_cast<std::uint32_t>(lanes));
+    }
+  }
+  derived.fingerprint = FingerprintOf(spec, derived);
   return std::make_shared<const Topology>(std::move(spec), std::move(derived));
 }
 
