@@ -252,6 +252,23 @@ TEST(ServiceConfigTest, NicKeysReachTheRequestDefaults) {
   EXPECT_EQ(plain->defaults.nic_closeness, none.nic_closeness);
 }
 
+// The config module keeps its own defaults (it depends on common only, so that its fuzzer stays
+// small): an empty config must give the extender's defaults, the measured setting.
+TEST(ServiceConfigTest, AnEmptyConfigGivesTheExtendersScoringDefaults) {
+  const auto plain = ExtenderOptionsFrom(*ParseConfig(""));
+  ASSERT_TRUE(plain.has_value()) << plain.error().message;
+  const extender::ScoreWeights weights;
+  EXPECT_EQ(plain->weights.topology, weights.topology);
+  EXPECT_EQ(plain->weights.packing, weights.packing);
+  EXPECT_EQ(plain->weights.fragmentation, weights.fragmentation);
+  EXPECT_EQ(plain->weights.balance, weights.balance);
+  EXPECT_EQ(plain->weights.whole_machines, weights.whole_machines);
+  EXPECT_EQ(plain->weights.whole_machine_penalty, weights.whole_machine_penalty);
+  const extender::ExtenderOptions options;
+  EXPECT_EQ(plain->score_range, options.score_range);
+  EXPECT_EQ(plain->fit.nic_alignment, options.fit.nic_alignment);
+}
+
 TEST(ServiceReadyHookTest, StandaloneCallsItOnceBeforeStartReturns) {
   TempDir dir;
   const std::string path = dir.Write(

@@ -40,7 +40,9 @@ struct LimitsConfig {
 };
 
 struct PolicyWeights {
-  // The setting measured in bench/RESULTS.md (with score_range 140 and extender weight 1).
+  // The setting measured in bench/RESULTS.md (with score_range 140 and extender weight 1): the
+  // same as extender::ScoreWeights' (a test holds them equal; this module stays free of the
+  // extender).
   double topology = 3.0;       // ring/sum bandwidth of the chosen set
   double packing = 1.0;        // prefer nodes that are already partly used
   double fragmentation = 3.0;  // penalise placements that break up good free sets
