@@ -365,5 +365,60 @@ TEST_F(NicHandoffEndToEndTest, ASharedResourceIsTheTotalOverItsDevices) {
   EXPECT_NE(metrics->body.find("linkfit_handoff_mismatch_total 0"), std::string::npos);
 }
 
+// Two containers of one pod asking linkfit.io/rdma-share: 250 each: the pod asks 500 over its two
+// GPUs' NICs, and each container's plan is its own quarter of the NIC serving its GPU, so the
+// kubelet is steered to 250 replicas of that NIC for each container, the verify-only device
+// plugin starts both, and the node reports no mismatch.
+TEST_F(NicHandoffEndToEndTest, TwoContainersEachGetTheirOwnPartOfThePodsShares) {
+  StartAgentWithNics(device_manager_->directory() + "/no-nri.sock");
+  ASSERT_TRUE(
+      device_manager_->WaitForDevices("linkfit.io/rdma-share", 4000, std::chrono::seconds(20)))
+      << AgentLog();
+  ASSERT_TRUE(WaitForPublishedMode("verify")) << AgentLog();
+  StartLinkfit();
+  const json limits = {{"nvidia.com/gpu", "1"}, {"linkfit.io/rdma-share", "250"}};
+  auto record = ScheduleObject(Pod("pair", {WithLimits("a", limits), WithLimits("b", limits)}));
+  ASSERT_TRUE(record) << record.error().message;
+  ASSERT_EQ(record->devices.nics.size(), 2u);
+  ASSERT_EQ(record->containers.size(), 2u);
+  std::set<std::string> parts;
+  for (const auto& container : record->containers) {
+    ASSERT_EQ(container.devices.nics.size(), 1u) << container.name;
+    EXPECT_EQ(container.devices.nics[0].milli, 250) << container.name;
+    parts.insert(container.devices.nics[0].name);
+  }
+  EXPECT_EQ(parts.size(), 2u);                                  // a NIC each
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the agent's watch has the plans
+
+  const std::map<std::string, int> requests = {{"nvidia.com/gpu", 1},
+                                               {"linkfit.io/rdma-share", 250}};
+  auto admitted = device_manager_->Admit(
+      {"ml", "pair", {{"a", false, false, requests}, {"b", false, false, requests}}, std::nullopt});
+  ASSERT_TRUE(admitted) << admitted.error().message << "\n" << AgentLog();
+  for (const auto& container : record->containers) {
+    std::map<std::string, int> replicas;
+    for (const std::string& id : admitted->at(container.name).ids.at("linkfit.io/rdma-share")) {
+      ++replicas[id.substr(0, id.find("::"))];
+    }
+    EXPECT_EQ(replicas, (std::map<std::string, int>{{container.devices.nics[0].name, 250}}))
+        << container.name;
+    EXPECT_EQ(admitted->at(container.name).envs.at("NCCL_IB_HCA"),
+              "=" + container.devices.nics[0].name + ":1");
+    auto started = device_manager_->StartContainer("ml", "pair", container.name);
+    EXPECT_TRUE(started) << started.error().message << "\n" << AgentLog();
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const json node = InspectNode();
+        return node.contains("reported_pods") && node["reported_pods"].size() == 1;
+      },
+      std::chrono::seconds(15)))
+      << InspectNode().dump(1) << AgentLog();
+  EXPECT_FALSE(InspectNode().contains("handoff_mismatch_pods")) << InspectNode().dump();
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("linkfit_handoff_mismatch_total 0"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace linkfit::agent
