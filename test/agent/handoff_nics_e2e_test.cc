@@ -8,6 +8,8 @@
 // whose reason names the NICs.
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <thread>
@@ -418,6 +420,87 @@ TEST_F(NicHandoffEndToEndTest, TwoContainersEachGetTheirOwnPartOfThePodsShares) 
   auto metrics = client_->Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("linkfit_handoff_mismatch_total 0"), std::string::npos);
+}
+
+// With --nic-cdi-kind the agent reads the node's CDI specs (--cdi-spec-dir) when its NICs change:
+// a NIC a spec declares goes by its CDI name, the others as device files, and rdma_cm comes once,
+// as a file (the spec's devices do not bring it). A spec file that does not parse is logged with
+// its path and ignored; each NIC no spec declares is logged once.
+TEST_F(NicHandoffEndToEndTest, OnlyNicsACdiSpecDeclaresGoByTheirCdiNames) {
+  const std::string specs = ::testing::TempDir() + "/linkfit-cdi-" + std::to_string(::getpid());
+  std::filesystem::create_directories(specs);
+  std::ofstream(specs + "/rdma.json") << R"({"cdiVersion": "0.6.0", "kind": "nvidia.com/rdma",
+      "devices": [{"name": "mlx5_0"}, {"name": "mlx5_1"}]})";
+  std::ofstream(specs + "/broken.yaml") << "kind: [\n";
+  WriteNics(sysfs_);
+  StartAgent(nri_socket_, {"--host-sys", sysfs_.root(), "--host-dev", "/nonexistent-dev",
+                           "--nic-cdi-kind", "nvidia.com/rdma", "--cdi-spec-dir", specs});
+  const int fd = ::accept(listener_, nullptr, nullptr);
+  ASSERT_GE(fd, 0);
+  linkfit::testing::FakeNriRuntime runtime(fd);
+  runtime.AcceptRegistration();
+  ASSERT_EQ(runtime.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
+                .status_code,
+            0);
+  ASSERT_EQ(runtime.Call("Synchronize", handoff::EncodeSynchronizeRequest({})).status_code, 0);
+  ASSERT_TRUE(device_manager_->WaitForDevices("linkfit.io/rdma", 4, std::chrono::seconds(20)))
+      << AgentLog();
+  const auto published = WaitForPublishedMode("nri-cdi");
+  ASSERT_TRUE(published) << AgentLog();
+  EXPECT_EQ(published->nic_handoff_mode, "nri-cdi");
+  StartLinkfit();
+  auto record = ScheduleObject(
+      Pod("train", {WithLimits("main", {{"nvidia.com/gpu", "4"}, {"linkfit.io/rdma", "4"}})}));
+  ASSERT_TRUE(record) << record.error().message;
+  const std::vector<std::string> nics = NicNames(*record);
+  ASSERT_EQ(nics.size(), 4u);
+
+  handoff::ContainerEvent event;
+  event.pod = {"sandbox-train",
+               "train",
+               record->uid,
+               "ml",
+               {},
+               {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(*record)}}};
+  event.container = {"ctr-train", event.pod.id, "main", {}, {}};
+  const handoff::TtrpcResponse reply =
+      runtime.Call("CreateContainer", handoff::EncodeContainerEvent(event));
+  ASSERT_EQ(reply.status_code, 0) << reply.status_message << AgentLog();
+  auto adjust = handoff::DecodeCreateContainerResponse(reply.payload);
+  ASSERT_TRUE(adjust);
+  std::vector<std::string> cdi;
+  const std::string uuids = PlannedUuids(*record, "main");
+  for (std::string_view uuid : Split(uuids, ',')) {
+    cdi.push_back("nvidia.com/gpu=" + std::string(uuid));
+  }
+  std::vector<std::string> files = {"/dev/infiniband/rdma_cm=10:58"};
+  for (const std::string& nic : nics) {
+    const int n = nic.back() - '0';
+    if (n < 2) {
+      cdi.push_back("nvidia.com/rdma=" + nic);
+    } else {
+      files.push_back("/dev/infiniband/uverbs" + std::to_string(n) +
+                      "=231:" + std::to_string(192 + n));
+    }
+  }
+  EXPECT_EQ(adjust->cdi_devices, cdi);
+  std::vector<std::string> devices;
+  for (const handoff::LinuxDevice& device : adjust->devices) {
+    devices.push_back(device.path + "=" + std::to_string(device.major) + ":" +
+                      std::to_string(device.minor));
+  }
+  EXPECT_EQ(devices, files);
+  EXPECT_EQ(daemon_->Stop(), 0);
+  const std::string log = AgentLog();
+  EXPECT_NE(log.find(specs + "/broken.yaml"), std::string::npos) << log;
+  for (const std::string nic : {"mlx5_2", "mlx5_3"}) {
+    const std::string line = "NIC " + nic + ": no CDI spec";
+    const std::size_t first = log.find(line);
+    EXPECT_NE(first, std::string::npos) << log;
+    EXPECT_EQ(log.find(line, first + 1), std::string::npos) << log;  // once
+  }
+  EXPECT_EQ(log.find("NIC mlx5_0: no CDI spec"), std::string::npos) << log;
+  std::filesystem::remove_all(specs);
 }
 
 }  // namespace
