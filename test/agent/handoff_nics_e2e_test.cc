@@ -5,7 +5,9 @@
 // four 1-GPU pods with a quarter of a NIC each share one NIC; admission orders are random; a
 // runtime restart rebuilds the ledger; what was handed over reaches linkfit without a mismatch.
 // Without NRI, a pod the kubelet reports on another NIC than planned is counted as a mismatch
-// whose reason names the NICs.
+// whose reason names the NICs; share resources are each container's own total (one pod's two
+// containers get their own parts). With --nic-cdi-kind only NICs a CDI spec declares go by CDI
+// name.
 
 #include <algorithm>
 #include <filesystem>
