@@ -47,6 +47,7 @@ seeds_for() {
     fuzz_config) echo "config" ;;
     fuzz_gpu_models) echo "config" ;;
     fuzz_kubeconfig) echo "test/data/kubeconfigs" ;;
+    fuzz_cdi_spec) echo "test/data/cdi-specs" ;;
     *) echo "test/data/nvidia-smi config/topologies" ;;
   esac
 }

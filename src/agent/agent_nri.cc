@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "linkfit/common/log.h"
+#include "linkfit/common/strings.h"
+#include "linkfit/handoff/cdi_specs.h"
 #include "linkfit/handoff/nri_connection.h"
 
 namespace linkfit::agent {
@@ -119,6 +121,28 @@ Result<handoff::NicDeviceFiles> NicDeviceFilesCache::Get() {
     key_ = std::move(key);
   }
   return files_;
+}
+
+std::map<std::string, bool> NicCdiCache::Get() {
+  const auto spec = agent_.current_spec();
+  if (!spec) return {};
+  std::string key;
+  for (const topology::NicSpec& nic : spec->nics) key += nic.name + ";";
+  MutexLock lock(mutex_);
+  if (key == key_) return declared_;
+  key_ = std::move(key);
+  const handoff::CdiDevices specs = handoff::ReadCdiSpecDirs(spec_dirs_);
+  for (const std::string& problem : specs.problems) {
+    log::Warning("CDI spec ignored: " + problem);
+  }
+  declared_ = handoff::DeclaredNicCdi(specs, kind_, *spec);
+  for (const topology::NicSpec& nic : spec->nics) {
+    if (!handoff::ServedNic(nic) || declared_.count(nic.name) != 0) continue;
+    if (!logged_.insert(nic.name).second) continue;
+    log::Warning("NIC " + nic.name + ": no CDI spec in " + JoinStrings(spec_dirs_) + " declares " +
+                 kind_ + "=" + nic.name + "; it is handed over as device files");
+  }
+  return declared_;
 }
 
 void RunNriPlugin(const std::string& socket_path, handoff::NriPluginOptions options,

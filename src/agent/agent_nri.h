@@ -10,7 +10,9 @@
 #include <atomic>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "linkfit/agent/node_agent.h"
 #include "linkfit/common/mutex.h"
@@ -74,6 +76,26 @@ class NicDeviceFilesCache {
   Mutex mutex_;
   std::string key_ LINKFIT_GUARDED_BY(mutex_);
   Result<handoff::NicDeviceFiles> files_ LINKFIT_GUARDED_BY(mutex_) = MakeError("not read yet");
+};
+
+// The NICs whose CDI device `<kind>=<name>` the node's CDI specs declare (handoff/cdi_specs.h),
+// read from `spec_dirs` when the discovered NICs change, never per container. Logs each spec file
+// that does not parse (its path and why) at each read, and each NIC without a declared CDI device
+// once (it goes to containers as device files). Thread-safe.
+class NicCdiCache {
+ public:
+  NicCdiCache(std::string kind, std::vector<std::string> spec_dirs, const NodeAgent& agent)
+      : kind_(std::move(kind)), spec_dirs_(std::move(spec_dirs)), agent_(agent) {}
+  std::map<std::string, bool> Get();
+
+ private:
+  const std::string kind_;
+  const std::vector<std::string> spec_dirs_;
+  const NodeAgent& agent_;
+  Mutex mutex_;
+  std::string key_ LINKFIT_GUARDED_BY(mutex_);
+  std::map<std::string, bool> declared_ LINKFIT_GUARDED_BY(mutex_);
+  std::set<std::string> logged_ LINKFIT_GUARDED_BY(mutex_);  // NICs said to have no CDI device
 };
 
 // `handed` (may be null) receives every change of the plugin's ledger.

@@ -26,6 +26,7 @@
 #include "linkfit/agent/node_pods.h"
 #include "linkfit/agent/node_publisher.h"
 #include "linkfit/common/log.h"
+#include "linkfit/handoff/cdi_specs.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/kube/api_client.h"
 #include "linkfit/kube/reflector.h"
@@ -98,7 +99,11 @@ its pods really hold (linkfit.io/devices-in-use) on its own Node object.
                                where that plugin sets them, names no pod
   --nic-cdi-kind KIND          the CDI kind under which the node's CDI spec names each RDMA
                                device by its name (e.g. nvidia.com/rdma): runtimes that inject
-                               CDI then get KIND=<name> instead of the NICs' device files
+                               CDI then get KIND=<name> instead of the device files of each NIC
+                               a CDI spec declares (read when the NICs change); the others go
+                               as device files
+  --cdi-spec-dir DIR           (repeatable) where the CDI specs are (JSON or YAML; default
+                               /etc/cdi and /var/run/cdi, as the runtime reads them)
   --once                       one round, then exit (status 0 when it published or had nothing
                                to change)
   --print                      print what would be published instead of publishing (no API
@@ -120,6 +125,7 @@ struct Flags {
   std::string nic_share_resource = kube::kNicShareResource;
   std::string host_dev = "/dev";
   std::string nic_cdi_kind;
+  std::vector<std::string> cdi_spec_dirs;  // empty: handoff::DefaultCdiSpecDirs()
   std::vector<std::string> nic_env_exempt_namespaces;
   bool nic_env = true;
   std::string host_proc = "/proc";
@@ -191,6 +197,10 @@ Result<Flags> ParseFlags(const std::vector<std::string>& args) {
       if (flags.nic_cdi_kind.find('/') == std::string::npos) {
         return MakeError("--nic-cdi-kind " + flags.nic_cdi_kind + ": expected vendor/class");
       }
+    } else if (arg == "--cdi-spec-dir") {
+      std::string dir;
+      LINKFIT_ASSIGN_OR_RETURN(dir, value());
+      flags.cdi_spec_dirs.push_back(std::move(dir));
     } else if (arg == "--nic-env-exempt-namespace") {
       std::string ns;
       LINKFIT_ASSIGN_OR_RETURN(ns, value());
@@ -385,6 +395,13 @@ std::thread StartNri(const Flags& flags, NodeAgent& agent, HandedDevicesView& ha
   nri.nic_device_files = [cache = std::make_shared<NicDeviceFilesCache>(
                               flags.host_dev, flags.host_sys, agent)] { return cache->Get(); };
   nri.on_nic_configured = [&agent](const std::string& mode) { agent.SetNicHandoffMode(mode); };
+  if (!flags.nic_cdi_kind.empty()) {
+    nri.nic_cdi_declared =
+        [cache = std::make_shared<NicCdiCache>(
+             flags.nic_cdi_kind,
+             flags.cdi_spec_dirs.empty() ? handoff::DefaultCdiSpecDirs() : flags.cdi_spec_dirs,
+             agent)] { return cache->Get(); };
+  }
   // `nri` by value: it leaves scope before the thread ends.
   return std::thread([&flags, nri, &agent, &handed, &stopping] {
     RunNriPlugin(flags.nri_socket, nri, agent, &handed, stopping);

@@ -358,6 +358,14 @@ std::vector<std::pair<std::string, std::string>> NicEnvironment(
   return {{"NCCL_IB_HCA", "=" + joined}, {"UCX_NET_DEVICES", joined}};
 }
 
+bool NicHandoffOptions::CdiBringsRdmaCm(
+    const std::vector<std::pair<std::string, int>>& nics) const {
+  return std::any_of(nics.begin(), nics.end(), [&](const auto& nic) {
+    if (!ByCdi(nic.first)) return false;
+    return !cdi_declared || cdi_declared->at(nic.first);
+  });
+}
+
 Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi, const NicHandoffOptions& nics) {
   Adjustment adjustment;
   if (decision.kind != HandoffDecision::Kind::kInject) {
@@ -381,7 +389,7 @@ Adjustment AdjustmentFor(const HandoffDecision& decision, bool cdi, const NicHan
   for (const auto& [name, milli] : decision.devices.nics) {
     const auto port = decision.nic_ports.find(name);
     nic_ports.emplace_back(name, port == decision.nic_ports.end() ? 1 : port->second);
-    if (cdi && !nics.cdi_kind.empty()) adjustment.cdi_devices.push_back(nics.cdi_kind + "=" + name);
+    if (cdi && nics.ByCdi(name)) adjustment.cdi_devices.push_back(nics.cdi_kind + "=" + name);
   }
   if (nics.env) {
     for (auto& entry : NicEnvironment(nic_ports)) adjustment.env.push_back(std::move(entry));

@@ -81,10 +81,17 @@ Result<NicDeviceFiles> ReadNicDeviceFiles(const std::string& dev_root,
 
 Result<std::vector<DeviceFile>> NicDeviceFilesFor(const HandedDevices& devices,
                                                   const NicDeviceFiles& files) {
+  if (devices.nics.empty()) return std::vector<DeviceFile>();
+  std::vector<std::string> nics;
+  for (const auto& [name, milli] : devices.nics) nics.push_back(name);
+  return NicDeviceFilesFor(nics, files, true);
+}
+
+Result<std::vector<DeviceFile>> NicDeviceFilesFor(const std::vector<std::string>& nics,
+                                                  const NicDeviceFiles& files, bool rdma_cm) {
   std::vector<DeviceFile> out;
-  if (devices.nics.empty()) return out;
-  if (files.rdma_cm) out.push_back(*files.rdma_cm);
-  for (const auto& [name, milli] : devices.nics) {
+  if (rdma_cm && files.rdma_cm) out.push_back(*files.rdma_cm);
+  for (const std::string& name : nics) {
     const auto found = files.by_nic.find(name);
     if (found == files.by_nic.end()) {
       return MakeError("NIC " + name + " has no verbs device on this node");

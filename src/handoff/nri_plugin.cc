@@ -193,7 +193,8 @@ TtrpcResponse NriPlugin::CreateContainer(std::string_view payload) {
     return Ok(EncodeCreateContainerResponse({}));  // a GPU system daemon: left as it asked
   }
   ContainerAdjustment adjust;
-  if (auto added = AddNicFiles(decision, adjust); !added) {
+  const NicHandoffOptions nics = NicOptions(event->pod.pod_namespace, decision);
+  if (auto added = AddNicFiles(decision, nics, adjust); !added) {
     return Failed(kStatusUnknown,
                   "linkfit: the plan's NICs cannot be handed over: " + added.error().message);
   }
@@ -205,8 +206,6 @@ TtrpcResponse NriPlugin::CreateContainer(std::string_view payload) {
   if (decision.kind == HandoffDecision::Kind::kRefuse) {
     return Failed(kStatusUnknown, "linkfit: " + decision.reason);
   }
-  NicHandoffOptions nics = options_.nics;
-  if (options_.nic_env_exempt_namespaces.count(event->pod.pod_namespace) != 0) nics.env = false;
   const Adjustment adjustment = AdjustmentFor(decision, sends_cdi_, nics);
   adjust.env = adjustment.env;
   adjust.cdi_devices = adjustment.cdi_devices;
@@ -232,16 +231,35 @@ TtrpcResponse NriPlugin::CreateContainer(std::string_view payload) {
   return Ok(EncodeCreateContainerResponse(adjust));
 }
 
-Result<void> NriPlugin::AddNicFiles(const HandoffDecision& decision,
+NicHandoffOptions NriPlugin::NicOptions(const std::string& pod_namespace,
+                                        const HandoffDecision& decision) const {
+  NicHandoffOptions nics = options_.nics;
+  if (options_.nic_env_exempt_namespaces.count(pod_namespace) != 0) nics.env = false;
+  if (!sends_cdi_) {
+    nics.cdi_kind.clear();
+  } else if (!nics.cdi_kind.empty() && options_.nic_cdi_declared &&
+             !decision.devices.nics.empty()) {
+    nics.cdi_declared = options_.nic_cdi_declared();
+  }
+  return nics;
+}
+
+Result<void> NriPlugin::AddNicFiles(const HandoffDecision& decision, const NicHandoffOptions& nics,
                                     ContainerAdjustment& adjust) const {
   if (decision.kind != HandoffDecision::Kind::kInject || decision.devices.nics.empty() ||
-      SendsNicCdi() || !options_.nic_device_files) {
+      !options_.nic_device_files) {
     return {};
   }
+  std::vector<std::string> by_files;
+  for (const auto& [name, milli] : decision.devices.nics) {
+    if (!nics.ByCdi(name)) by_files.push_back(name);
+  }
+  const bool rdma_cm = !nics.CdiBringsRdmaCm(decision.devices.nics);
+  if (by_files.empty() && !rdma_cm) return {};
   auto files = options_.nic_device_files();
   if (!files) return tl::unexpected(files.error());
   std::vector<DeviceFile> needed;
-  LINKFIT_ASSIGN_OR_RETURN(needed, NicDeviceFilesFor(decision.devices, *files));
+  LINKFIT_ASSIGN_OR_RETURN(needed, NicDeviceFilesFor(by_files, *files, rdma_cm));
   for (const DeviceFile& file : needed) {
     adjust.devices.push_back({file.path, "c", file.major, file.minor, file.file_mode});
   }

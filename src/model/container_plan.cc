@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <set>
 
 #include "linkfit/model/allocation.h"
@@ -72,6 +73,31 @@ void AssignInOrder(const std::vector<kube::ContainerView>& containers, std::size
   }
 }
 
+bool AnyoneAsks(const std::vector<kube::ContainerView>& containers,
+                const std::function<int(const kube::ContainerView&)>& need) {
+  return std::any_of(containers.begin(), containers.end(),
+                     [&](const kube::ContainerView& c) { return need(c) > 0; });
+}
+
+// Carves shared devices (`milli[d]` thousandths of device d) between the containers: each
+// thousandth is one item of AssignInOrder, as each is one device ID of the kubelet's, so every
+// container gets the thousandths its share resource asks (`need`), an app container reuses an
+// init container's and a sidecar keeps its own. Thousandths are taken device by device in
+// `order`. Returns, per container, its thousandths of each device (indexed as `milli`).
+std::vector<std::vector<int>> CarveShares(
+    const std::vector<kube::ContainerView>& containers, const std::vector<int>& milli,
+    const std::vector<std::size_t>& order,
+    const std::function<int(const kube::ContainerView&)>& need) {
+  std::vector<std::size_t> device_of;  // item -> device
+  for (const std::size_t d : order) {
+    device_of.insert(device_of.end(), static_cast<std::size_t>(std::max(milli[d], 0)), d);
+  }
+  std::vector<std::vector<int>> parts(containers.size(), std::vector<int>(milli.size(), 0));
+  AssignInOrder(containers, device_of.size(), need,
+                [&](std::size_t c, std::size_t i) { ++parts[c][device_of[i]]; });
+  return parts;
+}
+
 // Whether container `c` of `plan` holds GPU `gpu` (whole, MIG or a share).
 bool HoldsGpu(const Record::Container& c, int gpu) {
   const Record::Devices& d = c.devices;
@@ -112,21 +138,63 @@ void PlanNics(const std::vector<kube::ContainerView>& containers, const Record::
     for (const std::string& resource : names.whole) count += CountOf(c, resource);
     return count;
   };
-  if (std::any_of(containers.begin(), containers.end(),
-                  [&](const kube::ContainerView& c) { return wanted(c) > 0; })) {
+  if (AnyoneAsks(containers, wanted)) {
     AssignInOrder(containers, whole.size(), wanted,
                   [&](std::size_t c, std::size_t i) { plan[c].devices.nics.push_back(*whole[i]); });
   } else {
     for (const Record::Nic* nic : whole) follow_gpu(*nic);
   }
-  bool given = false;
-  for (std::size_t c = 0; c < containers.size() && !shared.empty(); ++c) {
-    if (CountOf(containers[c], names.share) == 0) continue;
-    for (const Record::Nic* nic : shared) plan[c].devices.nics.push_back(*nic);
-    given = true;
-  }
-  if (!given) {
+  if (shared.empty()) return;
+  const auto share_wanted = [&](const kube::ContainerView& c) { return CountOf(c, names.share); };
+  if (!AnyoneAsks(containers, share_wanted)) {
     for (const Record::Nic* nic : shared) follow_gpu(*nic);
+    return;
+  }
+  // A container's thousandths come first from the NICs serving its own GPUs.
+  std::vector<int> milli;
+  std::vector<std::size_t> holder;
+  for (const Record::Nic* nic : shared) {
+    milli.push_back(nic->milli);
+    holder.push_back(ContainerOfNic(containers, plan, nic->gpu));
+  }
+  std::vector<std::size_t> order(shared.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return holder[a] < holder[b]; });
+  const auto parts = CarveShares(containers, milli, order, share_wanted);
+  for (std::size_t c = 0; c < plan.size(); ++c) {
+    for (std::size_t n = 0; n < shared.size(); ++n) {
+      if (parts[c][n] == 0) continue;
+      Record::Nic part = *shared[n];
+      part.milli = parts[c][n];
+      plan[c].devices.nics.push_back(std::move(part));
+    }
+  }
+}
+
+// The GPU shares of `devices` into `plan` (the file comment of allocation.h).
+void PlanGpuShares(const std::vector<kube::ContainerView>& containers,
+                   const Record::Devices& devices, const std::string& shared_gpu_resource,
+                   std::vector<Record::Container>& plan) {
+  if (devices.shares.empty()) return;
+  const auto wanted = [&](const kube::ContainerView& c) { return CountOf(c, shared_gpu_resource); };
+  if (!AnyoneAsks(containers, wanted)) {
+    for (std::size_t c = 0; c < containers.size(); ++c) {
+      if (containers[c].init) continue;
+      plan[c].devices.shares = devices.shares;
+      break;
+    }
+    return;
+  }
+  std::vector<int> milli;
+  for (const Record::Share& share : devices.shares) milli.push_back(share.milli);
+  std::vector<std::size_t> order(milli.size());
+  std::iota(order.begin(), order.end(), 0);
+  const auto parts = CarveShares(containers, milli, order, wanted);
+  for (std::size_t c = 0; c < plan.size(); ++c) {
+    for (std::size_t g = 0; g < milli.size(); ++g) {
+      if (parts[c][g] > 0) plan[c].devices.shares.push_back({devices.shares[g].gpu, parts[c][g]});
+    }
   }
 }
 
@@ -164,23 +232,7 @@ std::vector<Record::Container> PlanContainers(const std::vector<kube::ContainerV
         [&](const kube::ContainerView& c) { return CountOf(c, resource); },
         [&](std::size_t c, std::size_t i) { plan[c].devices.mig.push_back(*instances[i]); });
   }
-  if (!devices.shares.empty()) {
-    bool given = false;
-    for (std::size_t c = 0; c < containers.size(); ++c) {
-      if (CountOf(containers[c], shared_gpu_resource) > 0 ||
-          containers[c].extended.count(shared_gpu_resource) > 0) {
-        plan[c].devices.shares = devices.shares;
-        given = true;
-      }
-    }
-    if (!given) {
-      for (std::size_t c = 0; c < containers.size(); ++c) {
-        if (containers[c].init) continue;
-        plan[c].devices.shares = devices.shares;
-        break;
-      }
-    }
-  }
+  PlanGpuShares(containers, devices, shared_gpu_resource, plan);
   PlanNics(containers, devices, nic_resources, plan);
   return plan;
 }

@@ -5,9 +5,13 @@
 // four 1-GPU pods with a quarter of a NIC each share one NIC; admission orders are random; a
 // runtime restart rebuilds the ledger; what was handed over reaches linkfit without a mismatch.
 // Without NRI, a pod the kubelet reports on another NIC than planned is counted as a mismatch
-// whose reason names the NICs.
+// whose reason names the NICs; share resources are each container's own total (one pod's two
+// containers get their own parts). With --nic-cdi-kind only NICs a CDI spec declares go by CDI
+// name.
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <thread>
@@ -363,6 +367,142 @@ TEST_F(NicHandoffEndToEndTest, ASharedResourceIsTheTotalOverItsDevices) {
   auto metrics = client_->Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("linkfit_handoff_mismatch_total 0"), std::string::npos);
+}
+
+// Two containers of one pod asking linkfit.io/rdma-share: 250 each: the pod asks 500 over its two
+// GPUs' NICs, and each container's plan is its own quarter of the NIC serving its GPU, so the
+// kubelet is steered to 250 replicas of that NIC for each container, the verify-only device
+// plugin starts both, and the node reports no mismatch.
+TEST_F(NicHandoffEndToEndTest, TwoContainersEachGetTheirOwnPartOfThePodsShares) {
+  StartAgentWithNics(device_manager_->directory() + "/no-nri.sock");
+  ASSERT_TRUE(
+      device_manager_->WaitForDevices("linkfit.io/rdma-share", 4000, std::chrono::seconds(20)))
+      << AgentLog();
+  ASSERT_TRUE(WaitForPublishedMode("verify")) << AgentLog();
+  StartLinkfit();
+  const json limits = {{"nvidia.com/gpu", "1"}, {"linkfit.io/rdma-share", "250"}};
+  auto record = ScheduleObject(Pod("pair", {WithLimits("a", limits), WithLimits("b", limits)}));
+  ASSERT_TRUE(record) << record.error().message;
+  ASSERT_EQ(record->devices.nics.size(), 2u);
+  ASSERT_EQ(record->containers.size(), 2u);
+  std::set<std::string> parts;
+  for (const auto& container : record->containers) {
+    ASSERT_EQ(container.devices.nics.size(), 1u) << container.name;
+    EXPECT_EQ(container.devices.nics[0].milli, 250) << container.name;
+    parts.insert(container.devices.nics[0].name);
+  }
+  EXPECT_EQ(parts.size(), 2u);                                  // a NIC each
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the agent's watch has the plans
+
+  const std::map<std::string, int> requests = {{"nvidia.com/gpu", 1},
+                                               {"linkfit.io/rdma-share", 250}};
+  auto admitted = device_manager_->Admit(
+      {"ml", "pair", {{"a", false, false, requests}, {"b", false, false, requests}}, std::nullopt});
+  ASSERT_TRUE(admitted) << admitted.error().message << "\n" << AgentLog();
+  for (const auto& container : record->containers) {
+    std::map<std::string, int> replicas;
+    for (const std::string& id : admitted->at(container.name).ids.at("linkfit.io/rdma-share")) {
+      ++replicas[id.substr(0, id.find("::"))];
+    }
+    EXPECT_EQ(replicas, (std::map<std::string, int>{{container.devices.nics[0].name, 250}}))
+        << container.name;
+    EXPECT_EQ(admitted->at(container.name).envs.at("NCCL_IB_HCA"),
+              "=" + container.devices.nics[0].name + ":1");
+    auto started = device_manager_->StartContainer("ml", "pair", container.name);
+    EXPECT_TRUE(started) << started.error().message << "\n" << AgentLog();
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const json node = InspectNode();
+        return node.contains("reported_pods") && node["reported_pods"].size() == 1;
+      },
+      std::chrono::seconds(15)))
+      << InspectNode().dump(1) << AgentLog();
+  EXPECT_FALSE(InspectNode().contains("handoff_mismatch_pods")) << InspectNode().dump();
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("linkfit_handoff_mismatch_total 0"), std::string::npos);
+}
+
+// With --nic-cdi-kind the agent reads the node's CDI specs (--cdi-spec-dir) when its NICs change:
+// a NIC a spec declares goes by its CDI name, the others as device files, and rdma_cm comes once,
+// as a file (the spec's devices do not bring it). A spec file that does not parse is logged with
+// its path and ignored; each NIC no spec declares is logged once.
+TEST_F(NicHandoffEndToEndTest, OnlyNicsACdiSpecDeclaresGoByTheirCdiNames) {
+  const std::string specs = ::testing::TempDir() + "/linkfit-cdi-" + std::to_string(::getpid());
+  std::filesystem::create_directories(specs);
+  std::ofstream(specs + "/rdma.json") << R"({"cdiVersion": "0.6.0", "kind": "nvidia.com/rdma",
+      "devices": [{"name": "mlx5_0"}, {"name": "mlx5_1"}]})";
+  std::ofstream(specs + "/broken.yaml") << "kind: [\n";
+  WriteNics(sysfs_);
+  StartAgent(nri_socket_, {"--host-sys", sysfs_.root(), "--host-dev", "/nonexistent-dev",
+                           "--nic-cdi-kind", "nvidia.com/rdma", "--cdi-spec-dir", specs});
+  const int fd = ::accept(listener_, nullptr, nullptr);
+  ASSERT_GE(fd, 0);
+  linkfit::testing::FakeNriRuntime runtime(fd);
+  runtime.AcceptRegistration();
+  ASSERT_EQ(runtime.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
+                .status_code,
+            0);
+  ASSERT_EQ(runtime.Call("Synchronize", handoff::EncodeSynchronizeRequest({})).status_code, 0);
+  ASSERT_TRUE(device_manager_->WaitForDevices("linkfit.io/rdma", 4, std::chrono::seconds(20)))
+      << AgentLog();
+  const auto published = WaitForPublishedMode("nri-cdi");
+  ASSERT_TRUE(published) << AgentLog();
+  EXPECT_EQ(published->nic_handoff_mode, "nri-cdi");
+  StartLinkfit();
+  auto record = ScheduleObject(
+      Pod("train", {WithLimits("main", {{"nvidia.com/gpu", "4"}, {"linkfit.io/rdma", "4"}})}));
+  ASSERT_TRUE(record) << record.error().message;
+  const std::vector<std::string> nics = NicNames(*record);
+  ASSERT_EQ(nics.size(), 4u);
+
+  handoff::ContainerEvent event;
+  event.pod = {"sandbox-train",
+               "train",
+               record->uid,
+               "ml",
+               {},
+               {{kube::kAnnotationAllocation, kube::EncodeAllocationRecord(*record)}}};
+  event.container = {"ctr-train", event.pod.id, "main", {}, {}};
+  const handoff::TtrpcResponse reply =
+      runtime.Call("CreateContainer", handoff::EncodeContainerEvent(event));
+  ASSERT_EQ(reply.status_code, 0) << reply.status_message << AgentLog();
+  auto adjust = handoff::DecodeCreateContainerResponse(reply.payload);
+  ASSERT_TRUE(adjust);
+  std::vector<std::string> cdi;
+  const std::string uuids = PlannedUuids(*record, "main");
+  for (std::string_view uuid : Split(uuids, ',')) {
+    cdi.push_back("nvidia.com/gpu=" + std::string(uuid));
+  }
+  std::vector<std::string> files = {"/dev/infiniband/rdma_cm=10:58"};
+  for (const std::string& nic : nics) {
+    const int n = nic.back() - '0';
+    if (n < 2) {
+      cdi.push_back("nvidia.com/rdma=" + nic);
+    } else {
+      files.push_back("/dev/infiniband/uverbs" + std::to_string(n) +
+                      "=231:" + std::to_string(192 + n));
+    }
+  }
+  EXPECT_EQ(adjust->cdi_devices, cdi);
+  std::vector<std::string> devices;
+  for (const handoff::LinuxDevice& device : adjust->devices) {
+    devices.push_back(device.path + "=" + std::to_string(device.major) + ":" +
+                      std::to_string(device.minor));
+  }
+  EXPECT_EQ(devices, files);
+  EXPECT_EQ(daemon_->Stop(), 0);
+  const std::string log = AgentLog();
+  EXPECT_NE(log.find(specs + "/broken.yaml"), std::string::npos) << log;
+  for (const std::string nic : {"mlx5_2", "mlx5_3"}) {
+    const std::string line = "NIC " + nic + ": no CDI spec";
+    const std::size_t first = log.find(line);
+    EXPECT_NE(first, std::string::npos) << log;
+    EXPECT_EQ(log.find(line, first + 1), std::string::npos) << log;  // once
+  }
+  EXPECT_EQ(log.find("NIC mlx5_0: no CDI spec"), std::string::npos) << log;
+  std::filesystem::remove_all(specs);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "handoff/node_testing.h"
+#include "handoff/nic_testing.h"
 #include "linkfit/handoff/nic_device_files.h"
 #include "linkfit/handoff/nri_plugin.h"
 #include "linkfit/kube/annotations.h"
@@ -17,37 +17,7 @@
 namespace linkfit::handoff {
 namespace {
 
-// A DGX H100 ("GPU-i") with RDMA NICs mlx5_0..3 (uverbs0..3, bus 0000:1i:00.0, ports up).
-topology::TopologySpec Node() {
-  topology::TopologySpec spec = linkfit::testing::H100Node();
-  spec.nics.clear();
-  for (int i = 0; i < 4; ++i) {
-    topology::NicSpec nic;
-    nic.name = "mlx5_" + std::to_string(i);
-    nic.pci_bus_id = "0000:1" + std::to_string(i) + ":00.0";
-    nic.state = "ACTIVE";
-    nic.uverbs = "uverbs" + std::to_string(i);
-    spec.nics.push_back(nic);
-  }
-  return spec;
-}
-
-kube::AllocationRecord::Nic Nic(const std::string& name, int milli = 1000) {
-  return {name, "", "", -1, milli, -1};
-}
-
-// The plan of pod `uid` on n1: container "main" with `gpus` and `nics`.
-std::string Plan(const std::string& uid, std::vector<int> gpus,
-                 std::vector<kube::AllocationRecord::Nic> nics) {
-  kube::AllocationRecord record;
-  record.pod = "ml/" + uid;
-  record.uid = uid;
-  record.node = "n1";
-  record.devices.gpus = std::move(gpus);
-  record.devices.nics = std::move(nics);
-  record.containers = {{"main", false, record.devices}};
-  return kube::EncodeAllocationRecord(record);
-}
+using namespace nic_testing;  // NOLINT: the shared node, plans and NRI calls
 
 HandoffRequest Request(const std::string& uid, std::optional<std::string> plan,
                        std::optional<std::vector<std::string>> kubelet = std::nullopt) {
@@ -309,27 +279,6 @@ TEST(NicDeviceFiles, NumbersComeFromTheHostsDevElseFromSysfs) {
   bare.SysfsDev("class/infiniband_verbs/uverbs1/dev", "231-193\n");
   EXPECT_NE(ReadNicDeviceFiles(bare.dev(), bare.sys(), one).error().message.find("MAJOR:MINOR"),
             std::string::npos);
-}
-
-// The NRI plugin, as the runtime calls it.
-TtrpcResponse Call(NriPlugin& plugin, const std::string& method, const std::string& payload) {
-  return plugin.Handle({kPluginService, method, payload, 2'000'000'000, {}});
-}
-
-ContainerEvent Event(const std::string& uid, const std::string& ns, std::optional<std::string> plan,
-                     std::map<std::string, std::string> annotations = {}) {
-  ContainerEvent event;
-  event.pod = {"sandbox-" + uid, "p-" + uid, uid, ns, {}, {}};
-  if (plan) event.pod.annotations[kube::kAnnotationAllocation] = *plan;
-  event.container = {"ctr-" + uid, "sandbox-" + uid, "main", std::move(annotations), {}};
-  return event;
-}
-
-std::string Env(const ContainerAdjustment& adjust, const std::string& key) {
-  for (const auto& [name, value] : adjust.env) {
-    if (name == key) return value;
-  }
-  return "(unset)";
 }
 
 TEST(NriPluginNics, CreateContainerHandsExactlyThePlannedNics) {

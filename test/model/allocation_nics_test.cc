@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "linkfit/model/allocation.h"
@@ -158,23 +159,82 @@ TEST(AllocationNicsTest, NicsAskedByAnnotationFollowTheirGpus) {
   EXPECT_EQ(NicNames(only[1]), (std::vector<std::string>{"a"}));
 }
 
-TEST(AllocationNicsTest, NicSharesGoToEveryContainerAskingForThem) {
+std::vector<std::pair<std::string, int>> NicParts(const Record::Container& c) {
+  std::vector<std::pair<std::string, int>> parts;
+  for (const Record::Nic& nic : c.devices.nics) parts.emplace_back(nic.name, nic.milli);
+  return parts;
+}
+
+TEST(AllocationNicsTest, NicSharesAreCarvedBetweenTheContainersAskingForThem) {
   Record::Devices devices;
   devices.shares = {{0, 500}};
   devices.nics = {{"a", "", "", -1, 250, 0}};
-  const std::vector<kube::ContainerView> asking = {Container("c1", {{"linkfit.io/rdma-share", 1}}),
-                                                   Container("c2", {}),
-                                                   Container("c3", {{"linkfit.io/rdma-share", 1}})};
+  const std::vector<kube::ContainerView> asking = {
+      Container("c1", {{"linkfit.io/rdma-share", 125}}), Container("c2", {}),
+      Container("c3", {{"linkfit.io/rdma-share", 125}})};
   const auto plan = PlanContainers(asking, devices, "linkfit.io/gpu-share");
-  EXPECT_EQ(NicNames(plan[0]), (std::vector<std::string>{"a"}));
+  using Parts = std::vector<std::pair<std::string, int>>;
+  EXPECT_EQ(NicParts(plan[0]), (Parts{{"a", 125}}));
   EXPECT_TRUE(plan[1].devices.nics.empty());
-  EXPECT_EQ(NicNames(plan[2]), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(NicParts(plan[2]), (Parts{{"a", 125}}));
   // Nobody asks: the share follows its GPU's share.
-  const std::vector<kube::ContainerView> silent = {Container("c1", {}),
-                                                   Container("c2", {{"linkfit.io/gpu-share", 1}})};
+  const std::vector<kube::ContainerView> silent = {
+      Container("c1", {}), Container("c2", {{"linkfit.io/gpu-share", 500}})};
   const auto followed = PlanContainers(silent, devices, "linkfit.io/gpu-share");
   EXPECT_TRUE(followed[0].devices.nics.empty());
-  EXPECT_EQ(NicNames(followed[1]), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(NicParts(followed[1]), (Parts{{"a", 250}}));
+  // One container asking the pod's whole share gets the pod's NICs as they are (the 2025 trace's
+  // pods: one GPU and a quarter of a NIC).
+  Record::Devices trace;
+  trace.gpus = {3};
+  trace.nics = {{"a", "", "uverbs0", 2, 250, 3}};
+  const auto single =
+      PlanContainers({Container("main", {{kube::kGpuResource, 1}, {"linkfit.io/rdma-share", 250}})},
+                     trace, "linkfit.io/gpu-share");
+  EXPECT_EQ(single[0].devices, trace);
+}
+
+// Two app containers, each with one of the pod's GPUs and a quarter of a NIC in all: each holds a
+// quarter of the NIC serving its GPU, as the kubelet hands each 250 IDs. Containers whose totals
+// do not fall on a NIC's boundary take thousandths NIC by NIC.
+TEST(AllocationNicsTest, TwoAppContainersEachGetTheirPartOfTwoSharedNics) {
+  Record::Devices devices;
+  devices.gpus = {0, 1};
+  devices.nics = {{"a", "", "", -1, 250, 1}, {"b", "", "", -1, 250, 0}};
+  const std::vector<kube::ContainerView> containers = {
+      Container("c1", {{kube::kGpuResource, 1}, {"linkfit.io/rdma-share", 250}}),
+      Container("c2", {{kube::kGpuResource, 1}, {"linkfit.io/rdma-share", 250}})};
+  const auto plan = PlanContainers(containers, devices, "linkfit.io/gpu-share");
+  using Parts = std::vector<std::pair<std::string, int>>;
+  ASSERT_EQ(plan[0].devices.gpus, (std::vector<int>{0}));
+  EXPECT_EQ(NicParts(plan[0]), (Parts{{"b", 250}}));
+  EXPECT_EQ(NicParts(plan[1]), (Parts{{"a", 250}}));
+  const std::vector<kube::ContainerView> uneven = {
+      Container("c1", {{"linkfit.io/rdma-share", 300}}),
+      Container("c2", {{"linkfit.io/rdma-share", 200}})};
+  Record::Devices nics_only;
+  nics_only.nics = {{"a", "", "", -1, 250, -1}, {"b", "", "", -1, 250, -1}};
+  const auto carved = PlanContainers(uneven, nics_only, "linkfit.io/gpu-share");
+  EXPECT_EQ(NicParts(carved[0]), (Parts{{"a", 250}, {"b", 50}}));
+  EXPECT_EQ(NicParts(carved[1]), (Parts{{"b", 200}}));
+}
+
+// The kubelet reuses an init container's IDs for the app containers after it and never a
+// sidecar's: an init container asking 500 of two NICs and an app container asking 250 hold
+// 250 of the same NIC; a sidecar's quarter is its own.
+TEST(AllocationNicsTest, AnAppContainerReusesTheInitContainersThousandths) {
+  Record::Devices devices;
+  devices.nics = {
+      {"a", "", "", -1, 250, -1}, {"b", "", "", -1, 250, -1}, {"c", "", "", -1, 250, -1}};
+  const std::vector<kube::ContainerView> containers = {
+      Container("side", {{"linkfit.io/rdma-share", 250}}, true, true),
+      Container("setup", {{"linkfit.io/rdma-share", 500}}, true),
+      Container("main", {{"linkfit.io/rdma-share", 250}})};
+  const auto plan = PlanContainers(containers, devices, "linkfit.io/gpu-share");
+  using Parts = std::vector<std::pair<std::string, int>>;
+  EXPECT_EQ(NicParts(plan[0]), (Parts{{"a", 250}}));
+  EXPECT_EQ(NicParts(plan[1]), (Parts{{"b", 250}, {"c", 250}}));
+  EXPECT_EQ(NicParts(plan[2]), (Parts{{"b", 250}}));
 }
 
 TEST(AllocationNicsTest, ReportsNameNicsAndCountTheRequestedThousandths) {

@@ -148,6 +148,33 @@ TEST(AllocationTest, MigInstancesFollowEachContainersProfileRequest) {
   EXPECT_EQ(plan[1].devices.mig[0].start, 1);
 }
 
+// A GPU share resource is each container's thousandths in all: two containers asking 300 each
+// of a pod's 300 of two GPUs get one GPU's 300 each; an app container after an init container
+// asking the pod's 600 reuses the init container's first 300.
+TEST(AllocationTest, GpuSharesAreCarvedBetweenTheContainersAskingForThem) {
+  const auto asking = [](const std::string& name, std::int64_t milli, bool init = false) {
+    kube::ContainerView c = Container(name, 0, init);
+    c.extended["linkfit.io/gpu-share"] = milli * 1000;
+    return c;
+  };
+  Record::Devices devices;
+  devices.shares = {{2, 300}, {5, 300}};
+  kube::PodView pod;
+  pod.containers = {asking("a", 300), asking("b", 300)};
+  auto plan = PlanContainers(pod, devices, "linkfit.io/gpu-share");
+  EXPECT_EQ(plan[0].devices.shares, (std::vector<Record::Share>{{2, 300}}));
+  EXPECT_EQ(plan[1].devices.shares, (std::vector<Record::Share>{{5, 300}}));
+  pod.containers = {asking("setup", 600, true), asking("main", 300)};
+  plan = PlanContainers(pod, devices, "linkfit.io/gpu-share");
+  EXPECT_EQ(plan[0].devices.shares, devices.shares);
+  EXPECT_EQ(plan[1].devices.shares, (std::vector<Record::Share>{{2, 300}}));
+  // Asked by annotation only: the first app container holds them all.
+  pod.containers = {Container("setup", 0, true), Container("main", 0)};
+  plan = PlanContainers(pod, devices, "linkfit.io/gpu-share");
+  EXPECT_TRUE(plan[0].devices.empty());
+  EXPECT_EQ(plan[1].devices.shares, devices.shares);
+}
+
 TEST(NodeModelTest, MigModeGrammar) {
   EXPECT_EQ(*ParseMigMode("all", 8), 0xff);
   EXPECT_EQ(*ParseMigMode("none", 8), 0);

@@ -32,6 +32,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "linkfit/common/result.h"
@@ -108,6 +109,17 @@ struct NicHandoffOptions {
   // The CDI kind of the node's RDMA devices ("vendor/class", e.g. "nvidia.com/rdma"), where a CDI
   // spec names each NIC by its RDMA device name; "" = the NICs have no CDI names.
   std::string cdi_kind;
+  // The NICs whose CDI device `cdi_kind=<name>` the node's CDI specs declare, each with whether
+  // injecting it brings /dev/infiniband/rdma_cm (cdi_specs.h); the others go as device files.
+  // nullopt: not known, every NIC is taken as declared with what it needs.
+  std::optional<std::map<std::string, bool>> cdi_declared = std::nullopt;
+  // Whether NIC `name` goes by its CDI name (given a runtime that injects CDI).
+  bool ByCdi(const std::string& name) const {
+    return !cdi_kind.empty() && (!cdi_declared || cdi_declared->count(name) != 0);
+  }
+  // Whether one of `nics` (name, thousandths) going by its CDI name brings rdma_cm, so the
+  // container needs no rdma_cm device file; with cdi_declared unknown, any NIC going by CDI.
+  bool CdiBringsRdmaCm(const std::vector<std::pair<std::string, int>>& nics) const;
 };
 
 // What the runtime is told (NRI ContainerAdjustment): CDI device names where the runtime injects

@@ -43,5 +43,9 @@ Result<NicDeviceFiles> ReadNicDeviceFiles(const std::string& dev_root,
 // verbs device in the order handed, each once; an error names a NIC without a verbs device.
 Result<std::vector<DeviceFile>> NicDeviceFilesFor(const HandedDevices& devices,
                                                   const NicDeviceFiles& files);
+// The same for the NICs `nics` of a container (the others come by CDI), with rdma_cm only where
+// `rdma_cm` says the container needs it as a file (it still gets it where it has no NIC here).
+Result<std::vector<DeviceFile>> NicDeviceFilesFor(const std::vector<std::string>& nics,
+                                                  const NicDeviceFiles& files, bool rdma_cm);
 
 }  // namespace linkfit::handoff

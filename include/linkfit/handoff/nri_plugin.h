@@ -15,10 +15,12 @@
 //                    call's error (the runtime fails the creation and the kubelet shows it); a
 //                    container without a plan gets NVIDIA_VISIBLE_DEVICES=void and no RDMA
 //                    device. Planned RDMA NICs come as their CDI names where the runtime injects
-//                    CDI and the NICs have them (NicHandoffOptions::cdi_kind), else as device
-//                    files (/dev/infiniband/uverbsN of each, rdma_cm; nic_device_files.h), and
-//                    with NCCL_IB_HCA / UCX_NET_DEVICES naming exactly them (NicEnvironment)
-//                    unless the operator turned that off or exempted the pod's namespace
+//                    CDI and a CDI spec declares them (NicHandoffOptions::cdi_kind,
+//                    nic_cdi_declared), else as device files (/dev/infiniband/uverbsN of each;
+//                    nic_device_files.h); rdma_cm comes once, as a device file unless a CDI
+//                    device handed to the container brings it; NCCL_IB_HCA / UCX_NET_DEVICES
+//                    name exactly them (NicEnvironment) unless the operator turned that off or
+//                    exempted the pod's namespace
 //   StopContainer, RemoveContainer
 //                    release what the container held
 //   RemovePodSandbox releases what every container of the pod held
@@ -89,8 +91,14 @@ struct NriPluginOptions {
   // (a container must not silently run without the NIC it was planned). Unset: no NIC files.
   std::function<Result<NicDeviceFiles>()> nic_device_files = nullptr;
   // Called with the NIC hand-off mode when the runtime configures the plugin: "nri-cdi" where NIC
-  // CDI names are sent, else "nri-env" (device files and environment).
+  // CDI names are sent (to NICs a CDI spec declares; the node's NICs may not be known yet), else
+  // "nri-env" (device files and environment).
   std::function<void(const std::string& nic_mode)> on_nic_configured = nullptr;
+  // The NICs whose CDI device `nics.cdi_kind=<name>` the node's CDI specs declare, each with
+  // whether it brings rdma_cm (cdi_specs.h DeclaredNicCdi); asked on every hand-over of NICs
+  // where CDI names are sent, it must answer from memory (the agent reads the specs when the NICs
+  // change). A NIC not declared goes as device files. Unset: every NIC is taken as declared.
+  std::function<std::map<std::string, bool>()> nic_cdi_declared = nullptr;
 };
 
 // The devices of a container as its linkfit.io/handed annotation holds them (and back).
@@ -121,8 +129,15 @@ class NriPlugin {
   TtrpcResponse RemoveContainer(std::string_view payload);
   TtrpcResponse RemovePodSandbox(std::string_view payload);
   TtrpcResponse HandleStateChange(std::string_view payload);
-  // Adds the device files of the handed NICs to `adjust`; an error says which NIC has none.
-  Result<void> AddNicFiles(const HandoffDecision& decision, ContainerAdjustment& adjust) const;
+  // The NIC options for one hand-over: no CDI names where the runtime takes none, the NICs' CDI
+  // declarations as they are now where `decision` hands NICs, the environment off for an exempt
+  // namespace.
+  NicHandoffOptions NicOptions(const std::string& pod_namespace,
+                               const HandoffDecision& decision) const;
+  // Adds the device files of the handed NICs that go without CDI names to `adjust` (and rdma_cm
+  // where no CDI device brings it); an error says which NIC has none.
+  Result<void> AddNicFiles(const HandoffDecision& decision, const NicHandoffOptions& nics,
+                           ContainerAdjustment& adjust) const;
   bool SendsNicCdi() const { return sends_cdi_ && !options_.nics.cdi_kind.empty(); }
 
   NriPluginOptions options_;

@@ -12,8 +12,12 @@
 //   - app containers then take devices in order, the init containers' first (the kubelet
 //     reuses init containers' devices for app containers).
 //   Counts come from each container's nvidia.com/gpu and nvidia.com/mig-<profile> requests.
-//   Shares of a GPU go to every container that requests the share resource. A pod that asks
-//   only through annotations (linkfit.io/gpus), or devices left over, go to the first app
+//   Shares are carved by the same rules one thousandth at a time (the kubelet hands out one
+//   device ID per thousandth): a container requesting the share resource gets the thousandths
+//   it requests, taken from the pod's shared GPUs in order, so the kubelet's IDs for it are
+//   exactly its plan (two containers asking 250 each of a pod's 500 get 250 each; an app
+//   container after an init container reuses the init container's thousandths). A pod that
+//   asks only through annotations (linkfit.io/gpus), or devices left over, go to the first app
 //   container.
 // NICs (NicResources names the resources):
 //   - whole NICs (1000): where some container requests a whole-NIC resource, as GPUs are
@@ -21,7 +25,8 @@
 //   - otherwise (the pod asks NICs by annotation), and for NIC shares where no container
 //     requests the NIC share resource: each NIC goes with the container that got the GPU it
 //     serves (NicSlot::gpu; an app container before a sidecar), else the first app container;
-//   - NIC shares go to every container that requests the NIC share resource.
+//   - NIC shares, where some container requests the NIC share resource, are carved like GPU
+//     shares, a container's thousandths first from the NICs serving its own GPUs.
 //
 // Thread-safety: pure functions.
 
