@@ -24,9 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +34,7 @@
 #include "common/flags.h"
 #include "linkfit/cluster/node_store.h"
 #include "linkfit/cluster/pod_store.h"
+#include "linkfit/common/files.h"
 #include "linkfit/extender/extender.h"
 #include "linkfit/kube/annotations.h"
 #include "linkfit/topology/spec.h"
@@ -54,10 +53,9 @@ double CpuSeconds() {
 std::size_t HeapBytes() { return mallinfo2().uordblks; }
 
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  auto text = linkfit::ReadFile(path);
+  if (!text) std::abort();  // the repository's own fixtures
+  return *text;
 }
 
 struct Machine {

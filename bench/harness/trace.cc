@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <ctime>
-#include <fstream>
 #include <iomanip>
 #include <iterator>
 #include <map>
@@ -111,14 +110,6 @@ std::optional<std::int64_t> ParseTimestamp(std::string_view text) {
 }
 
 }  // namespace
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return MakeError(path + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 Result<std::vector<NodeRecord>> ParseOpenbNodes(std::string_view csv, const std::string& source) {
   auto table = CsvTable::Parse(csv, source);

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "linkfit/common/files.h"
 #include "linkfit/common/result.h"
 
 namespace linkfit::bench {
@@ -69,7 +70,7 @@ Result<std::vector<PodRecord>> LoadOpenbPods(const std::string& path);
 Result<std::vector<PhillyJob>> LoadPhillyJobs(const std::string& path);
 Result<std::vector<RdmaPodRecord>> LoadAlibaba2025GpuPods(const std::string& path);
 
-// Reads a whole file; the error names the path.
-Result<std::string> ReadFile(const std::string& path);
+// Reads a whole file; the error names the path (common/files.h).
+using ::linkfit::ReadFile;
 
 }  // namespace linkfit::bench

@@ -3,15 +3,14 @@
 #include <algorithm>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "linkfit/alloc/mig.h"
+#include "linkfit/common/files.h"
 
 namespace linkfit::alloc {
 namespace {
@@ -219,18 +218,11 @@ Result<MigProfileSet> ParseMigProfileSet(std::string_view text) {
 }
 
 Result<MigProfileSet> LoadMigProfileSetFile(const std::string& path) {
-  try {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return MakeError(path + ": cannot open");
-    std::ostringstream contents;
-    contents << in.rdbuf();
-    if (in.bad()) return MakeError(path + ": read error");
-    auto set = ParseMigProfileSet(contents.str());
-    if (!set) return WithContext(set.error(), path);
-    return set;
-  } catch (const std::exception& e) {
-    return MakeError(path + ": " + e.what());
-  }
+  auto text = ReadFile(path);
+  if (!text) return tl::unexpected(text.error());
+  auto set = ParseMigProfileSet(*text);
+  if (!set) return WithContext(set.error(), path);
+  return set;
 }
 
 Result<MigCatalog> MigCatalog::FromSets(std::vector<MigProfileSet> sets) {

@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "linkfit/common/files.h"
 #include "linkfit/common/strings.h"
 
 namespace linkfit::handoff {
@@ -16,12 +15,7 @@ constexpr std::int64_t kFrontendMajor = 195;  // the NVIDIA driver's fixed major
 constexpr std::int64_t kControlMinor = 255;   // /dev/nvidiactl
 
 Result<std::string> ReadSmallFile(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return MakeError("cannot read " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().size() > 64 * 1024) return MakeError(path.string() + " is unexpectedly large");
-  return text.str();
+  return ReadFile(path.string(), 64 * 1024);
 }
 
 // The value after "key:" on its line, trimmed; "" when absent.

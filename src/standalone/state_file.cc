@@ -3,11 +3,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
 
+#include "linkfit/common/files.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/mutex.h"
 #include "linkfit/kube/annotations.h"
@@ -18,15 +18,6 @@ namespace linkfit::standalone {
 namespace {
 
 namespace fs = std::filesystem;
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return MakeError(path + ": cannot read the file");
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad()) return MakeError(path + ": read error");
-  return std::move(text).str();
-}
 
 }  // namespace
 

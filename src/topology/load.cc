@@ -3,12 +3,11 @@
 
 #include <cstddef>
 #include <exception>
-#include <fstream>
 #include <ios>
-#include <sstream>
 #include <string>
 #include <string_view>
 
+#include "linkfit/common/files.h"
 #include "linkfit/topology/spec.h"
 #include "topology/nvidia_smi_text.h"
 
@@ -35,26 +34,7 @@ Result<TopologySpec> ParseTopologyText(std::string_view text) {
 }
 
 Result<std::string> ReadTopologyFile(const std::string& path) {
-  try {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) return MakeError(path + ": cannot open file");
-    std::ostringstream contents;
-    char buffer[64 * 1024];
-    std::size_t total = 0;
-    while (file.read(buffer, sizeof buffer) || file.gcount() > 0) {
-      const auto count = static_cast<std::size_t>(file.gcount());
-      total += count;
-      if (total > kMaxFileBytes) {
-        return MakeError(path + ": larger than " + std::to_string(kMaxFileBytes >> 20) +
-                         " MiB; not a topology file");
-      }
-      contents.write(buffer, file.gcount());
-    }
-    if (file.bad()) return MakeError(path + ": read error");
-    return std::move(contents).str();
-  } catch (const std::exception& e) {
-    return MakeError(path + ": " + e.what());
-  }
+  return ReadFile(path, kMaxFileBytes);
 }
 
 Result<TopologySpec> LoadTopologyFile(const std::string& path) {

@@ -34,15 +34,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "linkfit/common/files.h"
 #include "linkfit/common/result.h"
 
 namespace linkfit::yaml {
 
-inline constexpr std::size_t kNoSizeLimit = std::numeric_limits<std::size_t>::max();
-
-// Returns the bytes of the file at `path`, refusing one past `max_bytes` (a path to /dev/zero must
-// not read forever). Errors: "cannot read <path>: <reason>", "<path> is larger than <max_bytes>".
-Result<std::string> ReadFile(const std::string& path, std::size_t max_bytes = kNoSizeLimit);
+// The file reader every YAML source goes through (common/files.h).
+using ::linkfit::kNoSizeLimit;
+using ::linkfit::ReadFile;
 
 // Returns "<path>.<key>", or `key` for the root (an empty path).
 std::string Join(std::string_view path, std::string_view key);
