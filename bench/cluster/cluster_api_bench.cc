@@ -15,7 +15,6 @@
 #include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,8 +30,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/flags.h"
+#include "common/process_stats.h"
 #include "kube/fake_api_server.h"
 #include "linkfit/cluster/cluster_source.h"
+#include "linkfit/common/files.h"
 #include "linkfit/common/malloc_settings.h"
 #include "linkfit/extender/extender.h"
 #include "linkfit/kube/annotations.h"
@@ -52,29 +53,16 @@ double ResidentBytes() {
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
-// The bytes malloc has handed out and not had back: blocks in its arenas, and blocks it mmapped
-// (with `linkfit serve`'s fixed 128 KiB threshold at start-up, large tables and buffers; a
-// mmapped block counts whole, touched or not).
-struct HeapInUse {
-  double arenas = 0;
-  double mmapped = 0;
-  static HeapInUse Now() {
-    const struct mallinfo2 info = mallinfo2();
-    return {static_cast<double>(info.uordblks), static_cast<double>(info.hblkhd)};
-  }
-};
-
-double CpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
+// HeapInUse (bench/common/process_stats.h): with `linkfit serve`'s fixed 128 KiB mmap threshold at
+// start-up, the large tables and buffers are the mmapped blocks.
+using linkfit::bench::CpuSeconds;
+using linkfit::bench::HeapInUse;
 
 std::string Compact(const std::string& id) {
-  std::ifstream in(std::string(LINKFIT_SOURCE_DIR) + "/config/topologies/" + id + ".json");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto spec = topology::ParseTopologyDocument(text.str());
+  const auto text =
+      linkfit::ReadFile(std::string(LINKFIT_SOURCE_DIR) + "/config/topologies/" + id + ".json");
+  if (!text) std::abort();
+  auto spec = topology::ParseTopologyDocument(*text);
   if (!spec) std::abort();
   return topology::ToTopologyDocument(*spec);
 }

@@ -17,7 +17,6 @@
 //    second, and filter p50/p99 with and without the event stream.
 
 #include <malloc.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -32,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/flags.h"
+#include "common/process_stats.h"
 #include "linkfit/cluster/node_store.h"
 #include "linkfit/cluster/pod_store.h"
 #include "linkfit/common/files.h"
@@ -44,13 +44,11 @@ namespace {
 
 using namespace linkfit;
 
-double CpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
+using linkfit::bench::CpuSeconds;
 
-std::size_t HeapBytes() { return mallinfo2().uordblks; }
+std::size_t HeapBytes() {
+  return static_cast<std::size_t>(linkfit::bench::HeapInUse::Now().arenas);
+}
 
 std::string ReadFile(const std::string& path) {
   auto text = linkfit::ReadFile(path);
