@@ -1,4 +1,5 @@
 #include "linkfit/common/json_reader.h"
+#include "linkfit/common/strings.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -61,17 +62,7 @@ std::string_view TrimRight(std::string_view s) {
   return s;
 }
 
-std::string_view TrimSpace(std::string_view s) {
-  while (!s.empty() && (IsSpace(s.front()) || s.front() == '\v' || s.front() == '\f')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (IsSpace(s.back()) || s.back() == '\v' || s.back() == '\f')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-bool IsDigit(char ch) { return ch >= '0' && ch <= '9'; }
+std::string_view TrimSpace(std::string_view s) { return Trim(s); }
 
 // JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 bool IsJsonNumber(std::string_view s) {

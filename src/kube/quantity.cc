@@ -1,4 +1,5 @@
 #include "linkfit/kube/quantity.h"
+#include "linkfit/common/strings.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -22,8 +23,6 @@ struct Parts {
   std::int64_t exp10 = 0;
   int exp2 = 0;
 };
-
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 // Quotes the offending text for an error message, shortened so that a hostile value cannot make
 // a reply huge.

@@ -20,8 +20,6 @@ using nlohmann::json;
 constexpr std::string_view kSchema = "linkfit-gpu-models/v1";
 constexpr std::size_t kMaxFileBytes = 1 << 20;
 
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
 // Splits a model name into upper-case words ("Tesla V100-SXM2-32GB" -> TESLA V100 SXM2 32GB).
 std::vector<std::string> ModelWords(std::string_view model) {
   std::vector<std::string> words;

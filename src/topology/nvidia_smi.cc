@@ -74,8 +74,6 @@ std::vector<Line> SplitLines(std::string_view text) {
   return lines;
 }
 
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
 // Parses "GPU<n>" (the label of a GPU column or row); nullopt for anything else.
 std::optional<int> ParseGpuLabel(std::string_view token) {
   if (!StartsWith(token, "GPU") || token.size() < 4 || token.size() > 6) return std::nullopt;

@@ -15,8 +15,6 @@
 namespace linkfit::topology::internal {
 namespace {
 
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
 struct CsvGpu {
   int line = 0;
   std::string uuid;

@@ -42,7 +42,7 @@ bool WrongType(Ctx& c, std::string_view where, std::string_view expected, od::js
 std::string Quoted(std::string_view text);
 bool IsSpace(char ch);
 std::string_view TrimRight(std::string_view s);
-// Trims ASCII white space at both ends, as Go's strings.TrimSpace does for ASCII.
+// Trims ASCII white space at both ends, as Go's strings.TrimSpace does for ASCII (linkfit::Trim).
 std::string_view TrimSpace(std::string_view s);
 // Returns whether `s` matches the JSON number grammar.
 bool IsJsonNumber(std::string_view s);

@@ -13,8 +13,11 @@
 
 namespace linkfit {
 
-// Returns `text` without leading and trailing ASCII whitespace.
+// Returns `text` without leading and trailing ASCII whitespace (space, \t, \n, \r, \f, \v).
 std::string_view Trim(std::string_view text);
+
+// Whether `c` is an ASCII digit (not locale-dependent, unlike std::isdigit).
+constexpr bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 // Splits on `separator`; empty fields are kept ("a,,b" gives three fields).
 std::vector<std::string_view> Split(std::string_view text, char separator);
