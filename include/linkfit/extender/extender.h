@@ -14,11 +14,13 @@
 //               satisfies the pod (victims and their order unchanged).
 //
 // Filter, prioritize, preempt and explain are const: they read one snapshot and the PodSource's
-// demand and change nothing of the cluster's state. Filter and prioritize keep what they learn
-// of nodes across calls (fits and scores by node position, extender/verb_cache.h), dropped at a
-// call's start for the nodes that changed since the last call (state::ClusterCache::Changes).
-// Bind resolves the pod through the PodSource (pod_source.h), which is the memo of earlier
-// requests in standalone mode and the pod watch in cluster mode.
+// demand and change nothing of the cluster's state. One thing they read beside the snapshot: for a
+// pod of a group that asks NICs, the rails its members hold now (ClusterCache::GroupRailsOf, under
+// the cache's lock, ParseRequest), a preference that may be a bind newer than the snapshot. Filter
+// and prioritize keep what they learn of nodes across calls (fits and scores by node position,
+// extender/verb_cache.h), dropped at a call's start for the nodes that changed since the last call
+// (state::ClusterCache::Changes). Bind resolves the pod through the PodSource (pod_source.h), which
+// is the memo of earlier requests in standalone mode and the pod watch in cluster mode.
 //
 // Thread-safety: every method may be called concurrently.
 
