@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "app/flags.h"
+#include "linkfit/common/flags.h"
 #include "linkfit/common/strings.h"
 
 namespace linkfit::bench {
@@ -47,9 +47,9 @@ Flags& Flags::Int(std::string name, int* out, std::int64_t min, std::int64_t max
 
 Result<void> Flags::Parse(int argc, char** argv, int first) const {
   const std::vector<std::string> args(argv + first, argv + argc);
-  std::vector<app::FlagSpec> known;
+  std::vector<FlagSpec> known;
   for (const Flag& flag : flags_) known.push_back({flag.name.substr(2), !flag.is_switch});
-  auto parsed = app::Flags::Parse(args, known);
+  auto parsed = linkfit::Flags::Parse(args, known);
   if (!parsed) return tl::unexpected(parsed.error());
   for (const Flag& flag : flags_) {
     const std::optional<std::string> value = parsed->Get(flag.name.substr(2));

@@ -2,7 +2,7 @@
 
 // Flags: the command line of the bench tools (linkfit-bench, linkfit-load, linkfit-parse-only,
 // the cluster benches), each flag registered with what to do with its value. The parsing is
-// linkfit's own (app/flags.h, as every `linkfit` subcommand parses): `--name value`,
+// linkfit's own (common/flags.h, as every `linkfit` subcommand parses): `--name value`,
 // `--name=value`, `--switch`; unknown flags, flags given twice and missing values are errors that
 // name the flag. A value its handler refuses is the error "bad option --name value".
 //

@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "app/flags.h"
 #include "app/service.h"
 #include "linkfit/app/cli.h"
+#include "linkfit/common/flags.h"
 #include "linkfit/common/log.h"
 #include "linkfit/wire/extender_client.h"
 #include "linkfit/wire/scheduling_cycle.h"

@@ -6,9 +6,9 @@
 #include <ostream>
 #include <sstream>
 
-#include "app/flags.h"
 #include "app/service.h"
 #include "linkfit/app/cli.h"
+#include "linkfit/common/flags.h"
 #include "linkfit/extender/extender.h"
 #include "linkfit/standalone/standalone.h"
 #include "linkfit/wire/codec.h"

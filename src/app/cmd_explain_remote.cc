@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/flags.h"
 #include "linkfit/app/cli.h"
+#include "linkfit/common/flags.h"
 #include "linkfit/kube/api_client.h"
 #include "linkfit/wire/extender_client.h"
 

@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/flags.h"
 #include "linkfit/alloc/mig.h"
 #include "linkfit/alloc/placement_table.h"
+#include "linkfit/common/flags.h"
 #include "linkfit/common/strings.h"
 #include "linkfit/topology/topology.h"
 

@@ -6,8 +6,8 @@
 #include <ostream>
 #include <thread>
 
-#include "app/flags.h"
 #include "app/service.h"
+#include "linkfit/common/flags.h"
 #include "linkfit/common/log.h"
 #include "linkfit/common/malloc_settings.h"
 

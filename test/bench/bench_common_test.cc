@@ -47,7 +47,7 @@ TEST(Flags, ReadsSwitchesValuesAndNumbersInRange) {
   error = ParseArgs(flags, {"--mode", "c"});
   ASSERT_FALSE(error);
   EXPECT_EQ(error.error().message, "bad option --mode c");
-  // The parsing's own errors are linkfit's (app/flags.h).
+  // The parsing's own errors are linkfit's (common/flags.h).
   error = ParseArgs(flags, {"--out"});
   ASSERT_FALSE(error);
   EXPECT_EQ(error.error().message, "flag --out needs a value");

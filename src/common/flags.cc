@@ -1,8 +1,8 @@
-#include "app/flags.h"
+#include "linkfit/common/flags.h"
 
 #include "linkfit/common/strings.h"
 
-namespace linkfit::app {
+namespace linkfit {
 
 Result<Flags> Flags::Parse(const std::vector<std::string>& args,
                            const std::vector<FlagSpec>& known) {
@@ -68,4 +68,4 @@ Result<std::optional<long>> Flags::GetInt(const std::string& name, long min, lon
   return std::optional<long>(static_cast<long>(*parsed));
 }
 
-}  // namespace linkfit::app
+}  // namespace linkfit

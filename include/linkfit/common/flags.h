@@ -12,7 +12,7 @@
 
 #include "linkfit/common/result.h"
 
-namespace linkfit::app {
+namespace linkfit {
 
 struct FlagSpec {
   std::string name;  // without the leading "--"
@@ -35,4 +35,4 @@ class Flags {
   std::map<std::string, std::string> values_;
 };
 
-}  // namespace linkfit::app
+}  // namespace linkfit
