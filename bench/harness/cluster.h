@@ -27,7 +27,9 @@ namespace linkfit::bench {
 
 inline constexpr int kMaxNodeGpus = 16;
 inline constexpr int kWholeGpuMilli = 1000;
-inline constexpr int kMigSlices = 8;
+inline constexpr int kMigSlices = alloc::kMigMemorySlices;
+// Compute slices of a MIG GPU: 7 on every model the harness simulates (A100, H100; the profile
+// sets in config/mig say so per geometry).
 inline constexpr int kMigComputeSlices = 7;
 inline constexpr int kMaxNodeNics = 16;
 inline constexpr int kWholeNicMilli = 1000;
