@@ -25,6 +25,7 @@
 #include "linkfit/agent/node_agent.h"
 #include "linkfit/agent/node_pods.h"
 #include "linkfit/agent/node_publisher.h"
+#include "linkfit/common/flags.h"
 #include "linkfit/common/log.h"
 #include "linkfit/handoff/cdi_specs.h"
 #include "linkfit/kube/annotations.h"
@@ -139,94 +140,87 @@ struct Flags {
   bool print = false;
 };
 
+// The agent's flags as common/flags.h parses them (`--name value`, `--name=value`, switches;
+// unknown flags and missing values are errors naming the flag). Every flag may be given again:
+// the list flags collect their values, the others take the last (a DaemonSet's args, then the
+// ones a patch appends).
+const std::vector<FlagSpec>& KnownFlags() {
+  static const std::vector<FlagSpec> known = [] {
+    std::vector<FlagSpec> flags;
+    for (const char* name : {"node-name",
+                             "kubeconfig",
+                             "context",
+                             "pod-resources-socket",
+                             "nri-socket",
+                             "device-plugin-dir",
+                             "exempt-namespace",
+                             "host-proc",
+                             "host-sys",
+                             "nic-rails",
+                             "share-resource",
+                             "nic-resource",
+                             "nic-share-resource",
+                             "host-dev",
+                             "nic-cdi-kind",
+                             "cdi-spec-dir",
+                             "nic-env-exempt-namespace",
+                             "nvml-library",
+                             "gpu-models",
+                             "metrics-listen",
+                             "discover-interval",
+                             "devices-interval"}) {
+      flags.push_back({name, /*takes_value=*/true, /*repeatable=*/true});
+    }
+    for (const char* name : {"no-nic-env", "no-cdi", "once", "print"}) {
+      flags.push_back({name, /*takes_value=*/false, /*repeatable=*/true});
+    }
+    return flags;
+  }();
+  return known;
+}
+
 Result<Flags> ParseFlags(const std::vector<std::string>& args) {
   Flags flags;
   if (const char* env = std::getenv("NODE_NAME"); env != nullptr) flags.node_name = env;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    const auto value = [&]() -> Result<std::string> {
-      if (i + 1 >= args.size()) return MakeError(arg + " needs a value");
-      return args[++i];
-    };
-    const auto seconds = [&](int* out) -> Result<void> {
-      std::string text;
-      LINKFIT_ASSIGN_OR_RETURN(text, value());
-      char* end = nullptr;
-      const long parsed = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || parsed < 1 || parsed > 86400) {
-        return MakeError(arg + " " + text + ": expected whole seconds in 1..86400");
-      }
-      *out = static_cast<int>(parsed);
-      return {};
-    };
-    Result<void> ok;
-    if (arg == "--node-name") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.node_name, value());
-    } else if (arg == "--kubeconfig") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.kubeconfig, value());
-    } else if (arg == "--context") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.context, value());
-    } else if (arg == "--pod-resources-socket") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.socket, value());
-    } else if (arg == "--nri-socket") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.nri_socket, value());
-    } else if (arg == "--device-plugin-dir") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.device_plugin_dir, value());
-    } else if (arg == "--exempt-namespace") {
-      std::string ns;
-      LINKFIT_ASSIGN_OR_RETURN(ns, value());
-      flags.exempt_namespaces.push_back(std::move(ns));
-    } else if (arg == "--host-proc") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.host_proc, value());
-    } else if (arg == "--host-sys") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.host_sys, value());
-    } else if (arg == "--nic-rails") {
-      std::string text;
-      LINKFIT_ASSIGN_OR_RETURN(text, value());
-      LINKFIT_ASSIGN_OR_RETURN(flags.nic_rails, ParseNicRails(text));
-    } else if (arg == "--share-resource") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.share_resource, value());
-    } else if (arg == "--nic-resource") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.nic_resource, value());
-    } else if (arg == "--nic-share-resource") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.nic_share_resource, value());
-    } else if (arg == "--host-dev") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.host_dev, value());
-    } else if (arg == "--nic-cdi-kind") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.nic_cdi_kind, value());
-      if (flags.nic_cdi_kind.find('/') == std::string::npos) {
-        return MakeError("--nic-cdi-kind " + flags.nic_cdi_kind + ": expected vendor/class");
-      }
-    } else if (arg == "--cdi-spec-dir") {
-      std::string dir;
-      LINKFIT_ASSIGN_OR_RETURN(dir, value());
-      flags.cdi_spec_dirs.push_back(std::move(dir));
-    } else if (arg == "--nic-env-exempt-namespace") {
-      std::string ns;
-      LINKFIT_ASSIGN_OR_RETURN(ns, value());
-      flags.nic_env_exempt_namespaces.push_back(std::move(ns));
-    } else if (arg == "--no-nic-env") {
-      flags.nic_env = false;
-    } else if (arg == "--nvml-library") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.nvml_library, value());
-    } else if (arg == "--gpu-models") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.gpu_models, value());
-    } else if (arg == "--metrics-listen") {
-      LINKFIT_ASSIGN_OR_RETURN(flags.metrics_listen, value());
-    } else if (arg == "--discover-interval") {
-      ok = seconds(&flags.discover_interval_s);
-    } else if (arg == "--devices-interval") {
-      ok = seconds(&flags.devices_interval_s);
-    } else if (arg == "--no-cdi") {
-      flags.cdi = false;
-    } else if (arg == "--once") {
-      flags.once = true;
-    } else if (arg == "--print") {
-      flags.print = true;
-    } else {
-      return MakeError("unknown flag " + arg);
-    }
-    if (!ok) return tl::unexpected(ok.error());
+  linkfit::Flags given;
+  LINKFIT_ASSIGN_OR_RETURN(given, linkfit::Flags::Parse(args, KnownFlags()));
+  const auto text = [&given](const char* name, std::string& out) {
+    if (auto value = given.Get(name)) out = std::move(*value);
+  };
+  text("node-name", flags.node_name);
+  text("kubeconfig", flags.kubeconfig);
+  text("context", flags.context);
+  text("pod-resources-socket", flags.socket);
+  text("nri-socket", flags.nri_socket);
+  text("device-plugin-dir", flags.device_plugin_dir);
+  text("host-proc", flags.host_proc);
+  text("host-sys", flags.host_sys);
+  text("share-resource", flags.share_resource);
+  text("nic-resource", flags.nic_resource);
+  text("nic-share-resource", flags.nic_share_resource);
+  text("host-dev", flags.host_dev);
+  text("nic-cdi-kind", flags.nic_cdi_kind);
+  text("nvml-library", flags.nvml_library);
+  text("gpu-models", flags.gpu_models);
+  text("metrics-listen", flags.metrics_listen);
+  flags.exempt_namespaces = given.GetAll("exempt-namespace");
+  flags.cdi_spec_dirs = given.GetAll("cdi-spec-dir");
+  flags.nic_env_exempt_namespaces = given.GetAll("nic-env-exempt-namespace");
+  flags.nic_env = !given.Has("no-nic-env");
+  flags.cdi = !given.Has("no-cdi");
+  flags.once = given.Has("once");
+  flags.print = given.Has("print");
+  if (const auto rails = given.Get("nic-rails")) {
+    LINKFIT_ASSIGN_OR_RETURN(flags.nic_rails, ParseNicRails(*rails));
+  }
+  if (given.Has("nic-cdi-kind") && flags.nic_cdi_kind.find('/') == std::string::npos) {
+    return MakeError("--nic-cdi-kind " + flags.nic_cdi_kind + ": expected vendor/class");
+  }
+  for (auto [name, out] : {std::pair{"discover-interval", &flags.discover_interval_s},
+                           std::pair{"devices-interval", &flags.devices_interval_s}}) {
+    std::optional<long> seconds;
+    LINKFIT_ASSIGN_OR_RETURN(seconds, given.GetInt(name, 1, 86400));
+    if (seconds) *out = static_cast<int>(*seconds);
   }
   if (!flags.device_plugin_dir.empty() && flags.socket.empty()) {
     return MakeError("--device-plugin-dir needs the kubelet's PodResources socket for steering");

@@ -28,16 +28,19 @@ Result<Flags> Flags::Parse(const std::vector<std::string>& args,
         names += (names.empty() ? "--" : ", --") + candidate.name;
       return MakeError("unknown flag --" + name + " (known: " + names + ")");
     }
-    if (flags.values_.count(name) != 0) return MakeError("flag --" + name + " given twice");
+    if (flags.values_.count(name) != 0 && !spec->repeatable) {
+      return MakeError("flag --" + name + " given twice");
+    }
+    std::vector<std::string>& values = flags.values_[name];
     if (!spec->takes_value) {
       if (inline_value) return MakeError("flag --" + name + " takes no value");
-      flags.values_[name] = "true";
+      values.push_back("true");
       continue;
     }
     if (inline_value) {
-      flags.values_[name] = *inline_value;
+      values.push_back(*inline_value);
     } else if (i + 1 < args.size()) {
-      flags.values_[name] = args[++i];
+      values.push_back(args[++i]);
     } else {
       return MakeError("flag --" + name + " needs a value");
     }
@@ -47,8 +50,13 @@ Result<Flags> Flags::Parse(const std::vector<std::string>& args,
 
 std::optional<std::string> Flags::Get(const std::string& name) const {
   const auto it = values_.find(name);
-  if (it == values_.end()) return std::nullopt;
-  return it->second;
+  if (it == values_.end() || it->second.empty()) return std::nullopt;
+  return it->second.back();
+}
+
+std::vector<std::string> Flags::GetAll(const std::string& name) const {
+  const auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>() : it->second;
 }
 
 Result<std::string> Flags::Require(const std::string& name) const {

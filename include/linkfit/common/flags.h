@@ -17,6 +17,7 @@ namespace linkfit {
 struct FlagSpec {
   std::string name;  // without the leading "--"
   bool takes_value = true;
+  bool repeatable = false;  // may be given more than once (GetAll); else twice is an error
 };
 
 class Flags {
@@ -25,14 +26,17 @@ class Flags {
                              const std::vector<FlagSpec>& known);
 
   bool Has(const std::string& name) const { return values_.count(name) != 0; }
+  // The value given (the last one of a repeatable flag).
   std::optional<std::string> Get(const std::string& name) const;
+  // Every value of a repeatable flag, in the order given; empty when absent.
+  std::vector<std::string> GetAll(const std::string& name) const;
   // The value of a flag that must be present.
   Result<std::string> Require(const std::string& name) const;
   // An optional integer flag within [min, max].
   Result<std::optional<long>> GetInt(const std::string& name, long min, long max) const;
 
  private:
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> values_;
 };
 
 }  // namespace linkfit
