@@ -109,6 +109,15 @@ class AgentEndToEndTest : public ::testing::Test {
     }
     return json();
   }
+  // Waits until linkfit's /inspect reports `count` pods on a100-0 from the agent's report.
+  bool WaitForReportedPods(std::size_t count, std::chrono::seconds timeout) {
+    return WaitFor(
+        [&] {
+          const json node = InspectNode();
+          return node.contains("reported_pods") && node["reported_pods"].size() == count;
+        },
+        timeout);
+  }
   // Filter then bind on a100-0; returns the record bound, or the error.
   Result<kube::AllocationRecord> Schedule(const PodSpec& spec) {
     return ScheduleObject(PodObject(spec));

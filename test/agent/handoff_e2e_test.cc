@@ -116,13 +116,7 @@ TEST_F(HandoffEndToEndTest, EveryContainerGetsExactlyItsPlanAndNothingMismatches
     }
   }
   // What was handed over reaches linkfit, and linkfit finds nothing to complain about.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const json node = InspectNode();
-        return node.contains("reported_pods") && node["reported_pods"].size() == pods.size();
-      },
-      std::chrono::seconds(10)))
-      << InspectNode().dump();
+  ASSERT_TRUE(WaitForReportedPods(pods.size(), std::chrono::seconds(10))) << InspectNode().dump();
   EXPECT_FALSE(InspectNode().contains("handoff_mismatch_pods")) << InspectNode().dump();
   EXPECT_EQ(InspectNode()["handoff_mode"], "nri-cdi");
   auto metrics = client_->Get("/metrics");

@@ -174,13 +174,7 @@ TEST_F(NicHandoffEndToEndTest, EachPodGetsExactlyItsNicsWholeOrShared) {
     handed[pod.record.uid] = adjust->annotations.at(handoff::kAnnotationHanded);
   }
   // What was handed over reaches linkfit: each container's NICs, and no mismatch.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const json node = InspectNode();
-        return node.contains("reported_pods") && node["reported_pods"].size() == pods.size();
-      },
-      std::chrono::seconds(10)))
-      << InspectNode().dump();
+  ASSERT_TRUE(WaitForReportedPods(pods.size(), std::chrono::seconds(10))) << InspectNode().dump();
   EXPECT_FALSE(InspectNode().contains("handoff_mismatch_pods")) << InspectNode().dump();
   EXPECT_EQ(InspectNode()["nic_handoff_mode"], "nri-env");
   auto in_use =
@@ -354,12 +348,7 @@ TEST_F(NicHandoffEndToEndTest, ASharedResourceIsTheTotalOverItsDevices) {
 
   // What the kubelet holds reaches linkfit: both pods as planned (the notebook's replicas of the
   // agent's own share resource too), no mismatch.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const json node = InspectNode();
-        return node.contains("reported_pods") && node["reported_pods"].size() == 2;
-      },
-      std::chrono::seconds(15)))
+  ASSERT_TRUE(WaitForReportedPods(2, std::chrono::seconds(15)))
       << InspectNode().dump(1) << AgentLog();
   EXPECT_EQ(InspectNode()["reported_pods"].get<std::set<std::string>>(),
             (std::set<std::string>{nics->uid, gpus->uid}));
@@ -411,12 +400,7 @@ TEST_F(NicHandoffEndToEndTest, TwoContainersEachGetTheirOwnPartOfThePodsShares) 
     auto started = device_manager_->StartContainer("ml", "pair", container.name);
     EXPECT_TRUE(started) << started.error().message << "\n" << AgentLog();
   }
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const json node = InspectNode();
-        return node.contains("reported_pods") && node["reported_pods"].size() == 1;
-      },
-      std::chrono::seconds(15)))
+  ASSERT_TRUE(WaitForReportedPods(1, std::chrono::seconds(15)))
       << InspectNode().dump(1) << AgentLog();
   EXPECT_FALSE(InspectNode().contains("handoff_mismatch_pods")) << InspectNode().dump();
   auto metrics = client_->Get("/metrics");
