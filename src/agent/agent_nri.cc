@@ -55,8 +55,8 @@ kube::DevicesInUse HandedDevicesView::Report(const topology::TopologySpec& spec)
         container.shares.push_back({it->second, 1});
       }
     }
-    for (const auto& held : devices.nics) {
-      const std::string& name = held.first;
+    for (const auto& held_nic : devices.nics) {
+      const std::string& name = held_nic.first;
       const bool known =
           std::any_of(spec.nics.begin(), spec.nics.end(),
                       [&](const topology::NicSpec& nic) { return nic.name == name; });
