@@ -217,8 +217,8 @@ std::string OfferedProfiles(const alloc::MigPlanner& planner) {
   return known;
 }
 
-// Each GPU plans with its own model's profiles (NodeInfo::MigPlannerOf): the request goes to the GPUs
-// of a model that offers its profile, tried model by model in order of their first GPU, and
+// Each GPU plans with its own model's profiles (NodeInfo::MigPlannerOf): the request goes to the
+// GPUs of a model that offers its profile, tried model by model in order of their first GPU, and
 // never spans two models. On a reported layout it takes free existing instances of the profile's
 // name on any GPU whose model's set has it.
 NodeFit FitMig(const GpuRequest& request, const state::NodeState& node, topology::GpuMask allowed) {
