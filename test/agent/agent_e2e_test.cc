@@ -131,12 +131,8 @@ TEST_F(AgentEndToEndTest, TheNriPluginHandsContainersTheirPlannedGpus) {
     const int fd = ::accept(listener, nullptr, nullptr);
     ASSERT_GE(fd, 0);
     linkfit::testing::FakeNriRuntime runtime(fd);
-    runtime.AcceptRegistration();
     // containerd 2.1 injects the CDI devices of an adjustment: the agent names them.
-    EXPECT_EQ(
-        runtime.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
-            .status_code,
-        0);
+    EXPECT_EQ(runtime.AcceptAndConfigure(), 0);
     EXPECT_EQ(runtime.Call("Synchronize", handoff::EncodeSynchronizeRequest({})).status_code, 0);
     kube::AllocationRecord record;
     record.pod = "ml/train";

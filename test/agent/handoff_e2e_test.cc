@@ -24,10 +24,7 @@ TEST_F(HandoffEndToEndTest, EveryContainerGetsExactlyItsPlanAndNothingMismatches
   const int fd = ::accept(listener_, nullptr, nullptr);
   ASSERT_GE(fd, 0);
   linkfit::testing::FakeNriRuntime runtime(fd);
-  runtime.AcceptRegistration();
-  ASSERT_EQ(runtime.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
-                .status_code,
-            0);
+  ASSERT_EQ(runtime.AcceptAndConfigure(), 0);
   ASSERT_EQ(runtime.Call("Synchronize", handoff::EncodeSynchronizeRequest({})).status_code, 0);
   // The device plugin registers its resources with the kubelet.
   ASSERT_TRUE(device_manager_->WaitForDevices("nvidia.com/gpu", 7, std::chrono::seconds(20)))
@@ -220,11 +217,7 @@ TEST_F(HandoffEndToEndTest, NriWithoutCdiGetsTheDeviceFiles) {
   const int again = ::accept(listener_, nullptr, nullptr);
   ASSERT_GE(again, 0);
   linkfit::testing::FakeNriRuntime restarted(again);
-  restarted.AcceptRegistration();
-  ASSERT_EQ(
-      restarted.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
-          .status_code,
-      0);
+  ASSERT_EQ(restarted.AcceptAndConfigure(), 0);
   handoff::SynchronizeRequest live;
   live.pods = {event.pod};
   live.containers = {{"ctr", "sandbox", "main", {{handoff::kAnnotationHanded, handed}}, {}}};

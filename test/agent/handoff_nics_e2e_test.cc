@@ -72,11 +72,7 @@ TEST_F(NicHandoffEndToEndTest, EachPodGetsExactlyItsNicsWholeOrShared) {
   const int fd = ::accept(listener_, nullptr, nullptr);
   ASSERT_GE(fd, 0);
   auto runtime = std::make_unique<linkfit::testing::FakeNriRuntime>(fd);
-  runtime->AcceptRegistration();
-  ASSERT_EQ(
-      runtime->Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
-          .status_code,
-      0);
+  ASSERT_EQ(runtime->AcceptAndConfigure(), 0);
   ASSERT_EQ(runtime->Call("Synchronize", handoff::EncodeSynchronizeRequest({})).status_code, 0);
   ASSERT_TRUE(device_manager_->WaitForDevices("linkfit.io/rdma", 4, std::chrono::seconds(20)))
       << AgentLog();
@@ -200,11 +196,7 @@ TEST_F(NicHandoffEndToEndTest, EachPodGetsExactlyItsNicsWholeOrShared) {
   const int again = ::accept(listener_, nullptr, nullptr);
   ASSERT_GE(again, 0);
   linkfit::testing::FakeNriRuntime restarted(again);
-  restarted.AcceptRegistration();
-  ASSERT_EQ(
-      restarted.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
-          .status_code,
-      0);
+  ASSERT_EQ(restarted.AcceptAndConfigure(), 0);
   handoff::SynchronizeRequest live;
   for (const Planned& pod : pods) {
     live.pods.push_back({"sandbox-" + pod.name, pod.name, pod.record.uid, "ml", {}, {}});
@@ -424,10 +416,7 @@ TEST_F(NicHandoffEndToEndTest, OnlyNicsACdiSpecDeclaresGoByTheirCdiNames) {
   const int fd = ::accept(listener_, nullptr, nullptr);
   ASSERT_GE(fd, 0);
   linkfit::testing::FakeNriRuntime runtime(fd);
-  runtime.AcceptRegistration();
-  ASSERT_EQ(runtime.Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
-                .status_code,
-            0);
+  ASSERT_EQ(runtime.AcceptAndConfigure(), 0);
   ASSERT_EQ(runtime.Call("Synchronize", handoff::EncodeSynchronizeRequest({})).status_code, 0);
   ASSERT_TRUE(device_manager_->WaitForDevices("linkfit.io/rdma", 4, std::chrono::seconds(20)))
       << AgentLog();

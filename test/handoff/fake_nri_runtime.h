@@ -82,6 +82,13 @@ class FakeNriRuntime {
                          EncodeTtrpcResponse({status, status == 0 ? "" : "no more plugins", ""})});
     return request.value_or(TtrpcRequest{});
   }
+  // The plugin's start-up as containerd 2.1 runs it: accepts the registration, then Configure;
+  // the status Configure answered (0: configured).
+  std::int32_t AcceptAndConfigure() {
+    AcceptRegistration();
+    return Call("Configure", handoff::EncodeConfigureRequest({"", "containerd", "v2.1.1"}))
+        .status_code;
+  }
   TtrpcResponse Call(const std::string& method, const std::string& payload) {
     const std::uint32_t stream = next_stream_;
     next_stream_ += 2;
