@@ -6,17 +6,7 @@ namespace linkfit::bench {
 
 std::string CacheModeArgs(std::string_view pod, const std::vector<std::string>& names,
                           std::size_t count, std::size_t first) {
-  std::string body = R"({"Pod":)";
-  body.append(pod);
-  body += R"(,"Nodes":null,"NodeNames":[)";
-  for (std::size_t i = 0; i < count; ++i) {
-    if (i > 0) body += ',';
-    body += '"';
-    body += names[(first + i) % names.size()];
-    body += '"';
-  }
-  body += "]}";
-  return body;
+  return wire::CacheModeBody(pod, names, count, first);
 }
 
 std::string NonCacheModeArgs(std::string_view pod, const std::vector<std::string>& node_objects) {

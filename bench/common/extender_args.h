@@ -5,7 +5,7 @@
 // nodeCacheCapable modes, and ExtenderBindingArgs for bind. The pod and node objects inside are
 // the caller's (each tool has its own: linkfit-load's realistic pods whose UID it rewrites in
 // place, wire_codec_bench's fixed corpus, the harness's pods from its trace). Names and UIDs are
-// written as they are: the callers' never need JSON escaping.
+// JSON-escaped as Go escapes them (the callers' never need it).
 //
 // The harness and `linkfit demo` drive linkfit through one kube-scheduler cycle in src/
 // (wire::SchedulingCycle over wire::ExtenderClient, which writes the same bodies); these builders
@@ -22,7 +22,8 @@
 
 namespace linkfit::bench {
 
-// {"Pod":<pod>,"Nodes":null,"NodeNames":[count names from names[first], wrapping around]}.
+// {"Pod":<pod>,"Nodes":null,"NodeNames":[count names from names[first], wrapping around]}:
+// wire::CacheModeBody, the body kube-scheduler's cycle in src/ sends.
 std::string CacheModeArgs(std::string_view pod, const std::vector<std::string>& names,
                           std::size_t count, std::size_t first = 0);
 // Every name of `names`, in order.

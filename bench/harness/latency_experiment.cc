@@ -64,6 +64,65 @@ nlohmann::json VerbFigures(const std::map<std::string, std::vector<double>>& lat
   return verbs;
 }
 
+// One replay on a cluster of `size` nodes drawn from `gpu_nodes`: the results row, its round
+// trips' CDFs added to `cdfs`.
+Result<nlohmann::json> ReplayAtSize(int size, const std::vector<NodeRecord>& gpu_nodes,
+                                    const std::vector<PodSpec>& trace, std::size_t pods_per_size,
+                                    const BenchOptions& options, std::vector<Series>& cdfs) {
+  const std::uint64_t seed = options.seeds.front();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::size_t> draw(0, gpu_nodes.size() - 1);
+  std::vector<NodeRecord> chosen;
+  for (int i = 0; i < size; ++i) {
+    NodeRecord node = gpu_nodes[draw(rng)];
+    node.name = "lat-" + std::to_string(i);
+    chosen.push_back(std::move(node));
+  }
+  Cluster cluster = BuildOpenbCluster(chosen);
+  std::vector<PodSpec> arrivals =
+      FgdArrivals(trace, seed, cluster.total_gpus(), options.demand_limit);
+  if (arrivals.size() > pods_per_size) arrivals.resize(pods_per_size);
+  auto placer = MakePlacer("linkfit", seed, trace, cluster, options);
+  if (!placer) return WithContext(placer.error(), std::to_string(size) + " nodes");
+  const auto start = std::chrono::steady_clock::now();
+  int placed = 0;
+  double names = 0;
+  for (const PodSpec& pod : arrivals) {
+    for (int node = 0; node < size; ++node) names += cluster.InTreeFits(node, pod) ? 1 : 0;
+    auto result = (*placer)->Place(cluster, pod);
+    if (!result) return WithContext(result.error(), std::to_string(size) + " nodes");
+    if (*result) ++placed;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const nlohmann::json verbs = VerbFigures((*placer)->VerbLatenciesMs(), size, cdfs);
+  if (!options.quiet) {
+    std::fprintf(
+        stderr,
+        "latency %5d nodes: %zu pods (%d placed) in %.1f s; filter p50 %.3f ms p99 "
+        "%.3f ms; prioritize p50 %.3f ms p99 %.3f ms; bind p50 %.3f ms\n",
+        size, arrivals.size(), placed, seconds, verbs["filter"]["p50_ms"].get<double>(),
+        verbs["filter"]["p99_ms"].get<double>(), verbs["prioritize"]["p50_ms"].get<double>(),
+        verbs["prioritize"]["p99_ms"].get<double>(), verbs["bind"]["p50_ms"].get<double>());
+  }
+  nlohmann::json row = {{"policy", "linkfit"},
+                        {"nodes", size},
+                        {"cluster_gpus", cluster.total_gpus()},
+                        {"pods", arrivals.size()},
+                        {"placed", placed},
+                        {"mean_names_per_filter",
+                         arrivals.empty() ? 0.0 : names / static_cast<double>(arrivals.size())},
+                        {"verbs", verbs},
+                        {"seconds", seconds}};
+  // Flat copies for the report's table.
+  for (const char* verb : {"filter", "prioritize", "bind"}) {
+    for (const char* figure : {"p50_ms", "p99_ms"}) {
+      row[std::string(verb) + "_" + figure] = verbs[verb][figure];
+    }
+  }
+  results.push_back(std::move(row));
+}
+
 }  // namespace
 
 Result<nlohmann::json> RunLatencyExperiment(const BenchOptions& given) {
@@ -89,57 +148,9 @@ Result<nlohmann::json> RunLatencyExperiment(const BenchOptions& given) {
   nlohmann::json results = nlohmann::json::array();
   std::vector<Series> cdfs;
   for (const int size : {1000, 5000}) {
-    std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<std::size_t> draw(0, gpu_nodes.size() - 1);
-    std::vector<NodeRecord> chosen;
-    for (int i = 0; i < size; ++i) {
-      NodeRecord node = gpu_nodes[draw(rng)];
-      node.name = "lat-" + std::to_string(i);
-      chosen.push_back(std::move(node));
-    }
-    Cluster cluster = BuildOpenbCluster(chosen);
-    std::vector<PodSpec> arrivals =
-        FgdArrivals(trace, seed, cluster.total_gpus(), options.demand_limit);
-    if (arrivals.size() > pods_per_size) arrivals.resize(pods_per_size);
-    auto placer = MakePlacer("linkfit", seed, trace, cluster, options);
-    if (!placer) return WithContext(placer.error(), std::to_string(size) + " nodes");
-    const auto start = std::chrono::steady_clock::now();
-    int placed = 0;
-    double names = 0;
-    for (const PodSpec& pod : arrivals) {
-      for (int node = 0; node < size; ++node) names += cluster.InTreeFits(node, pod) ? 1 : 0;
-      auto result = (*placer)->Place(cluster, pod);
-      if (!result) return WithContext(result.error(), std::to_string(size) + " nodes");
-      if (*result) ++placed;
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const nlohmann::json verbs = VerbFigures((*placer)->VerbLatenciesMs(), size, cdfs);
-    if (!options.quiet) {
-      std::fprintf(
-          stderr,
-          "latency %5d nodes: %zu pods (%d placed) in %.1f s; filter p50 %.3f ms p99 "
-          "%.3f ms; prioritize p50 %.3f ms p99 %.3f ms; bind p50 %.3f ms\n",
-          size, arrivals.size(), placed, seconds, verbs["filter"]["p50_ms"].get<double>(),
-          verbs["filter"]["p99_ms"].get<double>(), verbs["prioritize"]["p50_ms"].get<double>(),
-          verbs["prioritize"]["p99_ms"].get<double>(), verbs["bind"]["p50_ms"].get<double>());
-    }
-    nlohmann::json row = {{"policy", "linkfit"},
-                          {"nodes", size},
-                          {"cluster_gpus", cluster.total_gpus()},
-                          {"pods", arrivals.size()},
-                          {"placed", placed},
-                          {"mean_names_per_filter",
-                           arrivals.empty() ? 0.0 : names / static_cast<double>(arrivals.size())},
-                          {"verbs", verbs},
-                          {"seconds", seconds}};
-    // Flat copies for the report's table.
-    for (const char* verb : {"filter", "prioritize", "bind"}) {
-      for (const char* figure : {"p50_ms", "p99_ms"}) {
-        row[std::string(verb) + "_" + figure] = verbs[verb][figure];
-      }
-    }
-    results.push_back(std::move(row));
+    auto row = ReplayAtSize(size, gpu_nodes, trace, pods_per_size, options, cdfs);
+    if (!row) return tl::unexpected(row.error());
+    results.push_back(std::move(*row));
   }
   const std::string csv = options.out_dir + "/verb_latency_cdf.csv";
   auto written = WriteSeriesCsv(csv, "round_trip_ms", cdfs);

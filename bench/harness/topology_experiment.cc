@@ -182,6 +182,131 @@ void RecordRing(const SimNode& node, const Placement& p, const PodSpec& pod, boo
   outcome.multi_queue_s.push_back(waited);
 }
 
+// One replay of the job stream through one policy: arrivals in order, a FIFO queue, departures
+// that retry it. Single use: Run once.
+class TopologyReplay {
+ public:
+  TopologyReplay(Cluster& cluster, std::vector<PodSpec> pods, Placer& placer,
+                 const BenchOptions& options)
+      : cluster_(cluster),
+        pods_(std::move(pods)),
+        placer_(placer),
+        options_(options),
+        placements_(pods_.size()) {}
+
+  Result<Outcome> Run(const std::string& policy) {
+    const auto start = std::chrono::steady_clock::now();
+    first_ = pods_.empty() ? 0 : pods_.front().arrival_s;
+    last_ = pods_.empty() ? 0 : pods_.back().arrival_s;
+    outcome_.span_s = last_ - first_;
+    clock_ = first_;
+    std::size_t next = 0;
+    while (next < pods_.size() || !departures_.empty()) {
+      const bool arrival_first =
+          next < pods_.size() &&
+          (departures_.empty() || pods_[next].arrival_s < departures_.top().time);
+      if (arrival_first) {
+        if (auto arrived = Arrive(next++); !arrived) return tl::unexpected(arrived.error());
+        continue;
+      }
+      const Departure departure = departures_.top();
+      departures_.pop();
+      Advance(departure.time);
+      auto released =
+          placer_.Release(cluster_, pods_[departure.index], placements_[departure.index]);
+      if (!released) return tl::unexpected(released.error());
+      allocated_gpus_ -= pods_[departure.index].gpu_count;
+      // Several departures at one instant: retry once after the last of them.
+      if (!departures_.empty() && departures_.top().time == departure.time) continue;
+      if (auto drained = Drain(departure.time); !drained) {
+        return tl::unexpected(drained.error());
+      }
+    }
+    if (!pending_.empty()) {
+      return MakeError(policy + ": " + std::to_string(pending_.size()) +
+                       " pods never fit an empty cluster");
+    }
+    outcome_.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::move(outcome_);
+  }
+
+ private:
+  // Accrues busy GPU-seconds inside [first, last] up to `to`.
+  void Advance(double to) {
+    const double from = std::max(clock_, first_);
+    const double until = std::min(to, last_);
+    if (until > from) outcome_.gpu_seconds_busy += allocated_gpus_ * (until - from);
+    clock_ = to;
+  }
+
+  Result<void> Arrive(std::size_t i) {
+    const double now = pods_[i].arrival_s;
+    Advance(now);
+    if (!pending_.empty()) {
+      pending_.push_back(i);  // FIFO: queued pods go first
+      return Drain(now);
+    }
+    auto placed = TryPlace(i, now);
+    if (!placed) return tl::unexpected(placed.error());
+    if (!*placed) pending_.push_back(i);
+    return {};
+  }
+
+  // Tries to place pod `i` at time `now`; records its figures when it lands.
+  Result<bool> TryPlace(std::size_t i, double now) {
+    const PodSpec& pod = pods_[i];
+    const bool nvlink_possible = pod.gpu_count >= 2 && NvlinkSetExists(cluster_, pod.gpu_count);
+    auto placed = placer_.Place(cluster_, pod);
+    if (!placed) return tl::unexpected(placed.error());
+    if (!*placed) return false;
+    const Placement& p = **placed;
+    placements_[i] = p;
+    allocated_gpus_ += pod.gpu_count;
+    departures_.push({now + pod.duration_s, i});
+    outcome_.queue_s.push_back(now - pod.arrival_s);
+    if (pod.gpu_count >= 2) {
+      RecordRing(cluster_.node(p.node), p, pod, nvlink_possible, now - pod.arrival_s,
+                 options_.comm_share, outcome_);
+    }
+    return true;
+  }
+
+  // Retries the queue in order; a pod of k GPUs is skipped once one of <= k GPUs failed.
+  Result<void> Drain(double now) {
+    int smallest_failed = 1 << 20;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      const int k = pods_[*it].gpu_count;
+      if (k >= smallest_failed) {
+        ++it;
+        continue;
+      }
+      auto placed = TryPlace(*it, now);
+      if (!placed) return tl::unexpected(placed.error());
+      if (*placed) {
+        it = pending_.erase(it);
+      } else {
+        smallest_failed = k;
+        ++it;
+      }
+    }
+    return {};
+  }
+
+  Cluster& cluster_;
+  const std::vector<PodSpec> pods_;
+  Placer& placer_;
+  const BenchOptions& options_;
+  Outcome outcome_;
+  std::vector<Placement> placements_;
+  std::deque<std::size_t> pending_;
+  DepartureQueue departures_;
+  double first_ = 0;
+  double last_ = 0;
+  double clock_ = 0;
+  int allocated_gpus_ = 0;
+};
+
 Result<Outcome> ReplayTopology(const std::string& policy, std::uint64_t seed,
                                const std::vector<Job>& jobs, const BenchOptions& options) {
   auto built = BuildMixedCluster(options);
@@ -191,100 +316,7 @@ Result<Outcome> ReplayTopology(const std::string& policy, std::uint64_t seed,
   for (std::size_t i = 0; i < jobs.size(); ++i) pods.push_back(PodOf(jobs[i], i));
   auto placer = MakePlacer(policy, seed, pods, cluster, options);
   if (!placer) return tl::unexpected(placer.error());
-
-  Outcome outcome;
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<Placement> placements(jobs.size());
-  std::deque<std::size_t> pending;
-  DepartureQueue departures;
-  const double first = jobs.empty() ? 0 : jobs.front().arrival_s;
-  const double last = jobs.empty() ? 0 : jobs.back().arrival_s;
-  outcome.span_s = last - first;
-  int allocated_gpus = 0;
-  double clock = first;
-  auto advance = [&](double to) {  // accrues busy GPU-seconds inside [first, last]
-    const double from = std::max(clock, first);
-    const double until = std::min(to, last);
-    if (until > from) outcome.gpu_seconds_busy += allocated_gpus * (until - from);
-    clock = to;
-  };
-
-  // Tries to place pod `i` at time `now`; records its figures when it lands.
-  auto try_place = [&](std::size_t i, double now) -> Result<bool> {
-    const PodSpec& pod = pods[i];
-    const bool nvlink_possible = pod.gpu_count >= 2 && NvlinkSetExists(cluster, pod.gpu_count);
-    auto placed = (*placer)->Place(cluster, pod);
-    if (!placed) return tl::unexpected(placed.error());
-    if (!*placed) return false;
-    const Placement& p = **placed;
-    placements[i] = p;
-    allocated_gpus += pod.gpu_count;
-    departures.push({now + pod.duration_s, i});
-    outcome.queue_s.push_back(now - pod.arrival_s);
-    if (pod.gpu_count >= 2) {
-      RecordRing(cluster.node(p.node), p, pod, nvlink_possible, now - pod.arrival_s,
-                 options.comm_share, outcome);
-    }
-    return true;
-  };
-
-  // Retries the queue in order; a pod of k GPUs is skipped once one of <= k GPUs failed.
-  auto drain = [&](double now) -> Result<void> {
-    int smallest_failed = 1 << 20;
-    for (auto it = pending.begin(); it != pending.end();) {
-      const int k = pods[*it].gpu_count;
-      if (k >= smallest_failed) {
-        ++it;
-        continue;
-      }
-      auto placed = try_place(*it, now);
-      if (!placed) return tl::unexpected(placed.error());
-      if (*placed) {
-        it = pending.erase(it);
-      } else {
-        smallest_failed = k;
-        ++it;
-      }
-    }
-    return {};
-  };
-
-  std::size_t next = 0;
-  while (next < jobs.size() || !departures.empty()) {
-    const bool arrival_first =
-        next < jobs.size() && (departures.empty() || jobs[next].arrival_s < departures.top().time);
-    if (arrival_first) {
-      const double now = jobs[next].arrival_s;
-      advance(now);
-      if (pending.empty()) {
-        auto placed = try_place(next, now);
-        if (!placed) return tl::unexpected(placed.error());
-        if (!*placed) pending.push_back(next);
-      } else {
-        pending.push_back(next);  // FIFO: queued pods go first
-        auto drained = drain(now);
-        if (!drained) return tl::unexpected(drained.error());
-      }
-      ++next;
-      continue;
-    }
-    const Departure departure = departures.top();
-    departures.pop();
-    advance(departure.time);
-    auto released = (*placer)->Release(cluster, pods[departure.index], placements[departure.index]);
-    if (!released) return tl::unexpected(released.error());
-    allocated_gpus -= pods[departure.index].gpu_count;
-    // Several departures at one instant: retry once after the last of them.
-    if (!departures.empty() && departures.top().time == departure.time) continue;
-    auto drained = drain(departure.time);
-    if (!drained) return tl::unexpected(drained.error());
-  }
-  if (!pending.empty()) {
-    return MakeError(policy + ": " + std::to_string(pending.size()) +
-                     " pods never fit an empty cluster");
-  }
-  outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return outcome;
+  return TopologyReplay(cluster, std::move(pods), **placer, options).Run(policy);
 }
 
 // One policy's row of the results table, over all its seeds.

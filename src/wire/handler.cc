@@ -44,32 +44,31 @@ server::HttpReply Handler::Filter(server::Body body) {
   if (const std::string reason = NotReadyReason(); !reason.empty()) {
     return server::HttpReply{200, EncodeFilterError(reason)};
   }
-  const auto candidates = Candidates::Find(*snapshot, *args);
-  if (!candidates) return BadRequest(candidates.error().message);
-  const Result<extender::GpuRequest> request = extender_.ParseRequest(args->pod);  // once
-  if (memo_ != nullptr && request) memo_->Seen(args->pod, *request);  // retries change nothing
-  const extender::FilterVerdicts verdicts = extender_.Filter(candidates->Call(*snapshot, request));
-  return server::HttpReply{200, EncodeFilterVerdicts(*args, *candidates, verdicts)};
+  const Result<FilterDecision> decision = DecideFilter(extender_, *snapshot, *args, memo_);
+  if (!decision) return BadRequest(decision.error().message);
+  return server::HttpReply{200,
+                           EncodeFilterVerdicts(*args, decision->candidates, decision->verdicts)};
 }
 
 server::HttpReply Handler::Prioritize(server::Body body) {
   const state::SnapshotPtr snapshot = extender_.cache().Snapshot();
   const auto args = DecodeExtenderArgs(body.text, NameCheckFor(*snapshot), body.readable_after);
   if (!args) return BadRequest(args.error().message);
-  const auto candidates = Candidates::Find(*snapshot, *args);
-  if (!candidates) return BadRequest(candidates.error().message);
   // Prioritize answers for exactly the request's names, in its order: before linkfit is ready,
   // each scored zero. It changes nothing, demand included: kube-scheduler filters every pod
   // before it prioritizes it, and filter made the pod known.
-  std::vector<std::uint32_t> scores;
-  if (NotReadyReason().empty()) {
-    const Result<extender::GpuRequest> request = extender_.ParseRequest(args->pod);
-    scores = extender_.Prioritize(candidates->Call(*snapshot, request));
-  } else {
-    scores.resize(candidates->names().size());
+  if (!NotReadyReason().empty()) {
+    const auto candidates = Candidates::Find(*snapshot, *args);
+    if (!candidates) return BadRequest(candidates.error().message);
+    const std::vector<std::uint32_t> zeros(candidates->names().size());
+    return server::HttpReply{
+        200, EncodeHostScores(candidates->names(), zeros, candidates->names_escape_free())};
   }
-  const std::span<const std::string_view> names = candidates->names();
-  return server::HttpReply{200, EncodeHostScores(names, scores, candidates->names_escape_free())};
+  const Result<PrioritizeDecision> decision = DecidePrioritize(extender_, *snapshot, *args);
+  if (!decision) return BadRequest(decision.error().message);
+  const Candidates& candidates = decision->candidates;
+  return server::HttpReply{
+      200, EncodeHostScores(candidates.names(), decision->scores, candidates.names_escape_free())};
 }
 
 server::HttpReply Handler::Bind(std::string_view body) {

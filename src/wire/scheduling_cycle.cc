@@ -33,13 +33,14 @@ Result<std::map<std::string, std::string>> FailureMap(const nlohmann::json& repl
 
 }  // namespace
 
-std::string CacheModeBody(std::string_view pod_json, const std::vector<std::string>& names) {
+std::string CacheModeBody(std::string_view pod_json, const std::vector<std::string>& names,
+                          std::size_t count, std::size_t first) {
   std::string body = R"({"Pod":)";
   body.append(pod_json);
   body += R"(,"Nodes":null,"NodeNames":[)";
-  for (std::size_t i = 0; i < names.size(); ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
     if (i > 0) body += ',';
-    json::AppendString(body, names[i]);
+    json::AppendString(body, names[(first + i) % names.size()]);
   }
   body += "]}";
   return body;

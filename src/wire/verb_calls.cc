@@ -129,35 +129,52 @@ std::string EncodeFilterVerdicts(const ExtenderArgs& args, const Candidates& can
   return EncodeRankedFilterReply(reply);
 }
 
+Result<FilterDecision> DecideFilter(const extender::Extender& extender,
+                                    const state::Snapshot& snapshot, const ExtenderArgs& args,
+                                    extender::PodMemo* memo) {
+  Result<Candidates> candidates = Candidates::Find(snapshot, args);
+  if (!candidates) return tl::unexpected(candidates.error());
+  const Result<extender::GpuRequest> request = extender.ParseRequest(args.pod);  // once
+  if (memo != nullptr && request) memo->Seen(args.pod, *request);
+  extender::FilterVerdicts verdicts = extender.Filter(candidates->Call(snapshot, request));
+  return FilterDecision{std::move(*candidates), std::move(verdicts)};
+}
+
+Result<PrioritizeDecision> DecidePrioritize(const extender::Extender& extender,
+                                            const state::Snapshot& snapshot,
+                                            const ExtenderArgs& args) {
+  Result<Candidates> candidates = Candidates::Find(snapshot, args);
+  if (!candidates) return tl::unexpected(candidates.error());
+  const Result<extender::GpuRequest> request = extender.ParseRequest(args.pod);
+  std::vector<std::uint32_t> scores = extender.Prioritize(candidates->Call(snapshot, request));
+  return PrioritizeDecision{std::move(*candidates), std::move(scores)};
+}
+
 FilterResult RunFilter(const extender::Extender& extender, const ExtenderArgs& args) {
   const state::SnapshotPtr snapshot = extender.cache().Snapshot();
-  const Result<Candidates> candidates = Candidates::Find(*snapshot, args);
-  if (!candidates) {
+  const Result<FilterDecision> decision = DecideFilter(extender, *snapshot, args);
+  if (!decision) {
     FilterResult refused;
     refused.list = NodeListKind::kNone;
-    refused.error = candidates.error().message;
+    refused.error = decision.error().message;
     return refused;
   }
-  const Result<extender::GpuRequest> request = extender.ParseRequest(args.pod);
-  return FilterResultOf(args, *candidates, extender.Filter(candidates->Call(*snapshot, request)));
+  return FilterResultOf(args, decision->candidates, decision->verdicts);
 }
 
 std::string RunFilterReply(const extender::Extender& extender, const ExtenderArgs& args) {
   const state::SnapshotPtr snapshot = extender.cache().Snapshot();
-  const Result<Candidates> candidates = Candidates::Find(*snapshot, args);
-  if (!candidates) return EncodeFilterError(candidates.error().message);
-  const Result<extender::GpuRequest> request = extender.ParseRequest(args.pod);
-  return EncodeFilterVerdicts(args, *candidates,
-                              extender.Filter(candidates->Call(*snapshot, request)));
+  const Result<FilterDecision> decision = DecideFilter(extender, *snapshot, args);
+  if (!decision) return EncodeFilterError(decision.error().message);
+  return EncodeFilterVerdicts(args, decision->candidates, decision->verdicts);
 }
 
 std::vector<std::uint32_t> PrioritizeScores(const extender::Extender& extender,
                                             const ExtenderArgs& args) {
   const state::SnapshotPtr snapshot = extender.cache().Snapshot();
-  const Result<Candidates> candidates = Candidates::Find(*snapshot, args);
-  if (!candidates) return std::vector<std::uint32_t>(args.node_names.size());
-  const Result<extender::GpuRequest> request = extender.ParseRequest(args.pod);
-  return extender.Prioritize(candidates->Call(*snapshot, request));
+  Result<PrioritizeDecision> decision = DecidePrioritize(extender, *snapshot, args);
+  if (!decision) return std::vector<std::uint32_t>(args.node_names.size());
+  return std::move(decision->scores);
 }
 
 std::vector<HostPriority> Priorities(const extender::Extender& extender, const ExtenderArgs& args) {

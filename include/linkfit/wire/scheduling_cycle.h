@@ -12,6 +12,7 @@
 //
 // Thread-safety: as the ExtenderClient it uses (one thread at a time).
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -81,8 +82,13 @@ class SchedulingCycle {
   ExtenderClient& client_;
 };
 
-// The request bodies, as kube-scheduler writes them.
-std::string CacheModeBody(std::string_view pod_json, const std::vector<std::string>& names);
+// The request bodies, as kube-scheduler writes them. CacheModeBody's NodeNames are `count` names
+// from names[first], wrapping around (a load tool's rotation); the two-argument form, every name.
+std::string CacheModeBody(std::string_view pod_json, const std::vector<std::string>& names,
+                          std::size_t count, std::size_t first = 0);
+inline std::string CacheModeBody(std::string_view pod_json, const std::vector<std::string>& names) {
+  return CacheModeBody(pod_json, names, names.size());
+}
 std::string BindingBody(std::string_view pod_name, std::string_view pod_namespace,
                         std::string_view uid, std::string_view node);
 

@@ -65,9 +65,28 @@ std::string EncodeFilterVerdicts(const ExtenderArgs& args, const Candidates& can
 FilterResult FilterResultOf(const ExtenderArgs& args, const Candidates& candidates,
                             const extender::FilterVerdicts& verdicts);
 
-// The verbs in process on decoded arguments, each on one snapshot with the pod parsed once: what
-// the handler does after decoding (a name that cannot be decoded makes an error result, and
-// zero scores).
+// Filter and prioritize on arguments decoded in `snapshot`, the call's one snapshot (which must
+// outlive the result, whose verdicts may view it): the candidates found, the pod parsed once and,
+// for filter, shown to `memo` where one is given (standalone mode; PodMemo::Seen, so a retried
+// request changes nothing), and the extender's verdicts. An error only where Candidates::Find
+// gives one. The handler and the in-process calls below are these and an encoding.
+struct FilterDecision {
+  Candidates candidates;
+  extender::FilterVerdicts verdicts;
+};
+Result<FilterDecision> DecideFilter(const extender::Extender& extender,
+                                    const state::Snapshot& snapshot, const ExtenderArgs& args,
+                                    extender::PodMemo* memo = nullptr);
+struct PrioritizeDecision {
+  Candidates candidates;
+  std::vector<std::uint32_t> scores;  // scores[i] is candidates.names()[i]'s
+};
+Result<PrioritizeDecision> DecidePrioritize(const extender::Extender& extender,
+                                            const state::Snapshot& snapshot,
+                                            const ExtenderArgs& args);
+
+// The verbs in process on decoded arguments, on the extender's current snapshot (a name that
+// cannot be decoded makes an error result, and zero scores).
 FilterResult RunFilter(const extender::Extender& extender, const ExtenderArgs& args);
 std::string RunFilterReply(const extender::Extender& extender, const ExtenderArgs& args);
 // scores[i] is args.node_names[i]'s.
