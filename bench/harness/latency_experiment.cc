@@ -120,7 +120,7 @@ Result<nlohmann::json> ReplayAtSize(int size, const std::vector<NodeRecord>& gpu
       row[std::string(verb) + "_" + figure] = verbs[verb][figure];
     }
   }
-  results.push_back(std::move(row));
+  return row;
 }
 
 }  // namespace
