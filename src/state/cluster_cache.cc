@@ -359,23 +359,14 @@ void ClusterCache::RemoveLoad(const std::string& node, std::int64_t cpu_milli,
 Result<void> ClusterCache::ReplaceBound(const Assignment& assignment) {
   MutexLock lock(mutex_);
   const auto pod = pods_.find(PodUid(assignment.pod_uid));
-  auto record = std::make_shared<const Assignment>(assignment);
-  if (pod == pods_.end()) {
-    auto applied = ApplyLocked(std::move(record));
-    if (!applied) return tl::unexpected(applied.error());
-    pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, BindStage::kConfirmed, *applied};
-    TrackLocked(**applied);
-    ReportLocked(assignment.node);
-    ChangedLocked();
-    return {};
-  }
+  if (pod == pods_.end()) return AddConfirmedLocked(assignment);
   // Take the old assignment out, try the new one, and put the old one back if it collides.
   const AssignmentPtr old = pod->second.record;
   const std::size_t old_position = PositionLocked(old->node);
   if (old_position != NameIndex::kNotFound) {
     SetNodeLocked(old_position, NodeAtLocked(old_position)->Remove(assignment.pod_uid));
   }
-  auto applied = ApplyLocked(std::move(record));
+  auto applied = ApplyLocked(std::make_shared<const Assignment>(assignment));
   if (!applied) {
     if (old_position != NameIndex::kNotFound) (void)ApplyLocked(old);
     return tl::unexpected(applied.error());
@@ -467,6 +458,10 @@ Result<void> ClusterCache::AddBound(const Assignment& assignment) {
   if (pods_.count(PodUid(assignment.pod_uid)) != 0) {
     return MakeError("pod " + assignment.pod_uid + " is already known");
   }
+  return AddConfirmedLocked(assignment);
+}
+
+Result<void> ClusterCache::AddConfirmedLocked(const Assignment& assignment) {
   auto applied = ApplyLocked(std::make_shared<const Assignment>(assignment));
   if (!applied) return tl::unexpected(applied.error());
   pods_[PodUid(assignment.pod_uid)] = PodEntry{PodPhase::kAdded, BindStage::kConfirmed, *applied};

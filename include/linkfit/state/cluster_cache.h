@@ -270,6 +270,9 @@ class ClusterCache {
   // Adds the pod to its node; returns the record the node now holds.
   Result<AssignmentPtr> ApplyLocked(AssignmentPtr assignment) LINKFIT_REQUIRES(mutex_);
   void ReleaseLocked(const std::string& uid, const PodEntry& entry) LINKFIT_REQUIRES(mutex_);
+  // A pod linkfit did not know, bound as the API says: applied to its node and kept as added
+  // and confirmed (AddBound, and ReplaceBound of an unknown pod).
+  Result<void> AddConfirmedLocked(const Assignment& assignment) LINKFIT_REQUIRES(mutex_);
   // Keep group_rails_ in step with pods_: a record entering pods_, and one leaving it.
   void TrackLocked(const Assignment& record) LINKFIT_REQUIRES(mutex_);
   void UntrackLocked(const Assignment& record) LINKFIT_REQUIRES(mutex_);
