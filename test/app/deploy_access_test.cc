@@ -188,7 +188,8 @@ TEST(DeployTest, NodeAgentServesItsMetricsToPrometheus) {
 }
 
 // The hand-off component patches that DaemonSet's container: the agent's device plugin and NRI
-// flags, with their host directories mounted read-write.
+// flags, with their host directories mounted read-write, and the node's CDI spec directories
+// read-only at the host's paths (read under --nic-cdi-kind).
 TEST(DeployTest, HandoffComponentAddsTheDevicePluginAndNriToTheAgent) {
   const YAML::Node component = YAML::Load(ReadFile("deploy/handoff/kustomization.yaml"));
   EXPECT_EQ(Str(component["kind"]), "Component");
@@ -213,11 +214,14 @@ TEST(DeployTest, HandoffComponentAddsTheDevicePluginAndNriToTheAgent) {
   for (const YAML::Node& volume : patch["spec"]["template"]["spec"]["volumes"]) {
     host_paths[Str(volume["name"])] = Str(volume["hostPath"]["path"]);
   }
+  std::set<std::string> read_only;
   for (const YAML::Node& mount : container["volumeMounts"]) {
     EXPECT_EQ(host_paths[Str(mount["name"])], Str(mount["mountPath"]));
-    EXPECT_FALSE(mount["readOnly"] && mount["readOnly"].as<bool>()) << Str(mount["name"]);
+    if (mount["readOnly"] && mount["readOnly"].as<bool>())
+      read_only.insert(Str(mount["mountPath"]));
   }
-  EXPECT_EQ(host_paths.size(), 2u);
+  EXPECT_EQ(host_paths.size(), 4u);
+  EXPECT_EQ(read_only, (std::set<std::string>{"/etc/cdi", "/var/run/cdi"}));
 }
 
 // ---------------------------------------------------------------------------------------------
