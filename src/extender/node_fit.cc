@@ -380,7 +380,8 @@ NodeFit FitOnNode(const GpuRequest& request, const state::NodeState& node,
     AddNics(request, node, options.nic_alignment, fit);
   }
   if (fit.fits) {
-    fit.keeper_gpus_broken = static_cast<std::uint8_t>(BrokenKeeperGpus(node, fit.assignment));
+    fit.keeper_gpus_broken =
+        static_cast<std::uint8_t>(BrokenKeeperGpus(node, fit.assignment, request.nics));
     fit.ring_all_nvlink = request.kind == GpuRequest::Kind::kWhole &&
                           node.table().Meets(fit.assignment.gpus, alloc::Closeness::kNvlink) &&
                           fit.quality.ring_mbps > 0;

@@ -33,6 +33,19 @@ class BrokenKeeperTest : public testing::ExtenderFixture {
     const state::SnapshotPtr snapshot = cache_.Snapshot();
     return BrokenKeeperGpus(*snapshot->Find(node), Whole(gpus));
   }
+  // The same for a pod of 1 GPU with a quarter of the NIC `nic` (a NIC share at PXB).
+  int BrokenWithShare(const std::string& node, int gpu, int nic) {
+    const state::SnapshotPtr snapshot = cache_.Snapshot();
+    state::Assignment a = Whole(static_cast<topology::GpuMask>(1u << gpu));
+    a.nics.push_back({nic, 250, gpu});
+    return BrokenKeeperGpus(*snapshot->Find(node), a, ShareOfOneNic());
+  }
+  static alloc::NicRequest ShareOfOneNic() {
+    alloc::NicRequest request;
+    request.count = 1;
+    request.milli = 250;
+    return request;
+  }
 };
 
 TEST_F(BrokenKeeperTest, NvlinkIslandsWholeMachinesIncluded) {
@@ -231,6 +244,31 @@ TEST_F(BrokenKeeperTest, ExplainSaysWhoLosesPointsForItsNics) {
             std::string::npos)
       << gen3;
   EXPECT_EQ(a100.find("loses"), std::string::npos) << a100;
+}
+
+// For a pod asking NICs an NVLink keeper counts only where whole free NICs back it: a DGX-1 (four
+// NICs, each at PIX to a GPU pair) is no 8-GPU keeper, and a DGX-1 whose free GPUs 0-3 have two
+// whole NICs no 4-GPU keeper, so a share pod takes it rather than a GPU and a fresh NIC of a
+// partly used DGX A100 that drains whole for the 8-GPU pods (issue 37's nic experiment).
+TEST_F(BrokenKeeperTest, NicPodsCountOnlyTheKeepersWholeNicsBack) {
+  AddNode("dgx1", "dgx1-v100");
+  AddNode("dgx1-half", "dgx1-v100");
+  AddNode("a100", "dgx-a100");
+  Hold("half", "dgx1-half", Mask({4, 5, 6, 7}));
+  EXPECT_EQ(Broken("dgx1", Mask({0})), 8);  // without NICs: an idle whole machine
+  EXPECT_EQ(BrokenWithShare("dgx1", 0, 0), 0);
+  EXPECT_EQ(BrokenWithShare("a100", 0, 0), 8);   // eight NICs at PXB back the 8-GPU keeper
+  EXPECT_EQ(Broken("dgx1-half", Mask({0})), 4);  // the last free NVLink 4-set
+  EXPECT_EQ(BrokenWithShare("dgx1-half", 0, 0), 0);
+
+  Hold("a100-one", "a100", Mask({7}));
+  const kube::PodView pod =
+      GpuPod("share", 1, {{"linkfit.io/nics", "1"}, {"linkfit.io/nic-share", "250"}});
+  for (const std::string& line : extender_.Explain(pod)) {
+    if (line.rfind("dgx1-half: ", 0) == 0 || line.rfind("dgx1: ", 0) == 0) {
+      EXPECT_EQ(line.find("loses"), std::string::npos) << line;
+    }
+  }
 }
 
 // At equal nominal ring bandwidth an all-NVLink ring is the better ring (RingRank, scoring.h's

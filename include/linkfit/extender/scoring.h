@@ -48,11 +48,12 @@
 //
 //   W  whole machines (whole_machines.h): 1 when the candidate loses the whole-machine points,
 //      i.e. its placement breaks a keeper (an idle whole machine, an intact NVLink island, the
-//      last free all-NVLink set of 2, 4, 8 ... GPUs of a partly used machine, a free MIG GPU) while
-//      another candidate that breaks less serves the pod as well (under policy.whole_machines
-//      `ring`, the default: one with a ring at least as fast; under `keep`: any such candidate for
-//      a pod without a closeness hint, one with a ring at least as fast for a pod with a hint;
-//      `off`: never); else 0.
+//      last free all-NVLink set of 2, 4, 8 ... GPUs of a partly used machine, a free MIG GPU; for
+//      a pod asking NICs, only the NVLink sets that whole free NICs back) while another candidate
+//      that breaks less serves the pod as well (under policy.whole_machines `ring`, the default:
+//      one with a ring at least as fast; under `keep`: any such candidate for a pod without a
+//      closeness hint, one with a ring at least as fast for a pod with a hint; `off`: never);
+//      else 0.
 //
 //   N  NICs (pods that ask for NICs, alloc/nic_choice.h): 1 when the candidate cannot give every
 //      GPU of the pod a NIC at the asked closeness while another candidate can; else 0. A pod

@@ -38,6 +38,19 @@
 //                    `ring` left it at 0.94.
 //   off              no keeper counts (the scores before the rule).
 //
+// Pods that ask for NICs: an NVLink keeper of k GPUs counts only while k of the node's free GPUs
+// could each still have a whole free NIC of their own at the pod's NIC closeness (a bipartite
+// matching of free GPUs to whole free NICs; not necessarily the same k GPUs, which is looser but
+// never makes a keeper of an unbacked machine). Where the pods of a cluster ask NICs, a set of
+// GPUs without NICs for them serves no big pod: a DGX-1 (four NICs, each at PIX to a GPU pair) is
+// no 8-GPU keeper for them, and once a share pod has one of its NICs, no 4-GPU keeper either. So a
+// share pod (1 GPU and part of a NIC) takes a GPU of a partly used DGX-1 beside a NIC already
+// shared instead of the free GPUs and NICs of a partly used 8-NIC machine, which then drains
+// whole for the 8-GPU pods (issue 37's nic experiment, ten seeds: refused 853 -> 682, 8-GPU pods
+// 740 -> 495; GPU-only linkfit 647). Counting a lost whole NIC as a keeper too (the four NICs of
+// a PCIe machine as a 4-GPU keeper) sent share pods from the L40S servers onto the 8-NIC machines
+// instead. A pod without NICs sees the NVLink keepers alone.
+//
 // A node that can never host the big shapes (GPUs in MIG mode, fewer GPUs, NVLink islands already
 // broken) breaks nothing and is where small pods go. The break level is a property of the fit (of
 // the node's GPU state and the chosen devices), so it is computed with the fit and kept with it
@@ -62,8 +75,13 @@ Result<WholeMachinePolicy> ParseWholeMachinePolicy(std::string_view text);
 std::string_view ToString(WholeMachinePolicy policy);
 
 // The GPUs of the largest keeper intact on `node` that `assignment` (a fit's devices on it)
-// breaks, in [0, topology::kMaxGpus]; 0 when it breaks none.
-int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assignment);
+// breaks, in [0, topology::kMaxGpus]; 0 when it breaks none. `nics`: the pod's NIC request; when
+// it asks NICs, only the keepers the node's whole free NICs back count (above).
+int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assignment,
+                     const alloc::NicRequest& nics = {});
+// The NVLink keepers of at most `largest` GPUs and the MIG keeper, whatever the NICs.
+int BrokenGpuKeeperGpus(const state::NodeState& node, const state::Assignment& assignment,
+                        int largest = topology::kMaxGpus);
 
 // A fit's ring as the rule compares rings: for a pod asking NICs, a fit giving every GPU a close
 // NIC (NodeFit::nics_aligned) above one that does not; then by bandwidth, then all-NVLink above
