@@ -174,7 +174,9 @@ void ReadExplain(const json& reply, Outcome& outcome) {
       continue;
     }
     const auto colon = line.find(": ");
-    if (const auto loses = line.find("; loses "); colon != line.npos && loses != line.npos) {
+    // The whole-machine clauses only: a PCIe ring that loses to an NVLink one breaks nothing.
+    if (const auto loses = line.find("; loses "); colon != line.npos && loses != line.npos &&
+                                                  line.find(" would break ", loses) != line.npos) {
       outcome.losses[line.substr(0, colon)] = line.substr(loses + 2);
     }
     const auto ring = line.find("(ring ");

@@ -63,6 +63,24 @@ std::string DescribeDevices(const state::Assignment& a, const state::NodeState& 
   return DescribeGpus(a) + " and " + DescribeNics(a, node);
 }
 
+// Why `fit` loses the whole-machine points for its ring's PCIe hop (whole_machines.h,
+// LosesNvlinkPoints): the first node whose ring is all NVLink and at least as fast.
+std::string NvlinkLoss(const NodeFit& fit, const std::vector<NodeFit>& fits,
+                       const state::Snapshot& snapshot, const ExtenderOptions& options) {
+  std::string nvlink;
+  for (std::size_t n = 0; n < fits.size() && nvlink.empty(); ++n) {
+    const NodeFit& other = fits[n];
+    if (other.fits && other.ring_all_nvlink && other.quality.ring_mbps >= fit.quality.ring_mbps) {
+      nvlink = snapshot.nodes()[n]->name();
+    }
+  }
+  const auto points = std::lround(options.weights.whole_machine_penalty * options.score_range);
+  return "; loses " + std::to_string(points) + " of " + std::to_string(options.score_range) +
+         " points: its ring has a PCIe hop while " + nvlink +
+         " offers an all-NVLink ring as fast (policy.whole_machines: " +
+         std::string(ToString(options.weights.whole_machines)) + ")";
+}
+
 }  // namespace
 
 std::vector<std::size_t> Extender::Preempt(const kube::PodView& pod,
@@ -145,12 +163,17 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
   std::vector<NodeFit> fits;
   fits.reserve(snapshot->nodes().size());
   KeptAlternatives kept;
+  double best_nvlink_ring = 0;
   for (const state::NodeStatePtr& node : snapshot->nodes()) {
     const NodeFit& fit = fits.emplace_back(FitOnNode(*request, *node, options_.fit));
     if (fit.fits) {
       kept.Add(fit.keeper_gpus_broken, RingRankOf(fit));
+      if (fit.ring_all_nvlink) {
+        best_nvlink_ring = std::max(best_nvlink_ring, static_cast<double>(fit.quality.ring_mbps));
+      }
     }
   }
+  const bool ringed = request->kind == GpuRequest::Kind::kWhole && request->count >= 2;
   const KeptAlternatives::Rings below = kept.Below();
   const WholeMachinePolicy policy = options_.weights.whole_machines;
   const bool ring_decides = RingDecides(*request, policy);
@@ -167,6 +190,10 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
       if (policy != WholeMachinePolicy::kOff &&
           LosesWholeMachinePoints(fit.keeper_gpus_broken, RingRankOf(fit), below, ring_decides)) {
         line += "; " + WholeMachineLoss(node, fit, fits, *snapshot, ring_decides);
+      } else if (policy != WholeMachinePolicy::kOff && ringed &&
+                 LosesNvlinkPoints(fit.quality.ring_mbps, fit.ring_all_nvlink, best_nvlink_ring,
+                                   ring_decides)) {
+        line += NvlinkLoss(fit, fits, *snapshot, options_);
       }
       if (request->nics.wanted()) line += NicLoss(fit, fits, *snapshot);
     } else {

@@ -478,8 +478,12 @@ CandidateScorer::Figures CandidateScorer::figures() const {
 
 bool CandidateScorer::LosesWholeMachinePoints(std::size_t i) const {
   const NodeFit& fit = *impl_->candidates[i].fit;
+  const GpuRequest& request = impl_->request;
+  const bool ringed = request.kind == GpuRequest::Kind::kWhole && request.count >= 2;
   return extender::LosesWholeMachinePoints(fit.keeper_gpus_broken, RingRankOf(fit),
-                                           impl_->kept_below, impl_->ring_decides);
+                                           impl_->kept_below, impl_->ring_decides) ||
+         (ringed && extender::LosesNvlinkPoints(fit.quality.ring_mbps, fit.ring_all_nvlink,
+                                                impl_->bests.nvlink_ring, impl_->ring_decides));
 }
 
 bool CandidateScorer::LosesNicPoints(std::size_t i) const {

@@ -152,4 +152,10 @@ bool LosesWholeMachinePoints(int level, std::uint32_t ring_rank,
   return !ring_decides || alternative - 1 >= ring_rank;
 }
 
+bool LosesNvlinkPoints(std::uint32_t ring_mbps, bool all_nvlink, double best_nvlink_ring_mbps,
+                       bool ring_decides) {
+  return ring_decides && !all_nvlink && best_nvlink_ring_mbps > 0 &&
+         best_nvlink_ring_mbps >= static_cast<double>(ring_mbps);
+}
+
 }  // namespace linkfit::extender

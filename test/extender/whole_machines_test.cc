@@ -274,10 +274,7 @@ TEST_F(BrokenKeeperTest, NicPodsCountOnlyTheKeepersWholeNicsBack) {
 // At equal nominal ring bandwidth an all-NVLink ring is the better ring (RingRank, scoring.h's
 // T): a 4-GPU pod without a hint takes four NVLink-joined GPUs of an idle DGX-1 (ring 20 GB/s)
 // rather than four PCIe-joined GPUs of an idle L40S server (also 20 GB/s), and the DGX-1 loses no
-// whole-machine points for it. (A half-used L40S server that the pod fills exactly still wins
-// here: packing and FGD's fragmentation, which sees an 8-GPU shape lose a whole idle machine,
-// outweigh the NVLink preference; bench/RESULTS.md counts these cases in the topology
-// experiment.)
+// whole-machine points for it.
 TEST_F(BrokenKeeperTest, AnNvlinkRingBeatsAPcieRingOfEqualBandwidth) {
   AddNode("dgx1", "dgx1-v100");
   AddNode("l40s-idle", "pcie-8x-l40s-2socket");
@@ -304,6 +301,37 @@ TEST_F(BrokenKeeperTest, AnNvlinkRingBeatsAPcieRingOfEqualBandwidth) {
   kept.Add(0, RingRank(20000, false));  // the L40S: breaks nothing, PCIe ring
   EXPECT_FALSE(LosesWholeMachinePoints(8, RingRank(20000, true), kept.Below(), true));
   EXPECT_TRUE(LosesWholeMachinePoints(8, RingRank(20000, false), kept.Below(), true));
+}
+
+// Also against a half-used L40S server that the pod fills exactly: packing and FGD's
+// fragmentation (an 8-GPU shape loses the idle DGX-1) outweighed the topology term's NVLink
+// preference there, so the PCIe ring now loses the whole-machine points while the ring decides
+// (whole_machines.h, LosesNvlinkPoints); under `keep` a pod without a hint may take it.
+TEST_F(BrokenKeeperTest, AHalfUsedPcieServerLosesToAnNvlinkRingAsFast) {
+  AddNode("dgx1", "dgx1-v100");
+  AddNode("l40s-half", "pcie-8x-l40s-2socket");
+  Hold("held", "l40s-half", Mask({0, 1, 2, 3}));
+  const kube::PodView pod = GpuPod("four", 4);
+  const std::vector<std::string> names = {"dgx1", "l40s-half"};
+  ASSERT_EQ(extender_.Filter(NamesArgs(pod, names)).node_names.size(), 2u);
+  std::map<std::string, std::int64_t> score;
+  for (const wire::HostPriority& p : extender_.Prioritize(NamesArgs(pod, names))) {
+    score[std::string(p.host)] = static_cast<std::int64_t>(p.score);
+  }
+  EXPECT_GT(score["dgx1"], score["l40s-half"]);
+  std::string l40s;
+  for (const std::string& line : extender_.Explain(pod)) {
+    if (line.rfind("l40s-half: ", 0) == 0) l40s = line;
+  }
+  EXPECT_NE(l40s.find("loses 70 of 140 points: its ring has a PCIe hop while dgx1 offers an "
+                      "all-NVLink ring as fast (policy.whole_machines: ring)"),
+            std::string::npos)
+      << l40s;
+  EXPECT_TRUE(LosesNvlinkPoints(20000, false, 20000, true));
+  EXPECT_FALSE(LosesNvlinkPoints(20001, false, 20000, true));   // the PCIe ring is faster
+  EXPECT_FALSE(LosesNvlinkPoints(20000, true, 20000, true));    // all NVLink itself
+  EXPECT_FALSE(LosesNvlinkPoints(20000, false, 0, true));       // no NVLink ring anywhere
+  EXPECT_FALSE(LosesNvlinkPoints(20000, false, 20000, false));  // `keep` without a hint, `off`
 }
 
 }  // namespace

@@ -53,6 +53,9 @@
 //      that breaks less serves the pod as well (under policy.whole_machines `ring`, the default:
 //      one with a ring at least as fast; under `keep`: any such candidate for a pod without a
 //      closeness hint, one with a ring at least as fast for a pod with a hint; `off`: never);
+//      also 1, where the ring decides, when the candidate's ring has a PCIe hop while another
+//      candidate offers an all-NVLink ring at least as fast (the T term's 0.2 alone lost to
+//      packing and fragmentation there: whole_machines.h, LosesNvlinkPoints);
 //      else 0.
 //
 //   N  NICs (pods that ask for NICs, alloc/nic_choice.h): 1 when the candidate cannot give every

@@ -51,6 +51,16 @@
 // a PCIe machine as a 4-GPU keeper) sent share pods from the L40S servers onto the 8-NIC machines
 // instead. A pod without NICs sees the NVLink keepers alone.
 //
+// Where the ring decides (`ring`; a pod with a hint under `keep`), the better ring also wins
+// where no keeper is at stake: a candidate whose ring has a PCIe hop loses the same points while
+// another candidate offers an all-NVLink ring at least as fast (LosesNvlinkPoints). Without it the
+// topology term's NVLink preference (scoring.h's T) lost to the packing of a partly used PCIe
+// node and to the fragmentation of breaking an idle NVLink machine, so a 4-GPU pod took a
+// half-used L40S server's 20 GB/s PCIe ring over a DGX-1's 20 GB/s NVLink ring: in the topology
+// experiment 14 multi-GPU pods went off NVLink while an all-NVLink set of their size was free,
+// none with this (nvlink_ring_rate 0.968 -> 0.972; the pod's ring is as fast, the mean ring of
+// multi-GPU pods 280.5 -> 279.9 GB/s as later pods find other machines free; bench/RESULTS.md).
+//
 // A node that can never host the big shapes (GPUs in MIG mode, fewer GPUs, NVLink islands already
 // broken) breaks nothing and is where small pods go. The break level is a property of the fit (of
 // the node's GPU state and the chosen devices), so it is computed with the fit and kept with it
@@ -124,5 +134,11 @@ class KeptAlternatives {
 // points, given `below` (KeptAlternatives::Below of the call's candidates).
 bool LosesWholeMachinePoints(int level, std::uint32_t ring_rank,
                              const KeptAlternatives::Rings& below, bool ring_decides);
+
+// Whether a candidate whose ring is `ring_mbps` (all NVLink or not) loses the whole-machine points
+// for its PCIe hop: the ring decides (RingDecides) and another candidate offers an all-NVLink ring
+// of at least `ring_mbps` (`best_nvlink_ring_mbps`, 0 = none does).
+bool LosesNvlinkPoints(std::uint32_t ring_mbps, bool all_nvlink, double best_nvlink_ring_mbps,
+                       bool ring_decides);
 
 }  // namespace linkfit::extender
