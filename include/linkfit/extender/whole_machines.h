@@ -46,8 +46,8 @@
 // no 8-GPU keeper for them, and once a share pod has one of its NICs, no 4-GPU keeper either. So a
 // share pod (1 GPU and part of a NIC) takes a GPU of a partly used DGX-1 beside a NIC already
 // shared instead of the free GPUs and NICs of a partly used 8-NIC machine, which then drains
-// whole for the 8-GPU pods (issue 37's nic experiment, ten seeds: refused 853 -> 682, 8-GPU pods
-// 740 -> 495; GPU-only linkfit 647). Counting a lost whole NIC as a keeper too (the four NICs of
+// whole for the 8-GPU pods (issue 37's nic experiment: 8-GPU pods refused 740 -> 495 over ten
+// seeds, bench/RESULTS.md). Counting a lost whole NIC as a keeper too (the four NICs of
 // a PCIe machine as a 4-GPU keeper) sent share pods from the L40S servers onto the 8-NIC machines
 // instead. A pod without NICs sees the NVLink keepers alone.
 //
