@@ -62,18 +62,22 @@ bool Covers(const std::vector<GpuMask>& masks, std::size_t from, GpuMask left, i
   return false;
 }
 
+// How many GPUs of `gpus` get a NIC of their own in a maximum matching (Kuhn's, GPU by GPU).
+int MatchedGpus(const Reach& reach, GpuMask gpus) {
+  std::vector<int> owner(reach.gpus_of.size(), -1);
+  int matched = 0;
+  for (int gpu = 0; gpu < topology::kMaxGpus; ++gpu) {
+    if (((gpus >> gpu) & 1) == 0) continue;
+    std::vector<bool> seen(reach.gpus_of.size(), false);
+    if (Augment(reach, gpu, owner, seen)) ++matched;
+  }
+  return matched;
+}
+
 bool AlignedWith(const Reach& reach, GpuMask gpus, int nic_count) {
   if (static_cast<int>(reach.gpus_of.size()) < nic_count) return false;
   const int g = __builtin_popcount(gpus);
-  if (nic_count >= g) {
-    std::vector<int> owner(reach.gpus_of.size(), -1);
-    for (int gpu = 0; gpu < topology::kMaxGpus; ++gpu) {
-      if (((gpus >> gpu) & 1) == 0) continue;
-      std::vector<bool> seen(reach.gpus_of.size(), false);
-      if (!Augment(reach, gpu, owner, seen)) return false;
-    }
-    return true;
-  }
+  if (nic_count >= g) return MatchedGpus(reach, gpus) == g;
   std::vector<GpuMask> distinct;
   for (GpuMask mask : reach.gpus_of) {
     const auto within = static_cast<GpuMask>(mask & gpus);
@@ -258,6 +262,20 @@ JointPlacement PlaceWholeGpusWithNics(const PlacementTable& table, GpuMask free,
                       std::string(Describe(request.closeness)) + " each";
   }
   return out;
+}
+
+int GpusWithOwnCloseNic(const topology::Topology& topology, GpuMask gpus, const NicMask& nics,
+                        NicCloseness closeness) {
+  Reach reach;
+  for (int n = 0; n < topology.nic_count(); ++n) {
+    if (!nics.test(static_cast<std::size_t>(n))) continue;
+    unsigned mask = 0;
+    for (int g = 0; g < topology.gpu_count(); ++g) {
+      if (Within(topology.nic_relation(n, g), closeness)) mask |= 1u << g;
+    }
+    if ((mask & gpus) != 0) reach.gpus_of.push_back(static_cast<GpuMask>(mask & gpus));
+  }
+  return MatchedGpus(reach, gpus);
 }
 
 }  // namespace linkfit::alloc

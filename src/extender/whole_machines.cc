@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <string>
-#include <vector>
+
+#include "linkfit/alloc/nic_choice.h"
 
 namespace linkfit::extender {
 namespace {
@@ -15,47 +16,6 @@ int Gpus(topology::GpuMask mask) { return std::popcount(static_cast<unsigned>(ma
 bool HoldsNvlinkSet(const alloc::PlacementTable& table, topology::GpuMask free, int k) {
   const topology::GpuMask best = table.BestOnNode(free, k);
   return best != 0 && table.Meets(best, alloc::Closeness::kNvlink);
-}
-
-// Kuhn's augmenting path from NIC `nic` (index into `reach`: per NIC, the GPUs it may serve);
-// `owner`: per GPU, the NIC index + 1 matched to it so far (0: none).
-bool Augment(const std::vector<topology::GpuMask>& reach, std::size_t nic,
-             std::array<std::size_t, topology::kMaxGpus>& owner, topology::GpuMask& seen) {
-  for (unsigned gpus = reach[nic] & ~seen; gpus != 0; gpus &= gpus - 1) {
-    const int gpu = std::countr_zero(gpus);
-    seen = static_cast<topology::GpuMask>(seen | (1u << gpu));
-    std::size_t& holder = owner[static_cast<std::size_t>(gpu)];
-    if (holder == 0 || Augment(reach, holder - 1, owner, seen)) {
-      holder = nic + 1;
-      return true;
-    }
-  }
-  return false;
-}
-
-// The most of the GPUs `gpus` that can each have a NIC of `whole` (bit i: NIC i is free whole)
-// at `closeness` of their own (a bipartite matching): the largest pod asking one whole NIC per
-// GPU that these GPUs and NICs could still align.
-int AlignedWholeNicGpus(const topology::Topology& topology, topology::GpuMask gpus,
-                        const alloc::NicMask& whole, alloc::NicCloseness closeness) {
-  std::vector<topology::GpuMask> reach;
-  for (int n = 0; n < topology.nic_count(); ++n) {
-    if (!whole.test(static_cast<std::size_t>(n))) continue;
-    unsigned close = 0;
-    for (int g = 0; g < topology.gpu_count(); ++g) {
-      if (((gpus >> g) & 1) != 0 && alloc::Within(topology.nic_relation(n, g), closeness)) {
-        close |= 1u << g;
-      }
-    }
-    if (close != 0) reach.push_back(static_cast<topology::GpuMask>(close));
-  }
-  std::array<std::size_t, topology::kMaxGpus> owner{};
-  int matched = 0;
-  for (std::size_t nic = 0; nic < reach.size() && matched < Gpus(gpus); ++nic) {
-    topology::GpuMask seen = 0;
-    if (Augment(reach, nic, owner, seen)) ++matched;
-  }
-  return matched;
 }
 
 }  // namespace
@@ -82,8 +42,8 @@ std::string_view ToString(WholeMachinePolicy policy) {
 int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assignment,
                      const alloc::NicRequest& nics) {
   if (!nics.wanted() || node.nic_count() == 0) return BrokenGpuKeeperGpus(node, assignment);
-  const int backed = AlignedWholeNicGpus(node.table().topology(), node.whole_free(),
-                                         node.nic_whole_free(), nics.closeness);
+  const int backed = alloc::GpusWithOwnCloseNic(node.table().topology(), node.whole_free(),
+                                                node.nic_whole_free(), nics.closeness);
   return BrokenGpuKeeperGpus(node, assignment, backed);
 }
 

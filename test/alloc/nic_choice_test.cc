@@ -120,5 +120,29 @@ TEST(Topology, StagedRateFollowsTheGpusPcieGenerationAndLanes) {
   EXPECT_EQ((*without_nics)->staged_mbps(0), 0u);  // nothing derived for a node without NICs
 }
 
+// A DGX-1 has four NICs, each at PIX to one GPU pair: at most four GPUs get a NIC of their own,
+// one of each pair, and none of a pair whose NIC is taken.
+TEST(GpusWithOwnCloseNic, MatchesGpusToNicsOfTheirOwn) {
+  const topology::TopologyPtr topo = testing::LoadFixture("dgx1-v100");
+  ASSERT_EQ(topo->nic_count(), 4);
+  NicMask all;
+  for (int n = 0; n < topo->nic_count(); ++n) all.set(static_cast<std::size_t>(n));
+  EXPECT_EQ(GpusWithOwnCloseNic(*topo, topo->all_gpus(), all, NicCloseness::kPxb), 4);
+  EXPECT_EQ(GpusWithOwnCloseNic(*topo, topo->all_gpus(), all, NicCloseness::kNode),
+            4);  // four NICs
+  // Every NIC serves a pair: taking the NIC of GPUs 0 and 1 leaves three GPUs a NIC each.
+  int nic_of_gpu0 = -1;
+  for (int n = 0; n < topo->nic_count(); ++n) {
+    if (Within(topo->nic_relation(n, 0), NicCloseness::kPix)) nic_of_gpu0 = n;
+  }
+  ASSERT_GE(nic_of_gpu0, 0);
+  NicMask without = all;
+  without.reset(static_cast<std::size_t>(nic_of_gpu0));
+  EXPECT_EQ(GpusWithOwnCloseNic(*topo, topo->all_gpus(), without, NicCloseness::kPxb), 3);
+  EXPECT_EQ(GpusWithOwnCloseNic(*topo, 0b11, without, NicCloseness::kPxb), 0);
+  EXPECT_EQ(GpusWithOwnCloseNic(*topo, 0b11, all, NicCloseness::kPxb), 1);
+  EXPECT_EQ(GpusWithOwnCloseNic(*topo, topo->all_gpus(), NicMask{}, NicCloseness::kNode), 0);
+}
+
 }  // namespace
 }  // namespace linkfit::alloc

@@ -148,4 +148,10 @@ JointPlacement PlaceWholeGpusWithNics(const PlacementTable& table, GpuMask free,
                                       const NicAvailability& nics, const WholeGpuRequest& gpus,
                                       const NicRequest& request);
 
+// The most GPUs of `gpus` that can each have a NIC of their own among `nics` (bit i: NIC i may be
+// taken) at `closeness`: a maximum bipartite matching of GPUs to NICs. The largest pod asking one
+// NIC per GPU that these GPUs and NICs could still align (not necessarily on these same GPUs).
+int GpusWithOwnCloseNic(const topology::Topology& topology, GpuMask gpus, const NicMask& nics,
+                        NicCloseness closeness);
+
 }  // namespace linkfit::alloc
