@@ -173,10 +173,10 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
       }
     }
   }
-  const bool ringed = request->kind == GpuRequest::Kind::kWhole && request->count >= 2;
   const KeptAlternatives::Rings below = kept.Below();
   const WholeMachinePolicy policy = options_.weights.whole_machines;
   const bool ring_decides = RingDecides(*request, policy);
+  const bool nvlink_rule = NvlinkRuleApplies(*request, policy);
   for (std::size_t n = 0; n < fits.size(); ++n) {
     const state::NodeState& node = *snapshot->nodes()[n];
     const NodeFit& fit = fits[n];
@@ -190,9 +190,8 @@ std::vector<std::string> Extender::Explain(const kube::PodView& pod) const {
       if (policy != WholeMachinePolicy::kOff &&
           LosesWholeMachinePoints(fit.keeper_gpus_broken, RingRankOf(fit), below, ring_decides)) {
         line += "; " + WholeMachineLoss(node, fit, fits, *snapshot, ring_decides);
-      } else if (policy != WholeMachinePolicy::kOff && ringed &&
-                 LosesNvlinkPoints(fit.quality.ring_mbps, fit.ring_all_nvlink, best_nvlink_ring,
-                                   ring_decides)) {
+      } else if (LosesNvlinkPoints(fit.quality.ring_mbps, fit.ring_all_nvlink, best_nvlink_ring,
+                                   nvlink_rule)) {
         line += NvlinkLoss(fit, fits, *snapshot, options_);
       }
       if (request->nics.wanted()) line += NicLoss(fit, fits, *snapshot);

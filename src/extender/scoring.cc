@@ -300,8 +300,7 @@ GpuTerms GpuTermsOf(const TermInputs& in, const state::NodeState& node, const No
   if (request.kind == GpuRequest::Kind::kWhole && request.count >= 2 && in.bests.ring > 0) {
     terms.topology = 0.8 * fit.quality.ring_mbps / in.bests.ring +
                      0.2 * (in.bests.sum > 0 ? fit.quality.sum_mbps / in.bests.sum : 1.0);
-    if (!fit.ring_all_nvlink && in.bests.nvlink_ring > 0 &&
-        in.bests.nvlink_ring >= fit.quality.ring_mbps) {
+    if (PcieHopBesideNvlinkRing(fit.quality.ring_mbps, fit.ring_all_nvlink, in.bests.nvlink_ring)) {
       terms.topology = std::max(0.0, terms.topology - kPcieHopTopologyCost);
     }
   }
@@ -396,6 +395,7 @@ struct CandidateScorer::Impl {
   CandidateBests bests;
   KeptAlternatives::Rings kept_below{};
   bool ring_decides = false;
+  bool nvlink_rule = false;  // NvlinkRuleApplies
   // Nodes of one placement table (topology) share one GPU model: one model mask per table (a
   // handful per cluster), not per node.
   std::vector<std::pair<const alloc::PlacementTable*, ShapeMask>> masks;
@@ -456,6 +456,7 @@ CandidateScorer::CandidateScorer(const GpuRequest& request,
   if (weights.whole_machines != WholeMachinePolicy::kOff) {
     impl_->kept_below = gathered.kept_.Below();
     impl_->ring_decides = RingDecides(request, weights.whole_machines);
+    impl_->nvlink_rule = NvlinkRuleApplies(request, weights.whole_machines);
   }
   // Look-aheads of idle nodes by placement table: a handful of tables serve every node.
   if (request.kind == GpuRequest::Kind::kWhole) {
@@ -478,12 +479,10 @@ CandidateScorer::Figures CandidateScorer::figures() const {
 
 bool CandidateScorer::LosesWholeMachinePoints(std::size_t i) const {
   const NodeFit& fit = *impl_->candidates[i].fit;
-  const GpuRequest& request = impl_->request;
-  const bool ringed = request.kind == GpuRequest::Kind::kWhole && request.count >= 2;
   return extender::LosesWholeMachinePoints(fit.keeper_gpus_broken, RingRankOf(fit),
                                            impl_->kept_below, impl_->ring_decides) ||
-         (ringed && extender::LosesNvlinkPoints(fit.quality.ring_mbps, fit.ring_all_nvlink,
-                                                impl_->bests.nvlink_ring, impl_->ring_decides));
+         extender::LosesNvlinkPoints(fit.quality.ring_mbps, fit.ring_all_nvlink,
+                                     impl_->bests.nvlink_ring, impl_->nvlink_rule);
 }
 
 bool CandidateScorer::LosesNicPoints(std::size_t i) const {

@@ -18,35 +18,7 @@ bool HoldsNvlinkSet(const alloc::PlacementTable& table, topology::GpuMask free, 
   return best != 0 && table.Meets(best, alloc::Closeness::kNvlink);
 }
 
-}  // namespace
-
-Result<WholeMachinePolicy> ParseWholeMachinePolicy(std::string_view text) {
-  if (text == "keep") return WholeMachinePolicy::kKeep;
-  if (text == "ring") return WholeMachinePolicy::kRing;
-  if (text == "off") return WholeMachinePolicy::kOff;
-  return MakeError("whole_machines must be keep, ring or off, not \"" + std::string(text) + "\"");
-}
-
-std::string_view ToString(WholeMachinePolicy policy) {
-  switch (policy) {
-    case WholeMachinePolicy::kKeep:
-      return "keep";
-    case WholeMachinePolicy::kRing:
-      return "ring";
-    case WholeMachinePolicy::kOff:
-      return "off";
-  }
-  return "keep";
-}
-
-int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assignment,
-                     const alloc::NicRequest& nics) {
-  if (!nics.wanted() || node.nic_count() == 0) return BrokenGpuKeeperGpus(node, assignment);
-  const int backed = alloc::GpusWithOwnCloseNic(node.table().topology(), node.whole_free(),
-                                                node.nic_whole_free(), nics.closeness);
-  return BrokenGpuKeeperGpus(node, assignment, backed);
-}
-
+// The NVLink keepers of at most `largest` GPUs and the MIG keeper that `assignment` breaks.
 int BrokenGpuKeeperGpus(const state::NodeState& node, const state::Assignment& assignment,
                         int largest) {
   if (!assignment.mig.empty()) {
@@ -83,6 +55,37 @@ int BrokenGpuKeeperGpus(const state::NodeState& node, const state::Assignment& a
   return level;
 }
 
+}  // namespace
+
+Result<WholeMachinePolicy> ParseWholeMachinePolicy(std::string_view text) {
+  if (text == "keep") return WholeMachinePolicy::kKeep;
+  if (text == "ring") return WholeMachinePolicy::kRing;
+  if (text == "off") return WholeMachinePolicy::kOff;
+  return MakeError("whole_machines must be keep, ring or off, not \"" + std::string(text) + "\"");
+}
+
+std::string_view ToString(WholeMachinePolicy policy) {
+  switch (policy) {
+    case WholeMachinePolicy::kKeep:
+      return "keep";
+    case WholeMachinePolicy::kRing:
+      return "ring";
+    case WholeMachinePolicy::kOff:
+      return "off";
+  }
+  return "keep";
+}
+
+int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assignment,
+                     const alloc::NicRequest& nics) {
+  if (!nics.wanted() || node.nic_count() == 0) {
+    return BrokenGpuKeeperGpus(node, assignment, topology::kMaxGpus);
+  }
+  const int backed = alloc::GpusWithOwnCloseNic(node.table().topology(), node.whole_free(),
+                                                node.nic_whole_free(), nics.closeness);
+  return BrokenGpuKeeperGpus(node, assignment, backed);
+}
+
 bool RingDecides(const GpuRequest& request, WholeMachinePolicy policy) {
   return policy == WholeMachinePolicy::kRing || request.closeness != alloc::Closeness::kNode ||
          request.nics.wanted();
@@ -112,10 +115,20 @@ bool LosesWholeMachinePoints(int level, std::uint32_t ring_rank,
   return !ring_decides || alternative - 1 >= ring_rank;
 }
 
-bool LosesNvlinkPoints(std::uint32_t ring_mbps, bool all_nvlink, double best_nvlink_ring_mbps,
-                       bool ring_decides) {
-  return ring_decides && !all_nvlink && best_nvlink_ring_mbps > 0 &&
+bool NvlinkRuleApplies(const GpuRequest& request, WholeMachinePolicy policy) {
+  return policy != WholeMachinePolicy::kOff && request.kind == GpuRequest::Kind::kWhole &&
+         request.count >= 2 && RingDecides(request, policy);
+}
+
+bool PcieHopBesideNvlinkRing(std::uint32_t ring_mbps, bool all_nvlink,
+                             double best_nvlink_ring_mbps) {
+  return !all_nvlink && best_nvlink_ring_mbps > 0 &&
          best_nvlink_ring_mbps >= static_cast<double>(ring_mbps);
+}
+
+bool LosesNvlinkPoints(std::uint32_t ring_mbps, bool all_nvlink, double best_nvlink_ring_mbps,
+                       bool rule_applies) {
+  return rule_applies && PcieHopBesideNvlinkRing(ring_mbps, all_nvlink, best_nvlink_ring_mbps);
 }
 
 }  // namespace linkfit::extender

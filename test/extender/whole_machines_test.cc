@@ -332,6 +332,15 @@ TEST_F(BrokenKeeperTest, AHalfUsedPcieServerLosesToAnNvlinkRingAsFast) {
   EXPECT_FALSE(LosesNvlinkPoints(20000, true, 20000, true));    // all NVLink itself
   EXPECT_FALSE(LosesNvlinkPoints(20000, false, 0, true));       // no NVLink ring anywhere
   EXPECT_FALSE(LosesNvlinkPoints(20000, false, 20000, false));  // `keep` without a hint, `off`
+  GpuRequest ring;
+  ring.kind = GpuRequest::Kind::kWhole;
+  ring.count = 4;
+  EXPECT_TRUE(NvlinkRuleApplies(ring, WholeMachinePolicy::kRing));
+  EXPECT_FALSE(NvlinkRuleApplies(ring, WholeMachinePolicy::kKeep));  // no hint: keep decides
+  EXPECT_FALSE(NvlinkRuleApplies(ring, WholeMachinePolicy::kOff));
+  GpuRequest one = ring;
+  one.count = 1;  // no ring
+  EXPECT_FALSE(NvlinkRuleApplies(one, WholeMachinePolicy::kRing));
 }
 
 }  // namespace

@@ -89,9 +89,6 @@ std::string_view ToString(WholeMachinePolicy policy);
 // it asks NICs, only the keepers the node's whole free NICs back count (above).
 int BrokenKeeperGpus(const state::NodeState& node, const state::Assignment& assignment,
                      const alloc::NicRequest& nics = {});
-// The NVLink keepers of at most `largest` GPUs and the MIG keeper, whatever the NICs.
-int BrokenGpuKeeperGpus(const state::NodeState& node, const state::Assignment& assignment,
-                        int largest = topology::kMaxGpus);
 
 // A fit's ring as the rule compares rings: for a pod asking NICs, a fit giving every GPU a close
 // NIC (NodeFit::nics_aligned) above one that does not; then by bandwidth, then all-NVLink above
@@ -135,10 +132,17 @@ class KeptAlternatives {
 bool LosesWholeMachinePoints(int level, std::uint32_t ring_rank,
                              const KeptAlternatives::Rings& below, bool ring_decides);
 
-// Whether a candidate whose ring is `ring_mbps` (all NVLink or not) loses the whole-machine points
-// for its PCIe hop: the ring decides (RingDecides) and another candidate offers an all-NVLink ring
-// of at least `ring_mbps` (`best_nvlink_ring_mbps`, 0 = none does).
+// Whether a ring of `ring_mbps` has a PCIe hop (not `all_nvlink`) while another candidate offers
+// an all-NVLink ring at least as fast (`best_nvlink_ring_mbps`, 0 = none does). Scoring's T term
+// takes its 0.2 off such a ring; the whole-machines rule may take its points (below).
+bool PcieHopBesideNvlinkRing(std::uint32_t ring_mbps, bool all_nvlink,
+                             double best_nvlink_ring_mbps);
+// Whether the PCIe-hop rule applies to a pod: the rule is on, the ring decides (RingDecides) and
+// the pod has a ring (two or more whole GPUs). One answer per call.
+bool NvlinkRuleApplies(const GpuRequest& request, WholeMachinePolicy policy);
+// Whether a candidate loses the whole-machine points for its PCIe hop: the rule applies
+// (NvlinkRuleApplies) and PcieHopBesideNvlinkRing.
 bool LosesNvlinkPoints(std::uint32_t ring_mbps, bool all_nvlink, double best_nvlink_ring_mbps,
-                       bool ring_decides);
+                       bool rule_applies);
 
 }  // namespace linkfit::extender
